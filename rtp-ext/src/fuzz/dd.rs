@@ -1,5 +1,4 @@
-//! Fuzz target bodies. `fuzz/` wraps each in three lines, and `tests/fuzz_seeds.rs` runs them
-//! over the committed seed corpus, so a crash found by the fuzzer becomes an ordinary test.
+//! Dependency Descriptor fuzz bodies.
 
 use std::sync::Arc;
 

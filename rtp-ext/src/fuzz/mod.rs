@@ -1,0 +1,6 @@
+//! Fuzz target bodies. `fuzz/` wraps each in three lines, and `tests/fuzz_seeds.rs` runs them
+//! over the committed seed corpus, so a crash found by the fuzzer becomes an ordinary test.
+
+mod dd;
+
+pub use dd::{dd_parse, dd_roundtrip};
