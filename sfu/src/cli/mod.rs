@@ -1,0 +1,33 @@
+//! Command-line interface: each subcommand is a thin layer over the library crates.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod dd;
+mod dd_json;
+
+/// Strata: an SFU that forwards layered video.
+#[derive(Debug, Parser)]
+#[command(name = "sfu", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Dependency Descriptor tools.
+    Dd {
+        #[command(subcommand)]
+        command: dd::DdCommand,
+    },
+}
+
+impl Cli {
+    pub fn run(self) -> ExitCode {
+        match self.command {
+            Command::Dd { command } => command.run(),
+        }
+    }
+}
