@@ -1,1 +1,36 @@
+//! Strata's benchmark cases, shared by the criterion benches (`benches/`) and the
+//! allocation-counting harness (`cargo run --release -p benches --bin allocs`). Each case is
+//! defined once here; the drivers only run it.
 
+pub mod alloc_counter;
+pub mod dd;
+pub mod fixtures;
+
+/// One benchmark: a name in the suite's `area/what/variant` form and the operation to repeat.
+/// The operation owns its prepared state, so setup cost stays out of the measurement.
+pub struct Case {
+    pub name: &'static str,
+    pub op: Box<dyn FnMut()>,
+}
+
+impl std::fmt::Debug for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Case")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Case {
+    pub fn new(name: &'static str, op: impl FnMut() + 'static) -> Self {
+        Self {
+            name,
+            op: Box::new(op),
+        }
+    }
+}
+
+/// Every case of the suite, in report order.
+pub fn all_cases() -> Vec<Case> {
+    dd::cases()
+}

@@ -74,43 +74,51 @@ impl<'a> BitReader<'a> {
     }
 }
 
-/// Writes bit fields into a caller's byte slice. Bits are overwritten, so the buffer may hold
-/// anything beforehand; [`BitWriter::finish`] zeroes the rest of the last byte.
+/// Writes bit fields into a caller's byte slice. Whole bytes are stored as they fill, so the
+/// buffer may hold anything beforehand; [`BitWriter::finish`] stores the last partial byte with
+/// zero padding.
 #[derive(Debug)]
 pub struct BitWriter<'a> {
     buf: &'a mut [u8],
-    pos: usize,
+    /// Bytes stored so far.
+    len: usize,
+    /// Pending bits, right-aligned; fewer than 8 between calls.
+    acc: u64,
+    acc_bits: u32,
 }
 
 impl<'a> BitWriter<'a> {
     pub fn new(buf: &'a mut [u8]) -> Self {
-        Self { buf, pos: 0 }
+        Self {
+            buf,
+            len: 0,
+            acc: 0,
+            acc_bits: 0,
+        }
     }
 
     /// Bits written so far.
     pub fn position(&self) -> usize {
-        self.pos
+        self.len * 8 + self.acc_bits as usize
     }
 
     /// Writes the low `n` bits of `value`, `n <= 32`.
     pub fn write(&mut self, value: u32, n: u32) -> Result<(), BufferFull> {
         debug_assert!(n <= 32, "write of {n} bits");
-        if self.pos + n as usize > self.buf.len() * 8 {
+        if self.position() + n as usize > self.buf.len() * 8 {
             return Err(BufferFull);
         }
-        let mut left = n;
-        while left > 0 {
-            let avail = 8 - (self.pos % 8) as u32;
-            let take = avail.min(left);
-            let chunk = ((u64::from(value) >> (left - take)) & ((1 << take) - 1)) as u8;
-            let shift = avail - take;
-            let mask = (((1u16 << take) - 1) << shift) as u8;
-            // In bounds: checked against the buffer length above.
-            let byte = &mut self.buf[self.pos / 8];
-            *byte = (*byte & !mask) | (chunk << shift);
-            self.pos += take as usize;
-            left -= take;
+        let value = u64::from(value) & ((1u64 << n) - 1);
+        // At most 7 + 32 bits pending: fits in 64.
+        self.acc = (self.acc << n) | value;
+        self.acc_bits += n;
+        while self.acc_bits >= 8 {
+            self.acc_bits -= 8;
+            // In bounds: the whole write was checked against the buffer above.
+            self.buf[self.len] = (self.acc >> self.acc_bits) as u8;
+            self.len += 1;
         }
+        self.acc &= (1 << self.acc_bits) - 1;
         Ok(())
     }
 
@@ -130,11 +138,11 @@ impl<'a> BitWriter<'a> {
         }
     }
 
-    /// Zeroes the unused low bits of the last byte and returns the number of bytes written.
+    /// Stores the last partial byte, zero padded, and returns the number of bytes written.
     pub fn finish(mut self) -> Result<usize, BufferFull> {
-        let pad = (8 - self.pos % 8) % 8;
-        self.write(0, pad as u32)?;
-        Ok(self.pos / 8)
+        let pad = (8 - self.acc_bits % 8) % 8;
+        self.write(0, pad)?;
+        Ok(self.len)
     }
 }
 
@@ -211,6 +219,7 @@ mod tests {
             let mut w = BitWriter::new(&mut buf);
             w.write_ns(value, 5).unwrap();
             let bits = w.position();
+            w.finish().unwrap();
             let written = format!("{:08b}", buf[0]);
             assert_eq!(&written[..bits], code, "ns(5) value {value}");
             let mut r = BitReader::new(&buf);
@@ -226,6 +235,7 @@ mod tests {
                 let mut w = BitWriter::new(&mut buf);
                 w.write_ns(value, n).unwrap();
                 assert_eq!(w.position() as u32, ns_size(value, n));
+                w.finish().unwrap();
                 let mut r = BitReader::new(&buf);
                 assert_eq!(r.read_ns(n), Ok(value), "ns({n})");
                 assert_eq!(r.position() as u32, ns_size(value, n));

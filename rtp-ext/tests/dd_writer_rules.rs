@@ -184,7 +184,7 @@ fn template_search_stays_within_the_frames_layer() {
     let mut dd = frame_like(&s.templates[0], 5);
     dd.frame_dependencies.temporal_id = 1;
     let bytes = write(&dd, ALL_CHAINS).expect("writable");
-    assert_eq!(usize::from(bytes[0] & 0x3F), (2 + 5) % 64);
+    assert_eq!(bytes[0] & 0x3F, 2 + 5, "template 2 at offset 5");
     assert!(bytes.len() > 3);
     let back = read(&bytes);
     assert_eq!(back.frame_dependencies, dd.frame_dependencies);

@@ -1,1 +1,96 @@
-fn main() {}
+//! Allocation-counting harness: for every benchmark case, allocations and bytes per operation
+//! (exact, from a counting global allocator) and nanoseconds per operation (wall clock).
+//!
+//! `cargo run --release -p benches --bin allocs -- [--json] [FILTER]`
+
+use std::time::{Duration, Instant};
+
+use benches::alloc_counter::{AllocCount, CountingAllocator};
+use benches::{all_cases, Case};
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// Operations run before measuring, so lazily built state (caches, first-use allocations) is
+/// not charged to the steady state.
+const WARMUP_OPS: u64 = 10_000;
+/// Operations whose allocations are counted.
+const COUNTED_OPS: u64 = 10_000;
+/// Wall-clock time spent per case on timing.
+const TIMING_BUDGET: Duration = Duration::from_millis(400);
+
+struct Report {
+    name: &'static str,
+    ns_per_op: f64,
+    allocs_per_op: f64,
+    bytes_per_op: f64,
+}
+
+fn main() {
+    let mut json = false;
+    let mut filter = None;
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--json" => json = true,
+            "-h" | "--help" => {
+                println!("usage: allocs [--json] [FILTER]");
+                return;
+            }
+            other => filter = Some(other.to_owned()),
+        }
+    }
+    if !json {
+        println!(
+            "{:<36} {:>10} {:>10} {:>10}",
+            "name", "ns/op", "allocs/op", "B/op"
+        );
+    }
+    let selected = all_cases()
+        .into_iter()
+        .filter(|c| filter.as_deref().is_none_or(|f| c.name.contains(f)));
+    for case in selected {
+        let r = measure(case);
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "name": r.name,
+                    "ns_per_op": (r.ns_per_op * 10.0).round() / 10.0,
+                    "allocs_per_op": r.allocs_per_op,
+                    "bytes_per_op": r.bytes_per_op,
+                })
+            );
+        } else {
+            println!(
+                "{:<36} {:>10.1} {:>10} {:>10}",
+                r.name, r.ns_per_op, r.allocs_per_op, r.bytes_per_op
+            );
+        }
+    }
+}
+
+fn measure(mut case: Case) -> Report {
+    for _ in 0..WARMUP_OPS {
+        (case.op)();
+    }
+    let counted = AllocCount::during(|| {
+        for _ in 0..COUNTED_OPS {
+            (case.op)();
+        }
+    });
+    let mut ops = 0u64;
+    let start = Instant::now();
+    while start.elapsed() < TIMING_BUDGET {
+        for _ in 0..1_000 {
+            (case.op)();
+        }
+        ops += 1_000;
+    }
+    let elapsed = start.elapsed();
+    Report {
+        name: case.name,
+        ns_per_op: elapsed.as_nanos() as f64 / ops as f64,
+        allocs_per_op: counted.allocs as f64 / COUNTED_OPS as f64,
+        bytes_per_op: counted.bytes as f64 / COUNTED_OPS as f64,
+    }
+}
