@@ -260,3 +260,147 @@ pub(crate) fn mask_of(count: u8) -> u32 {
         (1u32 << count) - 1
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dd::indication::DecodeTargetIndication::{NotPresent, Switch};
+
+    fn t(spatial_id: u8, temporal_id: u8) -> FrameDependencyTemplate {
+        FrameDependencyTemplate {
+            spatial_id,
+            temporal_id,
+            dtis: DecodeTargetIndications::from_slice(&[Switch, NotPresent]),
+            frame_diffs: FrameDiffs::new(),
+            chain_diffs: ChainDiffs::from_slice(&[0]).expect("one"),
+        }
+    }
+
+    /// L2T1 with one chain protecting both decode targets.
+    fn valid() -> FrameDependencyStructure {
+        FrameDependencyStructure {
+            template_id_offset: 63,
+            decode_target_count: 2,
+            chain_count: 1,
+            decode_target_protected_by: InlineVec::from_slice(&[0, 0]).expect("two"),
+            templates: vec![t(0, 0), t(1, 0)],
+            resolutions: InlineVec::from_slice(
+                &[RenderResolution {
+                    width: 1,
+                    height: 65536,
+                }; 2],
+            )
+            .expect("two"),
+        }
+    }
+
+    fn broken(change: impl FnOnce(&mut FrameDependencyStructure)) -> Result<(), StructureError> {
+        let mut s = valid();
+        change(&mut s);
+        s.validate()
+    }
+
+    #[test]
+    fn accepts_a_valid_structure() {
+        assert_eq!(valid().validate(), Ok(()));
+    }
+
+    #[test]
+    fn each_rule_has_its_error() {
+        use StructureError::*;
+        assert_eq!(
+            broken(|s| s.decode_target_count = 0),
+            Err(DecodeTargetCount)
+        );
+        assert_eq!(
+            broken(|s| s.decode_target_count = 33),
+            Err(DecodeTargetCount)
+        );
+        assert_eq!(broken(|s| s.chain_count = 3), Err(ChainCount));
+        assert_eq!(broken(|s| s.template_id_offset = 64), Err(TemplateIdOffset));
+        assert_eq!(broken(|s| s.templates.clear()), Err(TemplateCount));
+        assert_eq!(
+            broken(|s| s.templates = vec![t(0, 0); 65]),
+            Err(TemplateCount)
+        );
+        assert_eq!(broken(|s| s.templates[0] = t(0, 1)), Err(TemplateOrder));
+        assert_eq!(broken(|s| s.templates[1] = t(2, 0)), Err(TemplateOrder));
+        assert_eq!(broken(|s| s.templates[1] = t(1, 1)), Err(TemplateOrder));
+        let too_deep = (0..9).map(|tid| t(0, tid)).collect();
+        assert_eq!(broken(|s| s.templates = too_deep), Err(TemplateOrder));
+        assert_eq!(
+            broken(|s| s.templates[1].dtis = DecodeTargetIndications::new(3)),
+            Err(TemplateShape)
+        );
+        assert_eq!(
+            broken(|s| s.templates[1].chain_diffs = ChainDiffs::new()),
+            Err(TemplateShape)
+        );
+        assert_eq!(
+            broken(|s| s.templates[1].frame_diffs = FrameDiffs::from_slice(&[17]).expect("one")),
+            Err(TemplateDiff)
+        );
+        assert_eq!(
+            broken(|s| s.templates[1].frame_diffs = FrameDiffs::from_slice(&[0]).expect("one")),
+            Err(TemplateDiff)
+        );
+        assert_eq!(
+            broken(|s| s.templates[1].chain_diffs.as_mut_slice()[0] = 16),
+            Err(TemplateDiff)
+        );
+        assert_eq!(
+            broken(|s| s.decode_target_protected_by.as_mut_slice()[1] = 1),
+            Err(ProtectedBy)
+        );
+        assert_eq!(
+            broken(|s| s.decode_target_protected_by = InlineVec::new()),
+            Err(ProtectedBy)
+        );
+        assert_eq!(
+            broken(|s| s.resolutions = InlineVec::from_slice(&s.resolutions[..1]).expect("one")),
+            Err(Resolutions)
+        );
+        assert_eq!(
+            broken(|s| s.resolutions.as_mut_slice()[0].width = 0),
+            Err(Resolutions)
+        );
+        assert_eq!(
+            broken(|s| s.resolutions.as_mut_slice()[0].height = 65537),
+            Err(Resolutions)
+        );
+    }
+
+    #[test]
+    fn decode_target_layers_and_active_chains() {
+        let mut s = valid();
+        s.templates[1].dtis = DecodeTargetIndications::from_slice(&[NotPresent, Switch]);
+        s.chain_count = 2;
+        s.decode_target_protected_by = InlineVec::from_slice(&[0, 1]).expect("two");
+        for t in &mut s.templates {
+            t.chain_diffs = ChainDiffs::from_slice(&[0, 0]).expect("two");
+        }
+        assert_eq!(s.validate(), Ok(()));
+        assert_eq!(
+            s.decode_target_layer(1),
+            DecodeTargetLayer {
+                spatial_id: 1,
+                temporal_id: 0
+            }
+        );
+        assert_eq!(s.active_chains(0b01), 0b01);
+        assert_eq!(s.active_chains(0b10), 0b10);
+        assert_eq!(s.active_chains(0b11), 0b11);
+        assert_eq!(s.active_chains(0), 0);
+        assert_eq!(s.template_index(63), Some(0));
+        assert_eq!(s.template_index(0), Some(1));
+        assert_eq!(s.template_index(1), None);
+    }
+
+    /// Per-packet values stay small and inline: guard their size so a change that bloats the
+    /// hot path is a deliberate one.
+    #[test]
+    fn per_packet_types_stay_small() {
+        assert_eq!(std::mem::size_of::<FrameDependencyTemplate>(), 120);
+        assert_eq!(std::mem::size_of::<crate::dd::DependencyDescriptor>(), 144);
+    }
+}
