@@ -400,7 +400,7 @@ mod tests {
     /// hot path is a deliberate one.
     #[test]
     fn per_packet_types_stay_small() {
-        assert_eq!(std::mem::size_of::<FrameDependencyTemplate>(), 120);
-        assert_eq!(std::mem::size_of::<crate::dd::DependencyDescriptor>(), 144);
+        assert_eq!(size_of::<FrameDependencyTemplate>(), 120);
+        assert_eq!(size_of::<crate::dd::DependencyDescriptor>(), 144);
     }
 }
