@@ -23,7 +23,7 @@ const RESOLUTION_LEN: usize = 5;
 const MAX_LEB128_LEN: usize = 5;
 
 /// The layer allocation. An allocation without active layers, which the format sends as a
-/// single zero byte, reads back as the default value: stream index 0 and no streams.
+/// single zero byte, reads as the default value: stream index 0 and no streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct VideoLayersAllocation {
     /// RID: the index of the RTP stream this packet belongs to, 0-3.
@@ -162,10 +162,15 @@ fn parse_layers(data: &[u8]) -> Result<VideoLayersAllocation, ParseError> {
             *kbps = read_leb128(&mut rest)?;
         }
     }
+    let layer_count = allocation.active_layers().count();
+    if layer_count == 0 && rest.is_empty() {
+        // Only the header and bitmasks, all zero: the same "nothing sent" as the single zero
+        // byte, read as the same value.
+        return Ok(VideoLayersAllocation::default());
+    }
     if rest.is_empty() {
         return Ok(allocation);
     }
-    let layer_count = allocation.active_layers().count();
     if rest.len() != layer_count * RESOLUTION_LEN {
         return Err(ParseError::BadLength);
     }
@@ -392,6 +397,15 @@ mod tests {
         );
         let inactive = allocation(3, &[stream([None; 4])]);
         assert_eq!(write_vec(&inactive).unwrap(), [0]);
+        // RID 1, two streams, per-stream bitmasks both empty.
+        assert_eq!(
+            VideoLayersAllocation::parse(&[0x50, 0x00]),
+            Ok(VideoLayersAllocation::default())
+        );
+        assert_eq!(
+            VideoLayersAllocation::parse(&[0x50, 0x00, 0]),
+            Err(ParseError::BadLength)
+        );
     }
 
     #[test]
