@@ -3,9 +3,13 @@
 //!
 //! - [`bits`]: bit reader and writer (`f(n)`, `ns(n)`).
 //! - [`dd`]: the AV1 Dependency Descriptor.
+//! - [`rtp`]: the RTP packet view, the forwarding header writer and RTX payloads.
+//! - [`ext`]: typed RTP header extensions and their SDP extmap URIs.
 
 pub mod bits;
 pub mod dd;
+pub mod ext;
+pub mod rtp;
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;

@@ -2,5 +2,7 @@
 //! over the committed seed corpus, so a crash found by the fuzzer becomes an ordinary test.
 
 mod dd;
+mod rtp;
 
 pub use dd::{dd_parse, dd_roundtrip};
+pub use rtp::rtp_packet;
