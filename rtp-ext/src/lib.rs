@@ -3,8 +3,10 @@
 //!
 //! - [`bits`]: bit reader and writer (`f(n)`, `ns(n)`).
 //! - [`dd`]: the AV1 Dependency Descriptor.
+//! - [`codec`]: payload descriptors of VP8, VP9, H264 and AV1, and what a selector needs of them.
 
 pub mod bits;
+pub mod codec;
 pub mod dd;
 
 #[cfg(feature = "fuzzing")]
