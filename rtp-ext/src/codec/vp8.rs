@@ -264,3 +264,232 @@ impl fmt::Display for Vp8Error {
 }
 
 impl std::error::Error for Vp8Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Payload header first byte with P = 0 (key frame): size0 = 0, H = 1, VER = 0.
+    const KEY_HEADER: u8 = 0x10;
+    /// The same with P = 1 (interframe).
+    const INTER_HEADER: u8 = 0x11;
+
+    /// RFC 7741 section 4.2, every optional field present: X=1 S=1 PID=0; I L T K; M=1 picture
+    /// id 0x0123; TL0PICIDX 0x42; TID 2, Y 1, KEYIDX 21.
+    const FULL: [u8; 6] = [0x90, 0xF0, 0x81, 0x23, 0x42, 0b10_1_10101];
+
+    #[test]
+    fn rfc7741_4_2_minimal_descriptor() {
+        let d = Vp8Descriptor::parse(&[0x10, KEY_HEADER]).unwrap();
+        assert!(d.start_of_partition && !d.extended && !d.non_reference);
+        assert_eq!(d.size(), 1);
+        assert_eq!(d.picture_id, None);
+        assert_eq!(d.is_keyframe(&[0x10, KEY_HEADER]), Ok(true));
+        assert_eq!(d.is_keyframe(&[0x10, INTER_HEADER]), Ok(false));
+    }
+
+    #[test]
+    fn rfc7741_4_2_all_fields() {
+        let d = Vp8Descriptor::parse(&FULL).unwrap();
+        assert_eq!(d.picture_id, Some(PictureId::extended(0x0123)));
+        assert_eq!(d.tl0_pic_idx, Some(Tl0PicIdx(0x42)));
+        assert_eq!(
+            d.temporal,
+            Some(Vp8Temporal {
+                tid: TemporalLayerId(2),
+                layer_sync: true
+            })
+        );
+        assert_eq!(d.key_idx, Some(KeyIdx(21)));
+        assert_eq!(d.size(), 6);
+        let mut buf = [0xFF; Vp8Descriptor::MAX_SIZE];
+        assert_eq!(d.write(&mut buf), Ok(6));
+        assert_eq!(buf, FULL);
+    }
+
+    /// N=1, PID=3, short picture id 0x7F, and a T/K byte whose unannounced half is ignored.
+    #[test]
+    fn rfc7741_4_2_t_and_k_share_a_byte() {
+        let t_only = Vp8Descriptor::parse(&[0xA3, 0xA0, 0x7F, 0b01_0_11111]).unwrap();
+        assert!(t_only.non_reference && !t_only.start_of_partition);
+        assert_eq!(t_only.partition_id, PartitionId(3));
+        assert_eq!(t_only.picture_id, Some(PictureId::short(0x7F)));
+        assert_eq!(t_only.temporal.map(|t| t.tid), Some(TemporalLayerId(1)));
+        assert_eq!(t_only.key_idx, None);
+        let k_only = Vp8Descriptor::parse(&[0x80, 0x10, 0b11_1_00111]).unwrap();
+        assert_eq!(k_only.temporal, None);
+        assert_eq!(k_only.key_idx, Some(KeyIdx(7)));
+        let mut buf = [0; 3];
+        assert_eq!(k_only.write(&mut buf), Ok(3));
+        assert_eq!(buf, [0x80, 0x10, 0b00_0_00111]);
+    }
+
+    #[test]
+    fn bare_extension_byte_keeps_its_length() {
+        let d = Vp8Descriptor::parse(&[0x80, 0x00, 0x42]).unwrap();
+        assert!(d.extended);
+        assert_eq!(d.size(), 2);
+        let mut buf = [0; 2];
+        assert_eq!(d.write(&mut buf), Ok(2));
+        assert_eq!(Vp8Descriptor::parse(&buf), Ok(d));
+    }
+
+    #[test]
+    fn truncated_descriptors() {
+        for bytes in [
+            &[][..],
+            &[0x80],
+            &[0x80, 0x80],
+            &[0x80, 0x80, 0x80],
+            &[0x80, 0x40],
+        ] {
+            assert_eq!(
+                Vp8Descriptor::parse(bytes),
+                Err(Vp8Error::Truncated),
+                "{bytes:02x?}"
+            );
+        }
+        assert_eq!(
+            Vp8Error::Truncated.to_string(),
+            "payload descriptor truncated"
+        );
+    }
+
+    #[test]
+    fn keyframe_needs_the_payload_header_of_a_frame_start() {
+        let start = Vp8Descriptor::parse(&[0x10]).unwrap();
+        assert_eq!(
+            start.is_keyframe(&[0x10]),
+            Err(Vp8Error::MissingPayloadHeader)
+        );
+        // Later partitions and continuations carry no payload header, and are never keyframes.
+        let later = [0x11, KEY_HEADER];
+        assert_eq!(
+            Vp8Descriptor::parse(&later).unwrap().is_keyframe(&later),
+            Ok(false)
+        );
+        let cont = [0x00, KEY_HEADER];
+        assert_eq!(
+            Vp8Descriptor::parse(&cont).unwrap().is_keyframe(&cont),
+            Ok(false)
+        );
+    }
+
+    #[test]
+    fn writer_refuses_wide_fields_and_small_buffers() {
+        let mut d = Vp8Descriptor::parse(&FULL).unwrap();
+        assert_eq!(d.write(&mut [0; 5]), Err(WriteError::BufferTooSmall));
+        d.key_idx = Some(KeyIdx(32));
+        assert_eq!(d.write(&mut [0; 6]), Err(WriteError::FieldOutOfRange));
+        d.key_idx = None;
+        d.temporal = Some(Vp8Temporal {
+            tid: TemporalLayerId(4),
+            layer_sync: false,
+        });
+        assert_eq!(d.write(&mut [0; 6]), Err(WriteError::FieldOutOfRange));
+        let pid = Vp8Descriptor {
+            partition_id: PartitionId(8),
+            ..Vp8Descriptor::default()
+        };
+        assert_eq!(pid.write(&mut [0; 1]), Err(WriteError::FieldOutOfRange));
+    }
+
+    fn patched(bytes: &[u8], patch: Vp8Patch) -> (Vec<u8>, Vp8Descriptor) {
+        let d = Vp8Descriptor::parse(bytes).unwrap();
+        let mut copy = bytes.to_vec();
+        patch.apply(&d, &mut copy).unwrap();
+        let back = Vp8Descriptor::parse(&copy).unwrap();
+        assert_eq!(back.size(), d.size(), "patch changed the length");
+        (copy, back)
+    }
+
+    #[test]
+    fn patch_rewrites_fields_in_place() {
+        let mut packet = FULL.to_vec();
+        packet.extend_from_slice(&[KEY_HEADER, 0xAB]);
+        let patch = Vp8Patch {
+            picture_id: Some(0x7FFE),
+            tl0_pic_idx: Some(Tl0PicIdx(9)),
+            key_idx: Some(KeyIdx(30)),
+        };
+        let (bytes, back) = patched(&packet, patch);
+        assert_eq!(back.picture_id, Some(PictureId::extended(0x7FFE)));
+        assert_eq!(back.tl0_pic_idx, Some(Tl0PicIdx(9)));
+        assert_eq!(back.key_idx, Some(KeyIdx(30)));
+        // TID and Y share KEYIDX's byte and stay; the payload after the descriptor too.
+        assert_eq!(back.temporal, Vp8Descriptor::parse(&FULL).unwrap().temporal);
+        assert_eq!(&bytes[6..], &[KEY_HEADER, 0xAB]);
+    }
+
+    #[test]
+    fn patch_wraps_picture_ids_within_their_width() {
+        let short = [0x90, 0x80, 0x05, KEY_HEADER];
+        let (bytes, back) = patched(
+            &short,
+            Vp8Patch {
+                picture_id: Some(130),
+                ..Default::default()
+            },
+        );
+        assert_eq!(back.picture_id, Some(PictureId::short(2)));
+        assert_eq!(bytes, [0x90, 0x80, 0x02, KEY_HEADER]);
+        let long = [0x90, 0x80, 0x80, 0x05, KEY_HEADER];
+        let (bytes, back) = patched(
+            &long,
+            Vp8Patch {
+                picture_id: Some(0x8001),
+                ..Default::default()
+            },
+        );
+        assert_eq!(back.picture_id, Some(PictureId::extended(1)));
+        assert_eq!(bytes, [0x90, 0x80, 0x80, 0x01, KEY_HEADER]);
+    }
+
+    #[test]
+    fn patch_refusals_write_nothing() {
+        let bytes = [0x90, 0x80, 0x05];
+        let d = Vp8Descriptor::parse(&bytes).unwrap();
+        let mut copy = bytes;
+        let absent = Vp8Patch {
+            tl0_pic_idx: Some(Tl0PicIdx(1)),
+            picture_id: Some(9),
+            ..Default::default()
+        };
+        assert_eq!(absent.apply(&d, &mut copy), Err(WriteError::Inconsistent));
+        assert_eq!(copy, bytes);
+        let full = Vp8Descriptor::parse(&FULL).unwrap();
+        let mut copy = FULL;
+        let wide = Vp8Patch {
+            picture_id: Some(1),
+            key_idx: Some(KeyIdx(32)),
+            ..Default::default()
+        };
+        assert_eq!(
+            wide.apply(&full, &mut copy),
+            Err(WriteError::FieldOutOfRange)
+        );
+        assert_eq!(copy, FULL);
+        let short = Vp8Patch {
+            picture_id: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(
+            short.apply(&full, &mut copy[..5]),
+            Err(WriteError::BufferTooSmall)
+        );
+        assert_eq!(copy, FULL);
+    }
+
+    #[test]
+    fn summary_reports_start_picture_id_and_temporal_layer() {
+        let mut packet = FULL.to_vec();
+        packet.push(KEY_HEADER);
+        let d = Vp8Descriptor::parse(&packet).unwrap();
+        let s = d.summary(d.is_keyframe(&packet).unwrap());
+        assert!(s.keyframe);
+        assert_eq!(s.start_of_frame, Some(true));
+        assert_eq!(s.end_of_frame, None);
+        assert_eq!(s.picture_id, Some(PictureId::extended(0x0123)));
+        assert_eq!(s.temporal_layer, Some(TemporalLayerId(2)));
+    }
+}

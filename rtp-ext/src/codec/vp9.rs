@@ -398,3 +398,184 @@ impl fmt::Display for Vp9Error {
 }
 
 impl std::error::Error for Vp9Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trips(bytes: &[u8]) -> Vp9Descriptor {
+        let d = Vp9Descriptor::parse(bytes).unwrap();
+        assert_eq!(d.size(), bytes.len());
+        let mut buf = [0xFF; VP9_MAX_DESCRIPTOR_SIZE];
+        assert_eq!(d.write(&mut buf), Ok(bytes.len()));
+        assert_eq!(&buf[..bytes.len()], bytes);
+        d
+    }
+
+    /// RFC 9628 section 4.2, non-flexible mode: I P L B E; 15-bit picture id 5; TID 2, U, SID 1,
+    /// D; TL0PICIDX 7.
+    #[test]
+    fn rfc9628_4_2_non_flexible_mode() {
+        let d = round_trips(&[0xEC, 0x80, 0x05, 0b010_1_001_1, 0x07]);
+        assert!(d.inter_picture_predicted && !d.flexible_mode);
+        assert!(d.start_of_frame && d.end_of_frame && !d.not_upper_layer_reference);
+        assert_eq!(d.picture_id, Some(PictureId::extended(5)));
+        let layer = Vp9LayerIndices {
+            tid: TemporalLayerId(2),
+            switching_up_point: true,
+            sid: SpatialLayerId(1),
+            inter_layer_dependency: true,
+        };
+        assert_eq!(d.layer, Some(layer));
+        assert_eq!(d.tl0_pic_idx, Some(Tl0PicIdx(7)));
+        assert!(d.reference_diffs.is_empty());
+        assert!(!d.is_keyframe());
+    }
+
+    /// RFC 9628 section 4.2, flexible mode: I P L F B Z; 7-bit picture id; TID 1; three P_DIFFs
+    /// chained by N, and no TL0PICIDX.
+    #[test]
+    fn rfc9628_4_2_flexible_mode() {
+        let d = round_trips(&[0xF9, 0x12, 0x20, 0x03, 0x05, 0x06]);
+        assert!(d.flexible_mode && d.not_upper_layer_reference && !d.end_of_frame);
+        assert_eq!(d.picture_id, Some(PictureId::short(0x12)));
+        assert_eq!(d.tl0_pic_idx, None);
+        assert_eq!(
+            d.reference_diffs.as_slice(),
+            &[PDiff(1), PDiff(2), PDiff(3)]
+        );
+        let s = d.summary();
+        assert_eq!(s.temporal_layer, Some(TemporalLayerId(1)));
+        assert_eq!(s.spatial_layer, Some(SpatialLayerId(0)));
+        assert_eq!(
+            Vp9Descriptor::parse(&[0xF9, 0x12, 0x20, 0x03, 0x05, 0x07]),
+            Err(Vp9Error::TooManyReferenceDiffs)
+        );
+    }
+
+    /// RFC 9628 section 4.2.1: two spatial layers with resolutions, a picture group of two.
+    #[test]
+    fn rfc9628_4_2_1_scalability_structure() {
+        let bytes = [
+            0x0A, 0x38, 0x01, 0x40, 0x00, 0xB4, 0x02, 0x80, 0x01, 0x68, 0x02, 0x04, 0x02, 0x30,
+        ];
+        let d = round_trips(&bytes);
+        assert!(d.is_keyframe());
+        let ss = d.scalability_structure.unwrap();
+        assert_eq!(ss.spatial_layers, 2);
+        let resolutions = ss.resolutions.unwrap();
+        assert_eq!(
+            resolutions[1],
+            Resolution {
+                width: 640,
+                height: 360
+            }
+        );
+        let group = ss.picture_group.unwrap();
+        assert_eq!(group.len(), 2);
+        assert_eq!(group[0].reference_diffs.as_slice(), &[PDiff(2)]);
+        assert_eq!(group[1].tid, TemporalLayerId(1));
+        assert!(group[1].switching_up_point && group[1].reference_diffs.is_empty());
+        // Without Y and G, only the N_S byte.
+        let bare = round_trips(&[0x02, 0xE0]);
+        assert_eq!(bare.scalability_structure.unwrap().spatial_layers, 8);
+    }
+
+    #[test]
+    fn picture_group_beyond_the_bound_is_refused() {
+        let mut bytes = vec![0x02, 0x08, VP9_MAX_PICTURE_GROUP as u8 + 1];
+        bytes.resize(bytes.len() + VP9_MAX_PICTURE_GROUP + 1, 0);
+        assert_eq!(
+            Vp9Descriptor::parse(&bytes),
+            Err(Vp9Error::PictureGroupTooLarge)
+        );
+        bytes[2] -= 1;
+        bytes.pop();
+        assert_eq!(round_trips(&bytes).size(), bytes.len());
+    }
+
+    #[test]
+    fn truncated_descriptors() {
+        let cases: [&[u8]; 6] = [
+            &[],
+            &[0x80],
+            &[0x20, 0x00],
+            &[0x50, 0x03],
+            &[0x02, 0x10, 0x01, 0x40, 0x00],
+            &[0x02, 0x08, 0x01, 0x04],
+        ];
+        for bytes in cases {
+            assert_eq!(
+                Vp9Descriptor::parse(bytes),
+                Err(Vp9Error::Truncated),
+                "{bytes:02x?}"
+            );
+        }
+    }
+
+    #[test]
+    fn keyframe_is_any_packet_of_a_base_layer_intra_frame() {
+        // End of frame, no picture id, P = 0, no layer indices.
+        assert!(Vp9Descriptor::parse(&[0x04]).unwrap().is_keyframe());
+        // P = 0 but spatial layer 1 of the keyframe picture: predicted from layer 0.
+        assert!(!Vp9Descriptor::parse(&[0x28, 0x02, 0x00])
+            .unwrap()
+            .is_keyframe());
+    }
+
+    #[test]
+    fn writer_refuses_inconsistent_or_wide_fields() {
+        let base = Vp9Descriptor::parse(&[0xEC, 0x80, 0x05, 0x53, 0x07]).unwrap();
+        let mut buf = [0; VP9_MAX_DESCRIPTOR_SIZE];
+        let no_tl0 = Vp9Descriptor {
+            tl0_pic_idx: None,
+            ..base
+        };
+        assert_eq!(no_tl0.write(&mut buf), Err(WriteError::Inconsistent));
+        let flexible = Vp9Descriptor {
+            flexible_mode: true,
+            tl0_pic_idx: None,
+            ..base
+        };
+        assert_eq!(flexible.write(&mut buf), Err(WriteError::Inconsistent));
+        let mut wide_diff = flexible;
+        wide_diff.reference_diffs = InlineVec::from_slice(&[PDiff(128)]).unwrap();
+        assert_eq!(wide_diff.write(&mut buf), Err(WriteError::FieldOutOfRange));
+        let mut wide_tid = base;
+        wide_tid.layer = base.layer.map(|l| Vp9LayerIndices {
+            tid: TemporalLayerId(8),
+            ..l
+        });
+        assert_eq!(wide_tid.write(&mut buf), Err(WriteError::FieldOutOfRange));
+        assert_eq!(base.write(&mut buf[..4]), Err(WriteError::BufferTooSmall));
+    }
+
+    #[test]
+    fn writer_refuses_a_malformed_scalability_structure() {
+        let mut d = Vp9Descriptor::parse(&[0x02, 0x00]).unwrap();
+        let mut buf = [0; VP9_MAX_DESCRIPTOR_SIZE];
+        let ss = d.scalability_structure.as_mut().unwrap();
+        ss.spatial_layers = 0;
+        assert_eq!(d.write(&mut buf), Err(WriteError::FieldOutOfRange));
+        let ss = d.scalability_structure.as_mut().unwrap();
+        ss.spatial_layers = 2;
+        ss.resolutions = Some(InlineVec::from_slice(&[Resolution::default()]).unwrap());
+        assert_eq!(d.write(&mut buf), Err(WriteError::Inconsistent));
+    }
+
+    #[test]
+    fn error_messages() {
+        assert_eq!(
+            Vp9Error::Truncated.to_string(),
+            "payload descriptor truncated"
+        );
+        assert_eq!(
+            Vp9Error::TooManyReferenceDiffs.to_string(),
+            "more than 3 reference diffs"
+        );
+        assert_eq!(
+            Vp9Error::PictureGroupTooLarge.to_string(),
+            "picture group larger than 16"
+        );
+    }
+}
