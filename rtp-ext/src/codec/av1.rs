@@ -183,3 +183,88 @@ impl fmt::Display for Av1Error {
 }
 
 impl std::error::Error for Av1Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(bytes: &[u8]) -> Av1Descriptor {
+        Av1Descriptor::parse(bytes).unwrap()
+    }
+
+    /// AV1 RTP spec section 4.4: N=1, W=1, then a sequence header OBU (`obu_type` 1).
+    #[test]
+    fn av1_rtp_4_4_new_coded_video_sequence() {
+        let d = parse(&[0x18, 0x08, 0x00]);
+        assert!(d.new_coded_video_sequence && !d.first_is_continuation && !d.last_continues);
+        assert_eq!(d.element_count, 1);
+        let obu = d.first_obu.unwrap();
+        assert_eq!(obu.obu_type, ObuType::SEQUENCE_HEADER);
+        assert!(d.is_keyframe());
+        assert_eq!(d.summary().start_of_frame, Some(true));
+    }
+
+    #[test]
+    fn av1_rtp_4_4_sequence_header_without_n_is_a_keyframe() {
+        let d = parse(&[0x10, 0x0A, 0x00]);
+        assert!(!d.new_coded_video_sequence && d.is_keyframe());
+        assert!(d.first_obu.unwrap().has_size_field);
+        assert_eq!(d.summary().start_of_frame, None);
+    }
+
+    /// W=0: every element has a `leb128()` length. A FRAME OBU with an extension header:
+    /// temporal id 2, spatial id 1.
+    #[test]
+    fn av1_rtp_4_4_length_prefixed_element_with_extension() {
+        let d = parse(&[0x00, 0x03, 0x34, 0x48, 0x00, 0x01, 0x08]);
+        let obu = d.first_obu.unwrap();
+        assert_eq!(obu.obu_type, ObuType::FRAME);
+        assert!(!d.is_keyframe());
+        let s = d.summary();
+        assert_eq!(s.temporal_layer, Some(TemporalLayerId(2)));
+        assert_eq!(s.spatial_layer, Some(SpatialLayerId(1)));
+        // A two-byte length: 128 bytes of element.
+        let mut long = vec![0x20, 0x80, 0x01, 0x08];
+        long.resize(3 + 128, 0);
+        assert_eq!(
+            parse(&long).first_obu.unwrap().obu_type,
+            ObuType::SEQUENCE_HEADER
+        );
+        long.pop();
+        assert_eq!(Av1Descriptor::parse(&long), Err(Av1Error::Truncated));
+    }
+
+    #[test]
+    fn av1_rtp_4_4_fragments() {
+        let d = parse(&[0xD0, 0xFF]);
+        assert!(d.first_is_continuation && d.last_continues);
+        assert_eq!(d.first_obu, None);
+        let s = d.summary();
+        assert!(!s.keyframe);
+        assert_eq!(
+            (s.start_of_frame, s.end_of_frame),
+            (Some(false), Some(false))
+        );
+    }
+
+    #[test]
+    fn every_error() {
+        let mut too_long = vec![0x00];
+        too_long.extend_from_slice(&[0x80; 8]);
+        too_long.push(0x01);
+        let cases: [(&[u8], Av1Error); 8] = [
+            (&[], Av1Error::Truncated),
+            (&[0x00, 0x80], Av1Error::Truncated),
+            (&[0x00, 0x05, 0x08], Av1Error::Truncated),
+            (&[0x10, 0x0C], Av1Error::Truncated),
+            (&too_long, Av1Error::Leb128TooLong),
+            (&[0x10], Av1Error::EmptyElement),
+            (&[0x00, 0x00, 0x08], Av1Error::EmptyElement),
+            (&[0x10, 0x88], Av1Error::ForbiddenBit),
+        ];
+        for (bytes, error) in cases {
+            assert_eq!(Av1Descriptor::parse(bytes), Err(error), "{bytes:02x?}");
+        }
+        assert_eq!(Av1Error::ForbiddenBit.to_string(), "obu forbidden bit set");
+    }
+}

@@ -243,3 +243,91 @@ impl fmt::Display for H264Error {
 }
 
 impl std::error::Error for H264Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(bytes: &[u8]) -> H264Descriptor {
+        H264Descriptor::parse(bytes).unwrap()
+    }
+
+    /// RFC 6184 section 5.6: the payload is the NAL unit; `0x88` opens a slice header with
+    /// `first_mb_in_slice` 0, `0x40` one with a later macroblock.
+    #[test]
+    fn rfc6184_5_6_single_nal_unit() {
+        let idr = parse(&[0x65, 0x88, 0x84]);
+        assert_eq!(idr.packetization, Packetization::SingleNalUnit);
+        assert!(idr.nal_types.contains(NalUnitType::IDR_SLICE));
+        assert!(idr.is_keyframe());
+        assert_eq!(idr.start_of_frame, Some(true));
+        let second_slice = parse(&[0x41, 0x40]);
+        assert!(!second_slice.is_keyframe());
+        assert_eq!(second_slice.start_of_frame, Some(false));
+        assert_eq!(parse(&[0x09, 0xF0]).start_of_frame, Some(true));
+        assert_eq!(parse(&[0x41]).start_of_frame, None);
+        assert_eq!(parse(&[0x0C]).start_of_frame, None);
+    }
+
+    /// RFC 6184 section 5.7.1: SPS, PPS and an IDR slice in one STAP-A, as browsers send them.
+    #[test]
+    fn rfc6184_5_7_1_stap_a() {
+        let d = parse(&[0x78, 0, 2, 0x67, 0x42, 0, 2, 0x68, 0xCE, 0, 2, 0x65, 0x88]);
+        assert_eq!(d.packetization, Packetization::StapA);
+        for t in [NalUnitType::SPS, NalUnitType::PPS, NalUnitType::IDR_SLICE] {
+            assert!(d.nal_types.contains(t), "{t:?}");
+        }
+        assert!(!d.nal_types.contains(NalUnitType::NON_IDR_SLICE));
+        assert!(d.is_keyframe());
+        assert_eq!(d.start_of_frame, Some(true));
+    }
+
+    /// RFC 6184 section 5.8: FU indicator (type 28), FU header `|S|E|R|Type|`.
+    #[test]
+    fn rfc6184_5_8_fu_a() {
+        let start = parse(&[0x7C, 0x85, 0x88]);
+        assert_eq!(
+            start.packetization,
+            Packetization::FuA {
+                start: true,
+                end: false
+            }
+        );
+        assert!(start.is_keyframe());
+        assert_eq!(start.summary().start_of_frame, Some(true));
+        assert_eq!(start.summary().end_of_frame, Some(false));
+        let middle = parse(&[0x7C, 0x05, 0x00]);
+        assert!(middle.nal_types.contains(NalUnitType::IDR_SLICE));
+        assert!(!middle.is_keyframe());
+        assert_eq!(middle.summary().start_of_frame, Some(false));
+        let end = parse(&[0x7C, 0x45]);
+        assert_eq!(end.summary().end_of_frame, None);
+    }
+
+    #[test]
+    fn every_error() {
+        let cases: [(&[u8], H264Error); 14] = [
+            (&[], H264Error::Truncated),
+            (&[0x78, 0x00], H264Error::Truncated),
+            (&[0x78, 0, 5, 0x65], H264Error::Truncated),
+            (&[0x7C], H264Error::Truncated),
+            (&[0x78], H264Error::EmptyNalUnit),
+            (&[0x78, 0, 0], H264Error::EmptyNalUnit),
+            (&[0x00], H264Error::InvalidNalType(0)),
+            (&[0x1E], H264Error::InvalidNalType(30)),
+            (&[0x78, 0, 1, 0x18], H264Error::InvalidNalType(24)),
+            (&[0x7C, 0x9C], H264Error::InvalidNalType(28)),
+            (&[0x19], H264Error::UnsupportedPacketization(25)),
+            (&[0x1A], H264Error::UnsupportedPacketization(26)),
+            (&[0x1D], H264Error::UnsupportedPacketization(29)),
+            (&[0x7C, 0xC5], H264Error::FragmentStartAndEnd),
+        ];
+        for (bytes, error) in cases {
+            assert_eq!(H264Descriptor::parse(bytes), Err(error), "{bytes:02x?}");
+        }
+        assert_eq!(
+            H264Error::InvalidNalType(30).to_string(),
+            "nal unit type 30 not allowed here"
+        );
+    }
+}
