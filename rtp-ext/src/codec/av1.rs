@@ -185,6 +185,8 @@ impl fmt::Display for Av1Error {
 impl std::error::Error for Av1Error {}
 
 #[cfg(test)]
+// Test code: a failed unwrap is a failed test, and says where.
+#[expect(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -245,6 +245,8 @@ impl fmt::Display for H264Error {
 impl std::error::Error for H264Error {}
 
 #[cfg(test)]
+// Test code: a failed unwrap is a failed test, and says where.
+#[expect(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -242,6 +242,8 @@ fn field(value: u8, bits: u32) -> Result<u32, WriteError> {
 }
 
 #[cfg(test)]
+// Test code: a failed unwrap is a failed test, and says where.
+#[expect(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -77,6 +77,8 @@ impl PictureId {
 }
 
 #[cfg(test)]
+// Test code: a failed unwrap is a failed test, and says where.
+#[expect(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -266,6 +266,8 @@ impl fmt::Display for Vp8Error {
 impl std::error::Error for Vp8Error {}
 
 #[cfg(test)]
+// Test code: a failed unwrap is a failed test, and says where.
+#[expect(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -276,7 +278,7 @@ mod tests {
 
     /// RFC 7741 section 4.2, every optional field present: X=1 S=1 PID=0; I L T K; M=1 picture
     /// id 0x0123; TL0PICIDX 0x42; TID 2, Y 1, KEYIDX 21.
-    const FULL: [u8; 6] = [0x90, 0xF0, 0x81, 0x23, 0x42, 0b10_1_10101];
+    const FULL: [u8; 6] = [0x90, 0xF0, 0x81, 0x23, 0x42, 0b1011_0101];
 
     #[test]
     fn rfc7741_4_2_minimal_descriptor() {
@@ -310,18 +312,18 @@ mod tests {
     /// N=1, PID=3, short picture id 0x7F, and a T/K byte whose unannounced half is ignored.
     #[test]
     fn rfc7741_4_2_t_and_k_share_a_byte() {
-        let t_only = Vp8Descriptor::parse(&[0xA3, 0xA0, 0x7F, 0b01_0_11111]).unwrap();
+        let t_only = Vp8Descriptor::parse(&[0xA3, 0xA0, 0x7F, 0b0101_1111]).unwrap();
         assert!(t_only.non_reference && !t_only.start_of_partition);
         assert_eq!(t_only.partition_id, PartitionId(3));
         assert_eq!(t_only.picture_id, Some(PictureId::short(0x7F)));
         assert_eq!(t_only.temporal.map(|t| t.tid), Some(TemporalLayerId(1)));
         assert_eq!(t_only.key_idx, None);
-        let k_only = Vp8Descriptor::parse(&[0x80, 0x10, 0b11_1_00111]).unwrap();
+        let k_only = Vp8Descriptor::parse(&[0x80, 0x10, 0b1110_0111]).unwrap();
         assert_eq!(k_only.temporal, None);
         assert_eq!(k_only.key_idx, Some(KeyIdx(7)));
         let mut buf = [0; 3];
         assert_eq!(k_only.write(&mut buf), Ok(3));
-        assert_eq!(buf, [0x80, 0x10, 0b00_0_00111]);
+        assert_eq!(buf, [0x80, 0x10, 0b0000_0111]);
     }
 
     #[test]

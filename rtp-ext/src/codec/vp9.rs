@@ -400,6 +400,8 @@ impl fmt::Display for Vp9Error {
 impl std::error::Error for Vp9Error {}
 
 #[cfg(test)]
+// Test code: a failed unwrap is a failed test, and says where.
+#[expect(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -416,7 +418,7 @@ mod tests {
     /// D; TL0PICIDX 7.
     #[test]
     fn rfc9628_4_2_non_flexible_mode() {
-        let d = round_trips(&[0xEC, 0x80, 0x05, 0b010_1_001_1, 0x07]);
+        let d = round_trips(&[0xEC, 0x80, 0x05, 0b0101_0011, 0x07]);
         assert!(d.inter_picture_predicted && !d.flexible_mode);
         assert!(d.start_of_frame && d.end_of_frame && !d.not_upper_layer_reference);
         assert_eq!(d.picture_id, Some(PictureId::extended(5)));
