@@ -2,8 +2,6 @@
 //! VP8 patches keep lengths, built H264 and AV1 payload heads parse to what was built, and no
 //! parser panics on arbitrary bytes.
 
-// Test code: a failed unwrap is a failed test, and says where.
-
 use proptest::prelude::*;
 use rtp_ext::codec::{
     parse_payload, Av1Descriptor, Codec, H264Descriptor, KeyIdx, NalUnitType, ObuExtension,

@@ -1,8 +1,6 @@
 //! Conformance: the 19 Chrome and Firefox VP9 RTP packets in `../shared/vectors/dd-vectors.json`
 //! parse to the payload descriptor fields upstream tests assert, and write back byte for byte.
 
-// Test code: a failed unwrap is a failed test, and says where.
-
 use rtp_ext::codec::{parse_payload, Codec, PayloadDescriptor, Vp9Descriptor};
 use serde_json::Value;
 

@@ -185,7 +185,6 @@ impl fmt::Display for Av1Error {
 impl std::error::Error for Av1Error {}
 
 #[cfg(test)]
-// Test code: a failed unwrap is a failed test, and says where.
 mod tests {
     use super::*;
 

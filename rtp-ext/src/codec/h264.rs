@@ -245,7 +245,6 @@ impl fmt::Display for H264Error {
 impl std::error::Error for H264Error {}
 
 #[cfg(test)]
-// Test code: a failed unwrap is a failed test, and says where.
 mod tests {
     use super::*;
 

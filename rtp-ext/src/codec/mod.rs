@@ -242,7 +242,6 @@ fn field(value: u8, bits: u32) -> Result<u32, WriteError> {
 }
 
 #[cfg(test)]
-// Test code: a failed unwrap is a failed test, and says where.
 mod tests {
     use super::*;
 

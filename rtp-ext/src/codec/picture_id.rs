@@ -77,7 +77,6 @@ impl PictureId {
 }
 
 #[cfg(test)]
-// Test code: a failed unwrap is a failed test, and says where.
 mod tests {
     use super::*;
 

@@ -266,7 +266,6 @@ impl fmt::Display for Vp8Error {
 impl std::error::Error for Vp8Error {}
 
 #[cfg(test)]
-// Test code: a failed unwrap is a failed test, and says where.
 mod tests {
     use super::*;
 

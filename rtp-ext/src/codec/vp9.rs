@@ -400,7 +400,6 @@ impl fmt::Display for Vp9Error {
 impl std::error::Error for Vp9Error {}
 
 #[cfg(test)]
-// Test code: a failed unwrap is a failed test, and says where.
 mod tests {
     use super::*;
 
