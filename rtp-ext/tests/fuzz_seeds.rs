@@ -26,3 +26,13 @@ fn dd_parse_seeds() {
 fn dd_roundtrip_seeds() {
     run_seeds("dd_roundtrip", rtp_ext::fuzz::dd_roundtrip);
 }
+
+#[test]
+fn rtp_packet_seeds() {
+    run_seeds("rtp_packet", rtp_ext::fuzz::rtp_packet);
+}
+
+#[test]
+fn codec_payloads_seeds() {
+    run_seeds("codec_payloads", rtp_ext::fuzz::codec_payloads);
+}
