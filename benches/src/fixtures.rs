@@ -13,19 +13,39 @@ pub const DELTA_3: &str = "livekit.seq2.3";
 /// A 5-byte follower carrying an active decode targets bitmask.
 pub const DELTA_5_MASK: &str = "livekit.seq1.1";
 
-/// Raw bytes of a vector by id.
+/// Raw bytes of a DD vector by id.
 pub fn dd_bytes(id: &str) -> Vec<u8> {
+    let all = vectors();
+    let vector = all["dd_vectors"]
+        .as_array()
+        .and_then(|list| list.iter().find(|v| v["id"] == id))
+        .unwrap_or_else(|| panic!("no vector {id}"));
+    hex_field(vector)
+}
+
+/// A real AV1 delta packet: one-byte extensions abs-send-time (3), transport-wide-cc (5) and a
+/// 3-byte DD (11).
+pub fn av1_packet_with_dd() -> Vec<u8> {
+    hex_field(&vectors()["av1_rtp_packets_with_dd"]["packets"][2])
+}
+
+/// Real VP9 packet `index` of `vp9_rtp_packets` (0: a keyframe start carrying the scalability
+/// structure).
+pub fn vp9_packet(index: usize) -> Vec<u8> {
+    hex_field(&vectors()["vp9_rtp_packets"]["packets"][index])
+}
+
+fn vectors() -> Value {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../shared/vectors/dd-vectors.json"
     );
     let text = std::fs::read_to_string(path).expect("shared vectors beside the checkout");
-    let all: Value = serde_json::from_str(&text).expect("vectors are JSON");
-    let vector = all["dd_vectors"]
-        .as_array()
-        .and_then(|list| list.iter().find(|v| v["id"] == id))
-        .unwrap_or_else(|| panic!("no vector {id}"));
-    hex::decode(vector["hex"].as_str().expect("hex")).expect("hex digits")
+    serde_json::from_str(&text).expect("vectors are JSON")
+}
+
+fn hex_field(v: &Value) -> Vec<u8> {
+    hex::decode(v["hex"].as_str().expect("hex")).expect("hex digits")
 }
 
 /// The L3T3 structure the followers refer to.

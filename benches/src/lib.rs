@@ -3,8 +3,10 @@
 //! defined once here; the drivers only run it.
 
 pub mod alloc_counter;
+pub mod codec;
 pub mod dd;
 pub mod fixtures;
+pub mod rtp;
 
 /// One benchmark: a name in the suite's `area/what/variant` form and the operation to repeat.
 /// The operation owns its prepared state, so setup cost stays out of the measurement.
@@ -32,5 +34,8 @@ impl Case {
 
 /// Every case of the suite, in report order.
 pub fn all_cases() -> Vec<Case> {
-    dd::cases()
+    let mut cases = dd::cases();
+    cases.extend(rtp::cases());
+    cases.extend(codec::cases());
+    cases
 }

@@ -17,6 +17,10 @@ const EXPECTED: &[(&str, u64)] = &[
     ("dd/marshal/delta_bytes", 1),
     ("dd/marshal/mask_into", 0),
     ("dd/marshal/keyframe95_into", 0),
+    ("rtp/parse/header_with_6_ext", 0),
+    ("rtp/write/header_with_dd", 0),
+    ("vp8/munge", 0),
+    ("vp9/parse", 0),
 ];
 
 #[test]
