@@ -1,7 +1,10 @@
 //! Allocation-counting harness: for every benchmark case, allocations and bytes per operation
 //! (exact, from a counting global allocator) and nanoseconds per operation (wall clock).
 //!
-//! `cargo run --release -p benches --bin allocs -- [--json] [FILTER]`
+//! `cargo run --release -p benches --bin allocs -- [--json] [--ops N] [FILTER]`
+//!
+//! `--ops N` times exactly N operations instead of a fixed wall-clock budget, so that an
+//! instruction counter (`valgrind --tool=callgrind`) sees the same work on every run.
 
 use std::time::{Duration, Instant};
 
@@ -29,11 +32,14 @@ struct Report {
 fn main() {
     let mut json = false;
     let mut filter = None;
-    for arg in std::env::args().skip(1) {
+    let mut fixed_ops = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--json" => json = true,
+            "--ops" => fixed_ops = args.next().and_then(|n| n.parse().ok()),
             "-h" | "--help" => {
-                println!("usage: allocs [--json] [FILTER]");
+                println!("usage: allocs [--json] [--ops N] [FILTER]");
                 return;
             }
             other => filter = Some(other.to_owned()),
@@ -49,7 +55,7 @@ fn main() {
         .into_iter()
         .filter(|c| filter.as_deref().is_none_or(|f| c.name.contains(f)));
     for case in selected {
-        let r = measure(case);
+        let r = measure(case, fixed_ops);
         if json {
             println!(
                 "{}",
@@ -69,7 +75,7 @@ fn main() {
     }
 }
 
-fn measure(mut case: Case) -> Report {
+fn measure(mut case: Case, fixed_ops: Option<u64>) -> Report {
     for _ in 0..WARMUP_OPS {
         (case.op)();
     }
@@ -80,7 +86,7 @@ fn measure(mut case: Case) -> Report {
     });
     let mut ops = 0u64;
     let start = Instant::now();
-    while start.elapsed() < TIMING_BUDGET {
+    while fixed_ops.map_or(start.elapsed() < TIMING_BUDGET, |n| ops < n) {
         for _ in 0..1_000 {
             (case.op)();
         }

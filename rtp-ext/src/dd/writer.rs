@@ -10,7 +10,7 @@ use super::descriptor::{DependencyDescriptor, MANDATORY_SIZE};
 use super::error::WriteError;
 use super::structure::{
     mask_of, next_layer_idc, FrameDependencyStructure, FrameDependencyTemplate, MAX_CHAIN_DIFF,
-    MAX_FRAME_DIFF, MAX_TEMPLATES,
+    MAX_FRAME_DIFF, MAX_SPATIAL_LAYERS, MAX_TEMPLATES, MAX_TEMPORAL_LAYERS,
 };
 use crate::bits::{ns_size, BitWriter, BufferFull};
 
@@ -32,6 +32,9 @@ pub struct DependencyDescriptorWriter {
     validated: Option<Arc<FrameDependencyStructure>>,
     /// Encoded size of `validated`, in bits.
     structure_bits: usize,
+    /// Per spatial and temporal id, the range of `validated`'s templates of that layer. A valid
+    /// structure lists each layer's templates together, so a delta frame looks at only these.
+    layer_templates: [[(u8, u8); MAX_TEMPORAL_LAYERS]; MAX_SPATIAL_LAYERS],
 }
 
 /// A descriptor matched to its best template, ready to write. Its length is known before any
@@ -81,7 +84,14 @@ impl DependencyDescriptorWriter {
         let structure_bits = self.validated_structure_bits(structure)?;
         let active_chains = active_chains & mask_of(structure.chain_count);
         check_frame(descriptor, structure, active_chains)?;
-        let matched = best_template(structure, &descriptor.frame_dependencies, active_chains)?;
+        let frame = &descriptor.frame_dependencies;
+        let layer = self
+            .layer_templates
+            .get(usize::from(frame.spatial_id))
+            .and_then(|temporal| temporal.get(usize::from(frame.temporal_id)));
+        let &(first, end) = layer.ok_or(WriteError::NoTemplateForLayer)?;
+        let candidates = usize::from(first)..usize::from(end);
+        let matched = best_template(structure, candidates, frame, active_chains)?;
         let attaches = descriptor.attached_structure.is_some();
         let write_active_decode_targets = descriptor
             .active_decode_targets
@@ -143,6 +153,7 @@ impl DependencyDescriptorWriter {
         if !known {
             structure.validate().map_err(WriteError::InvalidStructure)?;
             self.structure_bits = structure_size_bits(structure);
+            self.layer_templates = layer_template_ranges(structure);
             self.validated = Some(Arc::clone(structure));
         }
         Ok(self.structure_bits)
@@ -192,20 +203,26 @@ impl PreparedDescriptor<'_> {
         Bytes::from(out)
     }
 
+    /// All 24 mandatory bits in one write.
     fn write_mandatory(&self, w: &mut BitWriter<'_>) -> Result<(), BufferFull> {
         let d = self.descriptor;
-        w.write_bit(d.start_of_frame)?;
-        w.write_bit(d.end_of_frame)?;
-        w.write(u32::from(self.template_id()), 6)?;
-        w.write(u32::from(d.frame_number), 16)
+        let bits = u32::from(d.start_of_frame) << 23
+            | u32::from(d.end_of_frame) << 22
+            | u32::from(self.template_id()) << 16
+            | u32::from(d.frame_number);
+        w.write(bits, 24)
     }
 
     fn write_extended(&self, w: &mut BitWriter<'_>) -> Result<(), BufferFull> {
-        w.write_bit(self.structure_bits.is_some())?;
-        w.write_bit(self.write_active_decode_targets)?;
-        w.write_bit(self.matched.custom_dtis)?;
-        w.write_bit(self.matched.custom_fdiffs)?;
-        w.write_bit(self.matched.custom_chains)?;
+        let flags = [
+            self.structure_bits.is_some(),
+            self.write_active_decode_targets,
+            self.matched.custom_dtis,
+            self.matched.custom_fdiffs,
+            self.matched.custom_chains,
+        ];
+        let flags = flags.iter().fold(0, |acc, &f| acc << 1 | u32::from(f));
+        w.write(flags, EXTENDED_FLAG_BITS as u32)?;
         if self.structure_bits.is_some() {
             write_structure(w, self.structure)?;
         }
@@ -278,19 +295,35 @@ fn check_frame(
     Ok(())
 }
 
-/// The template of the frame's own layer that needs the fewest custom bits; the first such on a
-/// tie, as the structure lists them.
+/// Where each layer's templates sit in a validated structure: `(first, end)` indexes, empty for
+/// a layer without templates.
+fn layer_template_ranges(
+    structure: &FrameDependencyStructure,
+) -> [[(u8, u8); MAX_TEMPORAL_LAYERS]; MAX_SPATIAL_LAYERS] {
+    let mut ranges = [[(0, 0); MAX_TEMPORAL_LAYERS]; MAX_SPATIAL_LAYERS];
+    for (index, t) in structure.templates.iter().enumerate() {
+        // Validated: layer ids are in range and at most 64 templates.
+        let range = &mut ranges[usize::from(t.spatial_id)][usize::from(t.temporal_id)];
+        if range.0 == range.1 {
+            range.0 = index as u8;
+        }
+        range.1 = index as u8 + 1;
+    }
+    ranges
+}
+
+/// The template among `candidates` (the frame's own layer) that needs the fewest custom bits;
+/// the first such on a tie, as the structure lists them.
 fn best_template(
     structure: &FrameDependencyStructure,
+    candidates: std::ops::Range<usize>,
     frame: &FrameDependencyTemplate,
     active_chains: u32,
 ) -> Result<TemplateMatch, WriteError> {
     let mut best: Option<TemplateMatch> = None;
-    let same_layer =
-        structure.templates.iter().enumerate().filter(|(_, t)| {
-            t.spatial_id == frame.spatial_id && t.temporal_id == frame.temporal_id
-        });
-    for (index, template) in same_layer {
+    for index in candidates {
+        // In range: the candidates come from this validated structure's layer ranges.
+        let template = &structure.templates[index];
         let candidate = match_template(structure, index, template, frame, active_chains);
         if best.is_none_or(|b| candidate.extra_bits < b.extra_bits) {
             best = Some(candidate);
@@ -311,12 +344,14 @@ fn match_template(
 ) -> TemplateMatch {
     let custom_dtis = template.dtis != frame.dtis;
     let custom_fdiffs = template.frame_diffs != frame.frame_diffs;
-    let custom_chains = template
-        .chain_diffs
-        .iter()
-        .zip(frame.chain_diffs.iter())
-        .enumerate()
-        .any(|(chain, (t, f))| active_chains & (1 << chain) != 0 && t != f);
+    // Whole-list equality first: the common case, and cheaper than the per-chain walk.
+    let custom_chains = template.chain_diffs != frame.chain_diffs
+        && template
+            .chain_diffs
+            .iter()
+            .zip(frame.chain_diffs.iter())
+            .enumerate()
+            .any(|(chain, (t, f))| active_chains & (1 << chain) != 0 && t != f);
     let mut extra_bits = 0;
     if custom_dtis {
         extra_bits += 2 * usize::from(structure.decode_target_count);
