@@ -186,15 +186,15 @@ impl StreamGenerator {
         active_decode_targets: u32,
     ) {
         let count = self.rng.in_range(&self.config.packets_per_frame);
-        // Sent on every packet while some decode targets are off; a structure implies all are
-        // active, so a keyframe states the mask whatever it is.
-        let announce_mask =
-            attach_structure || active_decode_targets != self.structure.all_decode_targets();
+        // The mask is sent on every packet while some decode targets are off; a structure
+        // implies all are active, so the packet carrying one states the mask whatever it is.
+        let some_off = active_decode_targets != self.structure.all_decode_targets();
         let timestamp = self
             .config
             .first_timestamp
             .wrapping_add(TIMESTAMP_STEP.wrapping_mul(self.next_temporal_unit as u32));
         for index in 0..count {
+            let carries_structure = attach_structure && index == 0;
             let descriptor = DependencyDescriptor {
                 start_of_frame: index == 0,
                 end_of_frame: index + 1 == count,
@@ -202,9 +202,9 @@ impl StreamGenerator {
                 // The wire carries the low 16 bits.
                 frame_number: frame.frame_number as u16,
                 frame_dependencies: frame.dependencies,
-                active_decode_targets: announce_mask.then_some(active_decode_targets),
-                attached_structure: (attach_structure && index == 0)
-                    .then(|| Arc::clone(&self.structure)),
+                active_decode_targets: (carries_structure || some_off)
+                    .then_some(active_decode_targets),
+                attached_structure: carries_structure.then(|| Arc::clone(&self.structure)),
             };
             self.pending.push_back(GeneratedPacket {
                 ssrc: self.config.ssrc,
