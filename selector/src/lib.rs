@@ -3,3 +3,7 @@
 //!
 //! The selectors land with the layer-selection issue; the crate exists now so the workspace
 //! layout is fixed from the start.
+//!
+//! [`scalability`]: generated Dependency Descriptor streams of the standard scalability modes.
+
+pub mod scalability;
