@@ -188,7 +188,7 @@ proptest! {
     #[test]
     fn write_then_read_gives_the_same_descriptor((s, frames) in structure_and_frames()) {
         let mut writer = DependencyDescriptorWriter::new();
-        let mut buf = [0u8; 1024];
+        let mut buf = [0u8; 4096];
         for f in &frames {
             let dd = descriptor(&s, f);
             let prepared = writer.prepare(&dd, Some(&s), f.active_chains).expect("valid frame");
