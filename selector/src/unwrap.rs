@@ -59,10 +59,7 @@ mod tests {
         u.unwrap(0);
         assert_eq!(u.unwrap(32767), 32767);
         assert_eq!(u.unwrap(0), 0);
-        assert_eq!(
-            u.unwrap(65535),
-            65535,
-            "32768 ahead of 32767 reads as forward"
-        );
+        assert_eq!(u.unwrap(65534), 65534, "32767 ahead reads as forward");
+        assert_eq!(u.unwrap(32766), 32766, "32768 behind reads as backward");
     }
 }
