@@ -227,8 +227,15 @@ impl DdSelector {
             .find(|&dt| self.can_switch(targets, dt, frame, dd));
         if let Some(dt) = reachable.or(self.current.filter(|_| current_usable)) {
             if Some(dt) != self.current {
+                // Moving into a target the subscriber already has every frame of keeps late
+                // frames from before the move useful; any other move starts at this frame.
+                let into_contained = self
+                    .current
+                    .is_some_and(|c| targets.contained_in(c) & (1 << dt) != 0);
+                if !into_contained {
+                    self.switch_frame = frame;
+                }
                 self.current = Some(dt);
-                self.switch_frame = frame;
             }
         } else {
             // Nothing decodable remains: stop rather than forward frames that cannot decode.

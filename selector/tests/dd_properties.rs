@@ -1,0 +1,354 @@
+//! Properties of DD selection on generated streams of every scalability mode, through a
+//! seeded network with loss, late retransmissions, reordering and duplicates, while the
+//! publisher turns layers off and on and the subscriber changes its target:
+//! - every forwarded frame is decodable: when the selector forwards it, none of the frames it
+//!   references was seen and dropped; on a clean network every reference was forwarded before
+//!   it. (Under loss a reference may be missing or late, and a late one from before a later
+//!   switch point is dropped by design.)
+//! - every forwarded packet's active decode targets bitmask covers the decode target received;
+//! - after a target change the subscriber reaches the target within a keyframe interval, or a
+//!   keyframe request was raised;
+//! - no frame is split: all or none of its received packets are forwarded.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use rtp_ext::dd::{DependencyDescriptor, FrameDependencyStructure};
+use selector::dd::{DdPacket, DdSelector, MAX_DD_SIZE};
+use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
+use selector::{Layer, LayerLimits};
+
+const KEYFRAME_INTERVAL: u64 = 48;
+const TEMPORAL_UNITS: u64 = 400;
+/// Temporal units a keyframe request takes to reach the publisher and come back.
+const REQUEST_DELAY: u64 = 2;
+
+/// A small deterministic generator for the network's choices.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// True with probability `percent` / 100.
+    fn chance(&mut self, percent: u32) -> bool {
+        self.next() % 100 < u64::from(percent)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct NetworkConditions {
+    loss: u32,
+    /// Of lost packets, the share that a retransmission brings back later.
+    recovered: u32,
+    reorder: u32,
+    duplicate: u32,
+}
+
+/// Packets in flight, keyed by the step at which they arrive.
+struct Network {
+    rng: Rng,
+    conditions: NetworkConditions,
+    in_flight: BTreeMap<(u64, u64), GeneratedPacket>,
+    sent: u64,
+}
+
+impl Network {
+    fn send(&mut self, step: u64, packet: GeneratedPacket) {
+        let c = self.conditions;
+        let delay = if self.rng.chance(c.loss) {
+            if !self.rng.chance(c.recovered) {
+                return;
+            }
+            3 + self.rng.below(30)
+        } else if self.rng.chance(c.reorder) {
+            1 + self.rng.below(4)
+        } else {
+            0
+        };
+        if self.rng.chance(c.duplicate) {
+            let at = step + self.rng.below(6);
+            self.schedule(at, packet.clone());
+        }
+        self.schedule(step + delay, packet);
+    }
+
+    fn schedule(&mut self, at: u64, packet: GeneratedPacket) {
+        self.sent += 1;
+        self.in_flight.insert((at, self.sent), packet);
+    }
+
+    fn arrivals(&mut self, step: u64) -> Vec<GeneratedPacket> {
+        let later = self.in_flight.split_off(&(step + 1, 0));
+        std::mem::replace(&mut self.in_flight, later)
+            .into_values()
+            .collect()
+    }
+}
+
+/// What the subscriber side observed, for the properties.
+#[derive(Default)]
+struct Observed {
+    /// Per frame, the decision of each of its packets that reached the selector.
+    decisions: HashMap<u64, Vec<bool>>,
+    references: HashMap<u64, Vec<u64>>,
+    decided_target: HashMap<u64, usize>,
+}
+
+struct Simulation {
+    mode: ScalabilityMode,
+    generator: StreamGenerator,
+    network: Network,
+    selector: DdSelector,
+    structure: Arc<FrameDependencyStructure>,
+    observed: Observed,
+    requests: u64,
+    pending_keyframe: Option<u64>,
+}
+
+impl Simulation {
+    fn new(mode: ScalabilityMode, seed: u64, conditions: NetworkConditions) -> Self {
+        let config = GeneratorConfig {
+            keyframe_interval_tus: KEYFRAME_INTERVAL as u32,
+            packets_per_frame: 1..=3,
+            seed,
+            first_seq: seed as u16,
+            first_frame_number: (seed >> 16) as u16,
+            ..Default::default()
+        };
+        let generator = StreamGenerator::new(mode, config);
+        let structure = generator.structure().clone();
+        Self {
+            mode,
+            generator,
+            network: Network {
+                rng: Rng(seed ^ 0xA5A5),
+                conditions,
+                in_flight: BTreeMap::new(),
+                sent: 0,
+            },
+            selector: DdSelector::new(),
+            structure,
+            observed: Observed::default(),
+            requests: 0,
+            pending_keyframe: None,
+        }
+    }
+
+    /// One temporal unit through the network into the selector.
+    fn step(&mut self, tu: u64) {
+        if self.pending_keyframe.is_some_and(|at| at <= tu) {
+            self.generator.request_keyframe();
+            self.pending_keyframe = None;
+        }
+        loop {
+            let packet = self.generator.next().expect("endless");
+            let end_of_tu = packet.marker;
+            self.network.send(tu, packet);
+            if end_of_tu {
+                break;
+            }
+        }
+        for packet in self.network.arrivals(tu) {
+            self.deliver(tu, packet);
+        }
+    }
+
+    fn deliver(&mut self, tu: u64, packet: GeneratedPacket) {
+        if let Some(s) = &packet.descriptor.attached_structure {
+            self.structure = s.clone();
+        }
+        let dd_packet = DdPacket {
+            sequence_number: packet.sequence_number,
+            marker: packet.marker,
+            descriptor: &packet.descriptor,
+            structure: &self.structure,
+        };
+        let mut buf = [0u8; MAX_DD_SIZE];
+        let selection = self
+            .selector
+            .select(&dd_packet, &mut buf)
+            .expect("rewrites");
+        if self.selector.keyframe_requests().take() {
+            self.requests += 1;
+            self.pending_keyframe.get_or_insert(tu + REQUEST_DELAY);
+        }
+        if selection.forward {
+            let rewritten = DependencyDescriptor::parse(
+                &buf[..selection.descriptor_len],
+                Some(&self.structure),
+            )
+            .expect("forwarded DD parses");
+            // The decode target when the frame was decided (its first packet), which every
+            // later packet and retransmission of it keeps.
+            let decided = self
+                .observed
+                .decided_target
+                .get(&packet.frame_number)
+                .copied();
+            let dt = decided.unwrap_or_else(|| {
+                let current = self
+                    .selector
+                    .current()
+                    .expect("a new frame is forwarded for a target");
+                self.mode.decode_target(current.spatial, current.temporal)
+            });
+            self.observed.decided_target.insert(packet.frame_number, dt);
+            let mask = rewritten.active_decode_targets.expect("always told");
+            assert!(
+                mask & (1 << dt) != 0,
+                "mask {mask:#b} lacks the received target {dt}"
+            );
+            assert!(
+                packet.belongs_to(dt),
+                "forwarded frame {} not part of d{dt}",
+                packet.frame_number
+            );
+        }
+        let frame = packet.frame_number;
+        let first_packet = !self.observed.decisions.contains_key(&frame);
+        if first_packet && selection.forward {
+            for reference in packet.references.iter() {
+                let dropped = self
+                    .observed
+                    .decisions
+                    .get(reference)
+                    .is_some_and(|d| !d[0]);
+                assert!(
+                    !dropped,
+                    "frame {frame} forwarded though its reference {reference} was dropped"
+                );
+            }
+        }
+        self.observed
+            .decisions
+            .entry(frame)
+            .or_default()
+            .push(selection.forward);
+        self.observed
+            .references
+            .entry(frame)
+            .or_insert_with(|| packet.references.iter().copied().collect());
+    }
+
+    /// The decode target the selector should settle on: the best active one within `target`.
+    fn wanted(&self, target: Layer) -> Option<Layer> {
+        let active = self.generator.active_decode_targets();
+        let t = self.mode.temporal_layers();
+        (0..self.mode.decode_target_count())
+            .filter(|&dt| active & (1 << dt) != 0)
+            .map(|dt| Layer::new(dt as u8 / t, dt as u8 % t))
+            .filter(|&l| target.covers(l))
+            .max()
+    }
+
+    /// On a clean network: every reference of a forwarded frame was forwarded before it.
+    fn check_strict_decodability(&self) {
+        for (frame, decisions) in &self.observed.decisions {
+            if !decisions[0] {
+                continue;
+            }
+            for reference in &self.observed.references[frame] {
+                let forwarded = self.observed.decisions.get(reference).is_some_and(|d| d[0]);
+                assert!(
+                    forwarded && reference < frame,
+                    "frame {frame}: reference {reference} not forwarded"
+                );
+            }
+        }
+    }
+
+    fn check_no_split(&self) {
+        for (frame, decisions) in &self.observed.decisions {
+            assert!(
+                decisions.iter().all(|&d| d == decisions[0]),
+                "frame {frame} split: {decisions:?}"
+            );
+        }
+    }
+}
+
+fn run(mode: ScalabilityMode, seed: u64, conditions: NetworkConditions, clean: bool) {
+    let mut sim = Simulation::new(mode, seed, conditions);
+    let mut rng = Rng(seed);
+    let mut target = Layer::MAX;
+    let mut deadline: Option<(u64, u64)> = None;
+    for tu in 0..TEMPORAL_UNITS {
+        if tu % 37 == 0 && rng.chance(60) {
+            target = Layer::new(rng.below(4) as u8, rng.below(4) as u8);
+            sim.selector.set_limits(LayerLimits {
+                target,
+                max: Layer::MAX,
+            });
+            deadline = Some((tu + KEYFRAME_INTERVAL + 8, sim.requests));
+        }
+        if tu % 53 == 0 && rng.chance(30) {
+            sim.generator
+                .set_active_spatial_layers(1 + rng.below(3) as u8);
+            deadline = Some((tu + KEYFRAME_INTERVAL + 8, sim.requests));
+        }
+        sim.step(tu);
+        if let Some((at, requests_before)) = deadline.filter(|&(at, _)| at == tu) {
+            let reached = sim.selector.current() == sim.wanted(target);
+            assert!(
+                reached || sim.requests > requests_before,
+                "{mode} at TU {at}: target {target:?} not reached ({:?}) and no keyframe request",
+                sim.selector.current()
+            );
+            if clean {
+                assert!(
+                    reached,
+                    "{mode}: without loss the target is reached within a keyframe interval"
+                );
+            }
+            deadline = None;
+        }
+    }
+    sim.check_no_split();
+    if clean {
+        sim.check_strict_decodability();
+    }
+}
+
+fn mode() -> impl Strategy<Value = ScalabilityMode> {
+    prop::sample::select(vec![
+        ScalabilityMode::L1T3,
+        ScalabilityMode::L2T2,
+        ScalabilityMode::L3T3,
+        ScalabilityMode::L3T3Key,
+        ScalabilityMode::L2T2KeyShift,
+        ScalabilityMode::S3T3,
+    ])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn selection_stays_decodable_through_a_bad_network(
+        mode in mode(),
+        seed in any::<u64>(),
+        loss in 0..15u32,
+        recovered in 0..100u32,
+        reorder in 0..20u32,
+        duplicate in 0..5u32,
+    ) {
+        run(mode, seed, NetworkConditions { loss, recovered, reorder, duplicate }, false);
+    }
+
+    #[test]
+    fn on_a_clean_network_every_target_is_reached(mode in mode(), seed in any::<u64>()) {
+        let clean = NetworkConditions { loss: 0, recovered: 0, reorder: 0, duplicate: 0 };
+        run(mode, seed, clean, true);
+    }
+}
