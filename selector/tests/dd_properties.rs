@@ -247,7 +247,7 @@ impl Simulation {
         let t = self.mode.temporal_layers();
         (0..self.mode.decode_target_count())
             .filter(|&dt| active & (1 << dt) != 0)
-            .map(|dt| Layer::new(dt as u8 / t, dt as u8 % t))
+            .map(|dt| Layer::new(dt / t, dt % t))
             .filter(|&l| target.covers(l))
             .max()
     }
