@@ -13,7 +13,10 @@ pub fn capture(data: &[u8]) {
         return;
     };
     for record in capture.flatten() {
-        assert!(record.data.len() <= data.len(), "a record lies inside the file");
+        assert!(
+            record.data.len() <= data.len(),
+            "a record lies inside the file"
+        );
         let Ok(datagram) = udp_datagram(record.link_type, record.data) else {
             continue;
         };

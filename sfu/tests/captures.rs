@@ -20,7 +20,10 @@ fn every_capture_is_rtp_with_the_documented_count_ssrc_and_pt() {
         assert_eq!(run.capture["rtp"], row.packets);
         assert_eq!(run.capture["skipped"], serde_json::json!({}));
         assert_eq!(run.capture["malformed"], serde_json::json!({}));
-        assert!(run.packets.iter().all(|p| p["ssrc"] == row.ssrc && p["pt"] == row.pt));
+        assert!(run
+            .packets
+            .iter()
+            .all(|p| p["ssrc"] == row.ssrc && p["pt"] == row.pt));
         assert_eq!(run.streams.len(), 1);
         assert_eq!(run.streams[0]["packets"], row.packets);
     }
@@ -36,7 +39,11 @@ fn headers_frames_and_losses_agree_with_the_text_summaries() {
         assert_eq!(run.packets.len(), lines.len(), "{name}");
         for (packet, line) in run.packets.iter().zip(&lines) {
             assert_eq!(packet["seq"], line.seq, "{name}");
-            assert_eq!(packet["timestamp"], line.timestamp, "{name} seq {}", line.seq);
+            assert_eq!(
+                packet["timestamp"], line.timestamp,
+                "{name} seq {}",
+                line.seq
+            );
             assert_eq!(packet["marker"], line.marker, "{name} seq {}", line.seq);
         }
         let frames: HashSet<u32> = lines.iter().map(|l| l.timestamp).collect();
@@ -55,7 +62,10 @@ fn headers_frames_and_losses_agree_with_the_text_summaries() {
 #[test]
 fn vp9_capture_with_loss_reports_its_gaps() {
     let lines = text_summary("vp9.txt");
-    let gaps = lines.windows(2).filter(|w| w[1].seq != w[0].seq.wrapping_add(1)).count();
+    let gaps = lines
+        .windows(2)
+        .filter(|w| w[1].seq != w[0].seq.wrapping_add(1))
+        .count();
     assert!(gaps > 0, "the capture has real loss");
     let run = inspect_json(&capture_path("vp9.pcap"), &[]);
     assert!(run.streams[0]["lost"].as_u64().unwrap() >= gaps as u64);
@@ -73,9 +83,16 @@ fn keyframes_agree_with_the_text_summaries() {
         .iter()
         .filter(|l| l.text.contains("Keyframe"))
         .count();
-    let found = vp8.packets.iter().filter(|p| codec(p)["keyframe"] == true).count();
+    let found = vp8
+        .packets
+        .iter()
+        .filter(|p| codec(p)["keyframe"] == true)
+        .count();
     assert_eq!(found, marked);
-    assert_eq!(vp8.streams[0]["keyframes"], marked, "one packet per keyframe");
+    assert_eq!(
+        vp8.streams[0]["keyframes"], marked,
+        "one packet per keyframe"
+    );
 
     let h264 = inspect_json(&capture_path("h264.pcap"), &[]);
     let lines = text_summary("h264.txt");
@@ -94,11 +111,20 @@ fn keyframes_agree_with_the_text_summaries() {
         .map(|p| p["seq"].as_u64().unwrap() as u16)
         .collect();
     assert_eq!(found, keyframe_packets);
-    let idr_frames: HashSet<u32> =
-        lines.iter().filter(|l| is_idr(&l.text)).map(|l| l.timestamp).collect();
+    let idr_frames: HashSet<u32> = lines
+        .iter()
+        .filter(|l| is_idr(&l.text))
+        .map(|l| l.timestamp)
+        .collect();
     assert_eq!(h264.streams[0]["keyframes"], idr_frames.len());
-    let bad = lines.iter().filter(|l| l.text.contains("Bad NAL Length")).count();
-    assert_eq!(h264.streams[0]["codec_errors"], bad, "both see the same broken packet");
+    let bad = lines
+        .iter()
+        .filter(|l| l.text.contains("Bad NAL Length"))
+        .count();
+    assert_eq!(
+        h264.streams[0]["codec_errors"], bad,
+        "both see the same broken packet"
+    );
 }
 
 /// In a capture without loss, VP9 picture ids count up by one per frame and change exactly
@@ -110,7 +136,11 @@ fn contiguous_vp9_picture_ids_are_consecutive() {
     for pair in run.packets.windows(2) {
         let ids = [&pair[0], &pair[1]].map(|p| codec(p)["picture_id"].as_u64().unwrap());
         let new_frame = pair[0]["timestamp"] != pair[1]["timestamp"];
-        let expected = if new_frame { (ids[0] + 1) % (1 << 15) } else { ids[0] };
+        let expected = if new_frame {
+            (ids[0] + 1) % (1 << 15)
+        } else {
+            ids[0]
+        };
         assert_eq!(ids[1], expected, "seq {}", pair[1]["seq"]);
     }
 }
@@ -130,14 +160,20 @@ fn vp9_picture_ids_advance_no_faster_than_sequence_numbers() {
 }
 
 fn by_seq<'a>(run: &'a Inspection, seq: &Value) -> &'a Value {
-    run.packets.iter().find(|p| &p["seq"] == seq).expect("packet in the capture")
+    run.packets
+        .iter()
+        .find(|p| &p["seq"] == seq)
+        .expect("packet in the capture")
 }
 
 #[test]
 fn vp9_packets_match_their_vector_fields() {
     let vectors = vectors();
     let expected = vectors["vp9_rtp_packets"]["packets"].as_array().unwrap();
-    let run = inspect_json(&capture_path("jitsi_vp9_packets.pcap"), &["--dd-ext-id", "11"]);
+    let run = inspect_json(
+        &capture_path("jitsi_vp9_packets.pcap"),
+        &["--dd-ext-id", "11"],
+    );
     assert_eq!(run.packets.len(), expected.len());
     for vector in expected {
         let packet = by_seq(&run, &vector["seq"]);
@@ -164,7 +200,14 @@ fn av1_dd_packets_decode_to_their_vector_summaries() {
     let set = &vectors["av1_rtp_packets_with_dd"];
     let id = set["dd_ext_id"].to_string();
     // Two of these AV1 streams use payload types browsers also give VP9.
-    let args = ["--dd-ext-id", &id, "--codec", "100=AV1", "--codec", "101=AV1"];
+    let args = [
+        "--dd-ext-id",
+        &id,
+        "--codec",
+        "100=AV1",
+        "--codec",
+        "101=AV1",
+    ];
     let run = inspect_json(&capture_path("jitsi_av1dd_packets.pcap"), &args);
     let expected = set["packets"].as_array().unwrap();
     assert_eq!(run.packets.len(), expected.len());
@@ -181,7 +224,12 @@ fn av1_dd_packets_decode_to_their_vector_summaries() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|e| (e["id"].as_u64().unwrap(), e["len"].as_u64().unwrap() as usize))
+            .map(|e| {
+                (
+                    e["id"].as_u64().unwrap(),
+                    e["len"].as_u64().unwrap() as usize,
+                )
+            })
             .collect();
         assert_eq!(seen, ext);
         check_dd(&packet["dd"], vector["dd_summary"].as_str().unwrap());
@@ -202,25 +250,36 @@ fn check_dd(dd: &Value, summary: &str) {
             .unwrap_or_else(|| panic!("{key} in {summary}"))
             .to_owned()
     };
-    let number = |key: &str| word(key).parse::<u64>().unwrap();
+    let number = |key: &str| {
+        word(key)
+            .parse::<u64>()
+            .expect("as the vector summary reads")
+    };
     assert_eq!(dd["start_of_frame"], number("sof=") == 1, "{summary}");
     assert_eq!(dd["end_of_frame"], number("eof=") == 1, "{summary}");
     assert_eq!(dd["template_id"], number("tid="), "{summary}");
     assert_eq!(dd["frame_number"], number("fn="), "{summary}");
-    let (_, frame) = summary.split_once("-> ").unwrap();
+    let (_, frame) = summary
+        .split_once("-> ")
+        .expect("as the vector summary reads");
     let layer: Vec<&str> = frame.split_whitespace().take(2).collect();
     assert_eq!(format!("S{}", dd["spatial_id"]), layer[0], "{summary}");
     assert_eq!(format!("T{}", dd["temporal_id"]), layer[1], "{summary}");
     assert_eq!(dd["dtis"], word("dti="), "{summary}");
     let list = |key: &str| {
-        let start = frame.find(key).unwrap() + key.len();
-        let end = start + frame[start..].find(']').unwrap() + 1;
-        serde_json::from_str::<Value>(&frame[start..end]).unwrap()
+        let start = frame.find(key).expect("as the vector summary reads") + key.len();
+        let end = start
+            + frame[start..]
+                .find(']')
+                .expect("as the vector summary reads")
+            + 1;
+        serde_json::from_str::<Value>(&frame[start..end]).expect("as the vector summary reads")
     };
     assert_eq!(dd["frame_diffs"], list("fdiff="), "{summary}");
     assert_eq!(dd["chain_diffs"], list("chains="), "{summary}");
     if summary.contains("adt=") {
-        let mask = u64::from_str_radix(word("adt=0x").as_str(), 16).unwrap();
+        let mask =
+            u64::from_str_radix(word("adt=0x").as_str(), 16).expect("as the vector summary reads");
         assert_eq!(dd["active_decode_targets"], mask, "{summary}");
     }
     match summary.split_once("STRUCT[") {
@@ -231,16 +290,30 @@ fn check_dd(dd: &Value, summary: &str) {
 
 fn check_structure(s: &Value, summary: &str) {
     let number = |key: &str| -> u64 {
-        let start = summary.find(key).unwrap() + key.len();
-        let digits: String = summary[start..].chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().unwrap()
+        let start = summary.find(key).expect("as the vector summary reads") + key.len();
+        let digits: String = summary[start..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().expect("as the vector summary reads")
     };
     assert_eq!(s["template_id_offset"], number("off="));
     assert_eq!(s["decode_targets"], number("dt="));
-    assert_eq!(s["templates"].as_array().unwrap().len() as u64, number("tmpl="));
+    assert_eq!(
+        s["templates"]
+            .as_array()
+            .expect("as the vector summary reads")
+            .len() as u64,
+        number("tmpl=")
+    );
     assert_eq!(s["chains"], number("chains="));
-    let start = summary.find("res=").unwrap() + 4;
-    let end = start + summary[start..].find("]]").unwrap() + 2;
-    let resolutions: Value = serde_json::from_str(&summary[start..end]).unwrap();
+    let start = summary.find("res=").expect("as the vector summary reads") + 4;
+    let end = start
+        + summary[start..]
+            .find("]]")
+            .expect("as the vector summary reads")
+        + 2;
+    let resolutions: Value =
+        serde_json::from_str(&summary[start..end]).expect("as the vector summary reads");
     assert_eq!(s["resolutions"], resolutions);
 }

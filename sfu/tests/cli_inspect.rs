@@ -9,7 +9,7 @@ use common::{capture_path, sfu, split, text_summary};
 /// A scratch file for one test.
 fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
     let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    std::fs::write(&path, bytes).unwrap();
+    std::fs::write(&path, bytes).expect("scratch file written");
     path
 }
 
@@ -85,7 +85,9 @@ fn non_rtp_and_malformed_packets_are_counted() {
         let total = 20 + udp_len;
         let mut p = vec![0x45, 0];
         p.extend(total.to_be_bytes());
-        p.extend([0, 0, 0, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1, 0x13, 0x88, 0x17, 0x70]);
+        p.extend([
+            0, 0, 0, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1, 0x13, 0x88, 0x17, 0x70,
+        ]);
         p.extend(udp_len.to_be_bytes());
         p.extend([0, 0]);
         p.extend(payload);

@@ -6,13 +6,16 @@ const CAPTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/captur
 
 fn pcaps() -> Vec<Vec<u8>> {
     let mut files: Vec<_> = std::fs::read_dir(CAPTURES)
-        .unwrap()
-        .map(|e| e.unwrap().path())
+        .expect("captures directory")
+        .map(|e| e.expect("directory entry").path())
         .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
         .collect();
     files.sort();
     assert!(files.len() >= 5, "the browser captures are there");
-    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
+    files
+        .iter()
+        .map(|p| std::fs::read(p).expect("capture readable"))
+        .collect()
 }
 
 #[test]

@@ -69,6 +69,10 @@ mod tests {
         }
         assert_eq!(classify(&[]), PayloadKind::Unknown);
         assert_eq!(classify(&[0xC0, 96]), PayloadKind::Unknown, "version 3");
-        assert_eq!(classify(&[0x80]), PayloadKind::Rtp, "too short is for RTP to say");
+        assert_eq!(
+            classify(&[0x80]),
+            PayloadKind::Rtp,
+            "too short is for RTP to say"
+        );
     }
 }

@@ -87,7 +87,10 @@ pub enum LinkError {
 impl LinkError {
     /// Whether the frame is broken, rather than well formed but not a UDP datagram.
     pub fn is_malformed(self) -> bool {
-        matches!(self, Self::Truncated | Self::BadIpHeader | Self::BadUdpLength)
+        matches!(
+            self,
+            Self::Truncated | Self::BadIpHeader | Self::BadUdpLength
+        )
     }
 }
 

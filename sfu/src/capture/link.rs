@@ -148,7 +148,14 @@ fn ipv4(packet: &[u8]) -> Result<Datagram<'_>, LinkError> {
     let body = packet
         .get(header_len..total_len)
         .ok_or(LinkError::Truncated)?;
-    let address = |at: usize| IpAddr::V4(Ipv4Addr::new(header[at], header[at + 1], header[at + 2], header[at + 3]));
+    let address = |at: usize| {
+        IpAddr::V4(Ipv4Addr::new(
+            header[at],
+            header[at + 1],
+            header[at + 2],
+            header[at + 3],
+        ))
+    };
     udp(body, address(12), address(16))
 }
 
@@ -219,7 +226,13 @@ mod tests {
 
     fn udp_segment() -> Vec<u8> {
         let len = (UDP_HEADER_LEN + PAYLOAD.len()) as u16;
-        [&[0x13, 0x88, 0x17, 0x70][..], &len.to_be_bytes(), &[0, 0], &PAYLOAD].concat()
+        [
+            &[0x13, 0x88, 0x17, 0x70][..],
+            &len.to_be_bytes(),
+            &[0, 0],
+            &PAYLOAD,
+        ]
+        .concat()
     }
 
     /// 127.0.0.1:5000 -> 10.0.0.2:6000.
@@ -228,7 +241,24 @@ mod tests {
         let total = (IPV4_MIN_HEADER_LEN + segment.len()) as u16;
         let mut p = vec![0x45, 0];
         p.extend(total.to_be_bytes());
-        p.extend([0, 0, 0x40, 0, 64, PROTOCOL_UDP, 0, 0, 127, 0, 0, 1, 10, 0, 0, 2]);
+        p.extend([
+            0,
+            0,
+            0x40,
+            0,
+            64,
+            PROTOCOL_UDP,
+            0,
+            0,
+            127,
+            0,
+            0,
+            1,
+            10,
+            0,
+            0,
+            2,
+        ]);
         p.extend(segment);
         p
     }
@@ -322,12 +352,24 @@ mod tests {
         let mut v6_fragment = ipv6_packet();
         v6_fragment[40] = IPV6_FRAGMENT;
         let cases = [
-            (LinkType(147), v4.clone(), LinkError::UnsupportedLinkType(LinkType(147))),
-            (LinkType::ETHERNET, ethernet_frame(1, 0x0806, &v4), LinkError::NotIp),
+            (
+                LinkType(147),
+                v4.clone(),
+                LinkError::UnsupportedLinkType(LinkType(147)),
+            ),
+            (
+                LinkType::ETHERNET,
+                ethernet_frame(1, 0x0806, &v4),
+                LinkError::NotIp,
+            ),
             (LinkType::ETHERNET, vec![0; 13], LinkError::Truncated),
             (LinkType::RAW, vec![0x50], LinkError::NotIp),
             (LinkType::RAW, vec![], LinkError::Truncated),
-            (LinkType::NULL, [&[7, 0, 0, 0][..], &v4].concat(), LinkError::NotIp),
+            (
+                LinkType::NULL,
+                [&[7, 0, 0, 0][..], &v4].concat(),
+                LinkError::NotIp,
+            ),
             (LinkType::IPV4, v4_with(9, 6), LinkError::NotUdp),
             (LinkType::IPV4, v4_with(6, 0x20), LinkError::Fragment),
             (LinkType::IPV4, v4_with(7, 1), LinkError::Fragment),
@@ -343,6 +385,9 @@ mod tests {
             assert_eq!(udp_datagram(link, &frame), Err(expected), "{frame:02x?}");
         }
         assert!(LinkError::Truncated.is_malformed());
-        assert!(!LinkError::NotUdp.is_malformed(), "another protocol is no fault");
+        assert!(
+            !LinkError::NotUdp.is_malformed(),
+            "another protocol is no fault"
+        );
     }
 }

@@ -193,12 +193,7 @@ mod tests {
             timestamp_ns: 1_000,
             data: vec![1, 2, 3],
         };
-        let mut file = pcap_file(
-            ByteOrder::Little,
-            false,
-            LinkType::RAW,
-            &[one.clone(), one],
-        );
+        let mut file = pcap_file(ByteOrder::Little, false, LinkType::RAW, &[one.clone(), one]);
         file.truncate(file.len() - 1);
         let mut capture = Capture::open(&file).unwrap();
         assert_eq!(capture.format(), CaptureFormat::Pcap);
@@ -213,6 +208,9 @@ mod tests {
             Capture::open(b"GIF89a, surely not a capture").unwrap_err(),
             CaptureError::BadMagic
         );
-        assert_eq!(Capture::open(&[]).unwrap_err(), CaptureError::TruncatedHeader);
+        assert_eq!(
+            Capture::open(&[]).unwrap_err(),
+            CaptureError::TruncatedHeader
+        );
     }
 }

@@ -157,11 +157,7 @@ impl<'a> PcapNgReader<'a> {
         if body.len() < ENHANCED_PACKET_FIXED {
             return Err(CaptureError::BadBlockLength);
         }
-        let field = |at| {
-            self.order
-                .u32(body, at)
-                .ok_or(CaptureError::BadBlockLength)
-        };
+        let field = |at| self.order.u32(body, at).ok_or(CaptureError::BadBlockLength);
         let interface = self.interface(field(0)?)?;
         let timestamp = u64::from(field(4)?) << 32 | u64::from(field(8)?);
         let (captured_len, original_len) = (field(12)?, field(16)?);
@@ -322,7 +318,11 @@ mod tests {
     /// `if_tsresol` with a value of `len` bytes whose first is `byte`, then `opt_endofopt`.
     fn tsresol(order: ByteOrder, len: u16, byte: u8) -> Vec<u8> {
         let mut options = Writer::new(order);
-        options.u16(IF_TSRESOL).u16(len).bytes(&[byte, 0, 0, 0]).u32(0);
+        options
+            .u16(IF_TSRESOL)
+            .u16(len)
+            .bytes(&[byte, 0, 0, 0])
+            .u32(0);
         options.out
     }
 
@@ -424,14 +424,26 @@ mod tests {
                 [&good[..], &[6, 0, 0]].concat(),
                 CaptureError::TruncatedBlock,
             ),
-            (patched(epb_at + 4, &[10, 0, 0, 0]), CaptureError::BadBlockLength),
-            (patched(epb_at + 4, &[14, 0, 0, 0]), CaptureError::BadBlockLength),
+            (
+                patched(epb_at + 4, &[10, 0, 0, 0]),
+                CaptureError::BadBlockLength,
+            ),
+            (
+                patched(epb_at + 4, &[14, 0, 0, 0]),
+                CaptureError::BadBlockLength,
+            ),
             (
                 patched(good.len() - 4, &[0, 1, 0, 0]),
                 CaptureError::BlockLengthMismatch,
             ),
-            (patched(epb_at + 20, &[5, 0, 0, 0]), CaptureError::PacketPastBlock),
-            (patched(epb_at + 8, &[1, 0, 0, 0]), CaptureError::UnknownInterface),
+            (
+                patched(epb_at + 20, &[5, 0, 0, 0]),
+                CaptureError::PacketPastBlock,
+            ),
+            (
+                patched(epb_at + 8, &[1, 0, 0, 0]),
+                CaptureError::UnknownInterface,
+            ),
             (
                 [shb.clone(), interface(o, 1, 2, &[]), epb.clone()].concat(),
                 CaptureError::SnapLenExceeded,

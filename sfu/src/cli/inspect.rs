@@ -109,11 +109,7 @@ impl InspectArgs {
     }
 
     fn codec_map(&self) -> HashMap<u8, Codec> {
-        DEFAULT_CODECS
-            .iter()
-            .chain(&self.codecs)
-            .copied()
-            .collect()
+        DEFAULT_CODECS.iter().chain(&self.codecs).copied().collect()
     }
 
     fn print(&self, out: &mut impl Write, packet: &PacketRecord) -> std::io::Result<()> {
@@ -177,8 +173,8 @@ fn codec_mapping(arg: &str) -> Result<(u8, Codec), String> {
         .ok()
         .filter(|&pt| pt < 128)
         .ok_or_else(|| format!("payload type {pt:?} is not 0-127"))?;
-    let codec = Codec::from_encoding_name(name.trim())
-        .ok_or_else(|| format!("unknown codec {name:?}"))?;
+    let codec =
+        Codec::from_encoding_name(name.trim()).ok_or_else(|| format!("unknown codec {name:?}"))?;
     Ok((pt, codec))
 }
 

@@ -91,10 +91,7 @@ impl PacketRecord {
             return (Some(dd.spatial_id()), Some(dd.temporal_id()));
         }
         match self.summary() {
-            Some(s) => (
-                s.spatial_layer.map(|l| l.0),
-                s.temporal_layer.map(|l| l.0),
-            ),
+            Some(s) => (s.spatial_layer.map(|l| l.0), s.temporal_layer.map(|l| l.0)),
             None => (None, None),
         }
     }

@@ -42,10 +42,12 @@ pub fn split(out: &Output) -> Inspection {
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect();
-    let (summaries, packets): (Vec<Value>, Vec<Value>) =
-        objects.into_iter().partition(|o| o.get("summary").is_some());
-    let (mut captures, streams): (Vec<Value>, Vec<Value>) =
-        summaries.into_iter().partition(|o| o["summary"] == "capture");
+    let (summaries, packets): (Vec<Value>, Vec<Value>) = objects
+        .into_iter()
+        .partition(|o| o.get("summary").is_some());
+    let (mut captures, streams): (Vec<Value>, Vec<Value>) = summaries
+        .into_iter()
+        .partition(|o| o["summary"] == "capture");
     assert_eq!(captures.len(), 1, "one capture summary");
     Inspection {
         packets,
