@@ -6,6 +6,9 @@ use clap::{Parser, Subcommand};
 
 mod dd;
 mod dd_json;
+mod inspect;
+mod inspect_record;
+mod inspect_summary;
 
 /// Strata: an SFU that forwards layered video.
 #[derive(Debug, Parser)]
@@ -22,12 +25,14 @@ enum Command {
         #[command(subcommand)]
         command: dd::DdCommand,
     },
+    Inspect(inspect::InspectArgs),
 }
 
 impl Cli {
     pub fn run(self) -> ExitCode {
         match self.command {
             Command::Dd { command } => command.run(),
+            Command::Inspect(args) => args.run(),
         }
     }
 }

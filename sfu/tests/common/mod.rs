@@ -1,0 +1,125 @@
+//! Running `sfu inspect --json` and reading the shared captures and their text summaries.
+
+#![allow(dead_code)] // Each test binary uses its own part of these helpers.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub const CAPTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/captures/");
+pub const VECTORS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../shared/vectors/dd-vectors.json"
+);
+
+pub fn sfu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sfu"))
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+/// `sfu inspect --json` output split into packets, SSRC summaries and the capture summary.
+#[derive(Debug)]
+pub struct Inspection {
+    pub packets: Vec<Value>,
+    pub streams: Vec<Value>,
+    pub capture: Value,
+}
+
+pub fn inspect_json(path: &str, extra: &[&str]) -> Inspection {
+    let out = sfu(&[&["inspect", "--json", path], extra].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    split(&out)
+}
+
+pub fn split(out: &Output) -> Inspection {
+    let objects: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    let (summaries, packets): (Vec<Value>, Vec<Value>) = objects
+        .into_iter()
+        .partition(|o| o.get("summary").is_some());
+    let (mut captures, streams): (Vec<Value>, Vec<Value>) = summaries
+        .into_iter()
+        .partition(|o| o["summary"] == "capture");
+    assert_eq!(captures.len(), 1, "one capture summary");
+    Inspection {
+        packets,
+        streams,
+        capture: captures.remove(0),
+    }
+}
+
+pub fn capture_path(name: &str) -> String {
+    format!("{CAPTURES}{name}")
+}
+
+/// One line of a capture's text summary.
+#[derive(Debug)]
+pub struct SummaryLine {
+    pub seq: u16,
+    pub timestamp: u32,
+    pub marker: bool,
+    pub text: String,
+}
+
+/// The `*.txt` beside a capture: `Seq=`, `Time=` and a trailing `Mark` per packet.
+pub fn text_summary(name: &str) -> Vec<SummaryLine> {
+    let text = std::fs::read_to_string(capture_path(name)).expect("text summary");
+    text.lines()
+        .map(|line| {
+            let field = |key: &str| {
+                let start = line.find(key).expect("field") + key.len();
+                let digits: String = line[start..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse::<u64>().expect("number")
+            };
+            SummaryLine {
+                seq: field("Seq=") as u16,
+                timestamp: field("Time=") as u32,
+                marker: line.contains(", Mark"),
+                text: line.to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// A row of PROVENANCE.md's capture table: packet count, SSRC and payload type.
+#[derive(Debug)]
+pub struct Provenance {
+    pub file: String,
+    pub packets: usize,
+    pub ssrc: u32,
+    pub pt: u8,
+}
+
+pub fn provenance() -> Vec<Provenance> {
+    let text = std::fs::read_to_string(capture_path("PROVENANCE.md")).expect("provenance");
+    text.lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let (file, content) = (cells.get(1)?, cells.get(2)?);
+            let packets = content.split_whitespace().next()?.parse().ok()?;
+            let ssrc = content.split("SSRC 0x").nth(1)?.get(..8)?;
+            let pt = content.split("PT ").nth(1)?.split_whitespace().next()?;
+            Some(Provenance {
+                file: (*file).to_owned(),
+                packets,
+                ssrc: u32::from_str_radix(ssrc, 16).ok()?,
+                pt: pt.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+pub fn vectors() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(VECTORS).expect("vectors")).expect("json")
+}

@@ -1,0 +1,39 @@
+//! The capture fuzz body over the real captures and over cut and flipped copies of them.
+
+#![cfg(feature = "fuzzing")]
+
+const CAPTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/captures/");
+
+fn pcaps() -> Vec<Vec<u8>> {
+    let mut files: Vec<_> = std::fs::read_dir(CAPTURES)
+        .expect("captures directory")
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "the browser captures are there");
+    files
+        .iter()
+        .map(|p| std::fs::read(p).expect("capture readable"))
+        .collect()
+}
+
+#[test]
+fn runs_over_every_capture() {
+    for file in pcaps() {
+        sfu::fuzz::capture(&file);
+    }
+}
+
+#[test]
+fn runs_over_cut_and_flipped_captures() {
+    for file in pcaps() {
+        let len = file.len().min(4096);
+        for cut in (0..len).step_by(37) {
+            sfu::fuzz::capture(&file[..cut]);
+            let mut flipped = file[..len].to_vec();
+            flipped[cut] ^= 0xFF;
+            sfu::fuzz::capture(&flipped);
+        }
+    }
+}
