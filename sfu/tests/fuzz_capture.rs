@@ -37,3 +37,15 @@ fn runs_over_cut_and_flipped_captures() {
         }
     }
 }
+
+/// The committed seed corpus of the `capture` fuzz target runs clean.
+#[test]
+fn capture_seed_corpus() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/capture");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).expect("seed directory") {
+        sfu::fuzz::capture(&std::fs::read(entry.expect("entry").path()).expect("seed"));
+        count += 1;
+    }
+    assert!(count >= 3);
+}
