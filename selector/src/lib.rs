@@ -22,13 +22,17 @@
 //!
 //! Modules:
 //! - [`dd`]: selection on the Dependency Descriptor (any codec that carries it).
+//! - [`simulcast`]: the stream choice among a publisher's simulcast streams.
+//! - [`passthrough`]: audio and single-layer video.
 //! - [`scalability`]: generated Dependency Descriptor streams of the standard scalability modes.
 
 pub mod dd;
 mod history;
 mod layer;
+pub mod passthrough;
 pub mod scalability;
 mod selection;
+pub mod simulcast;
 mod unwrap;
 
 pub use history::HISTORY_FRAMES;

@@ -10,91 +10,22 @@
 //!   keyframe request was raised;
 //! - no frame is split: all or none of its received packets are forwarded.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use common::{Network, NetworkConditions, Rng};
 use proptest::prelude::*;
 use rtp_ext::dd::{DependencyDescriptor, FrameDependencyStructure};
 use selector::dd::{DdPacket, DdSelector, MAX_DD_SIZE};
 use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
 
+mod common;
+
 const KEYFRAME_INTERVAL: u64 = 48;
 const TEMPORAL_UNITS: u64 = 400;
 /// Temporal units a keyframe request takes to reach the publisher and come back.
 const REQUEST_DELAY: u64 = 2;
-
-/// A small deterministic generator for the network's choices.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// True with probability `percent` / 100.
-    fn chance(&mut self, percent: u32) -> bool {
-        self.next() % 100 < u64::from(percent)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct NetworkConditions {
-    loss: u32,
-    /// Of lost packets, the share that a retransmission brings back later.
-    recovered: u32,
-    reorder: u32,
-    duplicate: u32,
-}
-
-/// Packets in flight, keyed by the step at which they arrive.
-struct Network {
-    rng: Rng,
-    conditions: NetworkConditions,
-    in_flight: BTreeMap<(u64, u64), GeneratedPacket>,
-    sent: u64,
-}
-
-impl Network {
-    fn send(&mut self, step: u64, packet: GeneratedPacket) {
-        let c = self.conditions;
-        let delay = if self.rng.chance(c.loss) {
-            if !self.rng.chance(c.recovered) {
-                return;
-            }
-            3 + self.rng.below(30)
-        } else if self.rng.chance(c.reorder) {
-            1 + self.rng.below(4)
-        } else {
-            0
-        };
-        if self.rng.chance(c.duplicate) {
-            let at = step + self.rng.below(6);
-            self.schedule(at, packet.clone());
-        }
-        self.schedule(step + delay, packet);
-    }
-
-    fn schedule(&mut self, at: u64, packet: GeneratedPacket) {
-        self.sent += 1;
-        self.in_flight.insert((at, self.sent), packet);
-    }
-
-    fn arrivals(&mut self, step: u64) -> Vec<GeneratedPacket> {
-        let later = self.in_flight.split_off(&(step + 1, 0));
-        std::mem::replace(&mut self.in_flight, later)
-            .into_values()
-            .collect()
-    }
-}
 
 /// What the subscriber side observed, for the properties.
 #[derive(Default)]
@@ -108,7 +39,7 @@ struct Observed {
 struct Simulation {
     mode: ScalabilityMode,
     generator: StreamGenerator,
-    network: Network,
+    network: Network<GeneratedPacket>,
     selector: DdSelector,
     structure: Arc<FrameDependencyStructure>,
     observed: Observed,
@@ -131,12 +62,7 @@ impl Simulation {
         Self {
             mode,
             generator,
-            network: Network {
-                rng: Rng(seed ^ 0xA5A5),
-                conditions,
-                in_flight: BTreeMap::new(),
-                sent: 0,
-            },
+            network: Network::new(seed ^ 0xA5A5, conditions),
             selector: DdSelector::new(),
             structure,
             observed: Observed::default(),
@@ -348,7 +274,6 @@ proptest! {
 
     #[test]
     fn on_a_clean_network_every_target_is_reached(mode in mode(), seed in any::<u64>()) {
-        let clean = NetworkConditions { loss: 0, recovered: 0, reorder: 0, duplicate: 0 };
-        run(mode, seed, clean, true);
+        run(mode, seed, NetworkConditions::CLEAN, true);
     }
 }

@@ -1,0 +1,97 @@
+//! A seeded in-memory network for the selector property tests: loss, late retransmissions,
+//! reordering and duplicates, deterministic for a seed.
+
+use std::collections::BTreeMap;
+
+/// A small deterministic generator for the network's choices.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// True with probability `percent` / 100.
+    pub fn chance(&mut self, percent: u32) -> bool {
+        self.next() % 100 < u64::from(percent)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct NetworkConditions {
+    pub loss: u32,
+    /// Of lost packets, the share that a retransmission brings back later.
+    pub recovered: u32,
+    pub reorder: u32,
+    pub duplicate: u32,
+}
+
+impl NetworkConditions {
+    pub const CLEAN: Self = Self {
+        loss: 0,
+        recovered: 0,
+        reorder: 0,
+        duplicate: 0,
+    };
+}
+
+/// Packets in flight, keyed by the step at which they arrive.
+pub struct Network<P> {
+    rng: Rng,
+    conditions: NetworkConditions,
+    in_flight: BTreeMap<(u64, u64), P>,
+    sent: u64,
+}
+
+impl<P: Clone> Network<P> {
+    pub fn new(seed: u64, conditions: NetworkConditions) -> Self {
+        Self {
+            rng: Rng(seed),
+            conditions,
+            in_flight: BTreeMap::new(),
+            sent: 0,
+        }
+    }
+
+    /// Sends `packet` at `step`: it is lost, arrives now, or arrives a few steps later (a
+    /// reordering or a retransmission), maybe twice.
+    pub fn send(&mut self, step: u64, packet: P) {
+        let c = self.conditions;
+        let delay = if self.rng.chance(c.loss) {
+            if !self.rng.chance(c.recovered) {
+                return;
+            }
+            3 + self.rng.below(30)
+        } else if self.rng.chance(c.reorder) {
+            1 + self.rng.below(4)
+        } else {
+            0
+        };
+        if self.rng.chance(c.duplicate) {
+            let at = step + self.rng.below(6);
+            self.schedule(at, packet.clone());
+        }
+        self.schedule(step + delay, packet);
+    }
+
+    fn schedule(&mut self, at: u64, packet: P) {
+        self.sent += 1;
+        self.in_flight.insert((at, self.sent), packet);
+    }
+
+    /// Packets arriving at `step`, in arrival order.
+    pub fn arrivals(&mut self, step: u64) -> Vec<P> {
+        let later = self.in_flight.split_off(&(step + 1, 0));
+        std::mem::replace(&mut self.in_flight, later)
+            .into_values()
+            .collect()
+    }
+}
