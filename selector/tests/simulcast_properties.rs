@@ -39,10 +39,10 @@ struct Simulation {
     inner: DdSelector,
     requests: Vec<u64>,
     pending_keyframe: Option<(u8, u64)>,
-    /// Per (stream, stay in it, frame): decisions of its packets that reached the selector.
-    /// A stay starts at each switch into the stream.
-    decisions: HashMap<(u8, u32, u64), Vec<bool>>,
-    stays: [u32; STREAMS as usize],
+    /// Per (stream, frame): decisions of its packets that reached the selector. Entering a
+    /// stream at keyframe K forgets its frames before K (a past stay), not those after K that
+    /// arrived early.
+    decisions: HashMap<(u8, u64), Vec<bool>>,
     /// Forwarded packets' streams, in order.
     forwarded_streams: Vec<u8>,
 }
@@ -71,7 +71,6 @@ impl Simulation {
             requests: vec![0; usize::from(STREAMS)],
             pending_keyframe: None,
             decisions: HashMap::new(),
-            stays: [0; STREAMS as usize],
             forwarded_streams: Vec::new(),
         }
     }
@@ -120,7 +119,9 @@ impl Simulation {
             StreamChoice::Drop => false,
             StreamChoice::SwitchTo => {
                 assert!(keyframe_start, "stream {stream} entered off a keyframe");
-                self.stays[s] += 1;
+                let keyframe = packet.frame_number;
+                self.decisions
+                    .retain(|&(st, f), _| st != stream || f >= keyframe);
                 self.inner = DdSelector::new();
                 self.inner.set_limits(self.simulcast.stream_limits());
                 self.select_inner(&packet, s)
@@ -134,8 +135,10 @@ impl Simulation {
             self.forwarded_streams.push(stream);
             assert_eq!(self.simulcast.current(), Some(stream));
         }
-        let key = (stream, self.stays[s], packet.frame_number);
-        let entry = self.decisions.entry(key).or_default();
+        let entry = self
+            .decisions
+            .entry((stream, packet.frame_number))
+            .or_default();
         if choice != StreamChoice::Drop || entry.is_empty() {
             entry.push(forward);
         }
@@ -152,8 +155,7 @@ impl Simulation {
         let selection = self.inner.select(&dd_packet, &mut buf).expect("rewrites");
         // The first packet of a frame decides it: none of its references may have been seen
         // and dropped in this stream.
-        let stay = self.stays[stream];
-        let key = |frame: u64| (stream as u8, stay, frame);
+        let key = |frame: u64| (stream as u8, frame);
         if selection.forward && !self.decisions.contains_key(&key(packet.frame_number)) {
             for r in packet.references.iter() {
                 let dropped = self.decisions.get(&key(*r)).is_some_and(|d| !d[0]);
@@ -210,7 +212,7 @@ fn run(seed: u64, conditions: NetworkConditions, clean: bool) {
             deadline = None;
         }
     }
-    for ((stream, _, frame), d) in &sim.decisions {
+    for ((stream, frame), d) in &sim.decisions {
         assert!(
             d.iter().all(|&x| x == d[0]),
             "stream {stream} frame {frame} split"
