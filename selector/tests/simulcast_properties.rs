@@ -198,7 +198,9 @@ fn run(seed: u64, conditions: NetworkConditions, clean: bool) {
         if let Some((at, before)) = deadline.filter(|&(at, _)| at == tu) {
             let wanted = target.spatial.min(sending - 1);
             let reached = sim.simulcast.current() == Some(wanted);
-            let requested = sim.requests.iter().sum::<u64>() > before;
+            // A request raised in this window, or one raised earlier that is still waiting.
+            let requested = sim.requests.iter().sum::<u64>() > before
+                || sim.simulcast.keyframe_requests().waiting();
             assert!(
                 reached || requested,
                 "TU {at}: stream {wanted} not reached, no request"

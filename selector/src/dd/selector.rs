@@ -5,7 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use rtp_ext::dd::{
     DecodeTargetIndication, DependencyDescriptor, DependencyDescriptorWriter,
-    FrameDependencyStructure, WriteError,
+    FrameDependencyStructure, WriteError, MAX_DECODE_TARGETS,
 };
 
 use super::chains::{Chains, Fate};
@@ -57,6 +57,11 @@ pub struct DdSelector {
     publisher_active: u32,
     /// The decode target forwarded now.
     current: Option<usize>,
+    /// Bit `d` set while every frame of decode target `d` since it last started afresh (a frame
+    /// with no references, or one that restarts `d`'s chain) reached the subscriber: `d` can be
+    /// switched to at any frame. This is what lets a subscriber fall back at once when the
+    /// publisher turns its layer off.
+    complete: u32,
     /// Frames older than this (the last switch) that were never decided are dropped: a late
     /// packet from before a switch would reference frames the subscriber never got.
     switch_frame: i64,
@@ -83,6 +88,7 @@ impl DdSelector {
             chains: Chains::new(0),
             publisher_active: 0,
             current: None,
+            complete: 0,
             switch_frame: i64::MIN,
             frames: FrameHistory::default(),
             frame_numbers: Unwrapper::default(),
@@ -185,6 +191,7 @@ impl DdSelector {
         self.chains = Chains::new(packet.structure.chain_count);
         self.publisher_active = packet.structure.all_decode_targets();
         self.current = None;
+        self.complete = 0;
         self.frames.clear();
     }
 
@@ -199,6 +206,7 @@ impl DdSelector {
         self.chains.observe(frame, &deps.chain_diffs, fate);
         self.choose_target(frame, dd);
         let decision = self.forward_decision(frame, dd);
+        self.track_completeness(dd, decision.forwarded);
         self.frames.insert(frame, decision);
         self.chains.resolve(frame, decision.forwarded);
         decision
@@ -249,8 +257,28 @@ impl DdSelector {
         }
     }
 
+    /// Updates which decode targets the subscriber has every frame of.
+    fn track_completeness(&mut self, dd: &DependencyDescriptor, forwarded: bool) {
+        let Some(targets) = &self.targets else { return };
+        let deps = &dd.frame_dependencies;
+        for dt in (0..MAX_DECODE_TARGETS)
+            .filter(|&dt| deps.dtis.get(dt) != DecodeTargetIndication::NotPresent)
+        {
+            let chain_restarts = targets
+                .protected_by(dt)
+                .and_then(|c| deps.chain_diffs.get(usize::from(c)))
+                .is_some_and(|&diff| diff == 0);
+            let fresh_start = deps.frame_diffs.is_empty() || chain_restarts;
+            if !forwarded {
+                self.complete &= !(1 << dt);
+            } else if fresh_start {
+                self.complete |= 1 << dt;
+            }
+        }
+    }
+
     /// Whether forwarding may move to `dt` at this frame: a switch point of `dt` with its
-    /// chain intact, or a target whose every frame the subscriber already gets.
+    /// chain intact, or a target whose every frame the subscriber already has.
     fn can_switch(
         &self,
         targets: &DecodeTargets,
@@ -258,10 +286,14 @@ impl DdSelector {
         frame: i64,
         dd: &DependencyDescriptor,
     ) -> bool {
-        if self
+        let contained = self
             .current
-            .is_some_and(|c| targets.contained_in(c) & (1 << dt) != 0)
-        {
+            .is_some_and(|c| targets.contained_in(c) & (1 << dt) != 0);
+        let complete = self.complete & (1 << dt) != 0
+            && targets
+                .protected_by(dt)
+                .is_none_or(|c| self.chains.intact(c));
+        if contained || complete {
             return true;
         }
         let switch_point = dd.frame_dependencies.dtis.get(dt) == DecodeTargetIndication::Switch;
