@@ -20,14 +20,15 @@ fn packets() -> Vec<Vec<u8>> {
         env!("CARGO_MANIFEST_DIR"),
         "/../../shared/vectors/dd-vectors.json"
     );
-    let all: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let all: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("vectors")).expect("json");
     let set = &all["av1_rtp_packets_with_dd"];
     assert_eq!(set["dd_ext_id"], 11);
     set["packets"]
         .as_array()
-        .unwrap()
+        .expect("list")
         .iter()
-        .map(|p| hex::decode(p["hex"].as_str().unwrap()).unwrap())
+        .map(|p| hex::decode(p["hex"].as_str().expect("hex")).expect("digits"))
         .collect()
 }
 
@@ -37,7 +38,7 @@ fn replay(target: Layer) -> Vec<Option<Forwarded>> {
         HashMap::new();
     let mut out = Vec::new();
     for bytes in packets() {
-        let packet = RtpPacket::parse(&bytes).unwrap();
+        let packet = RtpPacket::parse(&bytes).expect("real packet");
         let fields = packet.fields();
         let (selector, structure) = selectors.entry(fields.ssrc).or_insert_with(|| {
             let mut s = DdSelector::new();
@@ -47,12 +48,12 @@ fn replay(target: Layer) -> Vec<Option<Forwarded>> {
             });
             (s, None)
         });
-        let dd =
-            DependencyDescriptor::parse(packet.extension(11).unwrap(), structure.as_ref()).unwrap();
+        let dd = DependencyDescriptor::parse(packet.extension(11).expect("DD"), structure.as_ref())
+            .expect("DD parses");
         if dd.attached_structure.is_some() {
             structure.clone_from(&dd.attached_structure);
         }
-        let known = structure.as_ref().unwrap();
+        let known = structure.as_ref().expect("structure seen");
         let dd_packet = DdPacket {
             sequence_number: fields.sequence_number,
             marker: fields.marker,
@@ -60,11 +61,16 @@ fn replay(target: Layer) -> Vec<Option<Forwarded>> {
             structure: known,
         };
         let mut buf = [0u8; MAX_DD_SIZE];
-        let selection = selector.select(&dd_packet, &mut buf).unwrap();
-        out.push(selection.forward.then(|| Forwarded {
-            marker: selection.marker,
-            rewritten:
-                DependencyDescriptor::parse(&buf[..selection.descriptor_len], Some(known)).unwrap(),
+        let selection = selector.select(&dd_packet, &mut buf).expect("rewrites");
+        out.push(selection.forward.then(|| {
+            Forwarded {
+                marker: selection.marker,
+                rewritten: DependencyDescriptor::parse(
+                    &buf[..selection.descriptor_len],
+                    Some(known),
+                )
+                .expect("parses"),
+            }
         }));
     }
     out
