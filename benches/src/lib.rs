@@ -7,6 +7,7 @@ pub mod codec;
 pub mod dd;
 pub mod fixtures;
 pub mod rtp;
+pub mod select;
 
 /// One benchmark: a name in the suite's `area/what/variant` form and the operation to repeat.
 /// The operation owns its prepared state, so setup cost stays out of the measurement.
@@ -37,5 +38,6 @@ pub fn all_cases() -> Vec<Case> {
     let mut cases = dd::cases();
     cases.extend(rtp::cases());
     cases.extend(codec::cases());
+    cases.extend(select::cases());
     cases
 }

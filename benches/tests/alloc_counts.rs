@@ -21,6 +21,11 @@ const EXPECTED: &[(&str, u64)] = &[
     ("rtp/write/header_with_dd", 0),
     ("vp8/munge", 0),
     ("vp9/parse", 0),
+    ("select/dd/l3t3_delta", 0),
+    // The rewritten DD as `Bytes`.
+    ("select/dd/l3t3_delta_bytes", 1),
+    ("select/dd/l3t3_keyframe", 0),
+    ("select/simulcast", 0),
 ];
 
 #[test]

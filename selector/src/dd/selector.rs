@@ -357,7 +357,10 @@ impl DdSelector {
         self.scratch.clone_from(packet.descriptor);
         self.scratch.active_decode_targets = Some(active_decode_targets);
         let structure = packet.structure;
-        let active_chains = structure.active_chains(active_decode_targets);
+        let active_chains = self
+            .targets
+            .as_ref()
+            .map_or(u32::MAX, |t| t.chains_of(active_decode_targets));
         self.writer
             .prepare(&self.scratch, Some(structure), active_chains)
             .map_err(SelectError::Descriptor)

@@ -16,6 +16,8 @@ pub struct DecodeTargets {
     /// receiver of `d`'s frames has all of `e`'s. This is the active decode targets bitmask to
     /// tell that receiver, and the set `d` may switch down to at once.
     contains: [u32; MAX_DECODE_TARGETS],
+    /// Decode targets ordered best layer first, so choosing a target needs no sort per frame.
+    best_first: [u8; MAX_DECODE_TARGETS],
 }
 
 impl DecodeTargets {
@@ -27,6 +29,7 @@ impl DecodeTargets {
             layer: [Layer::BASE; MAX_DECODE_TARGETS],
             protected_by: [None; MAX_DECODE_TARGETS],
             contains: [0; MAX_DECODE_TARGETS],
+            best_first: [0; MAX_DECODE_TARGETS],
         };
         let presence = |dt: usize| -> u64 {
             let present = |t: &rtp_ext::dd::FrameDependencyTemplate| {
@@ -55,6 +58,11 @@ impl DecodeTargets {
                 .filter(|&e| presence[e] & !presence[dt] == 0)
                 .fold(0, |mask, e| mask | 1 << e);
         }
+        for (slot, dt) in targets.best_first.iter_mut().zip(0u8..) {
+            *slot = dt;
+        }
+        let layers = targets.layer;
+        targets.best_first[..count].sort_by_key(|&dt| std::cmp::Reverse(layers[usize::from(dt)]));
         targets
     }
 
@@ -77,15 +85,18 @@ impl DecodeTargets {
 
     /// Decode targets within `limit` that `usable` allows, best first.
     pub fn candidates(&self, limit: Layer, usable: u32) -> impl Iterator<Item = usize> + '_ {
-        let mut ordered = [0usize; MAX_DECODE_TARGETS];
-        let mut n = 0;
-        for dt in
-            (0..self.count).filter(|&dt| usable & (1 << dt) != 0 && limit.covers(self.layer[dt]))
-        {
-            ordered[n] = dt;
-            n += 1;
-        }
-        ordered[..n].sort_unstable_by_key(|&dt| std::cmp::Reverse(self.layer[dt]));
-        ordered.into_iter().take(n)
+        self.best_first[..self.count]
+            .iter()
+            .map(|&dt| usize::from(dt))
+            .filter(move |&dt| usable & (1 << dt) != 0 && limit.covers(self.layer[dt]))
+    }
+
+    /// Chains that protect a decode target of `mask`: the chains a receiver of those targets
+    /// must keep, and so the writer's active chains.
+    pub fn chains_of(&self, mask: u32) -> u32 {
+        (0..self.count)
+            .filter(|&dt| mask & (1 << dt) != 0)
+            .filter_map(|dt| self.protected_by[dt])
+            .fold(0, |chains, c| chains | 1 << c)
     }
 }
