@@ -2,31 +2,19 @@
 //! parse to the payload descriptor fields upstream tests assert, and write back byte for byte.
 
 use rtp_ext::codec::{parse_payload, Codec, PayloadDescriptor, Vp9Descriptor};
+use rtp_ext::rtp::RtpPacket;
 use serde_json::Value;
 
+mod common;
+
 fn packets() -> Vec<Value> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/vectors/dd-vectors.json"
-    );
-    let text = std::fs::read_to_string(path).expect("shared vectors beside the checkout");
-    let all: Value = serde_json::from_str(&text).expect("vectors are JSON");
-    all["vp9_rtp_packets"]["packets"]
-        .as_array()
-        .expect("packets")
-        .clone()
+    common::packets("vp9_rtp_packets")
 }
 
-/// Test-only RTP header skip (RFC 3550 section 5.1, RFC 8285): 12 bytes, 4 per CSRC, and the
-/// extension block when X is set. Returns the marker bit and the payload; padding is ignored.
+/// The marker bit and the payload of a real packet.
 fn rtp_payload(packet: &[u8]) -> (bool, &[u8]) {
-    let csrc_count = usize::from(packet[0] & 0x0F);
-    let mut offset = 12 + 4 * csrc_count;
-    if packet[0] & 0x10 != 0 {
-        let words = usize::from(u16::from_be_bytes([packet[offset + 2], packet[offset + 3]]));
-        offset += 4 + 4 * words;
-    }
-    (packet[1] & 0x80 != 0, &packet[offset..])
+    let parsed = RtpPacket::parse(packet).expect("real packet");
+    (parsed.fields().marker, parsed.payload())
 }
 
 fn optional(v: &Value) -> Option<u64> {

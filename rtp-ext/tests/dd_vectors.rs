@@ -5,23 +5,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use common::{num, vectors};
 use rtp_ext::dd::{
     DependencyDescriptor, DependencyDescriptorWriter, FrameDependencyStructure, MandatoryFields,
 };
 use serde_json::Value;
 
-fn vectors() -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/vectors/dd-vectors.json"
-    );
-    let text = std::fs::read_to_string(path).expect("shared vectors beside the checkout");
-    serde_json::from_str(&text).expect("vectors are JSON")
-}
-
-fn num(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
+mod common;
 
 fn nums(v: &Value) -> Vec<u64> {
     v.as_array().expect("array").iter().map(num).collect()

@@ -3,29 +3,18 @@
 //! extension elements listed beside it, in both the one-byte and two-byte forms, and its
 //! header rewritten with every element kept is byte-identical to the original.
 
+use common::{bytes, num};
 use rtp_ext::ext::{AbsSendTime, HeaderExtension, TransportSequenceNumber, VideoLayersAllocation};
 use rtp_ext::rtp::{write_header, ExtensionForm, ExtensionIds, ExtensionSelection, RtpPacket};
 use serde_json::Value;
 
+mod common;
+
 fn packets() -> Vec<Value> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/vectors/dd-vectors.json"
-    );
-    let text = std::fs::read_to_string(path).expect("shared vectors beside the checkout");
-    let all: Value = serde_json::from_str(&text).expect("vectors are JSON");
     ["av1_rtp_packets_with_dd", "vp9_rtp_packets"]
         .iter()
-        .flat_map(|list| all[list]["packets"].as_array().expect("packets").clone())
+        .flat_map(|list| common::packets(list))
         .collect()
-}
-
-fn bytes(v: &Value) -> Vec<u8> {
-    hex::decode(v.as_str().expect("hex string")).expect("hex digits")
-}
-
-fn num(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
 fn hex_num(v: &Value) -> u64 {
