@@ -4,7 +4,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use rtp_ext::dd::FrameDependencyStructure;
-use selector::dd::{DdPacket, DdSelector, MAX_DD_SIZE};
+use selector::dd::{DdSelector, MAX_DD_SIZE};
 use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::simulcast::{SimulcastSelector, StreamChoice};
 use selector::{Layer, LayerLimits};
@@ -59,12 +59,7 @@ fn dd_delta(name: &'static str, as_bytes: bool) -> Case {
         }
         let p = &packets[next];
         next += 1;
-        let packet = DdPacket {
-            sequence_number: p.sequence_number,
-            marker: p.marker,
-            descriptor: &p.descriptor,
-            structure: &structure,
-        };
+        let packet = p.dd_packet(&structure);
         if as_bytes {
             black_box(selector.select_bytes(black_box(&packet))).expect("rewrites");
         } else {
@@ -82,12 +77,7 @@ fn dd_keyframe() -> Case {
     let mut buf = [0u8; MAX_DD_SIZE];
     Case::new("select/dd/l3t3_keyframe", move || {
         keyframe.descriptor.frame_number = keyframe.descriptor.frame_number.wrapping_add(1);
-        let packet = DdPacket {
-            sequence_number: keyframe.sequence_number,
-            marker: keyframe.marker,
-            descriptor: &keyframe.descriptor,
-            structure: &structure,
-        };
+        let packet = keyframe.dd_packet(&structure);
         black_box(selector.select(black_box(&packet), &mut buf)).expect("rewrites");
     })
 }
@@ -141,12 +131,7 @@ fn simulcast() -> Case {
             }
             StreamChoice::Forward => {}
         }
-        let packet = DdPacket {
-            sequence_number: p.sequence_number,
-            marker: p.marker,
-            descriptor: &p.descriptor,
-            structure: &structure,
-        };
+        let packet = p.dd_packet(&structure);
         black_box(inner.select(black_box(&packet), &mut buf)).expect("rewrites");
     })
 }

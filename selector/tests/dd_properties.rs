@@ -16,7 +16,7 @@ use std::sync::Arc;
 use common::{Network, NetworkConditions, Rng};
 use proptest::prelude::*;
 use rtp_ext::dd::{DependencyDescriptor, FrameDependencyStructure};
-use selector::dd::{DdPacket, DdSelector, MAX_DD_SIZE};
+use selector::dd::{DdSelector, MAX_DD_SIZE};
 use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
 
@@ -94,12 +94,7 @@ impl Simulation {
         if let Some(s) = &packet.descriptor.attached_structure {
             self.structure = s.clone();
         }
-        let dd_packet = DdPacket {
-            sequence_number: packet.sequence_number,
-            marker: packet.marker,
-            descriptor: &packet.descriptor,
-            structure: &self.structure,
-        };
+        let dd_packet = packet.dd_packet(&self.structure);
         let mut buf = [0u8; MAX_DD_SIZE];
         let selection = self
             .selector

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use rtp_ext::dd::{DependencyDescriptor, FrameDependencyStructure};
-use selector::dd::{DdPacket, DdSelector, MAX_DD_SIZE};
+use selector::dd::{DdSelector, MAX_DD_SIZE};
 use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits, Selection};
 
@@ -61,12 +61,7 @@ impl Run {
                 if let Some(s) = &packet.descriptor.attached_structure {
                     self.structure = s.clone();
                 }
-                let dd_packet = DdPacket {
-                    sequence_number: packet.sequence_number,
-                    marker: packet.marker,
-                    descriptor: &packet.descriptor,
-                    structure: &self.structure,
-                };
+                let dd_packet = packet.dd_packet(&self.structure);
                 let mut buf = [0u8; MAX_DD_SIZE];
                 let selection = self
                     .selector

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use common::{Network, NetworkConditions, Rng};
 use proptest::prelude::*;
 use rtp_ext::dd::FrameDependencyStructure;
-use selector::dd::{DdPacket, DdSelector, MAX_DD_SIZE};
+use selector::dd::{DdSelector, MAX_DD_SIZE};
 use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::simulcast::{SimulcastSelector, StreamChoice};
 use selector::{Layer, LayerLimits};
@@ -145,12 +145,7 @@ impl Simulation {
     }
 
     fn select_inner(&mut self, packet: &GeneratedPacket, stream: usize) -> bool {
-        let dd_packet = DdPacket {
-            sequence_number: packet.sequence_number,
-            marker: packet.marker,
-            descriptor: &packet.descriptor,
-            structure: &self.structures[stream],
-        };
+        let dd_packet = packet.dd_packet(&self.structures[stream]);
         let mut buf = [0u8; MAX_DD_SIZE];
         let selection = self.inner.select(&dd_packet, &mut buf).expect("rewrites");
         // The first packet of a frame decides it: none of its references may have been seen

@@ -12,6 +12,7 @@ use rtp_ext::dd::{
 use super::encoder::{EncodedFrame, EncoderState, References};
 use super::mode::ScalabilityMode;
 use super::pattern::Pattern;
+use crate::dd::DdPacket;
 
 /// RTP video clock rate is 90 kHz; at 30 frames per second a temporal unit lasts 3000 ticks.
 pub const TIMESTAMP_STEP: u32 = 3000;
@@ -85,6 +86,16 @@ impl GeneratedPacket {
     /// Whether the frame is part of decode target `dt` (its indication is not "not present").
     pub fn belongs_to(&self, dt: usize) -> bool {
         self.descriptor.frame_dependencies.dtis.get(dt) != DecodeTargetIndication::NotPresent
+    }
+
+    /// The packet as DD selection sees it, with the structure its descriptor refers to.
+    pub fn dd_packet<'a>(&'a self, structure: &'a Arc<FrameDependencyStructure>) -> DdPacket<'a> {
+        DdPacket {
+            sequence_number: self.sequence_number,
+            marker: self.marker,
+            descriptor: &self.descriptor,
+            structure,
+        }
     }
 }
 
