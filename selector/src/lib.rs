@@ -23,6 +23,7 @@
 //! Modules:
 //! - [`dd`]: selection on the Dependency Descriptor (any codec that carries it).
 //! - [`scalability`]: generated Dependency Descriptor streams of the standard scalability modes.
+//! - [`vp8`]: temporal layer selection and index rewriting on the VP8 payload descriptor.
 
 pub mod dd;
 mod history;
@@ -30,6 +31,7 @@ mod layer;
 pub mod scalability;
 mod selection;
 mod unwrap;
+pub mod vp8;
 
 pub use history::HISTORY_FRAMES;
 pub use layer::{Layer, LayerLimits};
