@@ -50,6 +50,9 @@ impl Vp8Selection {
 #[derive(Debug, Clone, Copy)]
 struct FrameDecision {
     forwarded: bool,
+    /// Highest TID whose frames all reached the subscriber, from its last sync point up to
+    /// this frame: what a late frame right after this one may be forwarded at.
+    layer: Option<u8>,
     patch: Vp8Patch,
     /// Finds the frame again in a stream without picture ids.
     timestamp: u32,
@@ -70,9 +73,6 @@ pub struct Vp8Selector {
     current: Option<u8>,
     /// Highest TID the stream has shown, which caps the layer reported.
     top_tid: u8,
-    /// Frames older than this (the last switch up) that were never decided are dropped: they
-    /// may reference frames the subscriber never got.
-    switch_frame: i64,
     /// The newest frame decided.
     highest: Option<i64>,
     frames: FrameHistory<FrameDecision>,
@@ -95,7 +95,6 @@ impl Vp8Selector {
             limits: LayerLimits::default(),
             current: None,
             top_tid: 0,
-            switch_frame: i64::MIN,
             highest: None,
             frames: FrameHistory::default(),
             picture_ids: Unwrapper::default(),
@@ -128,7 +127,6 @@ impl Vp8Selector {
     pub fn switch_source(&mut self) {
         self.current = None;
         self.top_tid = 0;
-        self.switch_frame = i64::MIN;
         self.highest = None;
         self.frames.clear();
         self.picture_ids = Unwrapper::default();
@@ -143,7 +141,7 @@ impl Vp8Selector {
         };
         let decision = match self.frames.get(frame) {
             Some(decision) => decision,
-            None if self.undecidable(frame) => return Vp8Selection::DROP,
+            None if self.too_old(frame) => return Vp8Selection::DROP,
             None => self.decide_frame(frame, packet),
         };
         if !decision.forwarded {
@@ -191,25 +189,28 @@ impl Vp8Selector {
             .find(|&f| self.frames.get(f).is_some_and(|d| d.timestamp == timestamp))
     }
 
-    /// A late frame never decided that came before the last switch up, or that is older
-    /// than the history, which could not keep its decision.
-    fn undecidable(&self, frame: i64) -> bool {
-        let too_old = self
-            .highest
-            .is_some_and(|h| h - frame >= HISTORY_FRAMES as i64);
-        too_old || frame < self.switch_frame
+    /// A frame older than the history, which could not keep its decision.
+    fn too_old(&self, frame: i64) -> bool {
+        self.highest
+            .is_some_and(|h| h - frame >= HISTORY_FRAMES as i64)
     }
 
     fn decide_frame(&mut self, frame: i64, packet: &Vp8Packet<'_>) -> FrameDecision {
         let descriptor = packet.descriptor;
         let tid = descriptor.temporal.map_or(0, |t| t.tid.0);
         self.top_tid = self.top_tid.max(tid.min(MAX_TID));
-        // Only the newest frame may move the layer: frames after a late one are decided.
-        if self.highest.is_none_or(|h| frame > h) {
+        // Only the newest frame may move the layer: frames after a late one are decided. A late
+        // frame goes where it belongs: forwarded only if its layer reached the subscriber
+        // without a break up to it (a late frame from before a switch up is not).
+        let layer = if self.highest.is_none_or(|h| frame > h) {
             self.highest = Some(frame);
-            self.choose_layer(frame, packet, tid);
-        }
-        let forwarded = self.current.is_some_and(|c| tid <= c);
+            self.choose_layer(packet, tid);
+            self.current
+        } else {
+            // None orders below any layer: nothing forwarded before, nothing now.
+            self.layer_before(frame).min(self.current)
+        };
+        let forwarded = layer.is_some_and(|l| tid <= l);
         let patch = if forwarded {
             self.munger.forward(frame, descriptor)
         } else {
@@ -218,6 +219,11 @@ impl Vp8Selector {
         };
         let decision = FrameDecision {
             forwarded,
+            // A dropped frame breaks its layer and those above it.
+            layer: match forwarded {
+                true => layer,
+                false => layer.min(tid.checked_sub(1)),
+            },
             patch,
             timestamp: packet.timestamp,
         };
@@ -225,16 +231,20 @@ impl Vp8Selector {
         decision
     }
 
+    /// The layer in effect at the nearest decided frame before `frame`.
+    fn layer_before(&self, frame: i64) -> Option<u8> {
+        (1..HISTORY_FRAMES as i64)
+            .find_map(|back| self.frames.get(frame - back))
+            .and_then(|d| d.layer)
+    }
+
     /// Moves the layer toward the target where this frame allows it, and asks for a key frame
     /// while nothing can be forwarded.
-    fn choose_layer(&mut self, frame: i64, packet: &Vp8Packet<'_>, tid: u8) {
+    fn choose_layer(&mut self, packet: &Vp8Packet<'_>, tid: u8) {
         let target = self.limits.effective().temporal.min(MAX_TID);
         let layer_sync = packet.descriptor.temporal.is_some_and(|t| t.layer_sync);
         match self.current {
             _ if packet.keyframe => {
-                if self.current.is_none_or(|c| target > c) {
-                    self.switch_frame = frame;
-                }
                 self.current = Some(target);
                 self.keyframes.satisfied();
             }
@@ -242,7 +252,6 @@ impl Vp8Selector {
             Some(c) if target < c => self.current = Some(target),
             Some(c) if target > c && layer_sync && tid.checked_sub(1) == Some(c) => {
                 self.current = Some(tid);
-                self.switch_frame = frame;
             }
             Some(_) => {}
         }

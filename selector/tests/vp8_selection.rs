@@ -64,7 +64,7 @@ impl StreamConfig {
             sync_every: 1 + seed % 3,
             // Near the wrap of either width.
             first_picture_id: 32760 + (seed % 5) as u16,
-            extended_picture_id: seed % 4 != 0,
+            extended_picture_id: !seed.is_multiple_of(4),
             seed,
         }
     }
@@ -97,12 +97,15 @@ impl Packet {
     /// The descriptor the subscriber reads: written, patched in place, parsed again.
     fn munged(&self, selection: &Vp8Selection) -> Vp8Descriptor {
         let mut bytes = [0; Vp8Descriptor::MAX_SIZE + 1];
-        let len = self.descriptor.write(&mut bytes).unwrap();
+        let len = self
+            .descriptor
+            .write(&mut bytes)
+            .expect("generated descriptors fit");
         selection
             .patch
             .apply(&self.descriptor, &mut bytes[..len])
-            .unwrap();
-        Vp8Descriptor::parse(&bytes[..len]).unwrap()
+            .expect("the patch fits the descriptor");
+        Vp8Descriptor::parse(&bytes[..len]).expect("patched descriptor parses")
     }
 }
 
@@ -153,7 +156,8 @@ impl Stream {
     /// The packets of the next frame.
     fn next_frame(&mut self) -> Vec<Packet> {
         let c = self.config;
-        let interval_due = c.keyframe_interval > 0 && self.frame % c.keyframe_interval == 0;
+        let interval_due =
+            c.keyframe_interval > 0 && self.frame.is_multiple_of(c.keyframe_interval);
         let keyframe = std::mem::take(&mut self.keyframe_pending) || interval_due;
         if keyframe {
             self.position = 0;
@@ -182,7 +186,8 @@ impl Stream {
             return (false, self.latest[0].into_iter().collect());
         }
         let first_of_layer = !std::mem::replace(&mut self.seen_since_tl0[t], true);
-        let sync_period = self.since_keyframe || self.tl0_frames % self.config.sync_every == 0;
+        let sync_period =
+            self.since_keyframe || self.tl0_frames.is_multiple_of(self.config.sync_every);
         if first_of_layer && sync_period || self.latest[t].is_none() {
             return (true, self.latest[0].into_iter().collect());
         }
@@ -279,7 +284,11 @@ fn forwarded_frames(out: &[(Packet, Vp8Selection)]) -> Vec<u64> {
 }
 
 fn tid_of(out: &[(Packet, Vp8Selection)], frame: u64) -> u8 {
-    out.iter().find(|(p, _)| p.frame == frame).unwrap().0.tid
+    out.iter()
+        .find(|(p, _)| p.frame == frame)
+        .expect("frame sent")
+        .0
+        .tid
 }
 
 #[test]
@@ -318,7 +327,11 @@ fn down_switch_is_immediate() {
     let out = run_frames(&mut stream, &mut s, 8);
     assert_eq!(s.current(), Some(Layer::BASE));
     for frame in forwarded_frames(&out) {
-        assert_eq!(tid_of(&out, frame), 0, "frame {frame} after the down-switch");
+        assert_eq!(
+            tid_of(&out, frame),
+            0,
+            "frame {frame} after the down-switch"
+        );
     }
     assert_eq!(forwarded_frames(&out).len(), 2);
 }
@@ -414,8 +427,8 @@ fn munged_indexes(out: &[(Packet, Vp8Selection)]) -> Vec<(u64, u8, u16, u8)> {
         let entry = (
             packet.frame,
             packet.tid,
-            d.picture_id.unwrap().value(),
-            d.tl0_pic_idx.unwrap().0,
+            d.picture_id.expect("generated with one").value(),
+            d.tl0_pic_idx.expect("generated with one").0,
         );
         if seen.last() != Some(&entry) {
             seen.push(entry);
@@ -429,7 +442,11 @@ fn assert_continuous(indexes: &[(u64, u8, u16, u8)], modulus: u16) {
         let [(_, _, id0, tl0_0), (frame, tid, id1, tl0_1)] = [pair[0], pair[1]];
         assert_eq!(id1, (id0 + 1) % modulus, "picture id at frame {frame}");
         let step = u8::from(tid == 0);
-        assert_eq!(tl0_1, tl0_0.wrapping_add(step), "TL0PICIDX at frame {frame}");
+        assert_eq!(
+            tl0_1,
+            tl0_0.wrapping_add(step),
+            "TL0PICIDX at frame {frame}"
+        );
     }
 }
 
@@ -665,8 +682,8 @@ impl Simulation {
             let d = packet.munged(&selection);
             let munged = (
                 packet.tid,
-                d.picture_id.unwrap().value(),
-                d.tl0_pic_idx.unwrap().0,
+                d.picture_id.expect("generated with one").value(),
+                d.tl0_pic_idx.expect("generated with one").0,
             );
             self.observed.munged.insert(frame, munged);
         }
@@ -680,9 +697,10 @@ impl Simulation {
     fn check_no_split(&self) {
         for (frame, decisions) in &self.observed.decisions {
             assert!(
-                decisions.iter().all(|d| d.selection.forward
-                    == decisions[0].selection.forward
-                    && d.patch == decisions[0].patch),
+                decisions
+                    .iter()
+                    .all(|d| d.selection.forward == decisions[0].selection.forward
+                        && d.patch == decisions[0].patch),
                 "frame {frame} split: {decisions:?}"
             );
         }
@@ -716,7 +734,7 @@ impl Simulation {
 fn run(config: StreamConfig, conditions: NetworkConditions, clean: bool) {
     let mut sim = Simulation::new(config, conditions);
     let mut rng = Rng(config.seed);
-    let top = *config.pattern.iter().max().unwrap();
+    let top = *config.pattern.iter().max().expect("patterns are not empty");
     let mut target = Layer::MAX;
     let mut deadline: Option<(u64, u64, usize)> = None;
     for step in 0..FRAMES {

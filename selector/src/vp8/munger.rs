@@ -85,9 +85,7 @@ impl Vp8Munger {
         };
         if self.highest == Some(frame) {
             self.last_sent = LastSent {
-                picture_id: descriptor
-                    .picture_id
-                    .map(|_| frame - offsets.picture_id),
+                picture_id: descriptor.picture_id.map(|_| frame - offsets.picture_id),
                 tl0_pic_idx: patch.tl0_pic_idx.map(|t| t.0),
                 key_idx: patch.key_idx.map(|k| k.0),
             };
