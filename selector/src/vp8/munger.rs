@@ -156,3 +156,40 @@ impl Vp8Munger {
 fn is_tl0(descriptor: &Vp8Descriptor) -> bool {
     descriptor.temporal.is_none_or(|t| t.tid.0 == 0)
 }
+
+#[cfg(test)]
+mod tests {
+    use rtp_ext::codec::{PictureId, TemporalLayerId, Vp8Temporal};
+
+    use super::*;
+
+    fn frame(id: u16, tid: u8, tl0: u8) -> Vp8Descriptor {
+        Vp8Descriptor {
+            picture_id: Some(PictureId::short(id)),
+            tl0_pic_idx: Some(Tl0PicIdx(tl0)),
+            temporal: Some(Vp8Temporal {
+                tid: TemporalLayerId(tid),
+                layer_sync: false,
+            }),
+            ..Vp8Descriptor::default()
+        }
+    }
+
+    #[test]
+    fn dropped_base_frames_close_up_and_late_frames_fit_between() {
+        let mut m = Vp8Munger::new();
+        let p = m.forward(126, &frame(126, 0, 9));
+        assert_eq!(
+            (p.picture_id, p.tl0_pic_idx),
+            (Some(126), Some(Tl0PicIdx(9)))
+        );
+        m.drop_frame(128, &frame(0, 0, 10));
+        // Frame 127 arrives late, after 128 was dropped: numbered before the drop.
+        assert_eq!(m.forward(127, &frame(127, 1, 9)).picture_id, Some(127));
+        let p = m.forward(129, &frame(1, 0, 11));
+        assert_eq!(
+            (p.picture_id, p.tl0_pic_idx),
+            (Some(128), Some(Tl0PicIdx(10)))
+        );
+    }
+}
