@@ -25,6 +25,7 @@
 //! - [`simulcast`]: the stream choice among a publisher's simulcast streams.
 //! - [`passthrough`]: audio and single-layer video.
 //! - [`scalability`]: generated Dependency Descriptor streams of the standard scalability modes.
+//! - [`vp8`]: temporal layer selection and index rewriting on the VP8 payload descriptor.
 
 pub mod dd;
 mod history;
@@ -34,6 +35,7 @@ pub mod scalability;
 mod selection;
 pub mod simulcast;
 mod unwrap;
+pub mod vp8;
 
 pub use history::HISTORY_FRAMES;
 pub use layer::{Layer, LayerLimits};
