@@ -23,6 +23,7 @@
 //! Modules:
 //! - [`dd`]: selection on the Dependency Descriptor (any codec that carries it).
 //! - [`scalability`]: generated Dependency Descriptor streams of the standard scalability modes.
+//! - [`vp9`]: selection on the VP9 payload descriptor, for VP9 without a Dependency Descriptor.
 
 pub mod dd;
 mod history;
@@ -30,6 +31,7 @@ mod layer;
 pub mod scalability;
 mod selection;
 mod unwrap;
+pub mod vp9;
 
 pub use history::HISTORY_FRAMES;
 pub use layer::{Layer, LayerLimits};
