@@ -184,8 +184,10 @@ impl Vp9Selector {
     }
 
     fn is_stale(&self, picture: i64) -> bool {
-        let newest = self.picture_ids.highest().unwrap_or(picture);
-        picture < self.switch_picture || picture <= newest - PICTURES_REMEMBERED
+        picture < self.switch_picture
+            || self
+                .last_picture
+                .is_some_and(|newest| picture <= newest - PICTURES_REMEMBERED)
     }
 
     fn decide_frame(&mut self, frame: Frame, descriptor: &Vp9Descriptor) -> FrameDecision {
