@@ -93,6 +93,9 @@ pub struct Vp9Selector {
     /// Pictures older than this (the last switch up) that were never decided are dropped: a
     /// late frame from before a switch references frames the subscriber never got.
     switch_picture: i64,
+    /// When the last switch was a temporal one up, the temporal layer forwarded before it: late
+    /// frames up to it were due to the subscriber, and later frames may reference them.
+    temporal_before_switch: Option<u8>,
     frames: FrameHistory<FrameDecision>,
     picture_ids: Unwrapper,
     keyframes: KeyframeRequests,
@@ -118,6 +121,7 @@ impl Vp9Selector {
             continuous: [false; VP9_MAX_SPATIAL_LAYERS],
             last_picture: None,
             switch_picture: i64::MIN,
+            temporal_before_switch: None,
             frames: FrameHistory::default(),
             picture_ids: Unwrapper::default(),
             keyframes: KeyframeRequests::default(),
@@ -149,7 +153,7 @@ impl Vp9Selector {
         };
         let decision = match self.frames.get(frame.key()) {
             Some(decision) => decision,
-            None if self.is_stale(frame.picture) => return Selection::DROP,
+            None if self.is_stale(frame) => return Selection::DROP,
             None => self.decide_frame(frame, descriptor),
         };
         if !decision.forwarded {
@@ -183,8 +187,11 @@ impl Vp9Selector {
         })
     }
 
-    fn is_stale(&self, picture: i64) -> bool {
-        picture < self.switch_picture
+    fn is_stale(&self, frame: Frame) -> bool {
+        let picture = frame.picture;
+        let before_switch = picture < self.switch_picture
+            && self.temporal_before_switch.is_none_or(|t| frame.tid > t);
+        before_switch
             || self
                 .last_picture
                 .is_some_and(|newest| picture <= newest - PICTURES_REMEMBERED)
@@ -244,6 +251,7 @@ impl Vp9Selector {
         if self.current != Some(wanted) {
             self.current = Some(wanted);
             self.switch_picture = frame.picture;
+            self.temporal_before_switch = None;
         }
     }
 
@@ -261,6 +269,7 @@ impl Vp9Selector {
         {
             // Such a frame references only lower temporal layers, all forwarded; a layer
             // further up may reference this one's earlier frames, never forwarded.
+            self.temporal_before_switch = Some(current.temporal);
             current.temporal = frame.tid;
             self.switch_picture = frame.picture;
         }
@@ -284,6 +293,7 @@ impl Vp9Selector {
         if up {
             self.current = Some(Layer::new(frame.sid, current.temporal));
             self.switch_picture = frame.picture;
+            self.temporal_before_switch = None;
         }
     }
 
