@@ -246,13 +246,12 @@ impl Vp9Selector {
     }
 
     /// A keyframe refreshes every reference: every layer up to the target decodes from here.
+    /// Late frames from before it are dropped: what tells whether they decode (continuity)
+    /// now describes the frames after it.
     fn restart(&mut self, frame: Frame) {
-        let wanted = self.wanted();
-        if self.current != Some(wanted) {
-            self.current = Some(wanted);
-            self.switch_picture = frame.picture;
-            self.temporal_before_switch = None;
-        }
+        self.current = Some(self.wanted());
+        self.switch_picture = frame.picture;
+        self.temporal_before_switch = None;
     }
 
     /// Temporal moves, and spatial moves down, at the first frame seen of a new picture.
