@@ -22,7 +22,8 @@ fn pcap_rtp_packets(name: &str) -> Vec<Vec<u8>> {
     let mut packets = Vec::new();
     let mut at = 24;
     while at + 16 <= data.len() {
-        let captured = u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()) as usize;
+        let captured =
+            u32::from_le_bytes(data[at + 8..at + 12].try_into().expect("4 bytes")) as usize;
         let frame = &data[at + 16..at + 16 + captured];
         at += 16 + captured;
         let ip = &frame[14..];
@@ -36,11 +37,14 @@ fn pcap_rtp_packets(name: &str) -> Vec<Vec<u8>> {
 /// The vector packets grouped by SSRC, in order: they come from several unrelated streams.
 fn vector_streams() -> BTreeMap<String, Vec<Vec<u8>>> {
     let text = std::fs::read_to_string(VECTORS).expect("vectors present");
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).expect("JSON");
     let mut streams: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
-    for p in json["vp9_rtp_packets"]["packets"].as_array().unwrap() {
-        let bytes = hex::decode(p["hex"].as_str().unwrap()).unwrap();
-        let ssrc = p["ssrc"].as_str().unwrap().to_owned();
+    for p in json["vp9_rtp_packets"]["packets"]
+        .as_array()
+        .expect("packets")
+    {
+        let bytes = hex::decode(p["hex"].as_str().expect("hex")).expect("valid hex");
+        let ssrc = p["ssrc"].as_str().expect("ssrc").to_owned();
         streams.entry(ssrc).or_default().push(bytes);
     }
     streams

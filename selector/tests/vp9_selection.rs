@@ -179,15 +179,15 @@ fn structure() -> ScalabilityStructure {
             width: 1280 / scale,
             height: 720 / scale,
         };
-        resolutions.push(resolution).unwrap();
+        resolutions.push(resolution).expect("3 layers fit");
     }
     for (position, &tid) in TID_PATTERN.iter().enumerate() {
         let entry = PictureGroupEntry {
             tid: TemporalLayerId(tid),
             switching_up_point: position == 1 || position == 2,
-            reference_diffs: InlineVec::from_slice(&[]).unwrap(),
+            reference_diffs: InlineVec::new(),
         };
-        group.push(entry).unwrap();
+        group.push(entry).expect("4 pictures fit");
     }
     ScalabilityStructure {
         spatial_layers: SPATIAL_LAYERS,
