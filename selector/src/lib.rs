@@ -26,6 +26,7 @@
 //! - [`passthrough`]: audio and single-layer video.
 //! - [`scalability`]: generated Dependency Descriptor streams of the standard scalability modes.
 //! - [`vp8`]: temporal layer selection and index rewriting on the VP8 payload descriptor.
+//! - [`vp9`]: selection on the VP9 payload descriptor, for VP9 without a Dependency Descriptor.
 
 pub mod dd;
 mod history;
@@ -36,6 +37,7 @@ mod selection;
 pub mod simulcast;
 mod unwrap;
 pub mod vp8;
+pub mod vp9;
 
 pub use history::HISTORY_FRAMES;
 pub use layer::{Layer, LayerLimits};
