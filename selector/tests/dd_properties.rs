@@ -275,3 +275,21 @@ proptest! {
         run(mode, seed, NetworkConditions::CLEAN, true);
     }
 }
+
+/// Found by the property above: a move into a complete target (not at a switch point) used to
+/// drop a late reference that a later frame of the target still needed.
+#[test]
+fn regression_late_reference_after_a_move_into_a_complete_target() {
+    let conditions = NetworkConditions {
+        loss: 7,
+        recovered: 84,
+        reorder: 11,
+        duplicate: 0,
+    };
+    run(
+        ScalabilityMode::L3T3,
+        7970141272680066194,
+        conditions,
+        false,
+    );
+}

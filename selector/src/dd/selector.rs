@@ -34,6 +34,17 @@ pub enum SelectError {
     Descriptor(WriteError),
 }
 
+/// How a decode target was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Switch {
+    /// Staying on the current target.
+    Kept,
+    /// Into a target whose every frame the subscriber already has.
+    Held,
+    /// At a switch point of the target, its chain intact.
+    AtSwitchPoint,
+}
+
 /// What the selector decided for one frame: kept for all its packets and retransmissions.
 #[derive(Debug, Clone, Copy)]
 struct FrameDecision {
@@ -162,7 +173,10 @@ impl DdSelector {
         let frame = self.frame_numbers.unwrap(dd.frame_number);
         let decision = match self.frames.get(frame) {
             Some(decision) => decision,
-            None if frame < self.switch_frame => return None,
+            None if frame < self.switch_frame => {
+                self.drop_late_frame(frame);
+                return None;
+            }
             None => self.decide_frame(frame, dd),
         };
         if !decision.forwarded {
@@ -232,19 +246,19 @@ impl DdSelector {
         let reachable = targets
             .candidates(limit, self.publisher_active & on_the_way)
             .take_while(|&dt| !current_usable || Some(dt) != self.current)
-            .find(|&dt| self.can_switch(targets, dt, frame, dd));
-        if let Some(dt) = reachable.or(self.current.filter(|_| current_usable)) {
-            if Some(dt) != self.current {
-                // Moving into a target the subscriber already has every frame of keeps late
-                // frames from before the move useful; any other move starts at this frame.
-                let into_contained = self
-                    .current
-                    .is_some_and(|c| targets.contained_in(c) & (1 << dt) != 0);
-                if !into_contained {
-                    self.switch_frame = frame;
-                }
-                self.current = Some(dt);
+            .find_map(|dt| Some((dt, self.switch_kind(targets, dt, frame, dd)?)));
+        let stay = self
+            .current
+            .filter(|_| current_usable)
+            .map(|dt| (dt, Switch::Kept));
+        if let Some((dt, kind)) = reachable.or(stay) {
+            // At a switch point nothing before the frame matters to the new target: late
+            // frames from before it are dropped. A move into a target the subscriber already
+            // has every frame of keeps them, since later frames may still reference them.
+            if kind == Switch::AtSwitchPoint {
+                self.switch_frame = frame;
             }
+            self.current = Some(dt);
         } else {
             // Nothing decodable remains: stop rather than forward frames that cannot decode.
             self.current = None;
@@ -277,15 +291,15 @@ impl DdSelector {
         }
     }
 
-    /// Whether forwarding may move to `dt` at this frame: a switch point of `dt` with its
-    /// chain intact, or a target whose every frame the subscriber already has.
-    fn can_switch(
+    /// How forwarding may move to `dt` at this frame, if it may: into a target the subscriber
+    /// already has every frame of, or at a switch point of `dt` with its chain intact.
+    fn switch_kind(
         &self,
         targets: &DecodeTargets,
         dt: usize,
         frame: i64,
         dd: &DependencyDescriptor,
-    ) -> bool {
+    ) -> Option<Switch> {
         let contained = self
             .current
             .is_some_and(|c| targets.contained_in(c) & (1 << dt) != 0);
@@ -294,7 +308,7 @@ impl DdSelector {
                 .protected_by(dt)
                 .is_none_or(|c| self.chains.intact(c));
         if contained || complete {
-            return true;
+            return Some(Switch::Held);
         }
         let switch_point = dd.frame_dependencies.dtis.get(dt) == DecodeTargetIndication::Switch;
         let chain_intact = match targets.protected_by(dt) {
@@ -302,7 +316,19 @@ impl DdSelector {
             // No chains to tell: a switch point is trusted, its references are checked.
             None => !targets.has_chains() && self.references_forwarded(frame, dd),
         };
-        switch_point && chain_intact
+        (switch_point && chain_intact).then_some(Switch::AtSwitchPoint)
+    }
+
+    /// A frame older than the last switch point, never seen before: nothing the subscriber
+    /// decodes needs it. Recorded as dropped so that anything referencing it is dropped too.
+    fn drop_late_frame(&mut self, frame: i64) {
+        let dropped = FrameDecision {
+            forwarded: false,
+            top_spatial: 0,
+            active_decode_targets: 0,
+        };
+        self.frames.insert(frame, dropped);
+        self.chains.resolve(frame, false);
     }
 
     /// A keyframe is needed when `dt`'s chain lost a frame for good (waiting cannot help), or
