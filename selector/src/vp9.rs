@@ -26,6 +26,10 @@ const SLOTS_PER_PICTURE: i64 = VP9_MAX_SPATIAL_LAYERS as i64;
 /// it cannot be told from one decided and forgotten, and deciding it again could split it.
 const PICTURES_REMEMBERED: i64 = HISTORY_FRAMES as i64 / SLOTS_PER_PICTURE;
 
+/// Pictures a late frame's decodability is judged over: its layer's frames this far back (to a
+/// P=0 frame it can decode from) and forward (a forwarded frame that may reference it).
+const LATE_FRAME_WINDOW: i64 = 16;
+
 /// One packet of a VP9 stream, parsed once by the receiver and shared by every subscriber.
 #[derive(Debug, Clone, Copy)]
 pub struct Vp9Packet<'a> {
@@ -41,6 +45,9 @@ struct FrameDecision {
     forwarded: bool,
     /// Spatial layer forwarded when the frame was decided: its last packet carries the marker.
     top_spatial: u8,
+    /// The frame's TID and whether it had P=0, for judging late frames of its layer.
+    tid: u8,
+    intra: bool,
 }
 
 /// The fields of a packet's descriptor that describe its frame.
@@ -85,9 +92,12 @@ pub struct Vp9Selector {
     structure_picture: i64,
     /// Per spatial layer, D of its last frame: whether it needs the layer below.
     inter_layer: [bool; VP9_MAX_SPATIAL_LAYERS],
-    /// Per spatial layer, whether the subscriber got every frame of it at the forwarded
-    /// temporal layers since its last frame with P=0, so that its next frames decode.
-    continuous: [bool; VP9_MAX_SPATIAL_LAYERS],
+    /// Per spatial layer, the picture of its newest forwarded frame with P=0 (which decodes on
+    /// its own) and of its newest frame dropped at a forwarded temporal layer. The layer's next
+    /// frames decode while the first is the newer: comparing pictures, not keeping a flag,
+    /// keeps a late P=0 frame from hiding a newer drop.
+    intra_at: [i64; VP9_MAX_SPATIAL_LAYERS],
+    dropped_at: [i64; VP9_MAX_SPATIAL_LAYERS],
     /// The newest picture a frame was decided for.
     last_picture: Option<i64>,
     /// Pictures older than this (the last switch up) that were never decided are dropped: a
@@ -118,7 +128,8 @@ impl Vp9Selector {
             // Until an upper layer says otherwise, assume it needs the one below (full SVC):
             // forwarding a frame too many costs bandwidth, one too few costs the layer.
             inter_layer: [true; VP9_MAX_SPATIAL_LAYERS],
-            continuous: [false; VP9_MAX_SPATIAL_LAYERS],
+            intra_at: [i64::MIN; VP9_MAX_SPATIAL_LAYERS],
+            dropped_at: [i64::MIN; VP9_MAX_SPATIAL_LAYERS],
             last_picture: None,
             switch_picture: i64::MIN,
             temporal_before_switch: None,
@@ -301,18 +312,58 @@ impl Vp9Selector {
             return FrameDecision {
                 forwarded: false,
                 top_spatial: 0,
+                tid: frame.tid,
+                intra: !frame.inter_picture_predicted,
             };
         };
         let in_layer = current.covers(Layer::new(frame.sid, frame.tid));
         // A frame with P=0 references no earlier picture, so it decodes whatever came before.
-        let decodes = !frame.inter_picture_predicted || self.continuous[usize::from(frame.sid)];
+        // A late frame is judged by its own past, not the layer's state now.
+        let late = self
+            .last_picture
+            .is_some_and(|newest| frame.picture < newest);
+        let decodes = !frame.inter_picture_predicted
+            || if late {
+                self.late_frame_decodes(frame)
+            } else {
+                self.continuous(frame.sid)
+            };
         let needed = frame.sid == current.spatial
             || !frame.inter_picture_predicted
             || self.supports(current.spatial, frame.sid);
         FrameDecision {
             forwarded: in_layer && decodes && needed && self.references_kept(frame, descriptor),
             top_spatial: current.spatial,
+            tid: frame.tid,
+            intra: !frame.inter_picture_predicted,
         }
+    }
+
+    /// A frame older than the newest picture, seen for the first time. If a newer frame of its
+    /// layer at or above its TID was already forwarded (before the layer's next P=0 frame), that
+    /// one may reference it: it must follow. Otherwise it decodes if, walking back through its layer's recent pictures, a
+    /// forwarded P=0 frame comes before any frame the subscriber lacks (dropped at or below its
+    /// TID, or never seen).
+    fn late_frame_decodes(&self, frame: Frame) -> bool {
+        let layer_frame = |picture: i64| {
+            self.frames
+                .get(picture * SLOTS_PER_PICTURE + i64::from(frame.sid))
+        };
+        // Newer frames up to the next one with P=0 (which references nothing earlier).
+        let mut newer = (1..=LATE_FRAME_WINDOW)
+            .filter_map(|k| layer_frame(frame.picture + k))
+            .take_while(|d| !d.intra);
+        if newer.any(|d| d.forwarded && d.tid >= frame.tid) {
+            return true;
+        }
+        for k in 1..=LATE_FRAME_WINDOW {
+            match layer_frame(frame.picture - k) {
+                Some(d) if d.forwarded && d.intra => return true,
+                Some(d) if d.forwarded || d.tid > frame.tid => {}
+                _ => return false,
+            }
+        }
+        false
     }
 
     /// No frame `frame` references was dropped: the lower layer's frame of the same picture
@@ -332,18 +383,23 @@ impl Vp9Selector {
     /// A dropped frame of a forwarded temporal layer breaks its spatial layer until the next
     /// frame with P=0; if the forwarded layer needs it, fall back to one that still decodes.
     fn track_continuity(&mut self, frame: Frame, forwarded: bool) {
-        let Some(current) = self.current else {
-            return;
-        };
-        if frame.tid > current.temporal {
+        // With nothing forwarded yet, every frame counts as missing: a keyframe's upper layer
+        // dropped before its late base layer arrived must not look received later.
+        let forwarded_temporal = self.current.map_or(u8::MAX, |c| c.temporal);
+        if frame.tid > forwarded_temporal {
             return;
         }
         let sid = usize::from(frame.sid);
         if forwarded {
-            self.continuous[sid] |= !frame.inter_picture_predicted;
+            if !frame.inter_picture_predicted {
+                self.intra_at[sid] = self.intra_at[sid].max(frame.picture);
+            }
             return;
         }
-        self.continuous[sid] = false;
+        self.dropped_at[sid] = self.dropped_at[sid].max(frame.picture);
+        let Some(current) = self.current else {
+            return;
+        };
         let needed = frame.sid == current.spatial || self.supports(current.spatial, frame.sid);
         if frame.sid <= current.spatial && needed {
             self.fall_back(current.spatial);
@@ -365,7 +421,7 @@ impl Vp9Selector {
     fn decodable(&self, spatial: u8) -> bool {
         let mut s = usize::from(spatial);
         loop {
-            if !self.continuous[s] {
+            if !self.continuous(s as u8) {
                 return false;
             }
             if s == 0 || !self.inter_layer[s] {
@@ -373,6 +429,13 @@ impl Vp9Selector {
             }
             s -= 1;
         }
+    }
+
+    /// Every frame of `spatial` at the forwarded temporal layers since its newest P=0 frame
+    /// reached the subscriber.
+    fn continuous(&self, spatial: u8) -> bool {
+        let s = usize::from(spatial);
+        self.intra_at[s] != i64::MIN && self.intra_at[s] > self.dropped_at[s]
     }
 
     /// Whether forwarding `top` needs the frames of `lower`: every layer between them refers to
