@@ -8,6 +8,7 @@ pub mod dd;
 pub mod fixtures;
 pub mod rtp;
 pub mod select;
+pub mod select_descriptors;
 
 /// One benchmark: a name in the suite's `area/what/variant` form and the operation to repeat.
 /// The operation owns its prepared state, so setup cost stays out of the measurement.
@@ -39,5 +40,6 @@ pub fn all_cases() -> Vec<Case> {
     cases.extend(rtp::cases());
     cases.extend(codec::cases());
     cases.extend(select::cases());
+    cases.extend(select_descriptors::cases());
     cases
 }

@@ -26,6 +26,8 @@ const EXPECTED: &[(&str, u64)] = &[
     ("select/dd/l3t3_delta_bytes", 1),
     ("select/dd/l3t3_keyframe", 0),
     ("select/simulcast", 0),
+    ("select/vp8", 0),
+    ("select/vp9", 0),
 ];
 
 #[test]
