@@ -8,5 +8,6 @@
 //!   deliberate drops and simulcast switches.
 //! - [`packet_ring`]: recent packets by extended sequence number, to answer NACKs.
 
+pub mod munger;
 pub mod nack;
 pub mod packet_ring;
