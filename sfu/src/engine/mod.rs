@@ -11,3 +11,4 @@
 pub mod munger;
 pub mod nack;
 pub mod packet_ring;
+pub mod receive_stats;
