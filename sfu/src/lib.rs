@@ -2,8 +2,11 @@
 //!
 //! - [`capture`]: packets out of pcap and pcapng files, down to the UDP payload, sorted by
 //!   RFC 7983 into RTP, RTCP, STUN and DTLS.
+//! - [`engine`]: the forwarding engine's sans-IO parts: NACK generation, reception statistics,
+//!   sequence number and timestamp rewriting, the packet history.
 
 pub mod capture;
+pub mod engine;
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;
