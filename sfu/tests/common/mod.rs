@@ -123,3 +123,17 @@ pub fn provenance() -> Vec<Provenance> {
 pub fn vectors() -> Value {
     serde_json::from_str(&std::fs::read_to_string(VECTORS).expect("vectors")).expect("json")
 }
+
+/// The RTP packets of a shared capture, in capture order, read with the library's reader.
+pub fn rtp_packets(name: &str) -> Vec<Vec<u8>> {
+    use sfu::capture::{classify, udp_datagram, Capture, PayloadKind};
+    let file = std::fs::read(capture_path(name)).expect("capture readable");
+    Capture::open(&file)
+        .expect("a capture")
+        .map(|record| record.expect("record"))
+        .filter_map(|record| {
+            let datagram = udp_datagram(record.link_type, record.data).ok()?;
+            (classify(datagram.payload) == PayloadKind::Rtp).then(|| datagram.payload.to_vec())
+        })
+        .collect()
+}
