@@ -2,8 +2,10 @@
 //!
 //! - [`capture`]: packets out of pcap and pcapng files, down to the UDP payload, sorted by
 //!   RFC 7983 into RTP, RTCP, STUN and DTLS.
+//! - [`engine`]: the sans-IO forwarding engine; so far its RTCP layer.
 
 pub mod capture;
+pub mod engine;
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;
