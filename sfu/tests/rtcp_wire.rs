@@ -406,14 +406,14 @@ fn compound_refuses_what_it_cannot_hold() {
         write_compound(&mut writer, &[report[0], pli], &[], &mut out),
         Err(WriteError::NotAReport)
     );
-    // SR 28 + SDES 28 (a 10-octet CNAME, padded to 32 bits) fits 56; the PLI after does not.
+    // SR 28 + SDES 24 (a 10-octet CNAME, padded to 32 bits) fits 52; the PLI after does not.
     assert_eq!(
-        write_compound(&mut writer, &report, &[pli], &mut out[..56]),
+        write_compound(&mut writer, &report, &[pli], &mut out[..52]),
         Err(WriteError::BufferTooShort)
     );
     assert_eq!(
-        write_compound(&mut writer, &report, &[], &mut out[..56]),
-        Ok(56)
+        write_compound(&mut writer, &report, &[], &mut out[..52]),
+        Ok(52)
     );
     assert_eq!(writer.write(&pli, &mut out[..11]), Err(WriteError::BufferTooShort));
     let other = RtcpFeedback::Other(Other {
