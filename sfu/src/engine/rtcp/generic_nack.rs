@@ -90,10 +90,10 @@ mod tests {
 
     #[test]
     fn eighteenth_starts_a_pair() {
-        let pairs = pack(&[100, 117, 118, 134]);
+        let pairs = pack(&[100, 116, 117, 133]);
         let expected = [
             NackPair { pid: 100, blp: 0x8000 },
-            NackPair { pid: 118, blp: 0x8000 },
+            NackPair { pid: 117, blp: 0x8000 },
         ];
         assert_eq!(pairs.pairs(), &expected);
     }

@@ -324,3 +324,115 @@ impl<'a> Reader<'a> {
         Ok(words.iter().copied())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLI: [u8; 12] = [0x81, 206, 0, 2, 0, 0, 0, 5, 0, 0, 0, 6];
+
+    fn parse(data: &[u8]) -> (Vec<RtcpFeedback<'_>>, Result<ParseSummary, ParseError>) {
+        let mut items = Vec::new();
+        let result = parse_compound(data, |item| items.push(item));
+        (items, result)
+    }
+
+    fn with_pli_first(bad: &[u8]) -> Vec<u8> {
+        [&PLI[..], bad].concat()
+    }
+
+    #[test]
+    fn a_pli() {
+        let pli = RtcpFeedback::Pli(Pli {
+            sender_ssrc: 5,
+            media_ssrc: 6,
+        });
+        let (items, result) = parse(&PLI);
+        assert_eq!(items, [pli]);
+        assert_eq!(result, Ok(ParseSummary { items: 1, other: 0 }));
+    }
+
+    #[test]
+    fn header_errors_keep_what_came_before() {
+        let cases: [(&[u8], ParseError); 4] = [
+            (&[0x81, 206, 0], ParseError::Truncated),
+            (&[0x41, 206, 0, 0], ParseError::BadVersion),
+            (&[0x81, 206, 0, 2, 0, 0, 0, 5], ParseError::Truncated),
+            // Padding bit with a zero count.
+            (&[0xA1, 206, 0, 0], ParseError::BadPadding),
+        ];
+        for (bad, error) in cases {
+            let data = with_pli_first(bad);
+            let (items, result) = parse(&data);
+            assert_eq!(items.len(), 1, "{bad:?}");
+            assert_eq!(result, Err(error), "{bad:?}");
+        }
+        assert_eq!(parse(&[]).1, Err(ParseError::Truncated));
+    }
+
+    #[test]
+    fn content_shorter_than_it_claims() {
+        let cases: [&[u8]; 4] = [
+            // A PLI of one word.
+            &[0x81, 206, 0, 1, 0, 0, 0, 5],
+            // A receiver report counting one block it does not hold.
+            &[0x81, 201, 0, 1, 0, 0, 0, 5],
+            // A NACK whose padding leaves half a pair.
+            &[0xA1, 205, 0, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 7, 0, 2],
+            // A FIR entry of one word.
+            &[0x84, 206, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9],
+        ];
+        for bad in cases {
+            assert_eq!(parse(bad).1, Err(ParseError::BadLength), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn padding_is_stripped() {
+        let nack = [0xA1, 205, 0, 4, 0, 0, 0, 1, 0, 0, 0, 2, 0, 7, 0, 0, 0, 0, 0, 4];
+        let (items, result) = parse(&nack);
+        assert_eq!(result.map(|s| s.items), Ok(1));
+        let [RtcpFeedback::Nack(nack)] = items[..] else {
+            panic!("one nack: {items:?}");
+        };
+        assert_eq!(nack.pairs.lost().collect::<Vec<_>>(), [7]);
+    }
+
+    #[test]
+    fn more_fir_entries_than_held() {
+        let entries = crate::engine::rtcp::MAX_FIR_ENTRIES + 1;
+        let words = 2 + 2 * entries;
+        let mut fir = vec![0x84, 206, 0, words as u8];
+        fir.resize(4 + words * 4, 0);
+        assert_eq!(parse(&fir).1, Err(ParseError::TooManyEntries));
+    }
+
+    #[test]
+    fn unknown_feedback_and_other_application_feedback_are_other() {
+        let app = [0x8F, 206, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, b'X', b'Y', b'Z', b'W'];
+        let bye = [0x81, 203, 0, 1, 0, 0, 0, 1];
+        let data = [&app[..], &bye[..]].concat();
+        let (items, result) = parse(&data);
+        assert_eq!(result, Ok(ParseSummary { items: 2, other: 2 }));
+        let expected = [(206, 15), (203, 1)].map(|(packet_type, count_or_format)| {
+            RtcpFeedback::Other(Other {
+                packet_type,
+                count_or_format,
+            })
+        });
+        assert_eq!(items, expected);
+    }
+
+    #[test]
+    fn remb_bitrate_saturates() {
+        // Exponent 63, mantissa 0x3FFFF: far past 64 bits.
+        let remb = [
+            0x8F, 206, 0, 4, 0, 0, 0, 1, 0, 0, 0, 0, b'R', b'E', b'M', b'B', 0, 0xFF, 0xFF, 0xFF,
+        ];
+        let (items, _) = parse(&remb);
+        let [RtcpFeedback::Remb(remb)] = items[..] else {
+            panic!("one remb: {items:?}");
+        };
+        assert_eq!(remb.bitrate_bps, REMB_BITRATE_MAX);
+    }
+}
