@@ -2,6 +2,10 @@
 //! generated packets with valid headers and arbitrary bodies.
 
 #![cfg(feature = "fuzzing")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "helpers outside #[test] functions unwrap too: a panic there fails the test"
+)]
 
 use proptest::collection::vec;
 use proptest::prelude::*;

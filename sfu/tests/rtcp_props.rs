@@ -1,6 +1,11 @@
 //! Properties of the RTCP layer: NACK packing is exact and minimal across the sequence number
 //! wrap, written reports parse back the same, and no input makes the parser panic.
 
+#![expect(
+    clippy::unwrap_used,
+    reason = "helpers outside #[test] functions unwrap too: a panic there fails the test"
+)]
+
 use proptest::collection::{btree_set, vec};
 use proptest::prelude::*;
 

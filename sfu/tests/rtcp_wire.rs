@@ -1,6 +1,11 @@
 //! Every RTCP kind both ways: what we write parses back the same with our parser and with the
 //! `rtcp` crate's, and what the crate writes parses with ours to the values it was given.
 
+#![expect(
+    clippy::unwrap_used,
+    reason = "helpers outside #[test] functions unwrap too: a panic there fails the test"
+)]
+
 use bytes::Bytes;
 use rtcp::compound_packet::CompoundPacket;
 use rtcp::packet::Packet;
@@ -132,7 +137,10 @@ fn receiver_report_both_ways() {
     };
     let ours = downcast::<CrateReceiverReport>(&*round_trip(RtcpFeedback::ReceiverReport(report)));
     assert_eq!(ours.ssrc, 0x2222);
-    assert_eq!(ours.reports, [reception(7, 0xFF_FFFE), reception(8, 0x7F_FFFF)]);
+    assert_eq!(
+        ours.reports,
+        [reception(7, 0xFF_FFFE), reception(8, 0x7F_FFFF)]
+    );
 
     let bytes = CrateReceiverReport {
         ssrc: 0x2222,
@@ -152,7 +160,10 @@ fn a_total_lost_over_24_bits_is_refused() {
         blocks,
     });
     let mut writer = RtcpCrateWriter::new(CNAME).unwrap();
-    assert_eq!(writer.write(&report, &mut [0; 100]), Err(WriteError::OutOfRange));
+    assert_eq!(
+        writer.write(&report, &mut [0; 100]),
+        Err(WriteError::OutOfRange)
+    );
 }
 
 #[test]
@@ -201,7 +212,10 @@ fn nack_both_ways_and_packed_like_the_crate() {
     assert_eq!(
         ours.pairs(),
         &[
-            NackPair { pid: 100, blp: 0x8001 },
+            NackPair {
+                pid: 100,
+                blp: 0x8001
+            },
             NackPair { pid: 117, blp: 0 },
             NackPair { pid: 300, blp: 0 }
         ]
@@ -256,7 +270,10 @@ fn remb_both_ways() {
     let theirs =
         downcast::<ReceiverEstimatedMaximumBitrate>(&*round_trip(RtcpFeedback::Remb(remb)));
     assert_eq!(theirs.bitrate, (0x3_FFFF << 6) as f32);
-    assert_eq!((theirs.sender_ssrc, theirs.ssrcs.as_slice()), (11, &[12, 13][..]));
+    assert_eq!(
+        (theirs.sender_ssrc, theirs.ssrcs.as_slice()),
+        (11, &[12, 13][..])
+    );
 
     let bytes = ReceiverEstimatedMaximumBitrate {
         sender_ssrc: 11,
@@ -415,7 +432,10 @@ fn compound_refuses_what_it_cannot_hold() {
         write_compound(&mut writer, &report, &[], &mut out[..52]),
         Ok(52)
     );
-    assert_eq!(writer.write(&pli, &mut out[..11]), Err(WriteError::BufferTooShort));
+    assert_eq!(
+        writer.write(&pli, &mut out[..11]),
+        Err(WriteError::BufferTooShort)
+    );
     let other = RtcpFeedback::Other(Other {
         packet_type: 203,
         count_or_format: 0,

@@ -84,7 +84,13 @@ mod tests {
     fn one_pair_spans_seventeen() {
         let lost: Vec<u16> = (100..117).collect();
         let pairs = pack(&lost);
-        assert_eq!(pairs.pairs(), &[NackPair { pid: 100, blp: 0xFFFF }]);
+        assert_eq!(
+            pairs.pairs(),
+            &[NackPair {
+                pid: 100,
+                blp: 0xFFFF
+            }]
+        );
         assert_eq!(pairs.lost().collect::<Vec<_>>(), lost);
     }
 
@@ -92,8 +98,14 @@ mod tests {
     fn eighteenth_starts_a_pair() {
         let pairs = pack(&[100, 116, 117, 133]);
         let expected = [
-            NackPair { pid: 100, blp: 0x8000 },
-            NackPair { pid: 117, blp: 0x8000 },
+            NackPair {
+                pid: 100,
+                blp: 0x8000,
+            },
+            NackPair {
+                pid: 117,
+                blp: 0x8000,
+            },
         ];
         assert_eq!(pairs.pairs(), &expected);
     }
@@ -101,7 +113,13 @@ mod tests {
     #[test]
     fn across_the_wrap() {
         let pairs = pack(&[65534, 65535, 0, 3]);
-        assert_eq!(pairs.pairs(), &[NackPair { pid: 65534, blp: 0b10011 }]);
+        assert_eq!(
+            pairs.pairs(),
+            &[NackPair {
+                pid: 65534,
+                blp: 0b10011
+            }]
+        );
         assert_eq!(pairs.lost().collect::<Vec<_>>(), [65534, 65535, 0, 3]);
     }
 

@@ -70,7 +70,9 @@ pub fn round_trip_time(arrival: u32, last_sr: u32, delay_since_last_sr: u32) -> 
     if last_sr == 0 {
         return None;
     }
-    let rtt = arrival.wrapping_sub(last_sr).wrapping_sub(delay_since_last_sr);
+    let rtt = arrival
+        .wrapping_sub(last_sr)
+        .wrapping_sub(delay_since_last_sr);
     // A wrapped difference in the upper half is a negative one.
     (rtt < 1 << 31).then(|| duration_from_compact(rtt))
 }
@@ -98,10 +100,7 @@ mod tests {
     fn rtt_without_sender_report_or_negative_is_none() {
         assert_eq!(round_trip_time(0x1_0000, 0, 0), None);
         assert_eq!(round_trip_time(0x1_0000, 0x1_0000, 0x10), None);
-        assert_eq!(
-            round_trip_time(0x1_0000, 0x1_0000, 0),
-            Some(Duration::ZERO)
-        );
+        assert_eq!(round_trip_time(0x1_0000, 0x1_0000, 0), Some(Duration::ZERO));
     }
 
     #[test]
@@ -123,9 +122,18 @@ mod tests {
     #[test]
     fn compact_units() {
         assert_eq!(compact_ntp(0x1234_5678_9ABC_DEF0), 0x5678_9ABC);
-        assert_eq!(compact_from_duration(Duration::from_millis(5_250)), 0x0005_4000);
-        assert_eq!(duration_from_compact(0x0005_4000), Duration::from_millis(5_250));
-        assert_eq!(compact_from_duration(Duration::from_secs(1 << 20)), u32::MAX);
+        assert_eq!(
+            compact_from_duration(Duration::from_millis(5_250)),
+            0x0005_4000
+        );
+        assert_eq!(
+            duration_from_compact(0x0005_4000),
+            Duration::from_millis(5_250)
+        );
+        assert_eq!(
+            compact_from_duration(Duration::from_secs(1 << 20)),
+            u32::MAX
+        );
     }
 
     #[test]
@@ -137,7 +145,9 @@ mod tests {
         };
         let later = clock.ntp(instant + Duration::from_millis(250));
         assert_eq!(later, ((NTP_UNIX_OFFSET_SECS + 1_000) << 32) | 0x4000_0000);
-        let earlier = instant.checked_sub(Duration::from_secs(1)).unwrap_or(instant);
+        let earlier = instant
+            .checked_sub(Duration::from_secs(1))
+            .unwrap_or(instant);
         assert_eq!(clock.ntp(earlier), clock.ntp(instant));
     }
 }

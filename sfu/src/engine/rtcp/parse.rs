@@ -245,7 +245,7 @@ fn fir(mut reader: Reader<'_>) -> Result<RtcpFeedback<'static>, ParseError> {
     let sender_ssrc = reader.u32()?;
     // RFC 5104 section 4.3.1.2: the media source field is unused; the entries name the senders.
     let _media_ssrc = reader.u32()?;
-    if reader.0.len() % 8 != 0 {
+    if !reader.0.len().is_multiple_of(8) {
         return Err(ParseError::BadLength);
     }
     let mut entries = FirEntries::new();
@@ -256,7 +256,9 @@ fn fir(mut reader: Reader<'_>) -> Result<RtcpFeedback<'static>, ParseError> {
             ssrc,
             seq_nr: (seq_and_reserved >> 24) as u8,
         };
-        entries.push(entry).map_err(|_| ParseError::TooManyEntries)?;
+        entries
+            .push(entry)
+            .map_err(|_| ParseError::TooManyEntries)?;
     }
     Ok(RtcpFeedback::Fir(Fir {
         sender_ssrc,
@@ -389,7 +391,9 @@ mod tests {
 
     #[test]
     fn padding_is_stripped() {
-        let nack = [0xA1, 205, 0, 4, 0, 0, 0, 1, 0, 0, 0, 2, 0, 7, 0, 0, 0, 0, 0, 4];
+        let nack = [
+            0xA1, 205, 0, 4, 0, 0, 0, 1, 0, 0, 0, 2, 0, 7, 0, 0, 0, 0, 0, 4,
+        ];
         let (items, result) = parse(&nack);
         assert_eq!(result.map(|s| s.items), Ok(1));
         let [RtcpFeedback::Nack(nack)] = items[..] else {
@@ -409,7 +413,9 @@ mod tests {
 
     #[test]
     fn unknown_feedback_and_other_application_feedback_are_other() {
-        let app = [0x8F, 206, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, b'X', b'Y', b'Z', b'W'];
+        let app = [
+            0x8F, 206, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, b'X', b'Y', b'Z', b'W',
+        ];
         let bye = [0x81, 203, 0, 1, 0, 0, 0, 1];
         let data = [&app[..], &bye[..]].concat();
         let (items, result) = parse(&data);

@@ -18,7 +18,9 @@ use rtcp::sender_report::SenderReport as CrateSenderReport;
 use rtcp::source_description::{
     SdesType, SourceDescription, SourceDescriptionChunk, SourceDescriptionItem,
 };
-use rtcp::transport_feedbacks::transport_layer_nack::{NackPair as CrateNackPair, TransportLayerNack};
+use rtcp::transport_feedbacks::transport_layer_nack::{
+    NackPair as CrateNackPair, TransportLayerNack,
+};
 use webrtc_util::Marshal;
 
 use super::feedback::{Fir, Remb, RtcpFeedback, TransportCc, MAX_FIR_ENTRIES, MAX_REMB_SSRCS};
@@ -115,7 +117,10 @@ impl RtcpCrateWriter {
             source: 0,
             items: vec![SourceDescriptionItem {
                 sdes_type: SdesType::SdesCname,
-                text: Bytes::copy_from_slice(cname),
+                // The crate's `marshal_to` clones the text. A `Bytes` over an owner is reference
+                // counted from the start, so those clones never allocate; one copied from a
+                // slice would allocate its shared form on the first clone.
+                text: Bytes::from_owner(cname.to_vec()),
             }],
         };
         Ok(Self {
@@ -290,9 +295,7 @@ fn transport_cc(feedback: &TransportCc<'_>, out: &mut [u8]) -> Result<usize, Wri
     };
     let out = out.get_mut(..len).ok_or(WriteError::BufferTooShort)?;
     let (fixed, variable) = out.split_at_mut(20);
-    header
-        .marshal_to(fixed)
-        .map_err(|_| WriteError::Rejected)?;
+    header.marshal_to(fixed).map_err(|_| WriteError::Rejected)?;
     fixed[4..8].copy_from_slice(&feedback.sender_ssrc.to_be_bytes());
     fixed[8..12].copy_from_slice(&feedback.media_ssrc.to_be_bytes());
     fixed[12..14].copy_from_slice(&feedback.base_sequence.to_be_bytes());
