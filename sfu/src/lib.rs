@@ -2,8 +2,8 @@
 //!
 //! - [`capture`]: packets out of pcap and pcapng files, down to the UDP payload, sorted by
 //!   RFC 7983 into RTP, RTCP, STUN and DTLS.
-//! - [`engine`]: the forwarding engine's sans-IO parts: NACK generation, reception statistics,
-//!   sequence number and timestamp rewriting, the packet history.
+//! - [`engine`]: the sans-IO forwarding engine: receivers, down tracks, the router, NACK,
+//!   reception statistics, rewriting, RTCP.
 
 pub mod capture;
 pub mod engine;

@@ -1,0 +1,174 @@
+//! Allocations of the RTCP layer, counted per thread by a global allocator: writing every hot
+//! kind into a buffer and parsing must allocate nothing. The `rtcp` crate's own `unmarshal`
+//! is measured alongside, as the reason the parser is ours.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "helpers outside #[test] functions unwrap too: a panic there fails the test"
+)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use sfu::engine::rtcp::{
+    parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, NackPairs, Pli,
+    ReceiverReport, Remb, RembSsrcs, ReportBlock, ReportBlocks, RtcpCrateWriter, RtcpFeedback,
+    RtcpWriter, SenderReport, MAX_REPORT_BLOCKS,
+};
+
+thread_local! {
+    // Const-initialised: touching it never allocates, which the allocator relies on.
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+struct CountingAllocator;
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+fn record() {
+    // `try_with` because the thread-local is gone during thread teardown.
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged; counting
+// touches only a const-initialised thread-local, which never allocates.
+#[expect(
+    unsafe_code,
+    reason = "a global allocator is an unsafe trait; it only wraps System"
+)]
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        record();
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        record();
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        record();
+        // SAFETY: same contract as our caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+/// Allocations the current thread made while running `f`.
+fn allocs_during(f: impl FnOnce()) -> u64 {
+    let before = ALLOCS.with(Cell::get);
+    f();
+    ALLOCS.with(Cell::get) - before
+}
+
+fn full_receiver_report() -> RtcpFeedback<'static> {
+    let block = ReportBlock {
+        ssrc: 7,
+        fraction_lost: 3,
+        total_lost: -5,
+        highest_sequence: 70_000,
+        jitter: 12,
+        last_sr: 0x1234_5678,
+        delay_since_last_sr: 0x0001_8000,
+    };
+    RtcpFeedback::ReceiverReport(ReceiverReport {
+        sender_ssrc: 2,
+        blocks: ReportBlocks::try_from(&[block; MAX_REPORT_BLOCKS][..]).unwrap(),
+    })
+}
+
+fn hot_items() -> Vec<(&'static str, RtcpFeedback<'static>)> {
+    let mut pairs = NackPairs::default();
+    // Three numbers per pair, 62 pairs: nearly full.
+    for seq in (0..1300).step_by(7) {
+        pairs.push(seq).unwrap();
+    }
+    vec![
+        (
+            "sr",
+            RtcpFeedback::SenderReport(SenderReport {
+                ssrc: 1,
+                ntp_time: 0xE8F0_0000_8000_0000,
+                rtp_time: 90_000,
+                packet_count: 10,
+                octet_count: 10_000,
+            }),
+        ),
+        ("rr", full_receiver_report()),
+        (
+            "nack",
+            RtcpFeedback::Nack(Nack {
+                sender_ssrc: 2,
+                media_ssrc: 1,
+                pairs,
+            }),
+        ),
+        (
+            "pli",
+            RtcpFeedback::Pli(Pli {
+                sender_ssrc: 2,
+                media_ssrc: 1,
+            }),
+        ),
+        (
+            "fir",
+            RtcpFeedback::Fir(Fir {
+                sender_ssrc: 2,
+                entries: FirEntries::try_from(&[FirEntry { ssrc: 1, seq_nr: 9 }; 8][..]).unwrap(),
+            }),
+        ),
+        (
+            "remb",
+            RtcpFeedback::Remb(Remb {
+                sender_ssrc: 2,
+                bitrate_bps: 2_500_000,
+                ssrcs: RembSsrcs::try_from(&[1; 16][..]).unwrap(),
+            }),
+        ),
+    ]
+}
+
+#[test]
+fn writing_allocates_nothing() {
+    let mut writer = RtcpCrateWriter::new(b"strata-sfu").unwrap();
+    let mut out = [0; 1500];
+    for (name, item) in hot_items() {
+        let allocs = allocs_during(|| {
+            writer.write(&item, &mut out).unwrap();
+        });
+        assert_eq!(allocs, 0, "{name}");
+    }
+    let reports = [full_receiver_report()];
+    let feedback: Vec<_> = hot_items().into_iter().map(|(_, item)| item).collect();
+    let allocs = allocs_during(|| {
+        write_compound(&mut writer, &reports, &feedback[2..4], &mut out).unwrap();
+    });
+    assert_eq!(allocs, 0, "rr + sdes + nack + pli");
+}
+
+#[test]
+fn parsing_allocates_nothing_where_the_crate_allocates() {
+    let mut writer = RtcpCrateWriter::new(b"strata-sfu").unwrap();
+    for (name, item) in hot_items() {
+        let mut out = [0; 1500];
+        let len = writer.write(&item, &mut out).unwrap();
+        let bytes = &out[..len];
+        let ours = allocs_during(|| {
+            parse_compound(bytes, |parsed| assert_eq!(parsed, item)).unwrap();
+        });
+        assert_eq!(ours, 0, "{name}");
+        let theirs = allocs_during(|| {
+            rtcp::packet::unmarshal(&mut &bytes[..]).unwrap();
+        });
+        println!("rtcp crate unmarshal of {name} ({len} octets): {theirs} allocations");
+        assert!(theirs >= 2, "{name}: the crate boxes each packet in a Vec");
+    }
+}
