@@ -1,4 +1,5 @@
-//! The capture fuzz body over the real captures and over cut and flipped copies of them.
+//! The sfu crate's fuzz bodies over the real captures, cut and flipped copies of them, and their
+//! committed seed corpora.
 
 #![cfg(feature = "fuzzing")]
 
@@ -38,14 +39,25 @@ fn runs_over_cut_and_flipped_captures() {
     }
 }
 
-/// The committed seed corpus of the `capture` fuzz target runs clean.
-#[test]
-fn capture_seed_corpus() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/capture");
+/// Runs a fuzz body over its committed seed corpus (`fuzz/seeds/<target>/`).
+fn run_seeds(target: &str, body: fn(&[u8])) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/seeds")
+        .join(target);
     let mut count = 0;
     for entry in std::fs::read_dir(&dir).expect("seed directory") {
-        sfu::fuzz::capture(&std::fs::read(entry.expect("entry").path()).expect("seed"));
+        body(&std::fs::read(entry.expect("entry").path()).expect("seed"));
         count += 1;
     }
-    assert!(count >= 3);
+    assert!(count >= 3, "{target}: seeds");
+}
+
+#[test]
+fn capture_seed_corpus() {
+    run_seeds("capture", sfu::fuzz::capture);
+}
+
+#[test]
+fn rtcp_seed_corpus() {
+    run_seeds("rtcp", sfu::fuzz::rtcp);
 }
