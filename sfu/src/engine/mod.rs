@@ -1,5 +1,9 @@
 //! The forwarding engine: sans-IO, every input carries `now` and every output is polled; nothing
-//! here reads a clock or touches a socket.
+//! here reads a clock or touches a socket. [`Router`] is the entry point: publish tracks,
+//! subscribe to them, feed packets and RTCP in, poll packets out. Data flows one way: a
+//! Receiver per published track parses each packet once and keeps it; each subscriber's
+//! DownTrack selects, rewrites the DD, munges sequence numbers and timestamps and writes the
+//! header into the caller's buffer, sharing the payload.
 //!
 //! - [`nack`]: which lost packets of a published stream to NACK, and when (RFC 4585).
 //! - [`receive_stats`]: reception statistics of a published stream for RTCP report blocks
@@ -10,8 +14,21 @@
 //! - [`rtcp`]: RTCP feedback both ways, parsed into our own typed view and written into caller
 //!   buffers.
 
+mod down_track;
+mod forwarder;
+mod keyframe;
 pub mod munger;
 pub mod nack;
+mod packet;
 pub mod packet_ring;
 pub mod receive_stats;
+mod receiver;
+mod router;
 pub mod rtcp;
+mod track;
+
+pub use down_track::{DownTrackCounters, Transmit, WriteError, SEND_HISTORY};
+pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};
+pub use receiver::{ReceiveError, ReceiverCounters, RECEIVE_RING};
+pub use router::{Output, Router, RouterConfig, RouterCounters, RouterError, RtcpTarget, RtcpTransmit};
+pub use track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};

@@ -1,0 +1,269 @@
+//! A DownTrack: one per subscriber track. Its forwarder decides and rewrites each packet, all
+//! under one lock; it writes the outgoing header into the caller's buffer (the payload goes out
+//! as the shared `Bytes`), and remembers what it sent so that a NACK is answered with the same
+//! bytes: same sequence number, timestamp, marker and DD.
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use rtp_ext::codec::{PayloadDescriptor, Vp8Patch};
+use rtp_ext::rtp::{write_header, ExtensionElement, ExtensionSelection, RtpFields};
+use selector::dd::MAX_DD_SIZE;
+use selector::{Layer, LayerLimits};
+
+use super::forwarder::Forwarder;
+use super::packet::ParsedPacket;
+use super::receiver::PacketRef;
+use super::track::{DownTrackConfig, TrackConfig, TrackId};
+
+/// Packets remembered per DownTrack for retransmission, by output sequence number.
+pub const SEND_HISTORY: usize = 512;
+/// DDs up to this size are remembered inline; a larger one (a keyframe's structure) is kept as
+/// `Bytes`: one allocation, on keyframe packets only.
+const INLINE_DD: usize = 24;
+
+/// One outgoing packet: `len` bytes the engine wrote into the caller's buffer (the header, and
+/// for VP8 the rewritten payload descriptor), then `payload`, shared with every subscriber.
+#[derive(Debug, Clone)]
+pub struct Transmit {
+    pub len: usize,
+    pub payload: Bytes,
+    pub retransmission: bool,
+}
+
+/// Why a packet for this subscriber was not written. Counted; the subscriber's next packets
+/// are unaffected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteError {
+    /// The DD or the header could not be rewritten: the buffer is too small, or the two-byte
+    /// extension form is needed and was not negotiated.
+    Rewrite,
+    /// A retransmission was asked for a packet no longer remembered.
+    NotRemembered,
+}
+
+/// The rewritten DD a packet went out with.
+#[derive(Debug, Clone)]
+enum SentDd {
+    Inline { len: u8, bytes: [u8; INLINE_DD] },
+    Shared(Bytes),
+}
+
+impl SentDd {
+    fn new(dd: &[u8]) -> Self {
+        if dd.len() > INLINE_DD {
+            return Self::Shared(Bytes::copy_from_slice(dd));
+        }
+        let mut bytes = [0; INLINE_DD];
+        bytes[..dd.len()].copy_from_slice(dd);
+        Self::Inline {
+            // At most INLINE_DD.
+            len: dd.len() as u8,
+            bytes,
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Self::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Self::Shared(bytes) => bytes,
+        }
+    }
+}
+
+/// What was sent under one output sequence number.
+#[derive(Debug, Clone)]
+struct Sent {
+    out_seq: u16,
+    source: PacketRef,
+    ts: u32,
+    marker: bool,
+    dd: SentDd,
+    vp8_patch: Option<Vp8Patch>,
+}
+
+/// Per-DownTrack counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DownTrackCounters {
+    pub packets: u64,
+    pub bytes: u64,
+    pub retransmitted: u64,
+    pub nack_misses: u64,
+    pub rewrite_failures: u64,
+}
+
+#[derive(Debug)]
+struct State {
+    forwarder: Forwarder,
+    sent: Box<[Option<Sent>]>,
+    counters: DownTrackCounters,
+}
+
+#[derive(Debug)]
+pub struct DownTrack {
+    track: TrackId,
+    config: DownTrackConfig,
+    state: Mutex<State>,
+}
+
+impl DownTrack {
+    pub fn new(track: TrackId, track_config: &TrackConfig, config: DownTrackConfig, limits: LayerLimits) -> Self {
+        Self {
+            track,
+            config,
+            state: Mutex::new(State {
+                forwarder: Forwarder::new(track_config, limits),
+                sent: vec![None; SEND_HISTORY].into_boxed_slice(),
+                counters: DownTrackCounters::default(),
+            }),
+        }
+    }
+
+    pub fn track(&self) -> TrackId {
+        self.track
+    }
+
+    pub fn config(&self) -> &DownTrackConfig {
+        &self.config
+    }
+
+    pub fn counters(&self) -> DownTrackCounters {
+        self.state.lock().counters
+    }
+
+    pub fn set_limits(&self, limits: LayerLimits) {
+        self.state.lock().forwarder.set_limits(limits);
+    }
+
+    pub fn set_muted(&self, muted: bool) {
+        self.state.lock().forwarder.set_muted(muted);
+    }
+
+    pub fn current_layer(&self) -> Option<Layer> {
+        self.state.lock().forwarder.current()
+    }
+
+    /// The stream this subscriber needs a keyframe from, once per need.
+    pub fn take_keyframe_request(&self) -> Option<u8> {
+        self.state.lock().forwarder.take_keyframe_request()
+    }
+
+    /// Decides `packet` and, if it goes out, writes it into `buf`.
+    pub fn write(&self, packet: &ParsedPacket, at: PacketRef, buf: &mut [u8]) -> Result<Option<Transmit>, WriteError> {
+        let mut state = self.state.lock();
+        let mut dd = [0u8; MAX_DD_SIZE];
+        let forwarded = match state.forwarder.forward(packet, &mut dd) {
+            Ok(forwarded) => forwarded,
+            Err(_) => return Err(state.failed()),
+        };
+        let Some(f) = forwarded else {
+            return Ok(None);
+        };
+        let sent = Sent {
+            out_seq: f.seq,
+            source: at,
+            ts: f.ts,
+            marker: f.marker,
+            dd: SentDd::new(&dd[..f.dd_len]),
+            vp8_patch: f.vp8_patch,
+        };
+        let transmit = self.write_sent(packet, &sent, buf, false);
+        let transmit = state.count(transmit)?;
+        state.sent[usize::from(f.seq) % SEND_HISTORY] = Some(sent);
+        Ok(Some(transmit))
+    }
+
+    /// Where the packet sent under `out_seq` came from, if it is still remembered.
+    pub fn sent_source(&self, out_seq: u16) -> Option<PacketRef> {
+        let mut state = self.state.lock();
+        let found = state.remembered(out_seq).map(|s| s.source);
+        if found.is_none() {
+            state.counters.nack_misses += 1;
+        }
+        found
+    }
+
+    /// The packet sent under `out_seq` again, with the same header, DD and marker; as RTX
+    /// (RFC 4588) when negotiated. `packet` is its source, from [`sent_source`](Self::sent_source).
+    pub fn write_retransmission(&self, out_seq: u16, packet: &ParsedPacket, buf: &mut [u8]) -> Result<Transmit, WriteError> {
+        let mut state = self.state.lock();
+        let sent = state.remembered(out_seq).cloned().ok_or(WriteError::NotRemembered)?;
+        let transmit = self.write_sent(packet, &sent, buf, true);
+        let transmit = state.count(transmit)?;
+        state.counters.retransmitted += 1;
+        Ok(transmit)
+    }
+
+    fn write_sent(&self, packet: &ParsedPacket, sent: &Sent, buf: &mut [u8], retransmission: bool) -> Result<Transmit, WriteError> {
+        let source = packet.source_header().ok_or(WriteError::Rewrite)?;
+        let rtx = self.config.rtx.filter(|_| retransmission);
+        let (ssrc, payload_type) = rtx.unwrap_or((self.config.ssrc, self.config.payload_type));
+        let fields = RtpFields {
+            marker: sent.marker,
+            payload_type,
+            sequence_number: sent.out_seq,
+            timestamp: sent.ts,
+            ssrc,
+        };
+        let dd = sent.dd.as_slice();
+        let added: &[ExtensionElement<'_>] = match self.config.dd_ext_id {
+            Some(id) if !dd.is_empty() => &[ExtensionElement { id, data: dd }],
+            _ => &[],
+        };
+        let selection = ExtensionSelection {
+            keep: self.config.keep_extensions,
+            added,
+            two_byte_allowed: self.config.two_byte_allowed,
+        };
+        let mut len = write_header(&source, &fields, &selection, buf).map_err(|_| WriteError::Rewrite)?;
+        if rtx.is_some() {
+            // RTX carries the original sequence number first (RFC 4588 section 4).
+            let osn = buf.get_mut(len..len + 2).ok_or(WriteError::Rewrite)?;
+            osn.copy_from_slice(&sent.out_seq.to_be_bytes());
+            len += 2;
+        }
+        let (prefix, payload) = payload_out(packet, sent.vp8_patch, buf.get_mut(len..).ok_or(WriteError::Rewrite)?)?;
+        Ok(Transmit {
+            len: len + prefix,
+            payload,
+            retransmission,
+        })
+    }
+}
+
+impl State {
+    fn remembered(&self, out_seq: u16) -> Option<&Sent> {
+        self.sent[usize::from(out_seq) % SEND_HISTORY]
+            .as_ref()
+            .filter(|s| s.out_seq == out_seq)
+    }
+
+    fn count(&mut self, transmit: Result<Transmit, WriteError>) -> Result<Transmit, WriteError> {
+        match &transmit {
+            Ok(t) => {
+                self.counters.packets += 1;
+                self.counters.bytes += (t.len + t.payload.len()) as u64;
+            }
+            Err(_) => self.counters.rewrite_failures += 1,
+        }
+        transmit
+    }
+
+    fn failed(&mut self) -> WriteError {
+        self.counters.rewrite_failures += 1;
+        WriteError::Rewrite
+    }
+}
+
+/// The payload to send: shared as it is, or for VP8 with its descriptor rewritten into `out`
+/// (the only bytes copied) and the rest shared.
+fn payload_out(packet: &ParsedPacket, patch: Option<Vp8Patch>, out: &mut [u8]) -> Result<(usize, Bytes), WriteError> {
+    let payload = packet.bytes.slice(packet.payload.clone());
+    let (Some(patch), Some(PayloadDescriptor::Vp8 { descriptor, .. })) = (patch, &packet.descriptor) else {
+        return Ok((0, payload));
+    };
+    let size = descriptor.size();
+    let head = out.get_mut(..size).ok_or(WriteError::Rewrite)?;
+    head.copy_from_slice(payload.get(..size).ok_or(WriteError::Rewrite)?);
+    patch.apply(descriptor, head).map_err(|_| WriteError::Rewrite)?;
+    Ok((size, payload.slice(size..)))
+}

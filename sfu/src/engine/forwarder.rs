@@ -1,0 +1,249 @@
+//! A DownTrack's Forwarder: the subscriber's selector and RTP munger together, so that one lock
+//! covers every per-subscriber decision for a packet.
+
+use rtp_ext::codec::{Codec, MediaKind, PayloadDescriptor, Vp8Patch};
+use selector::dd::{DdPacket, DdSelector};
+use selector::passthrough::PassThrough;
+use selector::simulcast::{SimulcastSelector, StreamChoice};
+use selector::vp8::{Vp8Packet, Vp8Selector};
+use selector::vp9::{Vp9Packet, Vp9Selector};
+use selector::{KeyframeRequests, Layer, LayerLimits, Selection};
+
+use super::munger::{RtpMunger, SourcePacket};
+use super::packet::ParsedPacket;
+use super::track::TrackConfig;
+
+/// The selection that applies to one stream's packets.
+#[derive(Debug)]
+enum StreamSelector {
+    Vp9(Vp9Selector),
+    Vp8(Vp8Selector),
+    Pass(PassThrough),
+}
+
+/// What a forwarded packet becomes for this subscriber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Forwarded {
+    pub seq: u16,
+    pub ts: u32,
+    pub marker: bool,
+    /// Length of the rewritten DD written into the caller's buffer (0: none).
+    pub dd_len: usize,
+    /// The VP8 descriptor fields to rewrite, for VP8 streams.
+    pub vp8_patch: Option<Vp8Patch>,
+}
+
+/// Why a forwarded packet's DD could not be rewritten: dropped and counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RewriteFailed;
+
+#[derive(Debug)]
+pub struct Forwarder {
+    codec: Codec,
+    limits: LayerLimits,
+    /// Packets with a DD are selected on it, whatever the codec.
+    dd: DdSelector,
+    /// Packets without one (a publisher that pauses its DDs, or never sends them) fall back to
+    /// the codec's own descriptor; DD handling stays on for the next packet that has one.
+    fallback: StreamSelector,
+    simulcast: Option<SimulcastSelector>,
+    munger: Option<RtpMunger>,
+    muted: bool,
+}
+
+impl Forwarder {
+    pub fn new(track: &TrackConfig, limits: LayerLimits) -> Self {
+        let mut forwarder = Self {
+            codec: track.codec,
+            limits,
+            dd: DdSelector::new(),
+            fallback: fallback_for(track.codec),
+            simulcast: track
+                .is_simulcast()
+                .then(|| SimulcastSelector::new(track.streams.len() as u8)),
+            munger: None,
+            muted: false,
+        };
+        forwarder.set_limits(limits);
+        forwarder
+    }
+
+    pub fn set_limits(&mut self, limits: LayerLimits) {
+        self.limits = limits;
+        let stream_limits = match &mut self.simulcast {
+            Some(simulcast) => {
+                simulcast.set_limits(limits);
+                simulcast.stream_limits()
+            }
+            None => limits,
+        };
+        self.dd.set_limits(stream_limits);
+        match &mut self.fallback {
+            StreamSelector::Vp9(s) => s.set_limits(stream_limits),
+            StreamSelector::Vp8(s) => s.set_limits(stream_limits),
+            StreamSelector::Pass(_) => {}
+        }
+    }
+
+    pub fn set_muted(&mut self, muted: bool) {
+        self.muted = muted;
+    }
+
+    /// The layer forwarded now.
+    pub fn current(&self) -> Option<Layer> {
+        let within = self.dd.current().or(match &self.fallback {
+            StreamSelector::Vp9(s) => s.current(),
+            StreamSelector::Vp8(s) => s.current(),
+            StreamSelector::Pass(_) => Some(Layer::BASE),
+        });
+        match &self.simulcast {
+            Some(simulcast) => simulcast.current_layer(within.map_or(0, |l| l.temporal)),
+            None => within,
+        }
+    }
+
+    /// The stream a keyframe is needed from, once per need: the simulcast stream being
+    /// switched to, or the stream forwarded now when its own selection needs one.
+    pub fn take_keyframe_request(&mut self) -> Option<u8> {
+        let (switching, current) = match &mut self.simulcast {
+            Some(s) => {
+                let switching = s.keyframe_requests().take().then(|| s.requested_stream()).flatten();
+                (switching, s.current())
+            }
+            None => (None, Some(0)),
+        };
+        if switching.is_some() {
+            return switching;
+        }
+        let within = self.dd.keyframe_requests().take() | self.fallback_requests().take();
+        within.then_some(current).flatten()
+    }
+
+    /// Decides `packet` for this subscriber; on forward, the rewritten DD is in `dd_out`.
+    pub fn forward(
+        &mut self,
+        packet: &ParsedPacket,
+        dd_out: &mut [u8],
+    ) -> Result<Option<Forwarded>, RewriteFailed> {
+        if self.muted {
+            self.absorb(packet);
+            return Ok(None);
+        }
+        if !self.choose_stream(packet) {
+            return Ok(None);
+        }
+        let (selection, vp8_patch) = self.select(packet, dd_out)?;
+        let source = SourcePacket {
+            ssrc: packet.fields.ssrc,
+            seq: packet.fields.sequence_number,
+            ts: packet.fields.timestamp,
+        };
+        let munger = self.munger.get_or_insert_with(|| RtpMunger::new(source.seq, source.ts));
+        let Some(munged) = munger.munge(source, selection.forward) else {
+            return Ok(None);
+        };
+        Ok(selection.forward.then_some(Forwarded {
+            seq: munged.seq,
+            ts: munged.ts,
+            marker: selection.marker,
+            dd_len: selection.descriptor_len,
+            vp8_patch,
+        }))
+    }
+
+    /// A muted subscriber's munger still sees the packets, so that unmuting leaves no gap.
+    fn absorb(&mut self, packet: &ParsedPacket) {
+        if let Some(munger) = &mut self.munger {
+            let source = SourcePacket {
+                ssrc: packet.fields.ssrc,
+                seq: packet.fields.sequence_number,
+                ts: packet.fields.timestamp,
+            };
+            let _ = munger.munge(source, false);
+        }
+    }
+
+    /// Simulcast: whether the packet's stream is the one this subscriber gets, switching the
+    /// per-stream state at a new stream's keyframe.
+    fn choose_stream(&mut self, packet: &ParsedPacket) -> bool {
+        let Some(simulcast) = &mut self.simulcast else {
+            return true;
+        };
+        let choice = simulcast.choose(packet.stream, packet.fields.sequence_number, packet.keyframe_start);
+        match choice {
+            StreamChoice::Drop => false,
+            StreamChoice::Forward => true,
+            StreamChoice::SwitchTo => {
+                self.dd = DdSelector::new();
+                self.fallback = fallback_for(self.codec);
+                self.set_limits(self.limits);
+                if let StreamSelector::Vp8(vp8) = &mut self.fallback {
+                    vp8.switch_source();
+                }
+                let f = &packet.fields;
+                match &mut self.munger {
+                    Some(m) => m.switch_source(f.ssrc, f.sequence_number, f.timestamp, None),
+                    None => self.munger = Some(RtpMunger::new(f.sequence_number, f.timestamp)),
+                }
+                true
+            }
+        }
+    }
+
+    fn select(
+        &mut self,
+        packet: &ParsedPacket,
+        dd_out: &mut [u8],
+    ) -> Result<(Selection, Option<Vp8Patch>), RewriteFailed> {
+        let f = &packet.fields;
+        if let (Some(descriptor), Some(structure)) = (&packet.dd, &packet.structure) {
+            let dd_packet = DdPacket {
+                sequence_number: f.sequence_number,
+                marker: f.marker,
+                descriptor,
+                structure,
+            };
+            let selection = self.dd.select(&dd_packet, dd_out).map_err(|_| RewriteFailed)?;
+            return Ok((selection, None));
+        }
+        let selection = match (&mut self.fallback, &packet.descriptor) {
+            (StreamSelector::Vp9(s), Some(PayloadDescriptor::Vp9(descriptor))) => s.select(&Vp9Packet {
+                sequence_number: f.sequence_number,
+                timestamp: f.timestamp,
+                marker: f.marker,
+                descriptor,
+            }),
+            (StreamSelector::Vp8(s), Some(PayloadDescriptor::Vp8 { descriptor, keyframe })) => {
+                let out = s.select(&Vp8Packet {
+                    sequence_number: f.sequence_number,
+                    timestamp: f.timestamp,
+                    marker: f.marker,
+                    descriptor,
+                    keyframe: *keyframe,
+                });
+                return Ok((out.selection, Some(out.patch)));
+            }
+            (StreamSelector::Pass(s), _) => s.select(f.marker, packet.keyframe_start),
+            // A payload that does not parse as its codec, or padding: nothing to decode.
+            _ => Selection::DROP,
+        };
+        Ok((selection, None))
+    }
+
+    fn fallback_requests(&mut self) -> &mut KeyframeRequests {
+        match &mut self.fallback {
+            StreamSelector::Vp9(s) => s.keyframe_requests(),
+            StreamSelector::Vp8(s) => s.keyframe_requests(),
+            StreamSelector::Pass(s) => s.keyframe_requests(),
+        }
+    }
+}
+
+fn fallback_for(codec: Codec) -> StreamSelector {
+    match codec {
+        Codec::Vp9 => StreamSelector::Vp9(Vp9Selector::new()),
+        Codec::Vp8 => StreamSelector::Vp8(Vp8Selector::new()),
+        c if c.kind() == MediaKind::Audio => StreamSelector::Pass(PassThrough::audio()),
+        _ => StreamSelector::Pass(PassThrough::video()),
+    }
+}

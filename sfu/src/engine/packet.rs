@@ -1,0 +1,93 @@
+//! A published packet parsed once: header, codec descriptor and DD, with the payload shared as
+//! `Bytes`. Every subscriber reads the same parse.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use rtp_ext::codec::{parse_payload, Codec, PayloadDescriptor};
+use rtp_ext::dd::{DependencyDescriptor, FrameDependencyStructure};
+use rtp_ext::ext::{AudioLevel, HeaderExtension};
+use rtp_ext::rtp::{RtpFields, RtpPacket};
+
+/// One received packet, parsed. Retransmissions (RTX) are stored as the original packet.
+#[derive(Debug, Clone)]
+pub struct ParsedPacket {
+    /// The packet as received (for RTX: the RTX packet; `payload` points past the OSN).
+    pub bytes: Bytes,
+    /// Header fields of the original stream (for RTX: the original SSRC and sequence number).
+    pub fields: RtpFields,
+    pub ext_seq: i64,
+    /// Index of the track's stream: the simulcast layer.
+    pub stream: u8,
+    pub arrival: Instant,
+    pub payload: Range<usize>,
+    /// The source header's extension block, for copying kept extensions.
+    pub header: Range<usize>,
+    pub descriptor: Option<PayloadDescriptor>,
+    /// The first packet of a frame decodable on its own.
+    pub keyframe_start: bool,
+    pub dd: Option<DependencyDescriptor>,
+    /// The structure `dd` was read with.
+    pub structure: Option<Arc<FrameDependencyStructure>>,
+    pub audio_level: Option<AudioLevel>,
+}
+
+/// What the receiver knows when parsing a packet of one stream.
+#[derive(Debug, Clone, Copy)]
+pub struct ParseContext<'a> {
+    pub codec: Codec,
+    pub dd_ext_id: Option<u8>,
+    pub audio_level_ext_id: Option<u8>,
+    /// The stream's latest template structure.
+    pub structure: Option<&'a Arc<FrameDependencyStructure>>,
+}
+
+impl ParsedPacket {
+    pub fn payload(&self) -> &[u8] {
+        &self.bytes[self.payload.clone()]
+    }
+
+    /// The source packet's header view (for its extensions).
+    pub fn source_header(&self) -> Option<RtpPacket<'_>> {
+        RtpPacket::parse(&self.bytes[self.header.clone()]).ok()
+    }
+
+    pub fn is_padding_only(&self) -> bool {
+        self.payload.is_empty()
+    }
+}
+
+/// The codec and DD view of a payload and its extensions. A DD that does not parse is left
+/// out (counted by the caller): the packet still carries media.
+pub fn describe(
+    packet: &RtpPacket<'_>,
+    payload: &[u8],
+    ctx: &ParseContext<'_>,
+) -> (Option<PayloadDescriptor>, Option<DependencyDescriptor>, Option<AudioLevel>) {
+    let descriptor = (!payload.is_empty())
+        .then(|| parse_payload(ctx.codec, payload).ok())
+        .flatten();
+    let dd = ctx
+        .dd_ext_id
+        .and_then(|id| packet.extension(id))
+        .and_then(|bytes| DependencyDescriptor::parse(bytes, ctx.structure).ok());
+    let audio_level = ctx
+        .audio_level_ext_id
+        .and_then(|id| packet.extension(id))
+        .and_then(|bytes| AudioLevel::parse(bytes).ok());
+    (descriptor, dd, audio_level)
+}
+
+/// Whether a packet starts a keyframe: a DD that attaches a structure, or the codec's own
+/// descriptor.
+pub fn is_keyframe_start(descriptor: Option<&PayloadDescriptor>, dd: Option<&DependencyDescriptor>) -> bool {
+    if let Some(dd) = dd {
+        return dd.start_of_frame && dd.attached_structure.is_some();
+    }
+    descriptor.is_some_and(|d| {
+        let s = d.summary();
+        s.keyframe && s.start_of_frame != Some(false)
+    })
+}

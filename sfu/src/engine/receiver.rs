@@ -1,0 +1,239 @@
+//! A Receiver: one per published track. It parses each incoming packet once, keeps the recent
+//! ones for retransmission, unwraps RTX, tracks loss for NACKs and reception statistics, and
+//! keeps each stream's DD template structure.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rtp_ext::dd::FrameDependencyStructure;
+use rtp_ext::ext::AudioLevel;
+use rtp_ext::rtp::{unwrap_rtx, ParseError, RtpPacket};
+use selector::Unwrapper;
+use smallvec::SmallVec;
+
+use super::nack::{Arrival, NackGenerator};
+use super::packet::{describe, is_keyframe_start, ParseContext, ParsedPacket};
+use super::packet_ring::PacketRing;
+use super::receive_stats::{ReceiveStats, ReceivedPacket};
+use super::track::TrackConfig;
+
+/// Packets kept per stream for retransmission.
+pub const RECEIVE_RING: usize = 512;
+
+/// Why an incoming packet was dropped. The packet is counted and nothing else changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceiveError {
+    Malformed(ParseError),
+    /// No stream of this track has the SSRC.
+    UnknownSsrc,
+    /// An RTX packet without an original sequence number.
+    BadRtx,
+    /// Seen already (a duplicate, or a retransmission of a packet that arrived).
+    Duplicate,
+    /// Older than anything kept, or a jump so large the stream was reset.
+    OutOfWindow,
+}
+
+impl fmt::Display for ReceiveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Malformed(e) => write!(f, "malformed RTP: {e}"),
+            Self::UnknownSsrc => f.write_str("unknown SSRC"),
+            Self::BadRtx => f.write_str("RTX packet without an original sequence number"),
+            Self::Duplicate => f.write_str("duplicate packet"),
+            Self::OutOfWindow => f.write_str("sequence number out of window"),
+        }
+    }
+}
+
+/// Where a stored packet is: stream index and extended sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketRef {
+    pub stream: u8,
+    pub ext_seq: i64,
+}
+
+/// One RTP stream of the track (one simulcast layer).
+#[derive(Debug)]
+struct Stream {
+    ssrc: u32,
+    rtx_ssrc: Option<u32>,
+    sequence: Unwrapper,
+    ring: PacketRing<ParsedPacket>,
+    nack: NackGenerator,
+    stats: ReceiveStats,
+    structure: Option<Arc<FrameDependencyStructure>>,
+}
+
+/// Counters of what a receiver dropped, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReceiverCounters {
+    pub received: u64,
+    pub malformed: u64,
+    pub unknown_ssrc: u64,
+    pub duplicates: u64,
+    pub out_of_window: u64,
+    pub bad_dd: u64,
+    pub padding_only: u64,
+}
+
+#[derive(Debug)]
+pub struct Receiver {
+    config: TrackConfig,
+    streams: SmallVec<[Stream; 4]>,
+    counters: ReceiverCounters,
+    /// The latest audio level (RFC 6464) received, for active-speaker detection.
+    audio_level: Option<AudioLevel>,
+}
+
+impl Receiver {
+    pub fn new(config: TrackConfig) -> Self {
+        let streams = config
+            .streams
+            .iter()
+            .map(|s| Stream {
+                ssrc: s.ssrc,
+                rtx_ssrc: s.rtx_ssrc,
+                sequence: Unwrapper::default(),
+                ring: PacketRing::new(RECEIVE_RING),
+                nack: NackGenerator::default(),
+                stats: ReceiveStats::new(s.ssrc, config.clock_rate),
+                structure: None,
+            })
+            .collect();
+        Self {
+            config,
+            streams,
+            counters: ReceiverCounters::default(),
+            audio_level: None,
+        }
+    }
+
+    pub fn config(&self) -> &TrackConfig {
+        &self.config
+    }
+
+    pub fn counters(&self) -> ReceiverCounters {
+        self.counters
+    }
+
+    pub fn audio_level(&self) -> Option<AudioLevel> {
+        self.audio_level
+    }
+
+    /// Parses and stores one packet; on success it is ready for fan-out under the returned
+    /// reference. Errors are counted.
+    pub fn receive(&mut self, now: Instant, bytes: Bytes) -> Result<PacketRef, ReceiveError> {
+        let result = self.receive_inner(now, bytes);
+        match result {
+            Ok(_) => self.counters.received += 1,
+            Err(ReceiveError::Malformed(_) | ReceiveError::BadRtx) => self.counters.malformed += 1,
+            Err(ReceiveError::UnknownSsrc) => self.counters.unknown_ssrc += 1,
+            Err(ReceiveError::Duplicate) => self.counters.duplicates += 1,
+            Err(ReceiveError::OutOfWindow) => self.counters.out_of_window += 1,
+        }
+        result
+    }
+
+    /// A stored packet, if still kept.
+    pub fn packet(&self, at: PacketRef) -> Option<&ParsedPacket> {
+        self.streams.get(usize::from(at.stream))?.ring.get(at.ext_seq)
+    }
+
+    /// Sequence numbers due for a NACK, per stream SSRC, into `out`.
+    pub fn poll_nacks(&mut self, now: Instant, rtt: Duration, out: &mut Vec<(u32, u16)>) {
+        for stream in &mut self.streams {
+            let ssrc = stream.ssrc;
+            out.extend(stream.nack.poll_nacks(now, rtt).map(|seq| (ssrc, seq)));
+        }
+    }
+
+    /// When a NACK may next be due.
+    pub fn next_timeout(&self) -> Option<Instant> {
+        self.streams.iter().filter_map(|s| s.nack.next_timeout()).min()
+    }
+
+    fn receive_inner(&mut self, now: Instant, bytes: Bytes) -> Result<PacketRef, ReceiveError> {
+        let packet = RtpPacket::parse(&bytes).map_err(ReceiveError::Malformed)?;
+        let ssrc = packet.fields().ssrc;
+        let index = self
+            .streams
+            .iter()
+            .position(|s| s.ssrc == ssrc || s.rtx_ssrc == Some(ssrc))
+            .ok_or(ReceiveError::UnknownSsrc)?;
+        let stream = &mut self.streams[index];
+        let (mut fields, payload) = if stream.rtx_ssrc == Some(ssrc) && stream.ssrc != ssrc {
+            let rtx = unwrap_rtx(&packet).map_err(|_| ReceiveError::BadRtx)?;
+            let mut fields = packet.fields();
+            fields.ssrc = stream.ssrc;
+            fields.sequence_number = rtx.original_sequence_number;
+            (fields, rtx.payload)
+        } else {
+            (packet.fields(), packet.payload_range())
+        };
+        let arrival = stream.nack.on_packet(fields.sequence_number, now);
+        match arrival {
+            Arrival::Old => return Err(ReceiveError::Duplicate),
+            Arrival::Reset | Arrival::New | Arrival::Recovered => {}
+        }
+        let ext_seq = stream.sequence.unwrap(fields.sequence_number);
+        if stream.ring.get(ext_seq).is_some() {
+            return Err(ReceiveError::Duplicate);
+        }
+        stream.stats.on_packet(
+            ReceivedPacket {
+                seq: fields.sequence_number,
+                ts: fields.timestamp,
+                len: bytes.len(),
+                padding_only: payload.is_empty(),
+            },
+            now,
+        );
+        let ctx = ParseContext {
+            codec: self.config.codec,
+            dd_ext_id: self.config.dd_ext_id,
+            audio_level_ext_id: self.config.audio_level_ext_id,
+            structure: stream.structure.as_ref(),
+        };
+        let (descriptor, dd, audio_level) = describe(&packet, &bytes[payload.clone()], &ctx);
+        if self.config.dd_ext_id.is_some_and(|id| packet.extension(id).is_some()) && dd.is_none() {
+            self.counters.bad_dd += 1;
+        }
+        if let Some(structure) = dd.as_ref().and_then(|d| d.attached_structure.clone()) {
+            stream.structure = Some(structure);
+        }
+        if payload.is_empty() {
+            self.counters.padding_only += 1;
+        }
+        if audio_level.is_some() {
+            self.audio_level = audio_level;
+        }
+        fields.marker = packet.fields().marker;
+        let header = 0..packet.header_len();
+        let keyframe_start = is_keyframe_start(descriptor.as_ref(), dd.as_ref());
+        let parsed = ParsedPacket {
+            bytes,
+            fields,
+            ext_seq,
+            // At most four streams (the SmallVec's inline size is the simulcast limit).
+            stream: index as u8,
+            arrival: now,
+            payload,
+            header,
+            descriptor,
+            keyframe_start,
+            structure: dd.as_ref().and(stream.structure.clone()),
+            dd,
+            audio_level,
+        };
+        if !stream.ring.insert(ext_seq, parsed) {
+            return Err(ReceiveError::OutOfWindow);
+        }
+        Ok(PacketRef {
+            stream: index as u8,
+            ext_seq,
+        })
+    }
+}

@@ -1,0 +1,382 @@
+//! The Router: published tracks and their subscriptions, driven by calls. A media server embeds
+//! it and runs the loop: feed packets and RTCP in with `handle_*`, then drain
+//! [`poll_transmit`](Router::poll_transmit) (media to subscribers) and
+//! [`poll_rtcp`](Router::poll_rtcp) (feedback to publishers) until they return `None`, and call
+//! [`handle_timeout`](Router::handle_timeout) at [`poll_timeout`](Router::poll_timeout).
+//! Nothing here reads a clock or touches a socket: every input carries `now`.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rtp_ext::ext::AudioLevel;
+use selector::LayerLimits;
+
+use super::down_track::{DownTrack, DownTrackCounters, Transmit, WriteError};
+use super::keyframe::{KeyframeCounters, KeyframeRequester, DEFAULT_KEYFRAME_INTERVAL};
+use super::receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters};
+use super::rtcp::{parse_compound, Nack, NackPairs, Pli, RtcpCrateWriter, RtcpFeedback, RtcpWriter};
+use super::track::{DownTrackConfig, DownTrackId, TrackConfig, TrackId};
+
+/// Router settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouterConfig {
+    /// At most one keyframe request per published stream per interval.
+    pub keyframe_interval: Duration,
+    /// Round-trip time to publishers assumed for NACK retries until one is measured.
+    pub rtt: Duration,
+    /// SSRC the router sends its own RTCP from.
+    pub rtcp_ssrc: u32,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        Self {
+            keyframe_interval: DEFAULT_KEYFRAME_INTERVAL,
+            rtt: Duration::from_millis(100),
+            rtcp_ssrc: 1,
+        }
+    }
+}
+
+/// Misuse of the router's API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouterError {
+    UnknownTrack,
+    UnknownDownTrack,
+    /// An SSRC already belongs to another published track.
+    SsrcInUse,
+}
+
+/// Where an RTCP packet from [`Router::poll_rtcp`] goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RtcpTarget {
+    Publisher(TrackId),
+}
+
+/// An RTCP packet written into the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RtcpTransmit {
+    pub to: RtcpTarget,
+    pub len: usize,
+}
+
+/// A media packet for one subscriber, written into the caller's buffer plus a shared payload.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub down_track: DownTrackId,
+    pub transmit: Transmit,
+}
+
+/// Work queued by inputs and done when outputs are polled.
+#[derive(Debug, Clone, Copy)]
+enum Job {
+    Forward { down_track: DownTrackId, at: PacketRef },
+    Retransmit { down_track: DownTrackId, out_seq: u16 },
+}
+
+#[derive(Debug)]
+struct Published {
+    receiver: Receiver,
+    keyframes: KeyframeRequester,
+    subscribers: Vec<DownTrackId>,
+}
+
+/// RTCP the router owes publishers.
+#[derive(Debug, Clone, Copy)]
+enum PendingRtcp {
+    Pli { track: TrackId, media_ssrc: u32 },
+    Nack { track: TrackId, media_ssrc: u32, pairs: NackPairs },
+}
+
+/// Router-wide counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouterCounters {
+    pub rtp_in: u64,
+    pub unknown_ssrc: u64,
+    pub dropped_in: u64,
+    pub rtcp_in: u64,
+    pub bad_rtcp: u64,
+    pub write_failures: u64,
+    pub nacks_sent: u64,
+    pub plis_sent: u64,
+}
+
+#[derive(Debug)]
+pub struct Router {
+    config: RouterConfig,
+    tracks: HashMap<TrackId, Published>,
+    down_tracks: HashMap<DownTrackId, DownTrack>,
+    by_ssrc: HashMap<u32, TrackId>,
+    jobs: VecDeque<Job>,
+    rtcp: VecDeque<PendingRtcp>,
+    rtcp_writer: RtcpCrateWriter,
+    nack_scratch: Vec<(u32, u16)>,
+    next_id: u32,
+    counters: RouterCounters,
+}
+
+impl Router {
+    pub fn new(config: RouterConfig) -> Self {
+        Self {
+            config,
+            tracks: HashMap::new(),
+            down_tracks: HashMap::new(),
+            by_ssrc: HashMap::new(),
+            jobs: VecDeque::new(),
+            rtcp: VecDeque::new(),
+            // A fixed CNAME of valid length: cannot fail.
+            rtcp_writer: RtcpCrateWriter::new(b"strata").expect("a short CNAME"),
+            nack_scratch: Vec::new(),
+            next_id: 1,
+            counters: RouterCounters::default(),
+        }
+    }
+
+    pub fn counters(&self) -> RouterCounters {
+        self.counters
+    }
+
+    pub fn publish(&mut self, config: TrackConfig) -> Result<TrackId, RouterError> {
+        let ssrcs = config.streams.iter().flat_map(|s| [Some(s.ssrc), s.rtx_ssrc]).flatten();
+        if ssrcs.clone().any(|ssrc| self.by_ssrc.contains_key(&ssrc)) {
+            return Err(RouterError::SsrcInUse);
+        }
+        let id = TrackId(self.next_id());
+        for ssrc in ssrcs {
+            self.by_ssrc.insert(ssrc, id);
+        }
+        let keyframes = KeyframeRequester::new(config.streams.len(), self.config.keyframe_interval);
+        let receiver = Receiver::new(config);
+        self.tracks.insert(id, Published { receiver, keyframes, subscribers: Vec::new() });
+        Ok(id)
+    }
+
+    /// Removes a track and every subscription to it.
+    pub fn unpublish(&mut self, track: TrackId) -> Result<(), RouterError> {
+        let published = self.tracks.remove(&track).ok_or(RouterError::UnknownTrack)?;
+        self.by_ssrc.retain(|_, t| *t != track);
+        for down_track in published.subscribers {
+            self.down_tracks.remove(&down_track);
+        }
+        Ok(())
+    }
+
+    pub fn subscribe(&mut self, track: TrackId, config: DownTrackConfig, limits: LayerLimits) -> Result<DownTrackId, RouterError> {
+        let id = DownTrackId(self.next_id());
+        let published = self.tracks.get_mut(&track).ok_or(RouterError::UnknownTrack)?;
+        let down_track = DownTrack::new(track, published.receiver.config(), config, limits);
+        published.subscribers.push(id);
+        self.down_tracks.insert(id, down_track);
+        Ok(id)
+    }
+
+    pub fn unsubscribe(&mut self, down_track: DownTrackId) -> Result<(), RouterError> {
+        let removed = self.down_tracks.remove(&down_track).ok_or(RouterError::UnknownDownTrack)?;
+        if let Some(published) = self.tracks.get_mut(&removed.track()) {
+            published.subscribers.retain(|&d| d != down_track);
+        }
+        Ok(())
+    }
+
+    pub fn down_track(&self, id: DownTrackId) -> Option<&DownTrack> {
+        self.down_tracks.get(&id)
+    }
+
+    pub fn set_limits(&mut self, id: DownTrackId, limits: LayerLimits) -> Result<(), RouterError> {
+        self.down_tracks.get(&id).ok_or(RouterError::UnknownDownTrack)?.set_limits(limits);
+        Ok(())
+    }
+
+    pub fn set_muted(&mut self, id: DownTrackId, muted: bool) -> Result<(), RouterError> {
+        self.down_tracks.get(&id).ok_or(RouterError::UnknownDownTrack)?.set_muted(muted);
+        Ok(())
+    }
+
+    pub fn receiver_counters(&self, track: TrackId) -> Option<ReceiverCounters> {
+        Some(self.tracks.get(&track)?.receiver.counters())
+    }
+
+    /// The latest audio level the track's publisher sent (RFC 6464), for active-speaker use.
+    pub fn audio_level(&self, track: TrackId) -> Option<AudioLevel> {
+        self.tracks.get(&track)?.receiver.audio_level()
+    }
+
+    pub fn keyframe_counters(&self, track: TrackId) -> Option<KeyframeCounters> {
+        Some(self.tracks.get(&track)?.keyframes.counters())
+    }
+
+    pub fn down_track_counters(&self, id: DownTrackId) -> Option<DownTrackCounters> {
+        Some(self.down_tracks.get(&id)?.counters())
+    }
+
+    /// One RTP packet from a publisher. A bad packet is counted and dropped; nothing else
+    /// changes.
+    pub fn handle_rtp(&mut self, now: Instant, packet: Bytes) -> Result<(), ReceiveError> {
+        self.counters.rtp_in += 1;
+        let ssrc = packet.get(8..12).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        let Some(&track) = ssrc.and_then(|ssrc| self.by_ssrc.get(&ssrc)) else {
+            self.counters.unknown_ssrc += 1;
+            return Err(ReceiveError::UnknownSsrc);
+        };
+        let Some(published) = self.tracks.get_mut(&track) else {
+            return Err(ReceiveError::UnknownSsrc);
+        };
+        let at = published.receiver.receive(now, packet).inspect_err(|_| {
+            self.counters.dropped_in += 1;
+        })?;
+        self.jobs.extend(published.subscribers.iter().map(|&down_track| Job::Forward { down_track, at }));
+        Ok(())
+    }
+
+    /// RTCP from a subscriber about its DownTrack: NACKs are answered from what it was sent,
+    /// PLI and FIR become (throttled) keyframe requests to the publisher.
+    pub fn handle_subscriber_rtcp(&mut self, _now: Instant, id: DownTrackId, datagram: &[u8]) -> Result<(), RouterError> {
+        let down_track = self.down_tracks.get(&id).ok_or(RouterError::UnknownDownTrack)?;
+        self.counters.rtcp_in += 1;
+        let mut keyframe = false;
+        let jobs = &mut self.jobs;
+        let parsed = parse_compound(datagram, |item| match item {
+            RtcpFeedback::Nack(nack) => {
+                jobs.extend(nack.pairs.lost().map(|out_seq| Job::Retransmit { down_track: id, out_seq }));
+            }
+            RtcpFeedback::Pli(_) | RtcpFeedback::Fir(_) => keyframe = true,
+            _ => {}
+        });
+        if parsed.is_err() {
+            self.counters.bad_rtcp += 1;
+        }
+        if keyframe {
+            let stream = down_track.current_layer().map_or(0, |l| l.spatial);
+            let simulcast = self.tracks.get(&down_track.track()).is_some_and(|p| p.receiver.config().is_simulcast());
+            let track = down_track.track();
+            if let Some(published) = self.tracks.get_mut(&track) {
+                published.keyframes.request(if simulcast { stream } else { 0 });
+            }
+        }
+        Ok(())
+    }
+
+    /// Timers: NACKs due to publishers, keyframe requests due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let rtt = self.config.rtt;
+        for (&track, published) in &mut self.tracks {
+            self.nack_scratch.clear();
+            published.receiver.poll_nacks(now, rtt, &mut self.nack_scratch);
+            queue_nacks(&mut self.rtcp, track, &self.nack_scratch);
+            while let Some(stream) = published.keyframes.poll(now) {
+                let media_ssrc = published.receiver.config().streams[usize::from(stream)].ssrc;
+                self.rtcp.push_back(PendingRtcp::Pli { track, media_ssrc });
+            }
+        }
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.tracks
+            .values()
+            .flat_map(|p| [p.receiver.next_timeout(), p.keyframes.next_timeout()])
+            .flatten()
+            .min()
+    }
+
+    /// The next media packet for a subscriber, its header written into `buf`.
+    pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Output> {
+        while let Some(job) = self.jobs.pop_front() {
+            let result = match job {
+                Job::Forward { down_track, at } => self.forward(down_track, at, buf),
+                Job::Retransmit { down_track, out_seq } => self.retransmit(down_track, out_seq, buf),
+            };
+            match result {
+                Ok(Some(output)) => return Some(output),
+                Ok(None) => {}
+                Err(WriteError::Rewrite) => self.counters.write_failures += 1,
+                Err(WriteError::NotRemembered) => {}
+            }
+        }
+        None
+    }
+
+    /// The next RTCP packet for a publisher, written into `buf`.
+    pub fn poll_rtcp(&mut self, buf: &mut [u8]) -> Option<RtcpTransmit> {
+        while let Some(pending) = self.rtcp.pop_front() {
+            let sender_ssrc = self.config.rtcp_ssrc;
+            let (track, item) = match pending {
+                PendingRtcp::Pli { track, media_ssrc } => {
+                    self.counters.plis_sent += 1;
+                    (track, RtcpFeedback::Pli(Pli { sender_ssrc, media_ssrc }))
+                }
+                PendingRtcp::Nack { track, media_ssrc, pairs } => {
+                    self.counters.nacks_sent += 1;
+                    (track, RtcpFeedback::Nack(Nack { sender_ssrc, media_ssrc, pairs }))
+                }
+            };
+            if let Ok(len) = self.rtcp_writer.write(&item, buf) {
+                return Some(RtcpTransmit { to: RtcpTarget::Publisher(track), len });
+            }
+        }
+        None
+    }
+
+    fn forward(&mut self, id: DownTrackId, at: PacketRef, buf: &mut [u8]) -> Result<Option<Output>, WriteError> {
+        let Some(down_track) = self.down_tracks.get(&id) else {
+            return Ok(None);
+        };
+        let Some(published) = self.tracks.get_mut(&down_track.track()) else {
+            return Ok(None);
+        };
+        let Some(packet) = published.receiver.packet(at) else {
+            return Ok(None);
+        };
+        let transmit = down_track.write(packet, at, buf);
+        if let Some(stream) = down_track.take_keyframe_request() {
+            published.keyframes.request(stream);
+        }
+        Ok(transmit?.map(|transmit| Output { down_track: id, transmit }))
+    }
+
+    fn retransmit(&mut self, id: DownTrackId, out_seq: u16, buf: &mut [u8]) -> Result<Option<Output>, WriteError> {
+        let Some(down_track) = self.down_tracks.get(&id) else {
+            return Ok(None);
+        };
+        let Some(at) = down_track.sent_source(out_seq) else {
+            return Ok(None);
+        };
+        let packet = self.tracks.get(&down_track.track()).and_then(|p| p.receiver.packet(at));
+        let Some(packet) = packet else {
+            return Ok(None);
+        };
+        let transmit = down_track.write_retransmission(out_seq, packet, buf)?;
+        Ok(Some(Output { down_track: id, transmit }))
+    }
+
+    fn next_id(&mut self) -> u32 {
+        self.next_id += 1;
+        self.next_id - 1
+    }
+}
+
+/// Packs NACK-due sequence numbers, per stream, into NACK packets.
+fn queue_nacks(rtcp: &mut VecDeque<PendingRtcp>, track: TrackId, due: &[(u32, u16)]) {
+    let mut current: Option<(u32, NackPairs)> = None;
+    for &(ssrc, seq) in due {
+        if current.as_ref().is_some_and(|(s, _)| *s != ssrc) {
+            flush(rtcp, track, current.take());
+        }
+        let (_, pairs) = current.get_or_insert_with(|| (ssrc, NackPairs::default()));
+        if pairs.push(seq).is_err() {
+            flush(rtcp, track, current.take());
+            let mut pairs = NackPairs::default();
+            // A fresh list holds one number.
+            let _ = pairs.push(seq);
+            current = Some((ssrc, pairs));
+        }
+    }
+    flush(rtcp, track, current);
+}
+
+fn flush(rtcp: &mut VecDeque<PendingRtcp>, track: TrackId, nack: Option<(u32, NackPairs)>) {
+    if let Some((media_ssrc, pairs)) = nack {
+        rtcp.push_back(PendingRtcp::Nack { track, media_ssrc, pairs });
+    }
+}
