@@ -79,6 +79,7 @@ struct Sent {
     marker: bool,
     dd: SentDd,
     vp8_patch: Option<Vp8Patch>,
+    filler: bool,
 }
 
 /// Per-DownTrack counters.
@@ -106,7 +107,12 @@ pub struct DownTrack {
 }
 
 impl DownTrack {
-    pub fn new(track: TrackId, track_config: &TrackConfig, config: DownTrackConfig, limits: LayerLimits) -> Self {
+    pub fn new(
+        track: TrackId,
+        track_config: &TrackConfig,
+        config: DownTrackConfig,
+        limits: LayerLimits,
+    ) -> Self {
         Self {
             track,
             config,
@@ -148,7 +154,12 @@ impl DownTrack {
     }
 
     /// Decides `packet` and, if it goes out, writes it into `buf`.
-    pub fn write(&self, packet: &ParsedPacket, at: PacketRef, buf: &mut [u8]) -> Result<Option<Transmit>, WriteError> {
+    pub fn write(
+        &self,
+        packet: &ParsedPacket,
+        at: PacketRef,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit>, WriteError> {
         let mut state = self.state.lock();
         let mut dd = [0u8; MAX_DD_SIZE];
         let forwarded = match state.forwarder.forward(packet, &mut dd) {
@@ -165,6 +176,7 @@ impl DownTrack {
             marker: f.marker,
             dd: SentDd::new(&dd[..f.dd_len]),
             vp8_patch: f.vp8_patch,
+            filler: f.filler,
         };
         let transmit = self.write_sent(packet, &sent, buf, false);
         let transmit = state.count(transmit)?;
@@ -184,16 +196,30 @@ impl DownTrack {
 
     /// The packet sent under `out_seq` again, with the same header, DD and marker; as RTX
     /// (RFC 4588) when negotiated. `packet` is its source, from [`sent_source`](Self::sent_source).
-    pub fn write_retransmission(&self, out_seq: u16, packet: &ParsedPacket, buf: &mut [u8]) -> Result<Transmit, WriteError> {
+    pub fn write_retransmission(
+        &self,
+        out_seq: u16,
+        packet: &ParsedPacket,
+        buf: &mut [u8],
+    ) -> Result<Transmit, WriteError> {
         let mut state = self.state.lock();
-        let sent = state.remembered(out_seq).cloned().ok_or(WriteError::NotRemembered)?;
+        let sent = state
+            .remembered(out_seq)
+            .cloned()
+            .ok_or(WriteError::NotRemembered)?;
         let transmit = self.write_sent(packet, &sent, buf, true);
         let transmit = state.count(transmit)?;
         state.counters.retransmitted += 1;
         Ok(transmit)
     }
 
-    fn write_sent(&self, packet: &ParsedPacket, sent: &Sent, buf: &mut [u8], retransmission: bool) -> Result<Transmit, WriteError> {
+    fn write_sent(
+        &self,
+        packet: &ParsedPacket,
+        sent: &Sent,
+        buf: &mut [u8],
+        retransmission: bool,
+    ) -> Result<Transmit, WriteError> {
         let source = packet.source_header().ok_or(WriteError::Rewrite)?;
         let rtx = self.config.rtx.filter(|_| retransmission);
         let (ssrc, payload_type) = rtx.unwrap_or((self.config.ssrc, self.config.payload_type));
@@ -214,14 +240,22 @@ impl DownTrack {
             added,
             two_byte_allowed: self.config.two_byte_allowed,
         };
-        let mut len = write_header(&source, &fields, &selection, buf).map_err(|_| WriteError::Rewrite)?;
+        let mut len =
+            write_header(&source, &fields, &selection, buf).map_err(|_| WriteError::Rewrite)?;
         if rtx.is_some() {
             // RTX carries the original sequence number first (RFC 4588 section 4).
             let osn = buf.get_mut(len..len + 2).ok_or(WriteError::Rewrite)?;
             osn.copy_from_slice(&sent.out_seq.to_be_bytes());
             len += 2;
         }
-        let (prefix, payload) = payload_out(packet, sent.vp8_patch, buf.get_mut(len..).ok_or(WriteError::Rewrite)?)?;
+        if sent.filler {
+            return write_padding(buf, len, retransmission);
+        }
+        let (prefix, payload) = payload_out(
+            packet,
+            sent.vp8_patch,
+            buf.get_mut(len..).ok_or(WriteError::Rewrite)?,
+        )?;
         Ok(Transmit {
             len: len + prefix,
             payload,
@@ -254,16 +288,43 @@ impl State {
     }
 }
 
+/// Bytes of padding in a filler packet: the last one counts them (RFC 3550 5.1).
+const FILLER_PADDING: usize = 4;
+
+/// Turns the header in `buf[..len]` into a padding-only packet.
+fn write_padding(buf: &mut [u8], len: usize, retransmission: bool) -> Result<Transmit, WriteError> {
+    let padding = buf
+        .get_mut(len..len + FILLER_PADDING)
+        .ok_or(WriteError::Rewrite)?;
+    padding.fill(0);
+    padding[FILLER_PADDING - 1] = FILLER_PADDING as u8;
+    // P bit: the packet ends in padding.
+    buf[0] |= 0x20;
+    Ok(Transmit {
+        len: len + FILLER_PADDING,
+        payload: Bytes::new(),
+        retransmission,
+    })
+}
+
 /// The payload to send: shared as it is, or for VP8 with its descriptor rewritten into `out`
 /// (the only bytes copied) and the rest shared.
-fn payload_out(packet: &ParsedPacket, patch: Option<Vp8Patch>, out: &mut [u8]) -> Result<(usize, Bytes), WriteError> {
+fn payload_out(
+    packet: &ParsedPacket,
+    patch: Option<Vp8Patch>,
+    out: &mut [u8],
+) -> Result<(usize, Bytes), WriteError> {
     let payload = packet.bytes.slice(packet.payload.clone());
-    let (Some(patch), Some(PayloadDescriptor::Vp8 { descriptor, .. })) = (patch, &packet.descriptor) else {
+    let (Some(patch), Some(PayloadDescriptor::Vp8 { descriptor, .. })) =
+        (patch, &packet.descriptor)
+    else {
         return Ok((0, payload));
     };
     let size = descriptor.size();
     let head = out.get_mut(..size).ok_or(WriteError::Rewrite)?;
     head.copy_from_slice(payload.get(..size).ok_or(WriteError::Rewrite)?);
-    patch.apply(descriptor, head).map_err(|_| WriteError::Rewrite)?;
+    patch
+        .apply(descriptor, head)
+        .map_err(|_| WriteError::Rewrite)?;
     Ok((size, payload.slice(size..)))
 }

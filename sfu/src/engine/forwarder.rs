@@ -13,11 +13,12 @@ use super::munger::{RtpMunger, SourcePacket};
 use super::packet::ParsedPacket;
 use super::track::TrackConfig;
 
-/// The selection that applies to one stream's packets.
+/// The selection that applies to one stream's packets. The descriptor selectors keep kilobytes
+/// of per-frame history: boxed, one allocation per subscription, so the enum stays small.
 #[derive(Debug)]
 enum StreamSelector {
-    Vp9(Vp9Selector),
-    Vp8(Vp8Selector),
+    Vp9(Box<Vp9Selector>),
+    Vp8(Box<Vp8Selector>),
     Pass(PassThrough),
 }
 
@@ -31,6 +32,9 @@ pub struct Forwarded {
     pub dd_len: usize,
     /// The VP8 descriptor fields to rewrite, for VP8 streams.
     pub vp8_patch: Option<Vp8Patch>,
+    /// Not media: a padding-only packet filling the number a late packet, dropped after all,
+    /// had kept open.
+    pub filler: bool,
 }
 
 /// Why a forwarded packet's DD could not be rewritten: dropped and counted.
@@ -107,7 +111,11 @@ impl Forwarder {
     pub fn take_keyframe_request(&mut self) -> Option<u8> {
         let (switching, current) = match &mut self.simulcast {
             Some(s) => {
-                let switching = s.keyframe_requests().take().then(|| s.requested_stream()).flatten();
+                let switching = s
+                    .keyframe_requests()
+                    .take()
+                    .then(|| s.requested_stream())
+                    .flatten();
                 (switching, s.current())
             }
             None => (None, Some(0)),
@@ -138,9 +146,17 @@ impl Forwarder {
             seq: packet.fields.sequence_number,
             ts: packet.fields.timestamp,
         };
-        let munger = self.munger.get_or_insert_with(|| RtpMunger::new(source.seq, source.ts));
+        let munger = self.munger.get_or_insert_with(|| starting_at(&source));
         let Some(munged) = munger.munge(source, selection.forward) else {
-            return Ok(None);
+            let filler = munger.take_filler().map(|seq| Forwarded {
+                seq,
+                ts: packet.fields.timestamp,
+                marker: false,
+                dd_len: 0,
+                vp8_patch: None,
+                filler: true,
+            });
+            return Ok(filler);
         };
         Ok(selection.forward.then_some(Forwarded {
             seq: munged.seq,
@@ -148,6 +164,7 @@ impl Forwarder {
             marker: selection.marker,
             dd_len: selection.descriptor_len,
             vp8_patch,
+            filler: false,
         }))
     }
 
@@ -169,7 +186,11 @@ impl Forwarder {
         let Some(simulcast) = &mut self.simulcast else {
             return true;
         };
-        let choice = simulcast.choose(packet.stream, packet.fields.sequence_number, packet.keyframe_start);
+        let choice = simulcast.choose(
+            packet.stream,
+            packet.fields.sequence_number,
+            packet.keyframe_start,
+        );
         match choice {
             StreamChoice::Drop => false,
             StreamChoice::Forward => true,
@@ -183,7 +204,13 @@ impl Forwarder {
                 let f = &packet.fields;
                 match &mut self.munger {
                     Some(m) => m.switch_source(f.ssrc, f.sequence_number, f.timestamp, None),
-                    None => self.munger = Some(RtpMunger::new(f.sequence_number, f.timestamp)),
+                    None => {
+                        self.munger = Some(starting_at(&SourcePacket {
+                            ssrc: f.ssrc,
+                            seq: f.sequence_number,
+                            ts: f.timestamp,
+                        }))
+                    }
                 }
                 true
             }
@@ -203,17 +230,28 @@ impl Forwarder {
                 descriptor,
                 structure,
             };
-            let selection = self.dd.select(&dd_packet, dd_out).map_err(|_| RewriteFailed)?;
+            let selection = self
+                .dd
+                .select(&dd_packet, dd_out)
+                .map_err(|_| RewriteFailed)?;
             return Ok((selection, None));
         }
         let selection = match (&mut self.fallback, &packet.descriptor) {
-            (StreamSelector::Vp9(s), Some(PayloadDescriptor::Vp9(descriptor))) => s.select(&Vp9Packet {
-                sequence_number: f.sequence_number,
-                timestamp: f.timestamp,
-                marker: f.marker,
-                descriptor,
-            }),
-            (StreamSelector::Vp8(s), Some(PayloadDescriptor::Vp8 { descriptor, keyframe })) => {
+            (StreamSelector::Vp9(s), Some(PayloadDescriptor::Vp9(descriptor))) => {
+                s.select(&Vp9Packet {
+                    sequence_number: f.sequence_number,
+                    timestamp: f.timestamp,
+                    marker: f.marker,
+                    descriptor,
+                })
+            }
+            (
+                StreamSelector::Vp8(s),
+                Some(PayloadDescriptor::Vp8 {
+                    descriptor,
+                    keyframe,
+                }),
+            ) => {
                 let out = s.select(&Vp8Packet {
                     sequence_number: f.sequence_number,
                     timestamp: f.timestamp,
@@ -239,10 +277,17 @@ impl Forwarder {
     }
 }
 
+/// A munger whose output starts where the first source packet is.
+fn starting_at(source: &SourcePacket) -> RtpMunger {
+    let mut munger = RtpMunger::new(source.seq, source.ts);
+    munger.switch_source(source.ssrc, source.seq, source.ts, Some(source.ts));
+    munger
+}
+
 fn fallback_for(codec: Codec) -> StreamSelector {
     match codec {
-        Codec::Vp9 => StreamSelector::Vp9(Vp9Selector::new()),
-        Codec::Vp8 => StreamSelector::Vp8(Vp8Selector::new()),
+        Codec::Vp9 => StreamSelector::Vp9(Box::default()),
+        Codec::Vp8 => StreamSelector::Vp8(Box::default()),
         c if c.kind() == MediaKind::Audio => StreamSelector::Pass(PassThrough::audio()),
         _ => StreamSelector::Pass(PassThrough::video()),
     }

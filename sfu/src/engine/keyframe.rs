@@ -48,9 +48,11 @@ impl KeyframeRequester {
     /// The next stream to send a keyframe request (PLI) for, if one is due now.
     pub fn poll(&mut self, now: Instant) -> Option<u8> {
         let interval = self.interval;
-        let (index, stream) = self.streams.iter_mut().enumerate().find(|(_, s)| {
-            s.pending && s.last_sent.is_none_or(|at| now >= at + interval)
-        })?;
+        let (index, stream) = self
+            .streams
+            .iter_mut()
+            .enumerate()
+            .find(|(_, s)| s.pending && s.last_sent.is_none_or(|at| now >= at + interval))?;
         stream.pending = false;
         stream.last_sent = Some(now);
         self.counters.sent += 1;
@@ -89,7 +91,13 @@ mod tests {
         assert_eq!(k.poll(t0 + Duration::from_millis(499)), None, "throttled");
         assert_eq!(k.next_timeout(), Some(t0 + Duration::from_millis(500)));
         assert_eq!(k.poll(t0 + Duration::from_millis(500)), Some(0));
-        assert_eq!(k.counters(), KeyframeCounters { asked: 101, sent: 2 });
+        assert_eq!(
+            k.counters(),
+            KeyframeCounters {
+                asked: 101,
+                sent: 2
+            }
+        );
     }
 
     #[test]

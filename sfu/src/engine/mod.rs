@@ -30,5 +30,7 @@ mod track;
 pub use down_track::{DownTrackCounters, Transmit, WriteError, SEND_HISTORY};
 pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};
 pub use receiver::{ReceiveError, ReceiverCounters, RECEIVE_RING};
-pub use router::{Output, Router, RouterConfig, RouterCounters, RouterError, RtcpTarget, RtcpTransmit};
+pub use router::{
+    Output, Router, RouterConfig, RouterCounters, RouterError, RtcpTarget, RtcpTransmit,
+};
 pub use track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};

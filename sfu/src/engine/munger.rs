@@ -54,6 +54,8 @@ pub struct RtpMunger {
     highest_out_ts: u32,
     /// What each of the last `MUNGER_WINDOW` source numbers became, indexed by extended number.
     slots: [Slot; MUNGER_WINDOW],
+    /// A hole the last dropped late packet leaves, for `take_filler`.
+    filler: Option<u16>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -95,6 +97,7 @@ impl RtpMunger {
             // one frame earlier.
             highest_out_ts: first_ts.wrapping_sub(DEFAULT_FRAME_INTERVAL),
             slots: [Slot::Empty; MUNGER_WINDOW],
+            filler: None,
         }
     }
 
@@ -160,6 +163,12 @@ impl RtpMunger {
         }
     }
 
+    /// The output number that the late packet just dropped had kept open, once: send a
+    /// padding-only packet under it so the subscriber sees no gap it would NACK for nothing.
+    pub fn take_filler(&mut self) -> Option<u16> {
+        self.filler.take()
+    }
+
     /// The number the next new packet of the current source would get.
     pub fn next_seq(&self) -> u16 {
         // Truncation intended: the wire carries the low 16 bits.
@@ -201,8 +210,12 @@ impl RtpMunger {
         let slot = self.slot(ext, source)?;
         let (slot, out) = match (slot, forward) {
             (Slot::Missing(out) | Slot::Forwarded(out), true) => (Slot::Forwarded(out), Some(out)),
-            // A late packet dropped now leaves its hole: the number cannot be taken back.
-            (Slot::Missing(_), false) => (Slot::Dropped, None),
+            // A late packet dropped now leaves its hole: the number cannot be taken back. The
+            // caller fills it with padding (`take_filler`), so the subscriber does not NACK it.
+            (Slot::Missing(out), false) => {
+                self.filler = Some(out);
+                (Slot::Dropped, None)
+            }
             (other, _) => (other, None),
         };
         self.slots[slot_index(ext)] = slot;
@@ -322,6 +335,23 @@ mod tests {
             })
         );
         assert_eq!(munger.next_seq(), 103);
+    }
+
+    #[test]
+    fn a_late_packet_dropped_after_all_hands_its_number_to_a_filler() {
+        let mut munger = started();
+        assert_eq!(seq_of(&mut munger, 0, true), Some(100));
+        // 1 is missing: 2 goes out as 102, keeping 101 open for 1's retransmission.
+        assert_eq!(seq_of(&mut munger, 2, true), Some(102));
+        assert_eq!(munger.take_filler(), None);
+        // 1 arrives late and is not forwarded: 101 must still reach the subscriber.
+        assert_eq!(seq_of(&mut munger, 1, false), None);
+        assert_eq!(munger.take_filler(), Some(101));
+        assert_eq!(munger.take_filler(), None, "once");
+        // A late packet that is forwarded takes its number itself.
+        assert_eq!(seq_of(&mut munger, 4, true), Some(104));
+        assert_eq!(seq_of(&mut munger, 3, true), Some(103));
+        assert_eq!(munger.take_filler(), None);
     }
 
     #[test]

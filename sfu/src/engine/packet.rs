@@ -65,7 +65,11 @@ pub fn describe(
     packet: &RtpPacket<'_>,
     payload: &[u8],
     ctx: &ParseContext<'_>,
-) -> (Option<PayloadDescriptor>, Option<DependencyDescriptor>, Option<AudioLevel>) {
+) -> (
+    Option<PayloadDescriptor>,
+    Option<DependencyDescriptor>,
+    Option<AudioLevel>,
+) {
     let descriptor = (!payload.is_empty())
         .then(|| parse_payload(ctx.codec, payload).ok())
         .flatten();
@@ -82,7 +86,10 @@ pub fn describe(
 
 /// Whether a packet starts a keyframe: a DD that attaches a structure, or the codec's own
 /// descriptor.
-pub fn is_keyframe_start(descriptor: Option<&PayloadDescriptor>, dd: Option<&DependencyDescriptor>) -> bool {
+pub fn is_keyframe_start(
+    descriptor: Option<&PayloadDescriptor>,
+    dd: Option<&DependencyDescriptor>,
+) -> bool {
     if let Some(dd) = dd {
         return dd.start_of_frame && dd.attached_structure.is_some();
     }

@@ -139,7 +139,10 @@ impl Receiver {
 
     /// A stored packet, if still kept.
     pub fn packet(&self, at: PacketRef) -> Option<&ParsedPacket> {
-        self.streams.get(usize::from(at.stream))?.ring.get(at.ext_seq)
+        self.streams
+            .get(usize::from(at.stream))?
+            .ring
+            .get(at.ext_seq)
     }
 
     /// Sequence numbers due for a NACK, per stream SSRC, into `out`.
@@ -152,7 +155,10 @@ impl Receiver {
 
     /// When a NACK may next be due.
     pub fn next_timeout(&self) -> Option<Instant> {
-        self.streams.iter().filter_map(|s| s.nack.next_timeout()).min()
+        self.streams
+            .iter()
+            .filter_map(|s| s.nack.next_timeout())
+            .min()
     }
 
     fn receive_inner(&mut self, now: Instant, bytes: Bytes) -> Result<PacketRef, ReceiveError> {
@@ -198,7 +204,12 @@ impl Receiver {
             structure: stream.structure.as_ref(),
         };
         let (descriptor, dd, audio_level) = describe(&packet, &bytes[payload.clone()], &ctx);
-        if self.config.dd_ext_id.is_some_and(|id| packet.extension(id).is_some()) && dd.is_none() {
+        if self
+            .config
+            .dd_ext_id
+            .is_some_and(|id| packet.extension(id).is_some())
+            && dd.is_none()
+        {
             self.counters.bad_dd += 1;
         }
         if let Some(structure) = dd.as_ref().and_then(|d| d.attached_structure.clone()) {

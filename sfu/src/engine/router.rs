@@ -15,7 +15,9 @@ use selector::LayerLimits;
 use super::down_track::{DownTrack, DownTrackCounters, Transmit, WriteError};
 use super::keyframe::{KeyframeCounters, KeyframeRequester, DEFAULT_KEYFRAME_INTERVAL};
 use super::receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters};
-use super::rtcp::{parse_compound, Nack, NackPairs, Pli, RtcpCrateWriter, RtcpFeedback, RtcpWriter};
+use super::rtcp::{
+    parse_compound, Nack, NackPairs, Pli, RtcpCrateWriter, RtcpFeedback, RtcpWriter,
+};
 use super::track::{DownTrackConfig, DownTrackId, TrackConfig, TrackId};
 
 /// Router settings.
@@ -71,8 +73,14 @@ pub struct Output {
 /// Work queued by inputs and done when outputs are polled.
 #[derive(Debug, Clone, Copy)]
 enum Job {
-    Forward { down_track: DownTrackId, at: PacketRef },
-    Retransmit { down_track: DownTrackId, out_seq: u16 },
+    Forward {
+        down_track: DownTrackId,
+        at: PacketRef,
+    },
+    Retransmit {
+        down_track: DownTrackId,
+        out_seq: u16,
+    },
 }
 
 #[derive(Debug)]
@@ -84,9 +92,20 @@ struct Published {
 
 /// RTCP the router owes publishers.
 #[derive(Debug, Clone, Copy)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "NACK pairs stay inline so a NACK costs no allocation; the queue holds a handful"
+)]
 enum PendingRtcp {
-    Pli { track: TrackId, media_ssrc: u32 },
-    Nack { track: TrackId, media_ssrc: u32, pairs: NackPairs },
+    Pli {
+        track: TrackId,
+        media_ssrc: u32,
+    },
+    Nack {
+        track: TrackId,
+        media_ssrc: u32,
+        pairs: NackPairs,
+    },
 }
 
 /// Router-wide counters.
@@ -138,7 +157,11 @@ impl Router {
     }
 
     pub fn publish(&mut self, config: TrackConfig) -> Result<TrackId, RouterError> {
-        let ssrcs = config.streams.iter().flat_map(|s| [Some(s.ssrc), s.rtx_ssrc]).flatten();
+        let ssrcs = config
+            .streams
+            .iter()
+            .flat_map(|s| [Some(s.ssrc), s.rtx_ssrc])
+            .flatten();
         if ssrcs.clone().any(|ssrc| self.by_ssrc.contains_key(&ssrc)) {
             return Err(RouterError::SsrcInUse);
         }
@@ -148,13 +171,23 @@ impl Router {
         }
         let keyframes = KeyframeRequester::new(config.streams.len(), self.config.keyframe_interval);
         let receiver = Receiver::new(config);
-        self.tracks.insert(id, Published { receiver, keyframes, subscribers: Vec::new() });
+        self.tracks.insert(
+            id,
+            Published {
+                receiver,
+                keyframes,
+                subscribers: Vec::new(),
+            },
+        );
         Ok(id)
     }
 
     /// Removes a track and every subscription to it.
     pub fn unpublish(&mut self, track: TrackId) -> Result<(), RouterError> {
-        let published = self.tracks.remove(&track).ok_or(RouterError::UnknownTrack)?;
+        let published = self
+            .tracks
+            .remove(&track)
+            .ok_or(RouterError::UnknownTrack)?;
         self.by_ssrc.retain(|_, t| *t != track);
         for down_track in published.subscribers {
             self.down_tracks.remove(&down_track);
@@ -162,9 +195,17 @@ impl Router {
         Ok(())
     }
 
-    pub fn subscribe(&mut self, track: TrackId, config: DownTrackConfig, limits: LayerLimits) -> Result<DownTrackId, RouterError> {
+    pub fn subscribe(
+        &mut self,
+        track: TrackId,
+        config: DownTrackConfig,
+        limits: LayerLimits,
+    ) -> Result<DownTrackId, RouterError> {
         let id = DownTrackId(self.next_id());
-        let published = self.tracks.get_mut(&track).ok_or(RouterError::UnknownTrack)?;
+        let published = self
+            .tracks
+            .get_mut(&track)
+            .ok_or(RouterError::UnknownTrack)?;
         let down_track = DownTrack::new(track, published.receiver.config(), config, limits);
         published.subscribers.push(id);
         self.down_tracks.insert(id, down_track);
@@ -172,7 +213,10 @@ impl Router {
     }
 
     pub fn unsubscribe(&mut self, down_track: DownTrackId) -> Result<(), RouterError> {
-        let removed = self.down_tracks.remove(&down_track).ok_or(RouterError::UnknownDownTrack)?;
+        let removed = self
+            .down_tracks
+            .remove(&down_track)
+            .ok_or(RouterError::UnknownDownTrack)?;
         if let Some(published) = self.tracks.get_mut(&removed.track()) {
             published.subscribers.retain(|&d| d != down_track);
         }
@@ -184,12 +228,18 @@ impl Router {
     }
 
     pub fn set_limits(&mut self, id: DownTrackId, limits: LayerLimits) -> Result<(), RouterError> {
-        self.down_tracks.get(&id).ok_or(RouterError::UnknownDownTrack)?.set_limits(limits);
+        self.down_tracks
+            .get(&id)
+            .ok_or(RouterError::UnknownDownTrack)?
+            .set_limits(limits);
         Ok(())
     }
 
     pub fn set_muted(&mut self, id: DownTrackId, muted: bool) -> Result<(), RouterError> {
-        self.down_tracks.get(&id).ok_or(RouterError::UnknownDownTrack)?.set_muted(muted);
+        self.down_tracks
+            .get(&id)
+            .ok_or(RouterError::UnknownDownTrack)?
+            .set_muted(muted);
         Ok(())
     }
 
@@ -214,7 +264,9 @@ impl Router {
     /// changes.
     pub fn handle_rtp(&mut self, now: Instant, packet: Bytes) -> Result<(), ReceiveError> {
         self.counters.rtp_in += 1;
-        let ssrc = packet.get(8..12).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        let ssrc = packet
+            .get(8..12)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
         let Some(&track) = ssrc.and_then(|ssrc| self.by_ssrc.get(&ssrc)) else {
             self.counters.unknown_ssrc += 1;
             return Err(ReceiveError::UnknownSsrc);
@@ -225,20 +277,36 @@ impl Router {
         let at = published.receiver.receive(now, packet).inspect_err(|_| {
             self.counters.dropped_in += 1;
         })?;
-        self.jobs.extend(published.subscribers.iter().map(|&down_track| Job::Forward { down_track, at }));
+        self.jobs.extend(
+            published
+                .subscribers
+                .iter()
+                .map(|&down_track| Job::Forward { down_track, at }),
+        );
         Ok(())
     }
 
     /// RTCP from a subscriber about its DownTrack: NACKs are answered from what it was sent,
     /// PLI and FIR become (throttled) keyframe requests to the publisher.
-    pub fn handle_subscriber_rtcp(&mut self, _now: Instant, id: DownTrackId, datagram: &[u8]) -> Result<(), RouterError> {
-        let down_track = self.down_tracks.get(&id).ok_or(RouterError::UnknownDownTrack)?;
+    pub fn handle_subscriber_rtcp(
+        &mut self,
+        _now: Instant,
+        id: DownTrackId,
+        datagram: &[u8],
+    ) -> Result<(), RouterError> {
+        let down_track = self
+            .down_tracks
+            .get(&id)
+            .ok_or(RouterError::UnknownDownTrack)?;
         self.counters.rtcp_in += 1;
         let mut keyframe = false;
         let jobs = &mut self.jobs;
         let parsed = parse_compound(datagram, |item| match item {
             RtcpFeedback::Nack(nack) => {
-                jobs.extend(nack.pairs.lost().map(|out_seq| Job::Retransmit { down_track: id, out_seq }));
+                jobs.extend(nack.pairs.lost().map(|out_seq| Job::Retransmit {
+                    down_track: id,
+                    out_seq,
+                }));
             }
             RtcpFeedback::Pli(_) | RtcpFeedback::Fir(_) => keyframe = true,
             _ => {}
@@ -248,10 +316,15 @@ impl Router {
         }
         if keyframe {
             let stream = down_track.current_layer().map_or(0, |l| l.spatial);
-            let simulcast = self.tracks.get(&down_track.track()).is_some_and(|p| p.receiver.config().is_simulcast());
+            let simulcast = self
+                .tracks
+                .get(&down_track.track())
+                .is_some_and(|p| p.receiver.config().is_simulcast());
             let track = down_track.track();
             if let Some(published) = self.tracks.get_mut(&track) {
-                published.keyframes.request(if simulcast { stream } else { 0 });
+                published
+                    .keyframes
+                    .request(if simulcast { stream } else { 0 });
             }
         }
         Ok(())
@@ -262,7 +335,9 @@ impl Router {
         let rtt = self.config.rtt;
         for (&track, published) in &mut self.tracks {
             self.nack_scratch.clear();
-            published.receiver.poll_nacks(now, rtt, &mut self.nack_scratch);
+            published
+                .receiver
+                .poll_nacks(now, rtt, &mut self.nack_scratch);
             queue_nacks(&mut self.rtcp, track, &self.nack_scratch);
             while let Some(stream) = published.keyframes.poll(now) {
                 let media_ssrc = published.receiver.config().streams[usize::from(stream)].ssrc;
@@ -285,7 +360,10 @@ impl Router {
         while let Some(job) = self.jobs.pop_front() {
             let result = match job {
                 Job::Forward { down_track, at } => self.forward(down_track, at, buf),
-                Job::Retransmit { down_track, out_seq } => self.retransmit(down_track, out_seq, buf),
+                Job::Retransmit {
+                    down_track,
+                    out_seq,
+                } => self.retransmit(down_track, out_seq, buf),
             };
             match result {
                 Ok(Some(output)) => return Some(output),
@@ -304,21 +382,46 @@ impl Router {
             let (track, item) = match pending {
                 PendingRtcp::Pli { track, media_ssrc } => {
                     self.counters.plis_sent += 1;
-                    (track, RtcpFeedback::Pli(Pli { sender_ssrc, media_ssrc }))
+                    (
+                        track,
+                        RtcpFeedback::Pli(Pli {
+                            sender_ssrc,
+                            media_ssrc,
+                        }),
+                    )
                 }
-                PendingRtcp::Nack { track, media_ssrc, pairs } => {
+                PendingRtcp::Nack {
+                    track,
+                    media_ssrc,
+                    pairs,
+                } => {
                     self.counters.nacks_sent += 1;
-                    (track, RtcpFeedback::Nack(Nack { sender_ssrc, media_ssrc, pairs }))
+                    (
+                        track,
+                        RtcpFeedback::Nack(Nack {
+                            sender_ssrc,
+                            media_ssrc,
+                            pairs,
+                        }),
+                    )
                 }
             };
             if let Ok(len) = self.rtcp_writer.write(&item, buf) {
-                return Some(RtcpTransmit { to: RtcpTarget::Publisher(track), len });
+                return Some(RtcpTransmit {
+                    to: RtcpTarget::Publisher(track),
+                    len,
+                });
             }
         }
         None
     }
 
-    fn forward(&mut self, id: DownTrackId, at: PacketRef, buf: &mut [u8]) -> Result<Option<Output>, WriteError> {
+    fn forward(
+        &mut self,
+        id: DownTrackId,
+        at: PacketRef,
+        buf: &mut [u8],
+    ) -> Result<Option<Output>, WriteError> {
         let Some(down_track) = self.down_tracks.get(&id) else {
             return Ok(None);
         };
@@ -332,22 +435,36 @@ impl Router {
         if let Some(stream) = down_track.take_keyframe_request() {
             published.keyframes.request(stream);
         }
-        Ok(transmit?.map(|transmit| Output { down_track: id, transmit }))
+        Ok(transmit?.map(|transmit| Output {
+            down_track: id,
+            transmit,
+        }))
     }
 
-    fn retransmit(&mut self, id: DownTrackId, out_seq: u16, buf: &mut [u8]) -> Result<Option<Output>, WriteError> {
+    fn retransmit(
+        &mut self,
+        id: DownTrackId,
+        out_seq: u16,
+        buf: &mut [u8],
+    ) -> Result<Option<Output>, WriteError> {
         let Some(down_track) = self.down_tracks.get(&id) else {
             return Ok(None);
         };
         let Some(at) = down_track.sent_source(out_seq) else {
             return Ok(None);
         };
-        let packet = self.tracks.get(&down_track.track()).and_then(|p| p.receiver.packet(at));
+        let packet = self
+            .tracks
+            .get(&down_track.track())
+            .and_then(|p| p.receiver.packet(at));
         let Some(packet) = packet else {
             return Ok(None);
         };
         let transmit = down_track.write_retransmission(out_seq, packet, buf)?;
-        Ok(Some(Output { down_track: id, transmit }))
+        Ok(Some(Output {
+            down_track: id,
+            transmit,
+        }))
     }
 
     fn next_id(&mut self) -> u32 {
@@ -377,6 +494,10 @@ fn queue_nacks(rtcp: &mut VecDeque<PendingRtcp>, track: TrackId, due: &[(u32, u1
 
 fn flush(rtcp: &mut VecDeque<PendingRtcp>, track: TrackId, nack: Option<(u32, NackPairs)>) {
     if let Some((media_ssrc, pairs)) = nack {
-        rtcp.push_back(PendingRtcp::Nack { track, media_ssrc, pairs });
+        rtcp.push_back(PendingRtcp::Nack {
+            track,
+            media_ssrc,
+            pairs,
+        });
     }
 }

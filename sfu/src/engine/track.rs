@@ -40,8 +40,15 @@ impl TrackConfig {
     pub fn single(codec: Codec, ssrc: u32) -> Self {
         Self {
             codec,
-            clock_rate: if codec.kind() == MediaKind::Audio { 48_000 } else { 90_000 },
-            streams: SmallVec::from_slice(&[StreamConfig { ssrc, rtx_ssrc: None }]),
+            clock_rate: if codec.kind() == MediaKind::Audio {
+                48_000
+            } else {
+                90_000
+            },
+            streams: SmallVec::from_slice(&[StreamConfig {
+                ssrc,
+                rtx_ssrc: None,
+            }]),
             dd_ext_id: None,
             audio_level_ext_id: None,
         }

@@ -1,0 +1,657 @@
+//! The engine end to end, in memory and deterministic: generated AV1-style DD streams, a real
+//! VP8 capture and audio through one publisher to several subscribers; loss on either side with
+//! NACK recovery; a keyframe storm; simulcast switching; bad input.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rtp_ext::codec::Codec;
+use rtp_ext::dd::{DependencyDescriptor, DependencyDescriptorWriter, FrameDependencyStructure};
+use rtp_ext::rtp::{
+    write_header, ExtensionElement, ExtensionIds, ExtensionSelection, RtpFields, RtpPacket,
+};
+use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
+use selector::{Layer, LayerLimits};
+use sfu::engine::rtcp::{Nack, NackPairs, Pli, RtcpCrateWriter, RtcpFeedback, RtcpWriter};
+use sfu::engine::{
+    DownTrackConfig, DownTrackId, Router, RouterConfig, StreamConfig, TrackConfig, TrackId,
+};
+
+mod common;
+
+const DD_EXT: u8 = 11;
+const FRAME: Duration = Duration::from_millis(33);
+
+/// An RTP packet of a generated frame: the DD as extension 11, a payload naming the frame.
+fn rtp_bytes(
+    packet: &GeneratedPacket,
+    writer: &mut DependencyDescriptorWriter,
+    structure: &Arc<FrameDependencyStructure>,
+) -> Bytes {
+    let dd = writer
+        .write_bytes(&packet.descriptor, Some(structure), u32::MAX)
+        .expect("valid DD");
+    let blank = [0x80u8, 96, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let source = RtpPacket::parse(&blank).expect("bare header");
+    let fields = RtpFields {
+        marker: packet.marker,
+        payload_type: 45,
+        sequence_number: packet.sequence_number,
+        timestamp: packet.timestamp,
+        ssrc: packet.ssrc,
+    };
+    let added = [ExtensionElement {
+        id: DD_EXT,
+        data: &dd,
+    }];
+    let selection = ExtensionSelection {
+        keep: ExtensionIds::NONE,
+        added: &added,
+        two_byte_allowed: true,
+    };
+    let mut buf = vec![0u8; 1500];
+    let len = write_header(&source, &fields, &selection, &mut buf).expect("fits");
+    buf.truncate(len);
+    buf.extend_from_slice(&packet.frame_number.to_be_bytes());
+    buf.extend_from_slice(&[0xAB; 100]);
+    Bytes::from(buf)
+}
+
+/// What one subscriber received.
+#[derive(Default)]
+struct Received {
+    packets: Vec<Vec<u8>>,
+}
+
+impl Received {
+    fn headers(&self) -> Vec<RtpFields> {
+        self.packets
+            .iter()
+            .map(|p| RtpPacket::parse(p).expect("valid RTP out").fields())
+            .collect()
+    }
+
+    fn source_frame(packet: &[u8]) -> u64 {
+        let parsed = RtpPacket::parse(packet).expect("valid RTP out");
+        u64::from_be_bytes(parsed.payload()[..8].try_into().expect("frame number"))
+    }
+}
+
+/// A router with one published DD track and the subscribers' received packets.
+struct Session {
+    now: Instant,
+    router: Router,
+    track: TrackId,
+    subscribers: Vec<DownTrackId>,
+    received: HashMap<DownTrackId, Received>,
+    rtcp_to_publisher: Vec<Vec<u8>>,
+}
+
+impl Session {
+    fn new(config: TrackConfig) -> Self {
+        let mut router = Router::new(RouterConfig::default());
+        let track = router.publish(config).expect("new SSRCs");
+        Self {
+            now: Instant::now(),
+            router,
+            track,
+            subscribers: Vec::new(),
+            received: HashMap::new(),
+            rtcp_to_publisher: Vec::new(),
+        }
+    }
+
+    fn subscribe(&mut self, target: Layer) -> DownTrackId {
+        let mut config = DownTrackConfig::new(0x5000 + self.subscribers.len() as u32, 45);
+        config.dd_ext_id = Some(DD_EXT);
+        let id = self
+            .router
+            .subscribe(self.track, config, limits(target))
+            .expect("track exists");
+        self.subscribers.push(id);
+        id
+    }
+
+    /// Feeds packets in and drains every output; `lose_out` drops output packets to a
+    /// subscriber (by its output sequence number) before they arrive.
+    fn feed(
+        &mut self,
+        packets: impl IntoIterator<Item = Bytes>,
+        lose_out: &dyn Fn(DownTrackId, u16) -> bool,
+    ) {
+        for packet in packets {
+            let _ = self.router.handle_rtp(self.now, packet);
+            self.drain(lose_out);
+        }
+    }
+
+    fn drain(&mut self, lose_out: &dyn Fn(DownTrackId, u16) -> bool) {
+        let mut buf = [0u8; 1500];
+        while let Some(out) = self.router.poll_transmit(&mut buf) {
+            let mut bytes = buf[..out.transmit.len].to_vec();
+            bytes.extend_from_slice(&out.transmit.payload);
+            let seq = RtpPacket::parse(&bytes)
+                .expect("valid RTP out")
+                .fields()
+                .sequence_number;
+            if !lose_out(out.down_track, seq) || out.transmit.retransmission {
+                self.received
+                    .entry(out.down_track)
+                    .or_default()
+                    .packets
+                    .push(bytes);
+            }
+        }
+        self.router.handle_timeout(self.now);
+        while let Some(rtcp) = self.router.poll_rtcp(&mut buf) {
+            self.rtcp_to_publisher.push(buf[..rtcp.len].to_vec());
+        }
+    }
+
+    fn advance(&mut self, by: Duration) {
+        self.now += by;
+        self.router.handle_timeout(self.now);
+        self.drain(&|_, _| false);
+    }
+}
+
+fn limits(target: Layer) -> LayerLimits {
+    LayerLimits {
+        target,
+        max: Layer::MAX,
+    }
+}
+
+fn dd_track(ssrc: u32) -> TrackConfig {
+    let mut config = TrackConfig::single(Codec::Av1, ssrc);
+    config.dd_ext_id = Some(DD_EXT);
+    config
+}
+
+fn generated(mode: ScalabilityMode, tus: usize) -> (Vec<GeneratedPacket>, Vec<Bytes>) {
+    let config = GeneratorConfig {
+        keyframe_interval_tus: 60,
+        ssrc: 0x1000,
+        first_seq: 65_000,
+        ..Default::default()
+    };
+    let mut generator = StreamGenerator::new(mode, config);
+    let structure = generator.structure().clone();
+    let mut writer = DependencyDescriptorWriter::new();
+    let mut packets = Vec::new();
+    let mut tu = 0;
+    while tu < tus {
+        let p = generator.next().expect("endless");
+        tu += usize::from(p.marker);
+        packets.push(p);
+    }
+    let bytes = packets
+        .iter()
+        .map(|p| rtp_bytes(p, &mut writer, &structure))
+        .collect();
+    (packets, bytes)
+}
+
+/// Per subscriber: contiguous sequence numbers, monotonic timestamps, one marker per temporal
+/// unit on the highest forwarded spatial layer, and every forwarded frame's references
+/// forwarded before it.
+fn check_subscriber(received: &Received, truth: &HashMap<u64, &GeneratedPacket>, top_spatial: u8) {
+    let headers = received.headers();
+    assert!(!headers.is_empty());
+    for pair in headers.windows(2) {
+        assert_eq!(
+            pair[1].sequence_number,
+            pair[0].sequence_number.wrapping_add(1),
+            "contiguous"
+        );
+        assert!(
+            pair[1].timestamp.wrapping_sub(pair[0].timestamp) < 1 << 31,
+            "monotonic timestamps"
+        );
+    }
+    let mut forwarded = HashSet::new();
+    let mut markers_per_ts: HashMap<u32, u32> = HashMap::new();
+    for (bytes, header) in received.packets.iter().zip(&headers) {
+        let frame = Received::source_frame(bytes);
+        let source = truth[&frame];
+        for reference in source.references.iter() {
+            assert!(
+                forwarded.contains(reference),
+                "frame {frame} before its reference {reference}"
+            );
+        }
+        if source.end_of_frame() {
+            forwarded.insert(frame);
+        }
+        *markers_per_ts.entry(header.timestamp).or_default() += u32::from(header.marker);
+        if header.marker {
+            assert_eq!(
+                source.spatial_id(),
+                top_spatial,
+                "marker on the top forwarded layer"
+            );
+            assert!(source.end_of_frame());
+        }
+    }
+    assert!(
+        markers_per_ts.values().all(|&m| m == 1),
+        "one marker per temporal unit"
+    );
+}
+
+#[test]
+fn l3t3_to_subscribers_at_three_layers() {
+    let (packets, bytes) = generated(ScalabilityMode::L3T3, 200);
+    let truth: HashMap<u64, &GeneratedPacket> =
+        packets.iter().map(|p| (p.frame_number, p)).collect();
+    let mut session = Session::new(dd_track(0x1000));
+    let targets = [Layer::new(0, 0), Layer::new(1, 1), Layer::new(2, 2)];
+    let subscribers: Vec<_> = targets.iter().map(|&t| session.subscribe(t)).collect();
+    session.feed(bytes, &|_, _| false);
+    let mut counts = Vec::new();
+    for (id, target) in subscribers.iter().zip(targets) {
+        let received = &session.received[id];
+        check_subscriber(received, &truth, target.spatial);
+        let structure = packets[0]
+            .descriptor
+            .attached_structure
+            .clone()
+            .expect("keyframe structure");
+        for bytes in &received.packets {
+            let packet = RtpPacket::parse(bytes).expect("RTP");
+            let dd = DependencyDescriptor::parse(
+                packet.extension(DD_EXT).expect("DD out"),
+                Some(&structure),
+            )
+            .expect("DD");
+            let layer = Layer::new(dd.spatial_id(), dd.temporal_id());
+            assert!(target.covers(layer), "{layer:?} beyond {target:?}");
+        }
+        counts.push(received.packets.len());
+    }
+    assert!(counts[0] < counts[1] && counts[1] < counts[2] && counts[2] == bytes_len(&packets));
+}
+
+fn bytes_len(packets: &[GeneratedPacket]) -> usize {
+    packets.len()
+}
+
+#[test]
+fn subscriber_loss_is_repaired_with_the_same_bytes() {
+    let (packets, bytes) = generated(ScalabilityMode::L3T3, 60);
+    let truth: HashMap<u64, &GeneratedPacket> =
+        packets.iter().map(|p| (p.frame_number, p)).collect();
+    let mut session = Session::new(dd_track(0x1000));
+    let id = session.subscribe(Layer::new(1, 2));
+    // What a lossless subscriber gets, for comparison.
+    let mut clean = Session::new(dd_track(0x1000));
+    let clean_id = clean.subscribe(Layer::new(1, 2));
+    clean.feed(bytes.clone(), &|_, _| false);
+    let lost = |seq: u16| seq % 7 == 3;
+    session.feed(bytes, &|_, seq| lost(seq));
+    let received_seqs: HashSet<u16> = session.received[&id]
+        .headers()
+        .iter()
+        .map(|h| h.sequence_number)
+        .collect();
+    let missing: Vec<u16> = clean.received[&clean_id]
+        .headers()
+        .iter()
+        .map(|h| h.sequence_number)
+        .filter(|s| !received_seqs.contains(s))
+        .collect();
+    assert!(missing.len() > 10, "the subscriber lost packets");
+    let mut pairs = NackPairs::default();
+    for &seq in &missing {
+        pairs.push(seq).expect("fits in one NACK");
+    }
+    let nack = RtcpFeedback::Nack(Nack {
+        sender_ssrc: 9,
+        media_ssrc: 0x5000,
+        pairs,
+    });
+    let mut rtcp = [0u8; 1500];
+    let len = RtcpCrateWriter::new(b"sub")
+        .expect("cname")
+        .write(&nack, &mut rtcp)
+        .expect("writes");
+    session
+        .router
+        .handle_subscriber_rtcp(session.now, id, &rtcp[..len])
+        .expect("known");
+    session.drain(&|_, _| false);
+    let mut all = session.received.remove(&id).expect("received");
+    // Retransmissions are byte-identical to what the lossless subscriber got.
+    let clean_by_seq: HashMap<u16, &Vec<u8>> = clean.received[&clean_id]
+        .packets
+        .iter()
+        .map(|p| {
+            (
+                RtpPacket::parse(p).expect("RTP").fields().sequence_number,
+                p,
+            )
+        })
+        .collect();
+    for p in &all.packets {
+        let seq = RtpPacket::parse(p).expect("RTP").fields().sequence_number;
+        assert_eq!(
+            p, clean_by_seq[&seq],
+            "packet {seq} differs from the lossless run"
+        );
+    }
+    all.packets.sort_by_key(|p| {
+        RtpPacket::parse(p)
+            .expect("RTP")
+            .fields()
+            .sequence_number
+            .wrapping_sub(65_000)
+    });
+    assert_eq!(all.packets.len(), clean_by_seq.len(), "every loss repaired");
+    check_subscriber(&all, &truth, 1);
+}
+
+#[test]
+fn publisher_loss_is_nacked_and_nothing_deliberately_dropped_is() {
+    let (packets, bytes) = generated(ScalabilityMode::L3T3, 60);
+    let mut session = Session::new(dd_track(0x1000));
+    let low = session.subscribe(Layer::new(0, 0));
+    let lost: Vec<u16> = packets
+        .iter()
+        .map(|p| p.sequence_number)
+        .filter(|s| s % 11 == 5)
+        .collect();
+    let (kept, dropped): (Vec<_>, Vec<_>) = bytes
+        .into_iter()
+        .zip(&packets)
+        .partition(|(_, p)| !lost.contains(&p.sequence_number));
+    session.feed(kept.into_iter().map(|(b, _)| b), &|_, _| false);
+    session.advance(Duration::from_millis(20));
+    let nacked: HashSet<u16> = session
+        .rtcp_to_publisher
+        .iter()
+        .flat_map(|datagram| {
+            let mut seqs = Vec::new();
+            sfu::engine::rtcp::parse_compound(datagram, |item| {
+                if let RtcpFeedback::Nack(n) = item {
+                    seqs.extend(n.pairs.lost());
+                }
+            })
+            .expect("our RTCP parses");
+            seqs
+        })
+        .collect();
+    assert_eq!(
+        nacked,
+        lost.iter().copied().collect(),
+        "exactly the lost packets are NACKed"
+    );
+    // The retransmissions arrive; the low subscriber's stream has no gap it would NACK.
+    session.feed(dropped.into_iter().map(|(b, _)| b), &|_, _| false);
+    let headers = session.received[&low].headers();
+    let mut seqs: Vec<u16> = headers
+        .iter()
+        .map(|h| h.sequence_number.wrapping_sub(headers[0].sequence_number))
+        .collect();
+    seqs.sort_unstable();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "no gap: deliberate drops are not NACKable"
+    );
+}
+
+#[test]
+fn a_hundred_subscribers_switching_up_send_one_pli_per_interval() {
+    let (_, bytes) = generated(ScalabilityMode::L3T3Key, 90);
+    let mut session = Session::new(dd_track(0x1000));
+    for _ in 0..100 {
+        session.subscribe(Layer::new(0, 2));
+    }
+    let (first, rest) = bytes.split_at(bytes.len() / 3);
+    session.feed(first.to_vec(), &|_, _| false);
+    let plis_before = session.router.counters().plis_sent;
+    for &id in &session.subscribers.clone() {
+        session
+            .router
+            .set_limits(id, limits(Layer::new(2, 2)))
+            .expect("known");
+    }
+    // One temporal unit's packets per frame interval, for about two seconds.
+    for chunk in rest.chunks(10) {
+        session.feed(chunk.to_vec(), &|_, _| false);
+        session.advance(FRAME);
+    }
+    let plis = session.router.counters().plis_sent - plis_before;
+    let elapsed_ms = (rest.len() / 10 + 1) as u64 * 33;
+    assert!(plis >= 1, "the switch asked for a keyframe");
+    assert!(
+        plis <= elapsed_ms / 500 + 1,
+        "{plis} PLIs in {elapsed_ms} ms"
+    );
+    let asked = session
+        .router
+        .keyframe_counters(session.track)
+        .expect("track")
+        .asked;
+    assert!(asked >= 100, "every subscriber asked ({asked})");
+}
+
+#[test]
+fn subscriber_pli_becomes_one_throttled_request() {
+    let (_, bytes) = generated(ScalabilityMode::L1T3, 10);
+    let mut session = Session::new(dd_track(0x1000));
+    let ids: Vec<_> = (0..5).map(|_| session.subscribe(Layer::MAX)).collect();
+    session.feed(bytes, &|_, _| false);
+    let pli = RtcpFeedback::Pli(Pli {
+        sender_ssrc: 9,
+        media_ssrc: 0x5000,
+    });
+    let mut rtcp = [0u8; 64];
+    let len = RtcpCrateWriter::new(b"sub")
+        .expect("cname")
+        .write(&pli, &mut rtcp)
+        .expect("writes");
+    for id in ids {
+        session
+            .router
+            .handle_subscriber_rtcp(session.now, id, &rtcp[..len])
+            .expect("known");
+    }
+    let before = session.router.counters().plis_sent;
+    session.advance(Duration::from_millis(1));
+    assert_eq!(session.router.counters().plis_sent - before, 1);
+}
+
+#[test]
+fn bad_input_is_counted_and_dropped_without_touching_other_tracks() {
+    let (packets, bytes) = generated(ScalabilityMode::L1T3, 30);
+    let truth: HashMap<u64, &GeneratedPacket> =
+        packets.iter().map(|p| (p.frame_number, p)).collect();
+    let mut session = Session::new(dd_track(0x1000));
+    let id = session.subscribe(Layer::MAX);
+    let other = session
+        .router
+        .publish(TrackConfig::single(Codec::Opus, 0x2000))
+        .expect("new");
+    let mut garbage: Vec<Bytes> = vec![
+        Bytes::from_static(b""),
+        Bytes::from_static(b"\x80"),
+        Bytes::from_static(&[0x80, 45, 0, 1, 0, 0, 0, 1, 0, 0, 0x77, 0x77]),
+        Bytes::from_static(&[0x40; 40]),
+        Bytes::from_static(&[0x90, 45, 0, 1, 0, 0, 0, 1, 0, 0, 0x10, 0, 0xBE, 0xDE, 0, 9]),
+    ];
+    // The same track's SSRC with a huge sequence jump and a truncated extension.
+    garbage.push(Bytes::from_static(&[
+        0x80, 45, 0x80, 0, 0, 0, 0, 1, 0, 0, 0x10, 0, 1, 2,
+    ]));
+    let mut interleaved = Vec::new();
+    for (i, b) in bytes.into_iter().enumerate() {
+        interleaved.push(b);
+        if let Some(g) = garbage.get(i % 40) {
+            interleaved.push(g.clone());
+        }
+    }
+    session.feed(interleaved, &|_, _| false);
+    let counters = session.router.counters();
+    assert!(
+        counters.unknown_ssrc + counters.dropped_in >= 4,
+        "{counters:?}"
+    );
+    check_subscriber(&session.received[&id], &truth, 0);
+    assert!(
+        session
+            .router
+            .receiver_counters(other)
+            .expect("other track")
+            .received
+            == 0
+    );
+}
+
+#[test]
+fn simulcast_switch_keeps_timestamps_smooth() {
+    let mut config = TrackConfig::single(Codec::Av1, 0x100);
+    config.dd_ext_id = Some(DD_EXT);
+    config.streams = (0..3)
+        .map(|s| StreamConfig {
+            ssrc: 0x100 + s,
+            rtx_ssrc: None,
+        })
+        .collect();
+    let mut session = Session::new(config);
+    let id = session.subscribe(Layer::new(0, 2));
+    let mut streams: Vec<_> = (0..3u32)
+        .map(|s| {
+            let g = StreamGenerator::new(
+                ScalabilityMode::L1T3,
+                GeneratorConfig {
+                    keyframe_interval_tus: 30,
+                    ssrc: 0x100 + s,
+                    first_seq: (s * 20_000) as u16,
+                    first_timestamp: s * 1_000_000_007,
+                    seed: u64::from(s),
+                    ..Default::default()
+                },
+            );
+            let structure = g.structure().clone();
+            (g, structure, DependencyDescriptorWriter::new())
+        })
+        .collect();
+    for tu in 0..150 {
+        if tu == 50 {
+            session
+                .router
+                .set_limits(id, limits(Layer::new(2, 2)))
+                .expect("known");
+        }
+        if tu == 100 {
+            session
+                .router
+                .set_limits(id, limits(Layer::new(1, 2)))
+                .expect("known");
+        }
+        for (g, structure, writer) in &mut streams {
+            loop {
+                let p = g.next().expect("endless");
+                let end = p.marker;
+                let bytes = rtp_bytes(&p, writer, structure);
+                session.feed([bytes], &|_, _| false);
+                if end {
+                    break;
+                }
+            }
+        }
+        session.advance(FRAME);
+    }
+    let headers = session.received[&id].headers();
+    let mut ts_steps = Vec::new();
+    for pair in headers.windows(2) {
+        assert_eq!(
+            pair[1].sequence_number,
+            pair[0].sequence_number.wrapping_add(1)
+        );
+        let step = pair[1].timestamp.wrapping_sub(pair[0].timestamp);
+        assert!(step < 1 << 31, "timestamps never go back");
+        ts_steps.push(step);
+    }
+    assert!(
+        ts_steps.iter().all(|&s| s <= 3000 * 4),
+        "no timestamp jump across switches: {:?}",
+        ts_steps.iter().max()
+    );
+    assert_eq!(
+        session
+            .router
+            .down_track(id)
+            .and_then(|d| d.current_layer())
+            .map(|l| l.spatial),
+        Some(1)
+    );
+}
+
+#[test]
+fn audio_passes_through_and_its_level_is_surfaced() {
+    let mut config = TrackConfig::single(Codec::Opus, 0x3000);
+    config.audio_level_ext_id = Some(1);
+    let mut session = Session::new(config);
+    let id = session.subscribe(Layer::MAX);
+    let blank = [0x80u8, 111, 0, 0, 0, 0, 0, 0, 0, 0, 0x30, 0];
+    let source = RtpPacket::parse(&blank).expect("bare header");
+    let packets: Vec<Bytes> = (0..50u16)
+        .map(|i| {
+            let fields = RtpFields {
+                marker: false,
+                payload_type: 111,
+                sequence_number: i,
+                timestamp: u32::from(i) * 960,
+                ssrc: 0x3000,
+            };
+            let level = [0x80 | (i as u8 % 100)];
+            let added = [ExtensionElement {
+                id: 1,
+                data: &level,
+            }];
+            let selection = ExtensionSelection {
+                keep: ExtensionIds::NONE,
+                added: &added,
+                two_byte_allowed: false,
+            };
+            let mut buf = vec![0u8; 200];
+            let len = write_header(&source, &fields, &selection, &mut buf).expect("fits");
+            buf.truncate(len);
+            buf.extend_from_slice(&[0xF8; 40]);
+            Bytes::from(buf)
+        })
+        .collect();
+    session.feed(packets, &|_, _| false);
+    assert_eq!(session.received[&id].packets.len(), 50);
+    let level = session.router.audio_level(session.track).expect("level");
+    assert!(level.voice_activity);
+    assert_eq!(level.level, 49);
+}
+
+#[test]
+fn real_vp8_capture_to_two_subscribers() {
+    let packets = common::rtp_packets("vp8.pcap");
+    let ssrc = RtpPacket::parse(&packets[0]).expect("RTP").fields().ssrc;
+    let mut session = Session::new(TrackConfig::single(Codec::Vp8, ssrc));
+    let base = session.subscribe(Layer::new(0, 0));
+    let all = session.subscribe(Layer::MAX);
+    session.feed(
+        packets.iter().map(|p| Bytes::copy_from_slice(p)),
+        &|_, _| false,
+    );
+    for id in [base, all] {
+        let headers = session.received[&id].headers();
+        assert!(headers
+            .windows(2)
+            .all(|w| w[1].sequence_number == w[0].sequence_number.wrapping_add(1)));
+    }
+    assert!(session.received[&base].packets.len() < session.received[&all].packets.len());
+    assert_eq!(
+        session.received[&all].packets.len(),
+        packets.len(),
+        "every packet from the first keyframe"
+    );
+}
