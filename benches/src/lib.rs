@@ -5,6 +5,7 @@
 pub mod alloc_counter;
 pub mod codec;
 pub mod dd;
+pub mod engine;
 pub mod fixtures;
 pub mod rtp;
 pub mod select;
@@ -14,6 +15,8 @@ pub mod select_descriptors;
 /// The operation owns its prepared state, so setup cost stays out of the measurement.
 pub struct Case {
     pub name: &'static str,
+    /// Units of work one operation does (subscriber packets of a fan-out), for per-unit figures.
+    pub units: u64,
     pub op: Box<dyn FnMut()>,
 }
 
@@ -27,8 +30,13 @@ impl std::fmt::Debug for Case {
 
 impl Case {
     pub fn new(name: &'static str, op: impl FnMut() + 'static) -> Self {
+        Self::per_unit(name, 1, op)
+    }
+
+    pub fn per_unit(name: &'static str, units: u64, op: impl FnMut() + 'static) -> Self {
         Self {
             name,
+            units,
             op: Box::new(op),
         }
     }
@@ -41,5 +49,6 @@ pub fn all_cases() -> Vec<Case> {
     cases.extend(codec::cases());
     cases.extend(select::cases());
     cases.extend(select_descriptors::cases());
+    cases.extend(engine::cases());
     cases
 }

@@ -28,6 +28,15 @@ const EXPECTED: &[(&str, u64)] = &[
     ("select/simulcast", 0),
     ("select/vp8", 0),
     ("select/vp9", 0),
+    ("receive/av1_l3t3", 0),
+    ("forward/av1_l3t3/subscriber", 0),
+    ("forward/vp8/subscriber", 0),
+    ("forward/h264/subscriber", 0),
+    ("forward/opus/subscriber", 0),
+    ("fanout/av1_l3t3/1", 0),
+    ("fanout/av1_l3t3/10", 0),
+    ("fanout/av1_l3t3/100", 0),
+    ("fanout/av1_l3t3/1000", 0),
 ];
 
 #[test]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rtp_ext::codec::Codec;
-use rtp_ext::dd::{DependencyDescriptor, DependencyDescriptorWriter, FrameDependencyStructure};
+use rtp_ext::dd::{DependencyDescriptor, FrameDependencyStructure};
 use rtp_ext::rtp::{
     write_header, ExtensionElement, ExtensionIds, ExtensionSelection, RtpFields, RtpPacket,
 };
@@ -25,38 +25,8 @@ const DD_EXT: u8 = 11;
 const FRAME: Duration = Duration::from_millis(33);
 
 /// An RTP packet of a generated frame: the DD as extension 11, a payload naming the frame.
-fn rtp_bytes(
-    packet: &GeneratedPacket,
-    writer: &mut DependencyDescriptorWriter,
-    structure: &Arc<FrameDependencyStructure>,
-) -> Bytes {
-    let dd = writer
-        .write_bytes(&packet.descriptor, Some(structure), u32::MAX)
-        .expect("valid DD");
-    let blank = [0x80u8, 96, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-    let source = RtpPacket::parse(&blank).expect("bare header");
-    let fields = RtpFields {
-        marker: packet.marker,
-        payload_type: 45,
-        sequence_number: packet.sequence_number,
-        timestamp: packet.timestamp,
-        ssrc: packet.ssrc,
-    };
-    let added = [ExtensionElement {
-        id: DD_EXT,
-        data: &dd,
-    }];
-    let selection = ExtensionSelection {
-        keep: ExtensionIds::NONE,
-        added: &added,
-        two_byte_allowed: true,
-    };
-    let mut buf = vec![0u8; 1500];
-    let len = write_header(&source, &fields, &selection, &mut buf).expect("fits");
-    buf.truncate(len);
-    buf.extend_from_slice(&packet.frame_number.to_be_bytes());
-    buf.extend_from_slice(&[0xAB; 100]);
-    Bytes::from(buf)
+fn rtp_bytes(packet: &GeneratedPacket, structure: &Arc<FrameDependencyStructure>) -> Bytes {
+    Bytes::from(packet.rtp_bytes(DD_EXT, structure))
 }
 
 /// What one subscriber received.
@@ -179,7 +149,6 @@ fn generated(mode: ScalabilityMode, tus: usize) -> (Vec<GeneratedPacket>, Vec<By
     };
     let mut generator = StreamGenerator::new(mode, config);
     let structure = generator.structure().clone();
-    let mut writer = DependencyDescriptorWriter::new();
     let mut packets = Vec::new();
     let mut tu = 0;
     while tu < tus {
@@ -187,10 +156,7 @@ fn generated(mode: ScalabilityMode, tus: usize) -> (Vec<GeneratedPacket>, Vec<By
         tu += usize::from(p.marker);
         packets.push(p);
     }
-    let bytes = packets
-        .iter()
-        .map(|p| rtp_bytes(p, &mut writer, &structure))
-        .collect();
+    let bytes = packets.iter().map(|p| rtp_bytes(p, &structure)).collect();
     (packets, bytes)
 }
 
@@ -535,7 +501,7 @@ fn simulcast_switch_keeps_timestamps_smooth() {
                 },
             );
             let structure = g.structure().clone();
-            (g, structure, DependencyDescriptorWriter::new())
+            (g, structure)
         })
         .collect();
     for tu in 0..150 {
@@ -551,11 +517,11 @@ fn simulcast_switch_keeps_timestamps_smooth() {
                 .set_limits(id, limits(Layer::new(1, 2)))
                 .expect("known");
         }
-        for (g, structure, writer) in &mut streams {
+        for (g, structure) in &mut streams {
             loop {
                 let p = g.next().expect("endless");
                 let end = p.marker;
-                let bytes = rtp_bytes(&p, writer, structure);
+                let bytes = rtp_bytes(&p, structure);
                 session.feed([bytes], &|_, _| false);
                 if end {
                     break;

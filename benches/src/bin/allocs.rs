@@ -27,6 +27,14 @@ struct Report {
     ns_per_op: f64,
     allocs_per_op: f64,
     bytes_per_op: f64,
+    /// Units of work per op (subscriber packets of a fan-out).
+    units: u64,
+}
+
+impl Report {
+    fn ns_per_unit(&self) -> f64 {
+        self.ns_per_op / self.units as f64
+    }
 }
 
 fn main() {
@@ -57,22 +65,34 @@ fn main() {
     for case in selected {
         let r = measure(case, fixed_ops);
         if json {
-            println!(
-                "{}",
-                serde_json::json!({
-                    "name": r.name,
-                    "ns_per_op": (r.ns_per_op * 10.0).round() / 10.0,
-                    "allocs_per_op": r.allocs_per_op,
-                    "bytes_per_op": r.bytes_per_op,
-                })
-            );
+            let mut line = serde_json::json!({
+                "name": r.name,
+                "ns_per_op": round1(r.ns_per_op),
+                "allocs_per_op": r.allocs_per_op,
+                "bytes_per_op": r.bytes_per_op,
+            });
+            if r.units > 1 {
+                line["units_per_op"] = r.units.into();
+                line["ns_per_unit"] = round1(r.ns_per_unit()).into();
+                line["units_per_second"] = (1e9 / r.ns_per_unit()).round().into();
+            }
+            println!("{line}");
         } else {
             println!(
-                "{:<36} {:>10.1} {:>10} {:>10}",
-                r.name, r.ns_per_op, r.allocs_per_op, r.bytes_per_op
+                "{:<36} {:>10.1} {:>10} {:>10} {:>10.1} {:>14.0}",
+                r.name,
+                r.ns_per_op,
+                r.allocs_per_op,
+                r.bytes_per_op,
+                r.ns_per_unit(),
+                1e9 / r.ns_per_unit()
             );
         }
     }
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
 }
 
 fn measure(mut case: Case, fixed_ops: Option<u64>) -> Report {
@@ -98,5 +118,6 @@ fn measure(mut case: Case, fixed_ops: Option<u64>) -> Report {
         ns_per_op: elapsed.as_nanos() as f64 / ops as f64,
         allocs_per_op: counted.allocs as f64 / COUNTED_OPS as f64,
         bytes_per_op: counted.bytes as f64 / COUNTED_OPS as f64,
+        units: case.units,
     }
 }

@@ -6,7 +6,11 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use rtp_ext::dd::{
-    DecodeTargetIndication, DependencyDescriptor, FrameDependencyStructure, FrameDependencyTemplate,
+    DecodeTargetIndication, DependencyDescriptor, DependencyDescriptorWriter,
+    FrameDependencyStructure, FrameDependencyTemplate,
+};
+use rtp_ext::rtp::{
+    write_header, ExtensionElement, ExtensionIds, ExtensionSelection, RtpFields, RtpPacket,
 };
 
 use super::encoder::{EncodedFrame, EncoderState, References};
@@ -86,6 +90,40 @@ impl GeneratedPacket {
     /// Whether the frame is part of decode target `dt` (its indication is not "not present").
     pub fn belongs_to(&self, dt: usize) -> bool {
         self.descriptor.frame_dependencies.dtis.get(dt) != DecodeTargetIndication::NotPresent
+    }
+
+    /// The packet on the wire: an RTP header (payload type 45) with the DD as extension
+    /// `dd_ext_id`, then a payload of the frame number (8 bytes, big endian) and 100 filler
+    /// bytes, so a receiver can tell which frame it got.
+    pub fn rtp_bytes(&self, dd_ext_id: u8, structure: &Arc<FrameDependencyStructure>) -> Vec<u8> {
+        let dd = DependencyDescriptorWriter::new()
+            .write_bytes(&self.descriptor, Some(structure), u32::MAX)
+            .expect("generated descriptors fit their structure");
+        let bare = [0x80u8, 45, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let source = RtpPacket::parse(&bare).expect("a bare fixed header parses");
+        let fields = RtpFields {
+            marker: self.marker,
+            payload_type: 45,
+            sequence_number: self.sequence_number,
+            timestamp: self.timestamp,
+            ssrc: self.ssrc,
+        };
+        let added = [ExtensionElement {
+            id: dd_ext_id,
+            data: &dd,
+        }];
+        let selection = ExtensionSelection {
+            keep: ExtensionIds::NONE,
+            added: &added,
+            two_byte_allowed: true,
+        };
+        let mut out = vec![0u8; 1500];
+        let len = write_header(&source, &fields, &selection, &mut out)
+            .expect("a header with one DD fits 1500 bytes");
+        out.truncate(len);
+        out.extend_from_slice(&self.frame_number.to_be_bytes());
+        out.extend_from_slice(&[0xAB; 100]);
+        out
     }
 
     /// The packet as DD selection sees it, with the structure its descriptor refers to.

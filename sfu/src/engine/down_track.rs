@@ -148,19 +148,26 @@ impl DownTrack {
         self.state.lock().forwarder.current()
     }
 
-    /// The stream this subscriber needs a keyframe from, once per need.
-    pub fn take_keyframe_request(&self) -> Option<u8> {
-        self.state.lock().forwarder.take_keyframe_request()
-    }
-
-    /// Decides `packet` and, if it goes out, writes it into `buf`.
+    /// Decides `packet` and, if it goes out, writes it into `buf`. Also returns the stream this
+    /// subscriber now needs a keyframe from, if it does (once per need): one lock for both.
     pub fn write(
         &self,
         packet: &ParsedPacket,
         at: PacketRef,
         buf: &mut [u8],
-    ) -> Result<Option<Transmit>, WriteError> {
+    ) -> (Result<Option<Transmit>, WriteError>, Option<u8>) {
         let mut state = self.state.lock();
+        let result = self.write_locked(&mut state, packet, at, buf);
+        (result, state.forwarder.take_keyframe_request())
+    }
+
+    fn write_locked(
+        &self,
+        state: &mut State,
+        packet: &ParsedPacket,
+        at: PacketRef,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit>, WriteError> {
         let mut dd = [0u8; MAX_DD_SIZE];
         let forwarded = match state.forwarder.forward(packet, &mut dd) {
             Ok(forwarded) => forwarded,

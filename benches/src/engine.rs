@@ -1,0 +1,206 @@
+//! Engine cases: packets through the Router, from a publisher's packet to each subscriber's
+//! header in a caller buffer.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use rtp_ext::codec::{Codec, PictureId, TemporalLayerId, Tl0PicIdx, Vp8Descriptor, Vp8Temporal};
+use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
+use selector::{Layer, LayerLimits};
+use sfu::engine::{DownTrackConfig, Router, RouterConfig, TrackConfig};
+
+use crate::Case;
+
+const DD_EXT: u8 = 11;
+/// Packets replayed per pass; a fresh router starts each pass (sequence numbers repeat).
+const PASS_PACKETS: usize = 20_000;
+
+pub fn cases() -> Vec<Case> {
+    let mut cases = vec![
+        receive(),
+        forward(
+            "forward/av1_l3t3/subscriber",
+            l3t3_track(),
+            l3t3_packets(),
+            Layer::MAX,
+        ),
+        forward(
+            "forward/vp8/subscriber",
+            TrackConfig::single(Codec::Vp8, SSRC),
+            synthetic(vp8_payload),
+            Layer::MAX,
+        ),
+        forward(
+            "forward/h264/subscriber",
+            TrackConfig::single(Codec::H264, SSRC),
+            synthetic(h264_payload),
+            Layer::MAX,
+        ),
+        forward(
+            "forward/opus/subscriber",
+            TrackConfig::single(Codec::Opus, SSRC),
+            synthetic(opus_payload),
+            Layer::MAX,
+        ),
+    ];
+    cases.extend([1, 10, 100, 1000].map(fanout));
+    cases
+}
+
+fn l3t3_track() -> TrackConfig {
+    let mut config = TrackConfig::single(Codec::Av1, 0x1000);
+    config.dd_ext_id = Some(DD_EXT);
+    config
+}
+
+/// A steady L3T3 stream after its keyframe (a keyframe every 300 temporal units).
+fn l3t3_packets() -> Vec<Bytes> {
+    let config = GeneratorConfig {
+        keyframe_interval_tus: 300,
+        ssrc: 0x1000,
+        ..Default::default()
+    };
+    let generator = StreamGenerator::new(ScalabilityMode::L3T3, config);
+    let structure = generator.structure().clone();
+    generator
+        .take(PASS_PACKETS)
+        .map(|p| shared(p.rtp_bytes(DD_EXT, &structure)))
+        .collect()
+}
+
+/// SSRC of the synthetic single-stream tracks.
+const SSRC: u32 = 0x3000;
+
+/// One packet per frame (or audio frame), 3000 ticks apart, each with `payload(i)`.
+fn synthetic(payload: fn(usize) -> Vec<u8>) -> Vec<Bytes> {
+    (0..PASS_PACKETS)
+        .map(|i| {
+            let mut p = vec![0x80, 0x80 | 96];
+            p.extend_from_slice(&(i as u16).to_be_bytes());
+            p.extend_from_slice(&(i as u32 * 3000).to_be_bytes());
+            p.extend_from_slice(&SSRC.to_be_bytes());
+            p.extend_from_slice(&payload(i));
+            shared(p)
+        })
+        .collect()
+}
+
+/// `Bytes` already in its shared form, as a socket's receive buffer hands them out: a `Bytes`
+/// made from a `Vec` allocates its shared header on its first clone, which would otherwise be
+/// charged to the engine.
+fn shared(packet: Vec<u8>) -> Bytes {
+    let bytes = Bytes::from(packet);
+    drop(bytes.clone());
+    bytes
+}
+
+/// VP8 (RFC 7741): a descriptor with a 15-bit picture id, TL0PICIDX and TID 0, the payload
+/// header (a keyframe first), then frame data.
+fn vp8_payload(i: usize) -> Vec<u8> {
+    let descriptor = Vp8Descriptor {
+        extended: true,
+        start_of_partition: true,
+        picture_id: Some(PictureId::extended(i as u16 & 0x7FFF)),
+        tl0_pic_idx: Some(Tl0PicIdx(i as u8)),
+        temporal: Some(Vp8Temporal {
+            tid: TemporalLayerId(0),
+            layer_sync: false,
+        }),
+        ..Default::default()
+    };
+    let mut out = vec![0u8; Vp8Descriptor::MAX_SIZE];
+    let len = descriptor.write(&mut out).expect("fits");
+    out.truncate(len);
+    // P bit: 0 on the keyframe, 1 after.
+    out.push(u8::from(i > 0));
+    out.extend_from_slice(&[0x9D; 900]);
+    out
+}
+
+/// H264 (RFC 6184): single NAL units, an IDR slice first, then non-IDR slices.
+fn h264_payload(i: usize) -> Vec<u8> {
+    let nal_type = if i == 0 { 5 } else { 1 };
+    let mut out = vec![0x60 | nal_type, 0x88];
+    out.extend_from_slice(&[0x84; 900]);
+    out
+}
+
+/// Opus: 20 ms frames, the payload as it is.
+fn opus_payload(_: usize) -> Vec<u8> {
+    vec![0xF8; 80]
+}
+
+/// A router with `subscribers` subscriptions to one track, their targets spread over the
+/// layers.
+fn router_with(track: &TrackConfig, subscribers: usize, target: Layer) -> Router {
+    let mut router = Router::new(RouterConfig::default());
+    let id = router.publish(track.clone()).expect("fresh router");
+    let targets = [target, Layer::new(1, 1), Layer::new(0, 2), Layer::new(2, 0)];
+    for s in 0..subscribers {
+        let mut config = DownTrackConfig::new(0x5000 + s as u32, 45);
+        config.dd_ext_id = Some(DD_EXT);
+        let target = targets[s % targets.len()];
+        router
+            .subscribe(
+                id,
+                config,
+                LayerLimits {
+                    target,
+                    max: Layer::MAX,
+                },
+            )
+            .expect("track");
+    }
+    router
+}
+
+/// Replays `packets` through a router; each op is one publisher packet and every subscriber
+/// packet it yields, headers written into one buffer.
+fn replay(
+    name: &'static str,
+    track: TrackConfig,
+    packets: Vec<Bytes>,
+    subscribers: usize,
+    target: Layer,
+) -> Case {
+    let now = Instant::now();
+    let mut router = router_with(&track, subscribers, target);
+    let mut next = 0;
+    let mut buf = [0u8; 1500];
+    Case::per_unit(name, subscribers.max(1) as u64, move || {
+        if next == packets.len() {
+            next = 0;
+            router = router_with(&track, subscribers, target);
+        }
+        let _ = router.handle_rtp(now, packets[next].clone());
+        next += 1;
+        while let Some(out) = router.poll_transmit(&mut buf) {
+            std::hint::black_box(&out);
+        }
+    })
+}
+
+/// Parse and store only: a track without subscribers.
+fn receive() -> Case {
+    replay(
+        "receive/av1_l3t3",
+        l3t3_track(),
+        l3t3_packets(),
+        0,
+        Layer::MAX,
+    )
+}
+
+fn forward(name: &'static str, track: TrackConfig, packets: Vec<Bytes>, target: Layer) -> Case {
+    replay(name, track, packets, 1, target)
+}
+
+fn fanout(subscribers: usize) -> Case {
+    let name: &'static str = match subscribers {
+        1 => "fanout/av1_l3t3/1",
+        10 => "fanout/av1_l3t3/10",
+        100 => "fanout/av1_l3t3/100",
+        _ => "fanout/av1_l3t3/1000",
+    };
+    replay(name, l3t3_track(), l3t3_packets(), subscribers, Layer::MAX)
+}
