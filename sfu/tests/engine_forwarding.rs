@@ -14,9 +14,13 @@ use rtp_ext::rtp::{
 };
 use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
-use sfu::engine::rtcp::{Nack, NackPairs, Pli, RtcpCrateWriter, RtcpFeedback, RtcpWriter};
+use sfu::engine::rtcp::{
+    compact_ntp, parse_compound, Nack, NackPairs, Pli, ReceiverReport, ReportBlock, ReportBlocks,
+    RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport,
+};
 use sfu::engine::{
-    DownTrackConfig, DownTrackId, Router, RouterConfig, StreamConfig, TrackConfig, TrackId,
+    DownTrackConfig, DownTrackId, Router, RouterConfig, RtcpTarget, StreamConfig, TrackConfig,
+    TrackId,
 };
 
 mod common;
@@ -57,6 +61,7 @@ struct Session {
     subscribers: Vec<DownTrackId>,
     received: HashMap<DownTrackId, Received>,
     rtcp_to_publisher: Vec<Vec<u8>>,
+    rtcp_to_subscribers: Vec<(DownTrackId, Vec<u8>)>,
 }
 
 impl Session {
@@ -70,6 +75,7 @@ impl Session {
             subscribers: Vec::new(),
             received: HashMap::new(),
             rtcp_to_publisher: Vec::new(),
+            rtcp_to_subscribers: Vec::new(),
         }
     }
 
@@ -116,7 +122,11 @@ impl Session {
         }
         self.router.handle_timeout(self.now);
         while let Some(rtcp) = self.router.poll_rtcp(&mut buf) {
-            self.rtcp_to_publisher.push(buf[..rtcp.len].to_vec());
+            let bytes = buf[..rtcp.len].to_vec();
+            match rtcp.to {
+                RtcpTarget::Publisher(_) => self.rtcp_to_publisher.push(bytes),
+                RtcpTarget::Subscriber(id) => self.rtcp_to_subscribers.push((id, bytes)),
+            }
         }
     }
 
@@ -339,7 +349,7 @@ fn publisher_loss_is_nacked_and_nothing_deliberately_dropped_is() {
         .iter()
         .flat_map(|datagram| {
             let mut seqs = Vec::new();
-            sfu::engine::rtcp::parse_compound(datagram, |item| {
+            parse_compound(datagram, |item| {
                 if let RtcpFeedback::Nack(n) = item {
                     seqs.extend(n.pairs.lost());
                 }
@@ -619,5 +629,109 @@ fn real_vp8_capture_to_two_subscribers() {
         session.received[&all].packets.len(),
         packets.len(),
         "every packet from the first keyframe"
+    );
+}
+
+/// Every RTCP item of a list of datagrams.
+fn rtcp_items(datagrams: &[Vec<u8>]) -> Vec<RtcpFeedback<'_>> {
+    let mut items = Vec::new();
+    for d in datagrams {
+        parse_compound(d, |item| items.push(item)).expect("our RTCP parses");
+    }
+    items
+}
+
+#[test]
+fn reports_both_ways_and_round_trip_time() {
+    let (_, bytes) = generated(ScalabilityMode::L1T3, 30);
+    let mut session = Session::new(dd_track(0x1000));
+    let id = session.subscribe(Layer::MAX);
+    // The publisher's sender report first: the receiver report must echo it as LSR.
+    let publisher_sr = RtcpFeedback::SenderReport(SenderReport {
+        ssrc: 0x1000,
+        ntp_time: 0xE000_0000_8000_0000,
+        rtp_time: 0,
+        packet_count: 0,
+        octet_count: 0,
+    });
+    let mut rtcp = [0u8; 1500];
+    let len = RtcpCrateWriter::new(b"pub")
+        .expect("cname")
+        .write(&publisher_sr, &mut rtcp)
+        .expect("writes");
+    let track = session.track;
+    session
+        .router
+        .handle_publisher_rtcp(session.now, track, &rtcp[..len])
+        .expect("known");
+    session.feed(bytes, &|_, _| false);
+    session.rtcp_to_publisher.clear();
+    session.rtcp_to_subscribers.clear();
+    session.advance(Duration::from_secs(1));
+    let to_publisher = rtcp_items(&session.rtcp_to_publisher);
+    let rr = to_publisher.iter().find_map(|i| match i {
+        RtcpFeedback::ReceiverReport(r) => Some(r),
+        _ => None,
+    });
+    let block = rr.expect("a receiver report").blocks[0];
+    assert_eq!(block.ssrc, 0x1000);
+    assert_eq!(block.fraction_lost, 0);
+    assert_eq!(block.last_sr, compact_ntp(0xE000_0000_8000_0000));
+    assert!(
+        block.delay_since_last_sr >= 65_536,
+        "a second since the SR: {}",
+        block.delay_since_last_sr
+    );
+    let datagrams: Vec<Vec<u8>> = session
+        .rtcp_to_subscribers
+        .iter()
+        .filter(|(d, _)| *d == id)
+        .map(|(_, b)| b.clone())
+        .collect();
+    let to_subscriber = rtcp_items(&datagrams);
+    let sr = to_subscriber.iter().find_map(|i| match i {
+        RtcpFeedback::SenderReport(r) => Some(*r),
+        _ => None,
+    });
+    let sr = sr.expect("a sender report");
+    let received = &session.received[&id];
+    let last = received.headers().last().copied().expect("packets");
+    assert_eq!(sr.ssrc, 0x5000);
+    assert_eq!(sr.packet_count as usize, received.packets.len());
+    let ahead = sr.rtp_time.wrapping_sub(last.timestamp);
+    assert!(
+        (89_000..=91_000).contains(&ahead),
+        "RTP clock extrapolated by about 1 s: {ahead}"
+    );
+    // The subscriber answers 40 ms later with no delay of its own: RTT 40 ms.
+    session.now += Duration::from_millis(40);
+    let mut blocks = ReportBlocks::default();
+    blocks
+        .push(ReportBlock {
+            ssrc: 0x5000,
+            fraction_lost: 0,
+            total_lost: 0,
+            highest_sequence: 0,
+            jitter: 0,
+            last_sr: compact_ntp(sr.ntp_time),
+            delay_since_last_sr: 0,
+        })
+        .expect("room");
+    let rr = RtcpFeedback::ReceiverReport(ReceiverReport {
+        sender_ssrc: 9,
+        blocks,
+    });
+    let len = RtcpCrateWriter::new(b"sub")
+        .expect("cname")
+        .write(&rr, &mut rtcp)
+        .expect("writes");
+    session
+        .router
+        .handle_subscriber_rtcp(session.now, id, &rtcp[..len])
+        .expect("known");
+    let rtt = session.router.down_track_rtt(id).expect("measured");
+    assert!(
+        rtt >= Duration::from_millis(39) && rtt <= Duration::from_millis(41),
+        "{rtt:?}"
     );
 }

@@ -3,6 +3,8 @@
 //! as the shared `Bytes`), and remembers what it sent so that a NACK is answered with the same
 //! bytes: same sequence number, timestamp, marker and DD.
 
+use std::time::{Duration, Instant};
+
 use bytes::Bytes;
 use parking_lot::Mutex;
 use rtp_ext::codec::{PayloadDescriptor, Vp8Patch};
@@ -13,6 +15,7 @@ use selector::{Layer, LayerLimits};
 use super::forwarder::Forwarder;
 use super::packet::ParsedPacket;
 use super::receiver::PacketRef;
+use super::rtcp::{ReportBlock, SenderReport};
 use super::track::{DownTrackConfig, TrackConfig, TrackId};
 
 /// Packets remembered per DownTrack for retransmission, by output sequence number.
@@ -87,6 +90,8 @@ struct Sent {
 pub struct DownTrackCounters {
     pub packets: u64,
     pub bytes: u64,
+    /// Payload bytes, for the sender report's octet count.
+    pub payload_bytes: u64,
     pub retransmitted: u64,
     pub nack_misses: u64,
     pub rewrite_failures: u64,
@@ -97,6 +102,11 @@ struct State {
     forwarder: Forwarder,
     sent: Box<[Option<Sent>]>,
     counters: DownTrackCounters,
+    /// The newest output timestamp and when its source packet arrived: where the subscriber's
+    /// RTP clock stands, for sender reports.
+    clock: Option<(u32, Instant)>,
+    /// Round-trip time from the subscriber's last receiver report.
+    rtt: Option<Duration>,
 }
 
 #[derive(Debug)]
@@ -104,6 +114,7 @@ pub struct DownTrack {
     track: TrackId,
     config: DownTrackConfig,
     state: Mutex<State>,
+    clock_rate: u32,
 }
 
 impl DownTrack {
@@ -120,7 +131,10 @@ impl DownTrack {
                 forwarder: Forwarder::new(track_config, limits),
                 sent: vec![None; SEND_HISTORY].into_boxed_slice(),
                 counters: DownTrackCounters::default(),
+                clock: None,
+                rtt: None,
             }),
+            clock_rate: track_config.clock_rate,
         }
     }
 
@@ -134,6 +148,34 @@ impl DownTrack {
 
     pub fn counters(&self) -> DownTrackCounters {
         self.state.lock().counters
+    }
+
+    /// The sender report for this subscriber at `now` (NTP time `ntp`): the output RTP clock
+    /// extrapolated from the newest packet sent. None before anything was sent.
+    pub fn sender_report(&self, now: Instant, ntp: u64) -> Option<SenderReport> {
+        let state = self.state.lock();
+        let (ts, at) = state.clock?;
+        let elapsed = now.saturating_duration_since(at);
+        let ticks = (elapsed.as_micros() * u128::from(self.clock_rate) / 1_000_000) as u32;
+        Some(SenderReport {
+            ssrc: self.config.ssrc,
+            ntp_time: ntp,
+            rtp_time: ts.wrapping_add(ticks),
+            // RTCP counts wrap at 32 bits (RFC 3550 6.4.1).
+            packet_count: state.counters.packets as u32,
+            octet_count: state.counters.payload_bytes as u32,
+        })
+    }
+
+    /// A receiver report block from the subscriber about this stream: its round-trip time.
+    pub fn on_report_block(&self, block: &ReportBlock, arrival_compact_ntp: u32) {
+        if let Some(rtt) = block.round_trip_time(arrival_compact_ntp) {
+            self.state.lock().rtt = Some(rtt);
+        }
+    }
+
+    pub fn rtt(&self) -> Option<Duration> {
+        self.state.lock().rtt
     }
 
     pub fn set_limits(&self, limits: LayerLimits) {
@@ -188,6 +230,9 @@ impl DownTrack {
         let transmit = self.write_sent(packet, &sent, buf, false);
         let transmit = state.count(transmit)?;
         state.sent[usize::from(f.seq) % SEND_HISTORY] = Some(sent);
+        if !f.filler {
+            state.clock = Some((f.ts, packet.arrival));
+        }
         Ok(Some(transmit))
     }
 
@@ -283,6 +328,7 @@ impl State {
             Ok(t) => {
                 self.counters.packets += 1;
                 self.counters.bytes += (t.len + t.payload.len()) as u64;
+                self.counters.payload_bytes += t.payload.len() as u64;
             }
             Err(_) => self.counters.rewrite_failures += 1,
         }

@@ -17,6 +17,7 @@ use super::nack::{Arrival, NackGenerator};
 use super::packet::{describe, is_keyframe_start, ParseContext, ParsedPacket};
 use super::packet_ring::PacketRing;
 use super::receive_stats::{ReceiveStats, ReceivedPacket};
+use super::rtcp::{compact_ntp, ReportBlock, ReportBlocks, SenderReport};
 use super::track::TrackConfig;
 
 /// Packets kept per stream for retransmission.
@@ -151,6 +152,35 @@ impl Receiver {
             let ssrc = stream.ssrc;
             out.extend(stream.nack.poll_nacks(now, rtt).map(|seq| (ssrc, seq)));
         }
+    }
+
+    /// A publisher's sender report: its reception statistics learn the LSR for the next
+    /// report block.
+    pub fn on_sender_report(&mut self, report: &SenderReport, now: Instant) {
+        if let Some(stream) = self.streams.iter_mut().find(|s| s.ssrc == report.ssrc) {
+            stream
+                .stats
+                .on_sender_report(compact_ntp(report.ntp_time), now);
+        }
+    }
+
+    /// One report block per stream that has received anything, starting new loss intervals.
+    pub fn report_blocks(&mut self, now: Instant) -> ReportBlocks {
+        let mut blocks = ReportBlocks::default();
+        for report in self.streams.iter_mut().filter_map(|s| s.stats.report(now)) {
+            let block = ReportBlock {
+                ssrc: report.ssrc,
+                fraction_lost: report.fraction_lost,
+                total_lost: report.cumulative_lost,
+                highest_sequence: report.extended_highest_seq,
+                jitter: report.jitter,
+                last_sr: report.last_sr,
+                delay_since_last_sr: report.delay_since_last_sr,
+            };
+            // At most four streams: far below the 31 blocks a report holds.
+            let _ = blocks.push(block);
+        }
+        blocks
     }
 
     /// When a NACK may next be due.

@@ -17,7 +17,8 @@ use super::down_track::{DownTrack, DownTrackCounters, Transmit, WriteError};
 use super::keyframe::{KeyframeCounters, KeyframeRequester, DEFAULT_KEYFRAME_INTERVAL};
 use super::receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters};
 use super::rtcp::{
-    parse_compound, Nack, NackPairs, Pli, RtcpCrateWriter, RtcpFeedback, RtcpWriter,
+    compact_ntp, parse_compound, write_compound, Nack, NackPairs, Pli, ReceiverReport,
+    RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport, WallClock,
 };
 use super::track::{DownTrackConfig, DownTrackId, TrackConfig, TrackId};
 
@@ -30,6 +31,8 @@ pub struct RouterConfig {
     pub rtt: Duration,
     /// SSRC the router sends its own RTCP from.
     pub rtcp_ssrc: u32,
+    /// Receiver reports to publishers and sender reports to subscribers, this often.
+    pub report_interval: Duration,
 }
 
 impl Default for RouterConfig {
@@ -38,6 +41,7 @@ impl Default for RouterConfig {
             keyframe_interval: DEFAULT_KEYFRAME_INTERVAL,
             rtt: Duration::from_millis(100),
             rtcp_ssrc: 1,
+            report_interval: Duration::from_secs(1),
         }
     }
 }
@@ -55,6 +59,7 @@ pub enum RouterError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RtcpTarget {
     Publisher(TrackId),
+    Subscriber(DownTrackId),
 }
 
 /// An RTCP packet written into the caller's buffer.
@@ -98,6 +103,14 @@ struct Published {
     reason = "NACK pairs stay inline so a NACK costs no allocation; the queue holds a handful"
 )]
 enum PendingRtcp {
+    ReceiverReport {
+        track: TrackId,
+        report: ReceiverReport,
+    },
+    SenderReport {
+        down_track: DownTrackId,
+        report: SenderReport,
+    },
     Pli {
         track: TrackId,
         media_ssrc: u32,
@@ -156,6 +169,10 @@ pub struct Router {
     rtcp: VecDeque<PendingRtcp>,
     rtcp_writer: RtcpCrateWriter,
     nack_scratch: Vec<(u32, u16)>,
+    /// Maps `now` to wall-clock NTP time for reports; anchored at the first use if the host
+    /// gives none.
+    wall_clock: Option<WallClock>,
+    next_report: Option<Instant>,
     next_id: u32,
     counters: RouterCounters,
 }
@@ -172,6 +189,8 @@ impl Router {
             // A fixed CNAME of valid length: cannot fail.
             rtcp_writer: RtcpCrateWriter::new(b"strata").expect("a short CNAME"),
             nack_scratch: Vec::new(),
+            wall_clock: None,
+            next_report: None,
             next_id: 1,
             counters: RouterCounters::default(),
         }
@@ -179,6 +198,12 @@ impl Router {
 
     pub fn counters(&self) -> RouterCounters {
         self.counters
+    }
+
+    /// Anchors the NTP timestamps of reports: `clock.instant` read at the same moment as
+    /// `clock.unix`, the time since the Unix epoch.
+    pub fn set_wall_clock(&mut self, clock: WallClock) {
+        self.wall_clock = Some(clock);
     }
 
     pub fn publish(&mut self, config: TrackConfig) -> Result<TrackId, RouterError> {
@@ -281,6 +306,11 @@ impl Router {
         Some(self.tracks.get(&track)?.keyframes.counters())
     }
 
+    /// Round-trip time to a subscriber, from its last receiver report.
+    pub fn down_track_rtt(&self, id: DownTrackId) -> Option<Duration> {
+        self.down_tracks.get(&id)?.rtt()
+    }
+
     pub fn down_track_counters(&self, id: DownTrackId) -> Option<DownTrackCounters> {
         Some(self.down_tracks.get(&id)?.counters())
     }
@@ -315,7 +345,7 @@ impl Router {
     /// PLI and FIR become (throttled) keyframe requests to the publisher.
     pub fn handle_subscriber_rtcp(
         &mut self,
-        _now: Instant,
+        now: Instant,
         id: DownTrackId,
         datagram: &[u8],
     ) -> Result<(), RouterError> {
@@ -326,7 +356,14 @@ impl Router {
         self.counters.rtcp_in += 1;
         let mut keyframe = false;
         let jobs = &mut self.jobs;
+        let arrival = compact_ntp(self.wall_clock.get_or_insert(anchor(now)).ntp(now));
+        let ssrc = down_track.config().ssrc;
         let parsed = parse_compound(datagram, |item| match item {
+            RtcpFeedback::ReceiverReport(report) => {
+                for block in report.blocks.iter().filter(|b| b.ssrc == ssrc) {
+                    down_track.on_report_block(block, arrival);
+                }
+            }
             RtcpFeedback::Nack(nack) => {
                 jobs.extend(nack.pairs.lost().map(|out_seq| Job::Retransmit {
                     down_track: id,
@@ -355,7 +392,32 @@ impl Router {
         Ok(())
     }
 
-    /// Timers: NACKs due to publishers, keyframe requests due.
+    /// RTCP from a publisher: sender reports feed the reception statistics of the track's
+    /// receiver reports.
+    pub fn handle_publisher_rtcp(
+        &mut self,
+        now: Instant,
+        track: TrackId,
+        datagram: &[u8],
+    ) -> Result<(), RouterError> {
+        let published = self
+            .tracks
+            .get_mut(&track)
+            .ok_or(RouterError::UnknownTrack)?;
+        self.counters.rtcp_in += 1;
+        let receiver = &mut published.receiver;
+        let parsed = parse_compound(datagram, |item| {
+            if let RtcpFeedback::SenderReport(report) = item {
+                receiver.on_sender_report(&report, now);
+            }
+        });
+        if parsed.is_err() {
+            self.counters.bad_rtcp += 1;
+        }
+        Ok(())
+    }
+
+    /// Timers: NACKs due to publishers, keyframe requests due, reports due.
     pub fn handle_timeout(&mut self, now: Instant) {
         let rtt = self.config.rtt;
         for (&track, published) in &mut self.tracks {
@@ -369,6 +431,33 @@ impl Router {
                 self.rtcp.push_back(PendingRtcp::Pli { track, media_ssrc });
             }
         }
+        if self.next_report.is_none_or(|at| now >= at) {
+            self.next_report = Some(now + self.config.report_interval);
+            self.queue_reports(now);
+        }
+    }
+
+    /// A receiver report per published track, a sender report per DownTrack that sent.
+    fn queue_reports(&mut self, now: Instant) {
+        let sender_ssrc = self.config.rtcp_ssrc;
+        for (&track, published) in &mut self.tracks {
+            let blocks = published.receiver.report_blocks(now);
+            if !blocks.is_empty() {
+                let report = ReceiverReport {
+                    sender_ssrc,
+                    blocks,
+                };
+                self.rtcp
+                    .push_back(PendingRtcp::ReceiverReport { track, report });
+            }
+        }
+        let ntp = self.wall_clock.get_or_insert(anchor(now)).ntp(now);
+        for (&down_track, d) in &self.down_tracks {
+            if let Some(report) = d.sender_report(now, ntp) {
+                self.rtcp
+                    .push_back(PendingRtcp::SenderReport { down_track, report });
+            }
+        }
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due.
@@ -376,6 +465,7 @@ impl Router {
         self.tracks
             .values()
             .flat_map(|p| [p.receiver.next_timeout(), p.keyframes.next_timeout()])
+            .chain([self.next_report])
             .flatten()
             .min()
     }
@@ -400,45 +490,57 @@ impl Router {
         None
     }
 
-    /// The next RTCP packet for a publisher, written into `buf`.
+    /// The next RTCP packet for a publisher or a subscriber, written into `buf`.
     pub fn poll_rtcp(&mut self, buf: &mut [u8]) -> Option<RtcpTransmit> {
         while let Some(pending) = self.rtcp.pop_front() {
-            let sender_ssrc = self.config.rtcp_ssrc;
-            let (track, item) = match pending {
-                PendingRtcp::Pli { track, media_ssrc } => {
-                    self.counters.plis_sent += 1;
-                    (
-                        track,
-                        RtcpFeedback::Pli(Pli {
-                            sender_ssrc,
-                            media_ssrc,
-                        }),
-                    )
+            let (to, item) = self.rtcp_item(pending);
+            // Reports go out as compound packets with the SDES CNAME RFC 3550 asks for.
+            let written = match item {
+                RtcpFeedback::ReceiverReport(_) | RtcpFeedback::SenderReport(_) => {
+                    write_compound(&mut self.rtcp_writer, &[item], &[], buf)
                 }
-                PendingRtcp::Nack {
-                    track,
-                    media_ssrc,
-                    pairs,
-                } => {
-                    self.counters.nacks_sent += 1;
-                    (
-                        track,
-                        RtcpFeedback::Nack(Nack {
-                            sender_ssrc,
-                            media_ssrc,
-                            pairs,
-                        }),
-                    )
-                }
+                _ => self.rtcp_writer.write(&item, buf),
             };
-            if let Ok(len) = self.rtcp_writer.write(&item, buf) {
-                return Some(RtcpTransmit {
-                    to: RtcpTarget::Publisher(track),
-                    len,
-                });
+            if let Ok(len) = written {
+                return Some(RtcpTransmit { to, len });
             }
         }
         None
+    }
+
+    fn rtcp_item(&mut self, pending: PendingRtcp) -> (RtcpTarget, RtcpFeedback<'static>) {
+        let sender_ssrc = self.config.rtcp_ssrc;
+        match pending {
+            PendingRtcp::ReceiverReport { track, report } => (
+                RtcpTarget::Publisher(track),
+                RtcpFeedback::ReceiverReport(report),
+            ),
+            PendingRtcp::SenderReport { down_track, report } => (
+                RtcpTarget::Subscriber(down_track),
+                RtcpFeedback::SenderReport(report),
+            ),
+            PendingRtcp::Pli { track, media_ssrc } => {
+                self.counters.plis_sent += 1;
+                let pli = Pli {
+                    sender_ssrc,
+                    media_ssrc,
+                };
+                (RtcpTarget::Publisher(track), RtcpFeedback::Pli(pli))
+            }
+            PendingRtcp::Nack {
+                track,
+                media_ssrc,
+                pairs,
+            } => {
+                self.counters.nacks_sent += 1;
+                let nack = Nack {
+                    sender_ssrc,
+                    media_ssrc,
+                    pairs,
+                };
+                (RtcpTarget::Publisher(track), RtcpFeedback::Nack(nack))
+            }
+        }
     }
 
     fn forward(
@@ -495,6 +597,15 @@ impl Router {
     fn next_id(&mut self) -> u32 {
         self.next_id += 1;
         self.next_id - 1
+    }
+}
+
+/// A wall clock anchored at `now` when the host gave none: NTP times then count from the
+/// Unix epoch at the router's first use. Relative times (RTT, LSR and DLSR) stay right.
+fn anchor(now: Instant) -> WallClock {
+    WallClock {
+        instant: now,
+        unix: Duration::ZERO,
     }
 }
 
