@@ -735,3 +735,97 @@ fn reports_both_ways_and_round_trip_time() {
         "{rtt:?}"
     );
 }
+
+/// Three simulcast streams with unrelated timestamp bases whose sender reports tie them to the
+/// same wall clock: across a switch the subscriber's timestamps follow capture time exactly,
+/// even when the last frame of the old stream was several frames back (a base-layer-only
+/// subscriber).
+#[test]
+fn simulcast_switch_aligns_timestamps_by_sender_reports() {
+    let mut config = TrackConfig::single(Codec::Av1, 0x100);
+    config.dd_ext_id = Some(DD_EXT);
+    config.streams = (0..3)
+        .map(|s| StreamConfig {
+            ssrc: 0x100 + s,
+            rtx_ssrc: None,
+        })
+        .collect();
+    let mut session = Session::new(config);
+    let id = session.subscribe(Layer::new(0, 0));
+    let mut unit_of_frame = HashMap::new();
+    let mut streams: Vec<_> = (0..3u32)
+        .map(|s| {
+            let first_timestamp = s.wrapping_mul(1_234_567_891);
+            let g = StreamGenerator::new(
+                ScalabilityMode::L1T3,
+                GeneratorConfig {
+                    keyframe_interval_tus: 30,
+                    ssrc: 0x100 + s,
+                    first_seq: (s * 20_000) as u16,
+                    first_frame_number: (s * 20_000) as u16,
+                    first_timestamp,
+                    seed: u64::from(s),
+                    ..Default::default()
+                },
+            );
+            let sr = RtcpFeedback::SenderReport(SenderReport {
+                ssrc: 0x100 + s,
+                ntp_time: 0xE000_0000_0000_0000,
+                rtp_time: first_timestamp,
+                packet_count: 0,
+                octet_count: 0,
+            });
+            let mut rtcp = [0u8; 64];
+            let len = RtcpCrateWriter::new(b"pub")
+                .expect("cname")
+                .write(&sr, &mut rtcp)
+                .expect("writes");
+            let track = session.track;
+            session
+                .router
+                .handle_publisher_rtcp(session.now, track, &rtcp[..len])
+                .expect("known");
+            let structure = g.structure().clone();
+            (g, structure)
+        })
+        .collect();
+    for tu in 0..100 {
+        if tu == 40 {
+            session
+                .router
+                .set_limits(id, limits(Layer::new(2, 0)))
+                .expect("known");
+        }
+        for (g, structure) in &mut streams {
+            loop {
+                let p = g.next().expect("endless");
+                unit_of_frame.insert(p.frame_number, p.temporal_unit);
+                let end = p.marker;
+                session.feed([rtp_bytes(&p, structure)], &|_, _| false);
+                if end {
+                    break;
+                }
+            }
+        }
+        session.advance(FRAME);
+    }
+    let received = &session.received[&id];
+    let base = received.headers()[0].timestamp;
+    for bytes in &received.packets {
+        let unit = unit_of_frame[&Received::source_frame(bytes)];
+        let ts = RtpPacket::parse(bytes).expect("RTP").fields().timestamp;
+        // Within one tick: when the old stream already sent a frame of the switch's capture
+        // instant, the new stream starts one tick later so timestamps keep increasing. Without
+        // the sender reports the switch would be a whole frame interval (3000) off.
+        let off = ts.wrapping_sub(base).abs_diff(unit as u32 * 3000);
+        assert!(
+            off <= 1,
+            "temporal unit {unit}: {off} ticks from its capture time"
+        );
+    }
+    let layer = session
+        .router
+        .down_track(id)
+        .and_then(|d| d.current_layer());
+    assert_eq!(layer.map(|l| l.spatial), Some(2), "switched");
+}

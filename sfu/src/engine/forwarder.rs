@@ -10,7 +10,7 @@ use selector::vp9::{Vp9Packet, Vp9Selector};
 use selector::{KeyframeRequests, Layer, LayerLimits, Selection};
 
 use super::munger::{RtpMunger, SourcePacket};
-use super::packet::ParsedPacket;
+use super::packet::{ParsedPacket, SenderClock};
 use super::track::TrackConfig;
 
 /// The selection that applies to one stream's packets. The descriptor selectors keep kilobytes
@@ -52,6 +52,9 @@ pub struct Forwarder {
     fallback: StreamSelector,
     simulcast: Option<SimulcastSelector>,
     munger: Option<RtpMunger>,
+    /// The last packet forwarded from the current stream: source timestamp, output timestamp
+    /// and the stream's sender clock, to align the next stream's timestamps at a switch.
+    last_forwarded: Option<(u32, u32, Option<SenderClock>)>,
     muted: bool,
 }
 
@@ -66,6 +69,7 @@ impl Forwarder {
                 .is_simulcast()
                 .then(|| SimulcastSelector::new(track.streams.len() as u8)),
             munger: None,
+            last_forwarded: None,
             muted: false,
         };
         forwarder.set_limits(limits);
@@ -158,6 +162,9 @@ impl Forwarder {
             });
             return Ok(filler);
         };
+        if selection.forward {
+            self.last_forwarded = Some((source.ts, munged.ts, packet.sender_clock));
+        }
         Ok(selection.forward.then_some(Forwarded {
             seq: munged.seq,
             ts: munged.ts,
@@ -202,8 +209,9 @@ impl Forwarder {
                     vp8.switch_source();
                 }
                 let f = &packet.fields;
+                let hint = self.aligned_timestamp(packet);
                 match &mut self.munger {
-                    Some(m) => m.switch_source(f.ssrc, f.sequence_number, f.timestamp, None),
+                    Some(m) => m.switch_source(f.ssrc, f.sequence_number, f.timestamp, hint),
                     None => {
                         self.munger = Some(starting_at(&SourcePacket {
                             ssrc: f.ssrc,
@@ -215,6 +223,17 @@ impl Forwarder {
                 true
             }
         }
+    }
+
+    /// The output timestamp the new stream's first packet should have, from both streams'
+    /// sender reports: the instant it was captured, on the old stream's clock, shifted as the
+    /// old stream was. None without both reports.
+    fn aligned_timestamp(&self, packet: &ParsedPacket) -> Option<u32> {
+        let (old_src, old_out, old_clock) = self.last_forwarded?;
+        let (old_clock, new_clock) = (old_clock?, packet.sender_clock?);
+        let captured = new_clock.ntp_of(packet.fields.timestamp);
+        let on_old_clock = old_clock.rtp_of(captured);
+        Some(old_out.wrapping_add(on_old_clock.wrapping_sub(old_src)))
     }
 
     fn select(

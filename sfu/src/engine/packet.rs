@@ -32,6 +32,36 @@ pub struct ParsedPacket {
     /// The structure `dd` was read with.
     pub structure: Option<Arc<FrameDependencyStructure>>,
     pub audio_level: Option<AudioLevel>,
+    /// The stream's clock as its latest sender report gave it, for aligning simulcast streams.
+    pub sender_clock: Option<SenderClock>,
+}
+
+/// An NTP time and the RTP timestamp of the same instant, from a sender report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderClock {
+    pub ntp: u64,
+    pub rtp: u32,
+    pub clock_rate: u32,
+}
+
+impl SenderClock {
+    /// The NTP time of RTP timestamp `ts` on this clock.
+    pub fn ntp_of(&self, ts: u32) -> u64 {
+        // The wrapping distance read as signed: timestamps near the report, either side.
+        let ticks = i64::from(ts.wrapping_sub(self.rtp) as i32);
+        let ntp_delta = (i128::from(ticks) << 32) / i128::from(self.clock_rate.max(1));
+        // Truncation intended: NTP time wraps at 64 bits.
+        (i128::from(self.ntp) + ntp_delta) as u64
+    }
+
+    /// The RTP timestamp on this clock of NTP time `ntp`.
+    pub fn rtp_of(&self, ntp: u64) -> u32 {
+        // The wrapping distance read as signed.
+        let ntp_delta = i128::from(ntp.wrapping_sub(self.ntp) as i64);
+        let ticks = (ntp_delta * i128::from(self.clock_rate)) >> 32;
+        // Truncation intended: RTP timestamps wrap at 32 bits.
+        self.rtp.wrapping_add(ticks as u32)
+    }
 }
 
 /// What the receiver knows when parsing a packet of one stream.

@@ -14,7 +14,7 @@ use selector::Unwrapper;
 use smallvec::SmallVec;
 
 use super::nack::{Arrival, NackGenerator};
-use super::packet::{describe, is_keyframe_start, ParseContext, ParsedPacket};
+use super::packet::{describe, is_keyframe_start, ParseContext, ParsedPacket, SenderClock};
 use super::packet_ring::PacketRing;
 use super::receive_stats::{ReceiveStats, ReceivedPacket};
 use super::rtcp::{compact_ntp, ReportBlock, ReportBlocks, SenderReport};
@@ -66,6 +66,7 @@ struct Stream {
     nack: NackGenerator,
     stats: ReceiveStats,
     structure: Option<Arc<FrameDependencyStructure>>,
+    sender_clock: Option<SenderClock>,
 }
 
 /// Counters of what a receiver dropped, by reason.
@@ -102,6 +103,7 @@ impl Receiver {
                 nack: NackGenerator::default(),
                 stats: ReceiveStats::new(s.ssrc, config.clock_rate),
                 structure: None,
+                sender_clock: None,
             })
             .collect();
         Self {
@@ -155,12 +157,17 @@ impl Receiver {
     }
 
     /// A publisher's sender report: its reception statistics learn the LSR for the next
-    /// report block.
+    /// report block, and its stream's packets carry the NTP/RTP mapping from now on.
     pub fn on_sender_report(&mut self, report: &SenderReport, now: Instant) {
         if let Some(stream) = self.streams.iter_mut().find(|s| s.ssrc == report.ssrc) {
             stream
                 .stats
                 .on_sender_report(compact_ntp(report.ntp_time), now);
+            stream.sender_clock = Some(SenderClock {
+                ntp: report.ntp_time,
+                rtp: report.rtp_time,
+                clock_rate: self.config.clock_rate,
+            });
         }
     }
 
@@ -268,6 +275,7 @@ impl Receiver {
             structure: dd.as_ref().and(stream.structure.clone()),
             dd,
             audio_level,
+            sender_clock: stream.sender_clock,
         };
         if !stream.ring.insert(ext_seq, parsed) {
             return Err(ReceiveError::OutOfWindow);
