@@ -829,3 +829,120 @@ fn simulcast_switch_aligns_timestamps_by_sender_reports() {
         .and_then(|d| d.current_layer());
     assert_eq!(layer.map(|l| l.spatial), Some(2), "switched");
 }
+
+/// Publisher side: a lost packet recovered through RTX (RFC 4588) is forwarded in its place,
+/// and padding-only packets are absorbed without a gap. Subscriber side: retransmissions go
+/// out on the negotiated RTX stream with the original sequence number first.
+#[test]
+fn rtx_both_ways_and_padding() {
+    let (packets, bytes) = generated(ScalabilityMode::L1T3, 40);
+    let mut config = dd_track(0x1000);
+    config.streams[0].rtx_ssrc = Some(0x1001);
+    let mut session = Session::new(config);
+    let mut sub = DownTrackConfig::new(0x5000, 45);
+    sub.dd_ext_id = Some(DD_EXT);
+    sub.rtx = Some((0x5001, 46));
+    let id = session
+        .router
+        .subscribe(session.track, sub, limits(Layer::MAX))
+        .expect("track");
+    let lost = packets[20].sequence_number;
+    // After packet 25 the publisher sends a padding-only probe: later packets are numbered
+    // one higher.
+    let renumbered = |i: usize, b: &Bytes| -> Bytes {
+        let mut v = b.to_vec();
+        let seq = u16::from_be_bytes([v[2], v[3]]).wrapping_add(u16::from(i > 25));
+        v[2..4].copy_from_slice(&seq.to_be_bytes());
+        Bytes::from(v)
+    };
+    let mut incoming: Vec<Bytes> = Vec::new();
+    for (i, (b, p)) in bytes.iter().zip(&packets).enumerate() {
+        if p.sequence_number != lost {
+            incoming.push(renumbered(i, b));
+        }
+        if i == 25 {
+            let mut probe = b[..12].to_vec();
+            // Version 2, padding, no extension.
+            probe[0] = 0xA0;
+            probe[2..4].copy_from_slice(&p.sequence_number.wrapping_add(1).to_be_bytes());
+            probe.extend_from_slice(&[0, 0, 0, 4]);
+            incoming.push(Bytes::from(probe));
+        }
+    }
+    // The lost packet arrives later as RTX: its own header on the RTX SSRC, then the OSN.
+    let original = RtpPacket::parse(&bytes[20]).expect("RTP");
+    let mut rtx = bytes[20][..original.header_len()].to_vec();
+    rtx[8..12].copy_from_slice(&0x1001u32.to_be_bytes());
+    rtx[2..4].copy_from_slice(&7u16.to_be_bytes());
+    rtx.extend_from_slice(&lost.to_be_bytes());
+    rtx.extend_from_slice(original.payload());
+    incoming.push(Bytes::from(rtx));
+    session.feed(incoming, &|_, _| false);
+    let received = &session.received[&id];
+    assert_eq!(
+        received.packets.len(),
+        packets.len(),
+        "every media packet, the recovered one too"
+    );
+    let mut seqs: Vec<u16> = received
+        .headers()
+        .iter()
+        .map(|h| {
+            h.sequence_number
+                .wrapping_sub(received.headers()[0].sequence_number)
+        })
+        .collect();
+    seqs.sort_unstable();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "no gap for the probe"
+    );
+    assert_eq!(
+        session
+            .router
+            .receiver_counters(session.track)
+            .expect("track")
+            .padding_only,
+        1
+    );
+    // The subscriber NACKs one packet: it comes back on RTX.
+    let wanted = received.headers()[5].sequence_number;
+    let original_bytes = received.packets[5].clone();
+    let mut pairs = NackPairs::default();
+    pairs.push(wanted).expect("room");
+    let nack = RtcpFeedback::Nack(Nack {
+        sender_ssrc: 9,
+        media_ssrc: 0x5000,
+        pairs,
+    });
+    let mut rtcp = [0u8; 64];
+    let len = RtcpCrateWriter::new(b"sub")
+        .expect("cname")
+        .write(&nack, &mut rtcp)
+        .expect("writes");
+    session
+        .router
+        .handle_subscriber_rtcp(session.now, id, &rtcp[..len])
+        .expect("known");
+    session.drain(&|_, _| false);
+    let resent = session.received[&id]
+        .packets
+        .last()
+        .expect("a retransmission")
+        .clone();
+    let resent = RtpPacket::parse(&resent).expect("RTP");
+    assert_eq!(resent.fields().ssrc, 0x5001);
+    assert_eq!(resent.fields().payload_type, 46);
+    assert_eq!(
+        &resent.payload()[..2],
+        &wanted.to_be_bytes(),
+        "original sequence number first"
+    );
+    let original = RtpPacket::parse(&original_bytes).expect("RTP");
+    assert_eq!(&resent.payload()[2..], original.payload(), "same payload");
+    assert_eq!(
+        resent.extension(DD_EXT),
+        original.extension(DD_EXT),
+        "same DD"
+    );
+}

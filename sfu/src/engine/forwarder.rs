@@ -242,6 +242,11 @@ impl Forwarder {
         dd_out: &mut [u8],
     ) -> Result<(Selection, Option<Vp8Patch>), RewriteFailed> {
         let f = &packet.fields;
+        if packet.is_padding_only() {
+            // Padding (bandwidth probes) carries no media: never forwarded, and the munger
+            // closes its number so the subscriber sees no gap.
+            return Ok((Selection::DROP, None));
+        }
         if let (Some(descriptor), Some(structure)) = (&packet.dd, &packet.structure) {
             let dd_packet = DdPacket {
                 sequence_number: f.sequence_number,
