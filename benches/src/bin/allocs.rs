@@ -55,8 +55,8 @@ fn main() {
     }
     if !json {
         println!(
-            "{:<36} {:>10} {:>10} {:>10}",
-            "name", "ns/op", "allocs/op", "B/op"
+            "{:<36} {:>10} {:>10} {:>10} {:>10} {:>14}",
+            "name", "ns/op", "allocs/op", "B/op", "ns/unit", "units/s"
         );
     }
     let selected = all_cases()
