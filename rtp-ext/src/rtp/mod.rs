@@ -12,6 +12,6 @@ mod writer;
 pub use error::{ParseError, RtxError, WriteError};
 pub use extensions::{ExtensionForm, MAX_EXTENSIONS, ONE_BYTE_PROFILE, TWO_BYTE_PROFILE};
 pub use id_set::ExtensionIds;
-pub use packet::{RtpFields, RtpPacket, FIXED_HEADER_LEN};
+pub use packet::{PacketLayout, RtpFields, RtpPacket, FIXED_HEADER_LEN};
 pub use rtx::{unwrap_rtx, wrap_rtx, RtxPayload};
 pub use writer::{write_header, ExtensionElement, ExtensionSelection};

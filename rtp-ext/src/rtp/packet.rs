@@ -36,7 +36,47 @@ pub struct RtpPacket<'a> {
     payload_end: usize,
 }
 
+/// Where everything of a parsed packet sits, without the bytes: keep it beside the packet's
+/// `Bytes` and [`attach`](PacketLayout::attach) it again later, instead of parsing once more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketLayout {
+    len: usize,
+    fields: RtpFields,
+    csrc_count: u8,
+    extension: Option<ExtensionBlock>,
+    payload_start: usize,
+    payload_end: usize,
+}
+
+impl PacketLayout {
+    /// The view of `data`, which must be the bytes this layout was parsed from (checked by
+    /// length: every offset was validated against that length, so any slice of it stays in
+    /// bounds).
+    pub fn attach<'a>(&self, data: &'a [u8]) -> Option<RtpPacket<'a>> {
+        (data.len() == self.len).then_some(RtpPacket {
+            data,
+            fields: self.fields,
+            csrc_count: self.csrc_count,
+            extension: self.extension,
+            payload_start: self.payload_start,
+            payload_end: self.payload_end,
+        })
+    }
+}
+
 impl<'a> RtpPacket<'a> {
+    /// The packet's layout without its bytes, to [`attach`](PacketLayout::attach) again.
+    pub fn layout(&self) -> PacketLayout {
+        PacketLayout {
+            len: self.data.len(),
+            fields: self.fields,
+            csrc_count: self.csrc_count,
+            extension: self.extension,
+            payload_start: self.payload_start,
+            payload_end: self.payload_end,
+        }
+    }
+
     pub fn parse(data: &'a [u8]) -> Result<Self, ParseError> {
         let Some(fixed) = data.first_chunk::<FIXED_HEADER_LEN>() else {
             return Err(ParseError::TooShort);
@@ -289,5 +329,21 @@ mod tests {
     #[test]
     fn view_size_is_bounded() {
         assert!(size_of::<RtpPacket<'_>>() <= 256);
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn a_layout_reattaches_to_its_bytes_only() {
+        let packet = [
+            0x90, 0x60, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0xBE, 0xDE, 0, 1, 0x12, 0xAA, 0xBB, 0xCC, 9,
+        ];
+        let parsed = RtpPacket::parse(&packet).unwrap();
+        let layout = parsed.layout();
+        assert_eq!(layout.attach(&packet), Some(parsed));
+        assert_eq!(layout.attach(&packet[..20]), None);
     }
 }

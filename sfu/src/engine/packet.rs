@@ -9,7 +9,7 @@ use bytes::Bytes;
 use rtp_ext::codec::{parse_payload, Codec, PayloadDescriptor};
 use rtp_ext::dd::{DependencyDescriptor, FrameDependencyStructure};
 use rtp_ext::ext::{AudioLevel, HeaderExtension};
-use rtp_ext::rtp::{RtpFields, RtpPacket};
+use rtp_ext::rtp::{PacketLayout, RtpFields, RtpPacket};
 
 /// One received packet, parsed. Retransmissions (RTX) are stored as the original packet.
 #[derive(Debug, Clone)]
@@ -23,8 +23,9 @@ pub struct ParsedPacket {
     pub stream: u8,
     pub arrival: Instant,
     pub payload: Range<usize>,
-    /// The source header's extension block, for copying kept extensions.
-    pub header: Range<usize>,
+    /// Where the header fields, CSRCs and extensions sit in `bytes`: parsed once, reattached
+    /// per subscriber to copy kept extensions.
+    pub layout: PacketLayout,
     pub descriptor: Option<PayloadDescriptor>,
     /// The first packet of a frame decodable on its own.
     pub keyframe_start: bool,
@@ -79,9 +80,9 @@ impl ParsedPacket {
         &self.bytes[self.payload.clone()]
     }
 
-    /// The source packet's header view (for its extensions).
+    /// The source packet's view (for its CSRCs and extensions), without parsing it again.
     pub fn source_header(&self) -> Option<RtpPacket<'_>> {
-        RtpPacket::parse(&self.bytes[self.header.clone()]).ok()
+        self.layout.attach(&self.bytes)
     }
 
     pub fn is_padding_only(&self) -> bool {

@@ -259,7 +259,7 @@ impl Receiver {
             self.audio_level = audio_level;
         }
         fields.marker = packet.fields().marker;
-        let header = 0..packet.header_len();
+        let layout = packet.layout();
         let keyframe_start = is_keyframe_start(descriptor.as_ref(), dd.as_ref());
         let parsed = ParsedPacket {
             bytes,
@@ -269,7 +269,7 @@ impl Receiver {
             stream: index as u8,
             arrival: now,
             payload,
-            header,
+            layout,
             descriptor,
             keyframe_start,
             structure: dd.as_ref().and(stream.structure.clone()),
