@@ -11,12 +11,9 @@
 //! - no frame is split: all or none of its received packets are forwarded.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use common::{Network, NetworkConditions, Rng};
+use common::{DdSubscriber, Network, NetworkConditions, Rng};
 use proptest::prelude::*;
-use rtp_ext::dd::{DependencyDescriptor, FrameDependencyStructure};
-use selector::dd::{DdSelector, MAX_DD_SIZE};
 use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
 
@@ -40,10 +37,8 @@ struct Simulation {
     mode: ScalabilityMode,
     generator: StreamGenerator,
     network: Network<GeneratedPacket>,
-    selector: DdSelector,
-    structure: Arc<FrameDependencyStructure>,
+    subscriber: DdSubscriber,
     observed: Observed,
-    requests: u64,
     pending_keyframe: Option<u64>,
 }
 
@@ -58,15 +53,13 @@ impl Simulation {
             ..Default::default()
         };
         let generator = StreamGenerator::new(mode, config);
-        let structure = generator.structure().clone();
+        let subscriber = DdSubscriber::new(generator.structure().clone(), Layer::MAX);
         Self {
             mode,
             generator,
             network: Network::new(seed ^ 0xA5A5, conditions),
-            selector: DdSelector::new(),
-            structure,
+            subscriber,
             observed: Observed::default(),
-            requests: 0,
             pending_keyframe: None,
         }
     }
@@ -91,25 +84,12 @@ impl Simulation {
     }
 
     fn deliver(&mut self, tu: u64, packet: GeneratedPacket) {
-        if let Some(s) = &packet.descriptor.attached_structure {
-            self.structure = s.clone();
-        }
-        let dd_packet = packet.dd_packet(&self.structure);
-        let mut buf = [0u8; MAX_DD_SIZE];
-        let selection = self
-            .selector
-            .select(&dd_packet, &mut buf)
-            .expect("rewrites");
-        if self.selector.keyframe_requests().take() {
-            self.requests += 1;
+        let decided = self.subscriber.select(&packet);
+        let selection = decided.selection;
+        if decided.requested {
             self.pending_keyframe.get_or_insert(tu + REQUEST_DELAY);
         }
-        if selection.forward {
-            let rewritten = DependencyDescriptor::parse(
-                &buf[..selection.descriptor_len],
-                Some(&self.structure),
-            )
-            .expect("forwarded DD parses");
+        if let Some(rewritten) = decided.rewritten {
             // The decode target when the frame was decided (its first packet), which every
             // later packet and retransmission of it keeps.
             let decided = self
@@ -119,6 +99,7 @@ impl Simulation {
                 .copied();
             let dt = decided.unwrap_or_else(|| {
                 let current = self
+                    .subscriber
                     .selector
                     .current()
                     .expect("a new frame is forwarded for a target");
@@ -207,27 +188,27 @@ fn run(mode: ScalabilityMode, seed: u64, conditions: NetworkConditions, clean: b
     for tu in 0..TEMPORAL_UNITS {
         if tu % 37 == 0 && rng.chance(60) {
             target = Layer::new(rng.below(4) as u8, rng.below(4) as u8);
-            sim.selector.set_limits(LayerLimits {
+            sim.subscriber.selector.set_limits(LayerLimits {
                 target,
                 max: Layer::MAX,
             });
-            deadline = Some((tu + KEYFRAME_INTERVAL + 8, sim.requests));
+            deadline = Some((tu + KEYFRAME_INTERVAL + 8, sim.subscriber.requests));
         }
         if tu % 53 == 0 && rng.chance(30) {
             sim.generator
                 .set_active_spatial_layers(1 + rng.below(3) as u8);
-            deadline = Some((tu + KEYFRAME_INTERVAL + 8, sim.requests));
+            deadline = Some((tu + KEYFRAME_INTERVAL + 8, sim.subscriber.requests));
         }
         sim.step(tu);
         if let Some((at, requests_before)) = deadline.filter(|&(at, _)| at == tu) {
-            let reached = sim.selector.current() == sim.wanted(target);
+            let reached = sim.subscriber.selector.current() == sim.wanted(target);
             // A request raised in this window, or one raised earlier that is still waiting.
-            let requested =
-                sim.requests > requests_before || sim.selector.keyframe_requests().waiting();
+            let requested = sim.subscriber.requests > requests_before
+                || sim.subscriber.selector.keyframe_requests().waiting();
             assert!(
                 reached || requested,
                 "{mode} at TU {at}: target {target:?} not reached ({:?}) and no keyframe request",
-                sim.selector.current()
+                sim.subscriber.selector.current()
             );
             if clean {
                 assert!(

@@ -1,20 +1,17 @@
 //! The switching tables of `shared/design/dd-forwarding-rules.md` section 4, on generated
 //! streams of each scalability mode.
 
-use std::sync::Arc;
-
-use rtp_ext::dd::{DependencyDescriptor, FrameDependencyStructure};
-use selector::dd::{DdSelector, MAX_DD_SIZE};
+use common::DdSubscriber;
+use rtp_ext::dd::DependencyDescriptor;
 use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits, Selection};
+
+mod common;
 
 /// A generator feeding one subscriber's selector, temporal unit by temporal unit.
 struct Run {
     generator: StreamGenerator,
-    selector: DdSelector,
-    structure: Arc<FrameDependencyStructure>,
-    /// Keyframe requests the selector raised so far.
-    requests: u32,
+    subscriber: DdSubscriber,
 }
 
 /// What the subscriber got of one packet.
@@ -31,22 +28,15 @@ impl Run {
             ..Default::default()
         };
         let generator = StreamGenerator::new(mode, config);
-        let structure = generator.structure().clone();
-        let mut selector = DdSelector::new();
-        selector.set_limits(LayerLimits {
-            target,
-            max: Layer::MAX,
-        });
+        let subscriber = DdSubscriber::new(generator.structure().clone(), target);
         Self {
             generator,
-            selector,
-            structure,
-            requests: 0,
+            subscriber,
         }
     }
 
     fn set_target(&mut self, target: Layer) {
-        self.selector.set_limits(LayerLimits {
+        self.subscriber.selector.set_limits(LayerLimits {
             target,
             max: Layer::MAX,
         });
@@ -58,26 +48,12 @@ impl Run {
         for _ in 0..tus {
             loop {
                 let packet = self.generator.next().expect("endless");
-                if let Some(s) = &packet.descriptor.attached_structure {
-                    self.structure = s.clone();
-                }
-                let dd_packet = packet.dd_packet(&self.structure);
-                let mut buf = [0u8; MAX_DD_SIZE];
-                let selection = self
-                    .selector
-                    .select(&dd_packet, &mut buf)
-                    .expect("rewrites");
-                if self.selector.keyframe_requests().take() {
-                    self.requests += 1;
-                }
+                let decided = self.subscriber.select(&packet);
                 let end_of_tu = packet.marker;
-                if selection.forward {
-                    let bytes = &buf[..selection.descriptor_len];
-                    let rewritten = DependencyDescriptor::parse(bytes, Some(&self.structure))
-                        .expect("valid DD");
+                if let Some(rewritten) = decided.rewritten {
                     out.push(Forwarded {
                         packet,
-                        selection,
+                        selection: decided.selection,
                         rewritten,
                     });
                 }
@@ -101,35 +77,35 @@ fn needs_keyframe(mode: ScalabilityMode, from: u8, to: u8) -> bool {
     let mut run = Run::new(mode, top(mode, from));
     run.run(20);
     assert_eq!(
-        run.selector.current(),
+        run.subscriber.selector.current(),
         Some(top(mode, from)),
         "{mode} settles on S{from}"
     );
-    let before = run.requests;
+    let before = run.subscriber.requests;
     run.set_target(top(mode, to));
     run.run(16);
-    let reached = run.selector.current() == Some(top(mode, to));
+    let reached = run.subscriber.selector.current() == Some(top(mode, to));
     if reached {
         assert_eq!(
-            run.requests, before,
+            run.subscriber.requests, before,
             "{mode} S{from}->S{to}: no keyframe request for a free switch"
         );
         return false;
     }
     assert_eq!(
-        run.requests,
+        run.subscriber.requests,
         before + 1,
         "{mode} S{from}->S{to}: exactly one keyframe request"
     );
-    assert!(run.selector.keyframe_requests().waiting());
+    assert!(run.subscriber.selector.keyframe_requests().waiting());
     run.generator.request_keyframe();
     run.run(4);
     assert_eq!(
-        run.selector.current(),
+        run.subscriber.selector.current(),
         Some(top(mode, to)),
         "{mode} S{from}->S{to} after the keyframe"
     );
-    assert!(!run.selector.keyframe_requests().waiting());
+    assert!(!run.subscriber.selector.keyframe_requests().waiting());
     true
 }
 
@@ -181,16 +157,16 @@ fn temporal_switches_are_free_in_every_mode() {
             let spatial = mode.spatial_layers() - 1;
             let mut run = Run::new(mode, Layer::new(spatial, from));
             run.run(20);
-            let before = run.requests;
+            let before = run.subscriber.requests;
             run.set_target(Layer::new(spatial, to));
             run.run(8);
             assert_eq!(
-                run.selector.current(),
+                run.subscriber.selector.current(),
                 Some(Layer::new(spatial, to)),
                 "{mode} T{from}->T{to}"
             );
             assert_eq!(
-                run.requests, before,
+                run.subscriber.requests, before,
                 "{mode} T{from}->T{to} needs no keyframe"
             );
         }
@@ -236,7 +212,11 @@ fn active_decode_targets_told_per_target() {
             let layer = Layer::new(dt as u8 / t, dt as u8 % t);
             let mut run = Run::new(mode, layer);
             let forwarded = run.run(12);
-            assert_eq!(run.selector.current(), Some(layer), "{mode} d{dt}");
+            assert_eq!(
+                run.subscriber.selector.current(),
+                Some(layer),
+                "{mode} d{dt}"
+            );
             assert!(!forwarded.is_empty());
             for f in &forwarded {
                 assert_eq!(

@@ -11,10 +11,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use common::{Network, NetworkConditions, Rng};
+use common::{DdSubscriber, Network, NetworkConditions, Rng};
 use proptest::prelude::*;
 use rtp_ext::dd::FrameDependencyStructure;
-use selector::dd::{DdSelector, MAX_DD_SIZE};
 use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::simulcast::{SimulcastSelector, StreamChoice};
 use selector::{Layer, LayerLimits};
@@ -36,7 +35,7 @@ struct Simulation {
     structures: Vec<Arc<FrameDependencyStructure>>,
     network: Network<StreamPacket>,
     simulcast: SimulcastSelector,
-    inner: DdSelector,
+    inner: DdSubscriber,
     requests: Vec<u64>,
     pending_keyframe: Option<(u8, u64)>,
     /// Per (stream, frame): decisions of its packets that reached the selector. Entering a
@@ -61,13 +60,14 @@ impl Simulation {
                 StreamGenerator::new(ScalabilityMode::L1T3, config)
             })
             .collect();
-        let structures = generators.iter().map(|g| g.structure().clone()).collect();
+        let structures: Vec<_> = generators.iter().map(|g| g.structure().clone()).collect();
+        let inner = DdSubscriber::new(structures[0].clone(), Layer::MAX);
         Self {
             generators,
             structures,
             network: Network::new(seed ^ 0x5A5A, conditions),
             simulcast: SimulcastSelector::new(STREAMS),
-            inner: DdSelector::new(),
+            inner,
             requests: vec![0; usize::from(STREAMS)],
             pending_keyframe: None,
             decisions: HashMap::new(),
@@ -122,12 +122,16 @@ impl Simulation {
                 let keyframe = packet.frame_number;
                 self.decisions
                     .retain(|&(st, f), _| st != stream || f >= keyframe);
-                self.inner = DdSelector::new();
-                self.inner.set_limits(self.simulcast.stream_limits());
+                self.inner = DdSubscriber::new(self.structures[s].clone(), Layer::MAX);
+                self.inner
+                    .selector
+                    .set_limits(self.simulcast.stream_limits());
                 self.select_inner(&packet, s)
             }
             StreamChoice::Forward => {
-                self.inner.set_limits(self.simulcast.stream_limits());
+                self.inner
+                    .selector
+                    .set_limits(self.simulcast.stream_limits());
                 self.select_inner(&packet, s)
             }
         };
@@ -145,9 +149,7 @@ impl Simulation {
     }
 
     fn select_inner(&mut self, packet: &GeneratedPacket, stream: usize) -> bool {
-        let dd_packet = packet.dd_packet(&self.structures[stream]);
-        let mut buf = [0u8; MAX_DD_SIZE];
-        let selection = self.inner.select(&dd_packet, &mut buf).expect("rewrites");
+        let selection = self.inner.select(packet).selection;
         // The first packet of a frame decides it: none of its references may have been seen
         // and dropped in this stream.
         let key = |frame: u64| (stream as u8, frame);

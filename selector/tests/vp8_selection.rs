@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use common::{Network, NetworkConditions, Rng};
 use proptest::prelude::*;
 use rtp_ext::codec::{
     KeyIdx, PartitionId, PictureId, TemporalLayerId, Tl0PicIdx, Vp8Descriptor, Vp8Temporal,
@@ -19,30 +20,10 @@ use rtp_ext::codec::{
 use selector::vp8::{Vp8Packet, Vp8Selection, Vp8Selector};
 use selector::{Layer, LayerLimits};
 
+mod common;
+
 const L1T2: &[u8] = &[0, 1];
 const L1T3: &[u8] = &[0, 2, 1, 2];
-
-/// A small deterministic generator for the stream's and the network's choices.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn chance(&mut self, percent: u32) -> bool {
-        self.next() % 100 < u64::from(percent)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 #[derive(Debug, Clone, Copy)]
 struct StreamConfig {
@@ -538,65 +519,6 @@ fn hostile_descriptors_do_not_panic() {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct NetworkConditions {
-    loss: u32,
-    /// Of lost packets, the share that a retransmission brings back later.
-    recovered: u32,
-    reorder: u32,
-    duplicate: u32,
-}
-
-impl NetworkConditions {
-    const CLEAN: NetworkConditions = NetworkConditions {
-        loss: 0,
-        recovered: 0,
-        reorder: 0,
-        duplicate: 0,
-    };
-}
-
-/// Packets in flight, keyed by the frame step at which they arrive.
-struct Network {
-    rng: Rng,
-    conditions: NetworkConditions,
-    in_flight: BTreeMap<(u64, u64), Packet>,
-    sent: u64,
-}
-
-impl Network {
-    fn send(&mut self, step: u64, packet: Packet) {
-        let c = self.conditions;
-        let delay = if self.rng.chance(c.loss) {
-            if !self.rng.chance(c.recovered) {
-                return;
-            }
-            3 + self.rng.below(30)
-        } else if self.rng.chance(c.reorder) {
-            1 + self.rng.below(4)
-        } else {
-            0
-        };
-        if self.rng.chance(c.duplicate) {
-            let at = step + self.rng.below(6);
-            self.schedule(at, packet.clone());
-        }
-        self.schedule(step + delay, packet);
-    }
-
-    fn schedule(&mut self, at: u64, packet: Packet) {
-        self.sent += 1;
-        self.in_flight.insert((at, self.sent), packet);
-    }
-
-    fn arrivals(&mut self, step: u64) -> Vec<Packet> {
-        let later = self.in_flight.split_off(&(step + 1, 0));
-        std::mem::replace(&mut self.in_flight, later)
-            .into_values()
-            .collect()
-    }
-}
-
 /// What the subscriber side observed, for the properties.
 #[derive(Default)]
 struct Observed {
@@ -612,7 +534,7 @@ struct Observed {
 
 struct Simulation {
     stream: Stream,
-    network: Network,
+    network: Network<Packet>,
     selector: Vp8Selector,
     observed: Observed,
     requests: u64,
@@ -627,12 +549,7 @@ impl Simulation {
     fn new(config: StreamConfig, conditions: NetworkConditions) -> Self {
         Self {
             stream: Stream::new(config),
-            network: Network {
-                rng: Rng(config.seed ^ 0xA5A5),
-                conditions,
-                in_flight: BTreeMap::new(),
-                sent: 0,
-            },
+            network: Network::new(config.seed ^ 0xA5A5, conditions),
             selector: Vp8Selector::new(),
             observed: Observed::default(),
             requests: 0,

@@ -1,9 +1,21 @@
-//! A seeded in-memory network for the selector property tests: loss, late retransmissions,
-//! reordering and duplicates, deterministic for a seed.
+//! Shared by the selector property tests: a seeded in-memory network (loss, late
+//! retransmissions, reordering, duplicates, deterministic for a seed) and a DD subscriber.
+
+#![allow(
+    dead_code,
+    reason = "each test crate that includes this module uses a different part of it"
+)]
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rtp_ext::dd::{DependencyDescriptor, FrameDependencyStructure};
+use selector::dd::{DdSelector, MAX_DD_SIZE};
+use selector::scalability::GeneratedPacket;
+use selector::{Layer, LayerLimits, Selection};
 
 /// A small deterministic generator for the network's choices.
+#[derive(Debug, Clone)]
 pub struct Rng(pub u64);
 
 impl Rng {
@@ -93,5 +105,59 @@ impl<P: Clone> Network<P> {
         std::mem::replace(&mut self.in_flight, later)
             .into_values()
             .collect()
+    }
+}
+
+/// One subscriber's DD selection over generated packets: its selector, the structure the
+/// stream last attached, and every forwarded packet's rewritten DD read back.
+pub struct DdSubscriber {
+    pub selector: DdSelector,
+    pub structure: Arc<FrameDependencyStructure>,
+    /// Keyframe requests raised so far.
+    pub requests: u64,
+}
+
+/// One packet's decision, with its rewritten DD when forwarded.
+pub struct Decided {
+    pub selection: Selection,
+    pub rewritten: Option<DependencyDescriptor>,
+    /// A keyframe request was raised with this packet.
+    pub requested: bool,
+}
+
+impl DdSubscriber {
+    pub fn new(structure: Arc<FrameDependencyStructure>, target: Layer) -> Self {
+        let mut selector = DdSelector::new();
+        selector.set_limits(LayerLimits {
+            target,
+            max: Layer::MAX,
+        });
+        Self {
+            selector,
+            structure,
+            requests: 0,
+        }
+    }
+
+    pub fn select(&mut self, packet: &GeneratedPacket) -> Decided {
+        if let Some(s) = &packet.descriptor.attached_structure {
+            self.structure = s.clone();
+        }
+        let mut buf = [0u8; MAX_DD_SIZE];
+        let selection = self
+            .selector
+            .select(&packet.dd_packet(&self.structure), &mut buf)
+            .expect("rewrites");
+        let requested = self.selector.keyframe_requests().take();
+        self.requests += u64::from(requested);
+        let rewritten = selection.forward.then(|| {
+            DependencyDescriptor::parse(&buf[..selection.descriptor_len], Some(&self.structure))
+                .expect("the rewritten DD parses")
+        });
+        Decided {
+            selection,
+            rewritten,
+            requested,
+        }
     }
 }
