@@ -288,14 +288,10 @@ fn subscriber_loss_is_repaired_with_the_same_bytes() {
         media_ssrc: 0x5000,
         pairs,
     });
-    let mut rtcp = [0u8; 1500];
-    let len = RtcpCrateWriter::new(b"sub")
-        .expect("cname")
-        .write(&nack, &mut rtcp)
-        .expect("writes");
+    let rtcp = rtcp_bytes(&nack);
     session
         .router
-        .handle_subscriber_rtcp(session.now, id, &rtcp[..len])
+        .handle_subscriber_rtcp(session.now, id, &rtcp)
         .expect("known");
     session.drain(&|_, _| false);
     let mut all = session.received.remove(&id).expect("received");
@@ -423,15 +419,11 @@ fn subscriber_pli_becomes_one_throttled_request() {
         sender_ssrc: 9,
         media_ssrc: 0x5000,
     });
-    let mut rtcp = [0u8; 64];
-    let len = RtcpCrateWriter::new(b"sub")
-        .expect("cname")
-        .write(&pli, &mut rtcp)
-        .expect("writes");
+    let rtcp = rtcp_bytes(&pli);
     for id in ids {
         session
             .router
-            .handle_subscriber_rtcp(session.now, id, &rtcp[..len])
+            .handle_subscriber_rtcp(session.now, id, &rtcp)
             .expect("known");
     }
     let before = session.router.counters().plis_sent;
@@ -632,6 +624,14 @@ fn real_vp8_capture_to_two_subscribers() {
     );
 }
 
+/// One RTCP packet, as a subscriber or publisher would send it.
+fn rtcp_bytes(item: &RtcpFeedback<'_>) -> Vec<u8> {
+    let mut buf = [0u8; 1500];
+    let mut writer = RtcpCrateWriter::new(b"peer").expect("a short CNAME");
+    let len = writer.write(item, &mut buf).expect("fits");
+    buf[..len].to_vec()
+}
+
 /// Every RTCP item of a list of datagrams.
 fn rtcp_items(datagrams: &[Vec<u8>]) -> Vec<RtcpFeedback<'_>> {
     let mut items = Vec::new();
@@ -654,15 +654,11 @@ fn reports_both_ways_and_round_trip_time() {
         packet_count: 0,
         octet_count: 0,
     });
-    let mut rtcp = [0u8; 1500];
-    let len = RtcpCrateWriter::new(b"pub")
-        .expect("cname")
-        .write(&publisher_sr, &mut rtcp)
-        .expect("writes");
+    let rtcp = rtcp_bytes(&publisher_sr);
     let track = session.track;
     session
         .router
-        .handle_publisher_rtcp(session.now, track, &rtcp[..len])
+        .handle_publisher_rtcp(session.now, track, &rtcp)
         .expect("known");
     session.feed(bytes, &|_, _| false);
     session.rtcp_to_publisher.clear();
@@ -721,13 +717,10 @@ fn reports_both_ways_and_round_trip_time() {
         sender_ssrc: 9,
         blocks,
     });
-    let len = RtcpCrateWriter::new(b"sub")
-        .expect("cname")
-        .write(&rr, &mut rtcp)
-        .expect("writes");
+    let rtcp = rtcp_bytes(&rr);
     session
         .router
-        .handle_subscriber_rtcp(session.now, id, &rtcp[..len])
+        .handle_subscriber_rtcp(session.now, id, &rtcp)
         .expect("known");
     let rtt = session.router.down_track_rtt(id).expect("measured");
     assert!(
@@ -775,15 +768,11 @@ fn simulcast_switch_aligns_timestamps_by_sender_reports() {
                 packet_count: 0,
                 octet_count: 0,
             });
-            let mut rtcp = [0u8; 64];
-            let len = RtcpCrateWriter::new(b"pub")
-                .expect("cname")
-                .write(&sr, &mut rtcp)
-                .expect("writes");
+            let rtcp = rtcp_bytes(&sr);
             let track = session.track;
             session
                 .router
-                .handle_publisher_rtcp(session.now, track, &rtcp[..len])
+                .handle_publisher_rtcp(session.now, track, &rtcp)
                 .expect("known");
             let structure = g.structure().clone();
             (g, structure)
@@ -915,14 +904,10 @@ fn rtx_both_ways_and_padding() {
         media_ssrc: 0x5000,
         pairs,
     });
-    let mut rtcp = [0u8; 64];
-    let len = RtcpCrateWriter::new(b"sub")
-        .expect("cname")
-        .write(&nack, &mut rtcp)
-        .expect("writes");
+    let rtcp = rtcp_bytes(&nack);
     session
         .router
-        .handle_subscriber_rtcp(session.now, id, &rtcp[..len])
+        .handle_subscriber_rtcp(session.now, id, &rtcp)
         .expect("known");
     session.drain(&|_, _| false);
     let resent = session.received[&id]
