@@ -130,6 +130,23 @@ impl Session {
         }
     }
 
+    /// The subscriber NACKs `lost` (its output sequence numbers); the repairs are drained.
+    fn nack(&mut self, id: DownTrackId, media_ssrc: u32, lost: &[u16]) {
+        let mut pairs = NackPairs::default();
+        for &seq in lost {
+            pairs.push(seq).expect("fits in one NACK");
+        }
+        let nack = RtcpFeedback::Nack(Nack {
+            sender_ssrc: 9,
+            media_ssrc,
+            pairs,
+        });
+        self.router
+            .handle_subscriber_rtcp(self.now, id, &rtcp_bytes(&nack))
+            .expect("known");
+        self.drain(&|_, _| false);
+    }
+
     fn advance(&mut self, by: Duration) {
         self.now += by;
         self.router.handle_timeout(self.now);
@@ -279,21 +296,7 @@ fn subscriber_loss_is_repaired_with_the_same_bytes() {
         .filter(|s| !received_seqs.contains(s))
         .collect();
     assert!(missing.len() > 10, "the subscriber lost packets");
-    let mut pairs = NackPairs::default();
-    for &seq in &missing {
-        pairs.push(seq).expect("fits in one NACK");
-    }
-    let nack = RtcpFeedback::Nack(Nack {
-        sender_ssrc: 9,
-        media_ssrc: 0x5000,
-        pairs,
-    });
-    let rtcp = rtcp_bytes(&nack);
-    session
-        .router
-        .handle_subscriber_rtcp(session.now, id, &rtcp)
-        .expect("known");
-    session.drain(&|_, _| false);
+    session.nack(id, 0x5000, &missing);
     let mut all = session.received.remove(&id).expect("received");
     // Retransmissions are byte-identical to what the lossless subscriber got.
     let clean_by_seq: HashMap<u16, &Vec<u8>> = clean.received[&clean_id]
@@ -897,19 +900,7 @@ fn rtx_both_ways_and_padding() {
     // The subscriber NACKs one packet: it comes back on RTX.
     let wanted = received.headers()[5].sequence_number;
     let original_bytes = received.packets[5].clone();
-    let mut pairs = NackPairs::default();
-    pairs.push(wanted).expect("room");
-    let nack = RtcpFeedback::Nack(Nack {
-        sender_ssrc: 9,
-        media_ssrc: 0x5000,
-        pairs,
-    });
-    let rtcp = rtcp_bytes(&nack);
-    session
-        .router
-        .handle_subscriber_rtcp(session.now, id, &rtcp)
-        .expect("known");
-    session.drain(&|_, _| false);
+    session.nack(id, 0x5000, &[wanted]);
     let resent = session.received[&id]
         .packets
         .last()
