@@ -19,8 +19,8 @@ use sfu::engine::rtcp::{
     RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport,
 };
 use sfu::engine::{
-    DownTrackConfig, DownTrackId, Router, RouterConfig, RtcpTarget, StreamConfig, TrackConfig,
-    TrackId,
+    DownTrackConfig, DownTrackId, Event, KeyframeRequest, Router, RouterConfig, RtcpTarget,
+    StreamConfig, TrackConfig, TrackId,
 };
 
 mod common;
@@ -385,7 +385,7 @@ fn a_hundred_subscribers_switching_up_send_one_pli_per_interval() {
     }
     let (first, rest) = bytes.split_at(bytes.len() / 3);
     session.feed(first.to_vec(), &|_, _| false);
-    let plis_before = session.router.counters().plis_sent;
+    let plis_before = session.router.counters().keyframe_requests_sent;
     for &id in &session.subscribers.clone() {
         session
             .router
@@ -397,7 +397,7 @@ fn a_hundred_subscribers_switching_up_send_one_pli_per_interval() {
         session.feed(chunk.to_vec(), &|_, _| false);
         session.advance(FRAME);
     }
-    let plis = session.router.counters().plis_sent - plis_before;
+    let plis = session.router.counters().keyframe_requests_sent - plis_before;
     let elapsed_ms = (rest.len() / 10 + 1) as u64 * 33;
     assert!(plis >= 1, "the switch asked for a keyframe");
     assert!(
@@ -429,9 +429,9 @@ fn subscriber_pli_becomes_one_throttled_request() {
             .handle_subscriber_rtcp(session.now, id, &rtcp)
             .expect("known");
     }
-    let before = session.router.counters().plis_sent;
+    let before = session.router.counters().keyframe_requests_sent;
     session.advance(Duration::from_millis(1));
-    assert_eq!(session.router.counters().plis_sent - before, 1);
+    assert_eq!(session.router.counters().keyframe_requests_sent - before, 1);
 }
 
 #[test]
@@ -1011,4 +1011,54 @@ fn real_captures_through_the_engine() {
             );
         }
     }
+}
+
+#[test]
+fn layer_changes_are_events_and_fir_can_replace_pli() {
+    let (_, bytes) = generated(ScalabilityMode::L3T3, 20);
+    let mut session = Session::new(dd_track(0x1000));
+    let mut config = RouterConfig::default();
+    config.keyframe_request = KeyframeRequest::Fir;
+    session.router = Router::new(config);
+    session.track = session.router.publish(dd_track(0x1000)).expect("fresh");
+    let id = session.subscribe(Layer::new(0, 2));
+    let (first, rest) = bytes.split_at(bytes.len() / 2);
+    session.feed(first.to_vec(), &|_, _| false);
+    session
+        .router
+        .set_limits(id, limits(Layer::new(2, 2)))
+        .expect("known");
+    session.feed(rest.to_vec(), &|_, _| false);
+    let mut events = Vec::new();
+    while let Some(e) = session.router.poll_event() {
+        events.push(e);
+    }
+    let layers: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::LayerChanged { down_track, layer } if *down_track == id => Some(*layer),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        layers.first(),
+        Some(&Some(Layer::new(0, 2))),
+        "the first layer is announced"
+    );
+    assert!(
+        events.contains(&Event::KeyframeRequested {
+            track: session.track
+        }),
+        "L3T3 up-switch asks"
+    );
+    let firs: Vec<u8> = rtcp_items(&session.rtcp_to_publisher)
+        .iter()
+        .filter_map(|i| match i {
+            RtcpFeedback::Fir(f) => Some(f.entries[0].seq_nr),
+            RtcpFeedback::Pli(_) => panic!("FIR configured"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(firs.first(), Some(&1), "FIR sequence numbers start at 1");
+    assert!(firs.windows(2).all(|w| w[1] == w[0].wrapping_add(1)));
 }

@@ -107,6 +107,18 @@ struct State {
     clock: Option<(u32, Instant)>,
     /// Round-trip time from the subscriber's last receiver report.
     rtt: Option<Duration>,
+    /// The layer last reported to the host as an event.
+    reported_layer: Option<Layer>,
+}
+
+/// What writing one packet for this subscriber did.
+#[derive(Debug)]
+pub struct Written {
+    pub result: Result<Option<Transmit>, WriteError>,
+    /// The stream a keyframe is now needed from, once per need.
+    pub keyframe: Option<u8>,
+    /// The layer forwarded changed to this.
+    pub layer_changed: Option<Option<Layer>>,
 }
 
 #[derive(Debug)]
@@ -133,6 +145,7 @@ impl DownTrack {
                 counters: DownTrackCounters::default(),
                 clock: None,
                 rtt: None,
+                reported_layer: None,
             }),
             clock_rate: track_config.clock_rate,
         }
@@ -190,17 +203,22 @@ impl DownTrack {
         self.state.lock().forwarder.current()
     }
 
-    /// Decides `packet` and, if it goes out, writes it into `buf`. Also returns the stream this
-    /// subscriber now needs a keyframe from, if it does (once per need): one lock for both.
-    pub fn write(
-        &self,
-        packet: &ParsedPacket,
-        at: PacketRef,
-        buf: &mut [u8],
-    ) -> (Result<Option<Transmit>, WriteError>, Option<u8>) {
+    /// Decides `packet` and, if it goes out, writes it into `buf`. Also says whether this
+    /// subscriber now needs a keyframe and whether its layer changed: one lock for all.
+    pub fn write(&self, packet: &ParsedPacket, at: PacketRef, buf: &mut [u8]) -> Written {
         let mut state = self.state.lock();
         let result = self.write_locked(&mut state, packet, at, buf);
-        (result, state.forwarder.take_keyframe_request())
+        let keyframe = state.forwarder.take_keyframe_request();
+        let layer = state.forwarder.current();
+        let layer_changed = (layer != state.reported_layer).then(|| {
+            state.reported_layer = layer;
+            layer
+        });
+        Written {
+            result,
+            keyframe,
+            layer_changed,
+        }
     }
 
     fn write_locked(

@@ -27,10 +27,11 @@ mod router;
 pub mod rtcp;
 mod track;
 
-pub use down_track::{DownTrackCounters, Transmit, WriteError, SEND_HISTORY};
+pub use down_track::{DownTrack, DownTrackCounters, Transmit, WriteError, Written, SEND_HISTORY};
 pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};
 pub use receiver::{ReceiveError, ReceiverCounters, RECEIVE_RING};
 pub use router::{
-    Output, Router, RouterConfig, RouterCounters, RouterError, RtcpTarget, RtcpTransmit,
+    Event, KeyframeRequest, Output, Router, RouterConfig, RouterCounters, RouterError, RtcpTarget,
+    RtcpTransmit,
 };
 pub use track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};

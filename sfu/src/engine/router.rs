@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rtp_ext::ext::AudioLevel;
-use selector::LayerLimits;
+use selector::{Layer, LayerLimits};
 
 use super::down_track::{DownTrack, DownTrackCounters, Transmit, WriteError};
 use super::keyframe::{KeyframeCounters, KeyframeRequester, DEFAULT_KEYFRAME_INTERVAL};
 use super::receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters};
 use super::rtcp::{
-    compact_ntp, parse_compound, write_compound, Nack, NackPairs, Pli, ReceiverReport,
-    RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport, WallClock,
+    compact_ntp, parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, NackPairs, Pli,
+    ReceiverReport, RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport, WallClock,
 };
 use super::track::{DownTrackConfig, DownTrackId, TrackConfig, TrackId};
 
@@ -33,6 +33,7 @@ pub struct RouterConfig {
     pub rtcp_ssrc: u32,
     /// Receiver reports to publishers and sender reports to subscribers, this often.
     pub report_interval: Duration,
+    pub keyframe_request: KeyframeRequest,
 }
 
 impl Default for RouterConfig {
@@ -42,6 +43,7 @@ impl Default for RouterConfig {
             rtt: Duration::from_millis(100),
             rtcp_ssrc: 1,
             report_interval: Duration::from_secs(1),
+            keyframe_request: KeyframeRequest::Pli,
         }
     }
 }
@@ -76,6 +78,28 @@ pub struct Output {
     pub transmit: Transmit,
 }
 
+/// Something the host may want to act on or show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The layer a subscriber receives changed (None: nothing decodable is forwarded, e.g.
+    /// while it waits for a keyframe).
+    LayerChanged {
+        down_track: DownTrackId,
+        layer: Option<Layer>,
+    },
+    /// A keyframe request went to a publisher.
+    KeyframeRequested { track: TrackId },
+}
+
+/// How keyframes are asked of publishers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyframeRequest {
+    /// Picture loss indication (RFC 4585 6.3.1).
+    Pli,
+    /// Full intra request (RFC 5104 4.3.1), for publishers that prefer it.
+    Fir,
+}
+
 /// Work queued by inputs and done when outputs are polled.
 #[derive(Debug, Clone, Copy)]
 enum Job {
@@ -94,6 +118,8 @@ struct Published {
     receiver: Receiver,
     keyframes: KeyframeRequester,
     subscribers: Vec<DownTrackId>,
+    /// FIR command sequence number (RFC 5104 4.3.1.1): one more per new request.
+    fir_seq: u8,
 }
 
 /// RTCP the router owes publishers.
@@ -115,6 +141,11 @@ enum PendingRtcp {
         track: TrackId,
         media_ssrc: u32,
     },
+    Fir {
+        track: TrackId,
+        media_ssrc: u32,
+        seq_nr: u8,
+    },
     Nack {
         track: TrackId,
         media_ssrc: u32,
@@ -132,7 +163,7 @@ pub struct RouterCounters {
     pub bad_rtcp: u64,
     pub write_failures: u64,
     pub nacks_sent: u64,
-    pub plis_sent: u64,
+    pub keyframe_requests_sent: u64,
 }
 
 /// Hashes a `u32` key (an id the router handed out, or an SSRC) as itself: ids are distinct
@@ -167,6 +198,7 @@ pub struct Router {
     by_ssrc: IdMap<u32, TrackId>,
     jobs: VecDeque<Job>,
     rtcp: VecDeque<PendingRtcp>,
+    events: VecDeque<Event>,
     rtcp_writer: RtcpCrateWriter,
     nack_scratch: Vec<(u32, u16)>,
     /// Maps `now` to wall-clock NTP time for reports; anchored at the first use if the host
@@ -186,6 +218,7 @@ impl Router {
             by_ssrc: IdMap::default(),
             jobs: VecDeque::new(),
             rtcp: VecDeque::new(),
+            events: VecDeque::new(),
             // A fixed CNAME of valid length: cannot fail.
             rtcp_writer: RtcpCrateWriter::new(b"strata").expect("a short CNAME"),
             nack_scratch: Vec::new(),
@@ -227,6 +260,7 @@ impl Router {
                 receiver,
                 keyframes,
                 subscribers: Vec::new(),
+                fir_seq: 0,
             },
         );
         Ok(id)
@@ -428,7 +462,20 @@ impl Router {
             queue_nacks(&mut self.rtcp, track, &self.nack_scratch);
             while let Some(stream) = published.keyframes.poll(now) {
                 let media_ssrc = published.receiver.config().streams[usize::from(stream)].ssrc;
-                self.rtcp.push_back(PendingRtcp::Pli { track, media_ssrc });
+                let request = match self.config.keyframe_request {
+                    KeyframeRequest::Pli => PendingRtcp::Pli { track, media_ssrc },
+                    KeyframeRequest::Fir => {
+                        published.fir_seq = published.fir_seq.wrapping_add(1);
+                        let seq_nr = published.fir_seq;
+                        PendingRtcp::Fir {
+                            track,
+                            media_ssrc,
+                            seq_nr,
+                        }
+                    }
+                };
+                self.rtcp.push_back(request);
+                self.events.push_back(Event::KeyframeRequested { track });
             }
         }
         if self.next_report.is_none_or(|at| now >= at) {
@@ -458,6 +505,11 @@ impl Router {
                     .push_back(PendingRtcp::SenderReport { down_track, report });
             }
         }
+    }
+
+    /// The next event for the host.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due.
@@ -520,12 +572,30 @@ impl Router {
                 RtcpFeedback::SenderReport(report),
             ),
             PendingRtcp::Pli { track, media_ssrc } => {
-                self.counters.plis_sent += 1;
+                self.counters.keyframe_requests_sent += 1;
                 let pli = Pli {
                     sender_ssrc,
                     media_ssrc,
                 };
                 (RtcpTarget::Publisher(track), RtcpFeedback::Pli(pli))
+            }
+            PendingRtcp::Fir {
+                track,
+                media_ssrc,
+                seq_nr,
+            } => {
+                self.counters.keyframe_requests_sent += 1;
+                let mut entries = FirEntries::default();
+                // One entry fits an empty list.
+                let _ = entries.push(FirEntry {
+                    ssrc: media_ssrc,
+                    seq_nr,
+                });
+                let fir = Fir {
+                    sender_ssrc,
+                    entries,
+                };
+                (RtcpTarget::Publisher(track), RtcpFeedback::Fir(fir))
             }
             PendingRtcp::Nack {
                 track,
@@ -558,11 +628,17 @@ impl Router {
         let Some(packet) = published.receiver.packet(at) else {
             return Ok(None);
         };
-        let (transmit, keyframe) = down_track.write(packet, at, buf);
-        if let Some(stream) = keyframe {
+        let written = down_track.write(packet, at, buf);
+        if let Some(stream) = written.keyframe {
             published.keyframes.request(stream);
         }
-        Ok(transmit?.map(|transmit| Output {
+        if let Some(layer) = written.layer_changed {
+            self.events.push_back(Event::LayerChanged {
+                down_track: id,
+                layer,
+            });
+        }
+        Ok(written.result?.map(|transmit| Output {
             down_track: id,
             transmit,
         }))
