@@ -1017,9 +1017,10 @@ fn real_captures_through_the_engine() {
 fn layer_changes_are_events_and_fir_can_replace_pli() {
     let (_, bytes) = generated(ScalabilityMode::L3T3, 20);
     let mut session = Session::new(dd_track(0x1000));
-    let mut config = RouterConfig::default();
-    config.keyframe_request = KeyframeRequest::Fir;
-    session.router = Router::new(config);
+    session.router = Router::new(RouterConfig {
+        keyframe_request: KeyframeRequest::Fir,
+        ..Default::default()
+    });
     session.track = session.router.publish(dd_track(0x1000)).expect("fresh");
     let id = session.subscribe(Layer::new(0, 2));
     let (first, rest) = bytes.split_at(bytes.len() / 2);
