@@ -3,13 +3,14 @@
 //! keeps each stream's DD template structure.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rtp_ext::dd::FrameDependencyStructure;
 use rtp_ext::ext::AudioLevel;
-use rtp_ext::rtp::{unwrap_rtx, ParseError, RtpPacket};
+use rtp_ext::rtp::{unwrap_rtx, ParseError, RtpFields, RtpPacket};
 use selector::Unwrapper;
 use smallvec::SmallVec;
 
@@ -200,40 +201,22 @@ impl Receiver {
 
     fn receive_inner(&mut self, now: Instant, bytes: Bytes) -> Result<PacketRef, ReceiveError> {
         let packet = RtpPacket::parse(&bytes).map_err(ReceiveError::Malformed)?;
-        let ssrc = packet.fields().ssrc;
-        let index = self
-            .streams
-            .iter()
-            .position(|s| s.ssrc == ssrc || s.rtx_ssrc == Some(ssrc))
-            .ok_or(ReceiveError::UnknownSsrc)?;
+        let (index, fields, payload) = self.original(&packet)?;
         let stream = &mut self.streams[index];
-        let (mut fields, payload) = if stream.rtx_ssrc == Some(ssrc) && stream.ssrc != ssrc {
-            let rtx = unwrap_rtx(&packet).map_err(|_| ReceiveError::BadRtx)?;
-            let mut fields = packet.fields();
-            fields.ssrc = stream.ssrc;
-            fields.sequence_number = rtx.original_sequence_number;
-            (fields, rtx.payload)
-        } else {
-            (packet.fields(), packet.payload_range())
-        };
-        let arrival = stream.nack.on_packet(fields.sequence_number, now);
-        match arrival {
-            Arrival::Old => return Err(ReceiveError::Duplicate),
-            Arrival::Reset | Arrival::New | Arrival::Recovered => {}
+        if stream.nack.on_packet(fields.sequence_number, now) == Arrival::Old {
+            return Err(ReceiveError::Duplicate);
         }
         let ext_seq = stream.sequence.unwrap(fields.sequence_number);
         if stream.ring.get(ext_seq).is_some() {
             return Err(ReceiveError::Duplicate);
         }
-        stream.stats.on_packet(
-            ReceivedPacket {
-                seq: fields.sequence_number,
-                ts: fields.timestamp,
-                len: bytes.len(),
-                padding_only: payload.is_empty(),
-            },
-            now,
-        );
+        let received = ReceivedPacket {
+            seq: fields.sequence_number,
+            ts: fields.timestamp,
+            len: bytes.len(),
+            padding_only: payload.is_empty(),
+        };
+        stream.stats.on_packet(received, now);
         let ctx = ParseContext {
             codec: self.config.codec,
             dd_ext_id: self.config.dd_ext_id,
@@ -241,41 +224,34 @@ impl Receiver {
             structure: stream.structure.as_ref(),
         };
         let (descriptor, dd, audio_level) = describe(&packet, &bytes[payload.clone()], &ctx);
-        if self
+        let dd_sent = self
             .config
             .dd_ext_id
-            .is_some_and(|id| packet.extension(id).is_some())
-            && dd.is_none()
-        {
-            self.counters.bad_dd += 1;
+            .and_then(|id| packet.extension(id))
+            .is_some();
+        self.counters.bad_dd += u64::from(dd_sent && dd.is_none());
+        self.counters.padding_only += u64::from(payload.is_empty());
+        if audio_level.is_some() {
+            self.audio_level = audio_level;
         }
         if let Some(structure) = dd.as_ref().and_then(|d| d.attached_structure.clone()) {
             stream.structure = Some(structure);
         }
-        if payload.is_empty() {
-            self.counters.padding_only += 1;
-        }
-        if audio_level.is_some() {
-            self.audio_level = audio_level;
-        }
-        fields.marker = packet.fields().marker;
-        let layout = packet.layout();
-        let keyframe_start = is_keyframe_start(descriptor.as_ref(), dd.as_ref());
         let parsed = ParsedPacket {
-            bytes,
             fields,
             ext_seq,
             // At most four streams (the SmallVec's inline size is the simulcast limit).
             stream: index as u8,
             arrival: now,
             payload,
-            layout,
+            layout: packet.layout(),
+            keyframe_start: is_keyframe_start(descriptor.as_ref(), dd.as_ref()),
             descriptor,
-            keyframe_start,
             structure: dd.as_ref().and(stream.structure.clone()),
             dd,
             audio_level,
             sender_clock: stream.sender_clock,
+            bytes,
         };
         if !stream.ring.insert(ext_seq, parsed) {
             return Err(ReceiveError::OutOfWindow);
@@ -284,5 +260,30 @@ impl Receiver {
             stream: index as u8,
             ext_seq,
         })
+    }
+
+    /// The stream a packet belongs to, and its original header fields and payload: for an RTX
+    /// packet (RFC 4588), the original sequence number and SSRC, and the payload after the OSN.
+    fn original(
+        &self,
+        packet: &RtpPacket<'_>,
+    ) -> Result<(usize, RtpFields, Range<usize>), ReceiveError> {
+        let ssrc = packet.fields().ssrc;
+        let index = self
+            .streams
+            .iter()
+            .position(|s| s.ssrc == ssrc || s.rtx_ssrc == Some(ssrc))
+            .ok_or(ReceiveError::UnknownSsrc)?;
+        let stream = &self.streams[index];
+        if stream.rtx_ssrc != Some(ssrc) || stream.ssrc == ssrc {
+            return Ok((index, packet.fields(), packet.payload_range()));
+        }
+        let rtx = unwrap_rtx(packet).map_err(|_| ReceiveError::BadRtx)?;
+        let fields = RtpFields {
+            ssrc: stream.ssrc,
+            sequence_number: rtx.original_sequence_number,
+            ..packet.fields()
+        };
+        Ok((index, fields, rtx.payload))
     }
 }
