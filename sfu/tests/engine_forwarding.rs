@@ -15,12 +15,12 @@ use rtp_ext::rtp::{
 use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
 use sfu::engine::rtcp::{
-    compact_ntp, parse_compound, Nack, NackPairs, Pli, ReceiverReport, ReportBlock, ReportBlocks,
-    RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport,
+    compact_ntp, parse_compound, Nack, NackPairs, Pli, ReceiverReport, Remb, RembSsrcs,
+    ReportBlock, ReportBlocks, RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport,
 };
 use sfu::engine::{
     DownTrackConfig, DownTrackId, Event, KeyframeRequest, Router, RouterConfig, RtcpTarget,
-    StreamConfig, TrackConfig, TrackId,
+    StreamConfig, TrackConfig, TrackId, TransportCc,
 };
 
 mod common;
@@ -1062,4 +1062,91 @@ fn layer_changes_are_events_and_fir_can_replace_pli() {
         .collect();
     assert_eq!(firs.first(), Some(&1), "FIR sequence numbers start at 1");
     assert!(firs.windows(2).all(|w| w[1] == w[0].wrapping_add(1)));
+}
+
+/// A publisher's transport-wide sequence numbers come back as transport-wide CC feedback about
+/// ten times a second, naming lost packets as not received.
+#[test]
+fn transport_wide_cc_feedback_to_the_publisher() {
+    let mut config = TrackConfig::single(Codec::Opus, 0x3000);
+    config.transport_cc = Some(TransportCc {
+        ext_id: 5,
+        transport: 77,
+    });
+    let mut session = Session::new(config);
+    session.subscribe(Layer::MAX);
+    let blank = [0x80u8, 111, 0, 0, 0, 0, 0, 0, 0, 0, 0x30, 0];
+    let source = RtpPacket::parse(&blank).expect("bare header");
+    for i in 0..30u16 {
+        if i == 7 {
+            continue; // lost
+        }
+        let fields = RtpFields {
+            marker: false,
+            payload_type: 111,
+            sequence_number: i,
+            timestamp: u32::from(i) * 960,
+            ssrc: 0x3000,
+        };
+        let twcc = (1000 + i).to_be_bytes();
+        let added = [ExtensionElement { id: 5, data: &twcc }];
+        let selection = ExtensionSelection {
+            keep: ExtensionIds::NONE,
+            added: &added,
+            two_byte_allowed: false,
+        };
+        let mut buf = vec![0u8; 200];
+        let len = write_header(&source, &fields, &selection, &mut buf).expect("fits");
+        buf.truncate(len);
+        buf.extend_from_slice(&[0xF8; 40]);
+        session.feed([Bytes::from(buf)], &|_, _| false);
+        session.advance(Duration::from_millis(20));
+    }
+    session.advance(Duration::from_millis(100));
+    let feedback: Vec<(u16, u16)> = rtcp_items(&session.rtcp_to_publisher)
+        .iter()
+        .filter_map(|i| match i {
+            RtcpFeedback::TransportCc(t) => Some((t.base_sequence, t.packet_status_count)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        feedback.len() >= 4,
+        "about every 100 ms over 600 ms: {feedback:?}"
+    );
+    assert_eq!(
+        feedback[0].0, 1000,
+        "starts at the first transport-wide number"
+    );
+    // Consecutive feedback covers consecutive ranges, the lost one included.
+    for pair in feedback.windows(2) {
+        assert_eq!(pair[1].0, pair[0].0 + pair[0].1);
+    }
+    let covered: u16 = feedback.iter().map(|f| f.1).sum();
+    assert_eq!(covered, 30, "every number, the lost one too");
+}
+
+#[test]
+fn a_subscriber_remb_becomes_a_bandwidth_event() {
+    let mut session = Session::new(dd_track(0x1000));
+    let id = session.subscribe(Layer::MAX);
+    let mut ssrcs = RembSsrcs::default();
+    ssrcs.push(0x5000).expect("room");
+    let remb = RtcpFeedback::Remb(Remb {
+        sender_ssrc: 9,
+        bitrate_bps: 1_500_000,
+        ssrcs,
+    });
+    session
+        .router
+        .handle_subscriber_rtcp(session.now, id, &rtcp_bytes(&remb))
+        .expect("known");
+    let event = session.router.poll_event();
+    assert_eq!(
+        event,
+        Some(Event::BandwidthEstimate {
+            down_track: id,
+            bitrate_bps: 1_500_000
+        })
+    );
 }

@@ -26,6 +26,7 @@ mod receiver;
 mod router;
 pub mod rtcp;
 mod track;
+mod twcc;
 
 pub use down_track::{DownTrack, DownTrackCounters, Transmit, WriteError, Written, SEND_HISTORY};
 pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};
@@ -34,4 +35,4 @@ pub use router::{
     Event, KeyframeRequest, Output, Router, RouterConfig, RouterCounters, RouterError, RtcpTarget,
     RtcpTransmit,
 };
-pub use track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};
+pub use track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId, TransportCc};

@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use rtp_ext::codec::{parse_payload, Codec, PayloadDescriptor};
 use rtp_ext::dd::{DependencyDescriptor, FrameDependencyStructure};
-use rtp_ext::ext::{AudioLevel, HeaderExtension};
+use rtp_ext::ext::{AudioLevel, HeaderExtension, TransportSequenceNumber};
 use rtp_ext::rtp::{PacketLayout, RtpFields, RtpPacket};
 
 /// One received packet, parsed. Retransmissions (RTX) are stored as the original packet.
@@ -35,6 +35,8 @@ pub struct ParsedPacket {
     pub audio_level: Option<AudioLevel>,
     /// The stream's clock as its latest sender report gave it, for aligning simulcast streams.
     pub sender_clock: Option<SenderClock>,
+    /// The transport-wide sequence number, when the publisher's transport sends one.
+    pub transport_seq: Option<u16>,
 }
 
 /// An NTP time and the RTP timestamp of the same instant, from a sender report.
@@ -71,6 +73,7 @@ pub struct ParseContext<'a> {
     pub codec: Codec,
     pub dd_ext_id: Option<u8>,
     pub audio_level_ext_id: Option<u8>,
+    pub transport_cc_ext_id: Option<u8>,
     /// The stream's latest template structure.
     pub structure: Option<&'a Arc<FrameDependencyStructure>>,
 }
@@ -90,17 +93,18 @@ impl ParsedPacket {
     }
 }
 
+/// What the receiver reads of a packet beyond its header.
+#[derive(Debug, Clone)]
+pub struct Described {
+    pub descriptor: Option<PayloadDescriptor>,
+    pub dd: Option<DependencyDescriptor>,
+    pub audio_level: Option<AudioLevel>,
+    pub transport_seq: Option<u16>,
+}
+
 /// The codec and DD view of a payload and its extensions. A DD that does not parse is left
 /// out (counted by the caller): the packet still carries media.
-pub fn describe(
-    packet: &RtpPacket<'_>,
-    payload: &[u8],
-    ctx: &ParseContext<'_>,
-) -> (
-    Option<PayloadDescriptor>,
-    Option<DependencyDescriptor>,
-    Option<AudioLevel>,
-) {
+pub fn describe(packet: &RtpPacket<'_>, payload: &[u8], ctx: &ParseContext<'_>) -> Described {
     let descriptor = (!payload.is_empty())
         .then(|| parse_payload(ctx.codec, payload).ok())
         .flatten();
@@ -112,7 +116,17 @@ pub fn describe(
         .audio_level_ext_id
         .and_then(|id| packet.extension(id))
         .and_then(|bytes| AudioLevel::parse(bytes).ok());
-    (descriptor, dd, audio_level)
+    let transport_seq = ctx
+        .transport_cc_ext_id
+        .and_then(|id| packet.extension(id))
+        .and_then(|bytes| TransportSequenceNumber::parse(bytes).ok())
+        .map(|seq| seq.0);
+    Described {
+        descriptor,
+        dd,
+        audio_level,
+        transport_seq,
+    }
 }
 
 /// Whether a packet starts a keyframe: a DD that attaches a structure, or the codec's own

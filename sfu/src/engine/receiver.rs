@@ -15,7 +15,9 @@ use selector::Unwrapper;
 use smallvec::SmallVec;
 
 use super::nack::{Arrival, NackGenerator};
-use super::packet::{describe, is_keyframe_start, ParseContext, ParsedPacket, SenderClock};
+use super::packet::{
+    describe, is_keyframe_start, Described, ParseContext, ParsedPacket, SenderClock,
+};
 use super::packet_ring::PacketRing;
 use super::receive_stats::{ReceiveStats, ReceivedPacket};
 use super::rtcp::{compact_ntp, ReportBlock, ReportBlocks, SenderReport};
@@ -221,9 +223,15 @@ impl Receiver {
             codec: self.config.codec,
             dd_ext_id: self.config.dd_ext_id,
             audio_level_ext_id: self.config.audio_level_ext_id,
+            transport_cc_ext_id: self.config.transport_cc.map(|t| t.ext_id),
             structure: stream.structure.as_ref(),
         };
-        let (descriptor, dd, audio_level) = describe(&packet, &bytes[payload.clone()], &ctx);
+        let Described {
+            descriptor,
+            dd,
+            audio_level,
+            transport_seq,
+        } = describe(&packet, &bytes[payload.clone()], &ctx);
         let dd_sent = self
             .config
             .dd_ext_id
@@ -251,6 +259,7 @@ impl Receiver {
             dd,
             audio_level,
             sender_clock: stream.sender_clock,
+            transport_seq,
             bytes,
         };
         if !stream.ring.insert(ext_seq, parsed) {

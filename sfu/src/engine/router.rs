@@ -21,6 +21,7 @@ use super::rtcp::{
     ReceiverReport, RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport, WallClock,
 };
 use super::track::{DownTrackConfig, DownTrackId, TrackConfig, TrackId};
+use super::twcc::{TwccRecorder, TWCC_INTERVAL};
 
 /// Router settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +90,12 @@ pub enum Event {
     },
     /// A keyframe request went to a publisher.
     KeyframeRequested { track: TrackId },
+    /// A subscriber's receiver estimated its bandwidth (REMB): the host may lower or raise the
+    /// subscription's layer limits to fit.
+    BandwidthEstimate {
+        down_track: DownTrackId,
+        bitrate_bps: u64,
+    },
 }
 
 /// How keyframes are asked of publishers.
@@ -111,6 +118,15 @@ enum Job {
         down_track: DownTrackId,
         out_seq: u16,
     },
+}
+
+/// Transport-wide CC feedback state of one publisher transport.
+#[derive(Debug)]
+struct Twcc {
+    recorder: TwccRecorder,
+    /// A track of the transport: where the feedback goes, and its media SSRC.
+    track: TrackId,
+    media_ssrc: u32,
 }
 
 #[derive(Debug)]
@@ -199,6 +215,10 @@ pub struct Router {
     jobs: VecDeque<Job>,
     rtcp: VecDeque<PendingRtcp>,
     events: VecDeque<Event>,
+    /// Transport-wide CC per publisher transport, and feedback waiting to go out (marshalled).
+    twcc: IdMap<u32, Twcc>,
+    twcc_out: VecDeque<(TrackId, Vec<u8>)>,
+    next_twcc: Option<Instant>,
     rtcp_writer: RtcpCrateWriter,
     nack_scratch: Vec<(u32, u16)>,
     /// Maps `now` to wall-clock NTP time for reports; anchored at the first use if the host
@@ -219,6 +239,9 @@ impl Router {
             jobs: VecDeque::new(),
             rtcp: VecDeque::new(),
             events: VecDeque::new(),
+            twcc: IdMap::default(),
+            twcc_out: VecDeque::new(),
+            next_twcc: None,
             // A fixed CNAME of valid length: cannot fail.
             rtcp_writer: RtcpCrateWriter::new(b"strata").expect("a short CNAME"),
             nack_scratch: Vec::new(),
@@ -372,11 +395,23 @@ impl Router {
                 .iter()
                 .map(|&down_track| Job::Forward { down_track, at }),
         );
+        let transport_cc = published.receiver.config().transport_cc;
+        let transport_seq = published.receiver.packet(at).and_then(|p| p.transport_seq);
+        if let (Some(cc), Some(seq)) = (transport_cc, transport_seq) {
+            let media_ssrc = published.receiver.config().streams[0].ssrc;
+            let recorder = self.twcc.entry(cc.transport).or_insert_with(|| Twcc {
+                recorder: TwccRecorder::new(now),
+                track,
+                media_ssrc,
+            });
+            recorder.recorder.record(seq, now);
+        }
         Ok(())
     }
 
     /// RTCP from a subscriber about its DownTrack: NACKs are answered from what it was sent,
-    /// PLI and FIR become (throttled) keyframe requests to the publisher.
+    /// PLI and FIR become (throttled) keyframe requests to the publisher, receiver reports give
+    /// the round-trip time, REMB becomes a bandwidth event.
     pub fn handle_subscriber_rtcp(
         &mut self,
         now: Instant,
@@ -389,6 +424,7 @@ impl Router {
             .ok_or(RouterError::UnknownDownTrack)?;
         self.counters.rtcp_in += 1;
         let mut keyframe = false;
+        let mut estimate = None;
         let jobs = &mut self.jobs;
         let arrival = compact_ntp(self.wall_clock.get_or_insert(anchor(now)).ntp(now));
         let ssrc = down_track.config().ssrc;
@@ -405,10 +441,17 @@ impl Router {
                 }));
             }
             RtcpFeedback::Pli(_) | RtcpFeedback::Fir(_) => keyframe = true,
+            RtcpFeedback::Remb(remb) => estimate = Some(remb.bitrate_bps),
             _ => {}
         });
         if parsed.is_err() {
             self.counters.bad_rtcp += 1;
+        }
+        if let Some(bitrate_bps) = estimate {
+            self.events.push_back(Event::BandwidthEstimate {
+                down_track: id,
+                bitrate_bps,
+            });
         }
         if keyframe {
             let stream = down_track.current_layer().map_or(0, |l| l.spatial);
@@ -478,9 +521,23 @@ impl Router {
                 self.events.push_back(Event::KeyframeRequested { track });
             }
         }
+        if self.next_twcc.is_none_or(|at| now >= at) {
+            self.next_twcc = Some(now + TWCC_INTERVAL);
+            self.queue_transport_cc();
+        }
         if self.next_report.is_none_or(|at| now >= at) {
             self.next_report = Some(now + self.config.report_interval);
             self.queue_reports(now);
+        }
+    }
+
+    /// Transport-wide CC feedback for every publisher transport that received packets.
+    fn queue_transport_cc(&mut self) {
+        let sender_ssrc = self.config.rtcp_ssrc;
+        for twcc in self.twcc.values_mut() {
+            if let Some(feedback) = twcc.recorder.feedback(sender_ssrc, twcc.media_ssrc) {
+                self.twcc_out.push_back((twcc.track, feedback));
+            }
         }
     }
 
@@ -517,7 +574,10 @@ impl Router {
         self.tracks
             .values()
             .flat_map(|p| [p.receiver.next_timeout(), p.keyframes.next_timeout()])
-            .chain([self.next_report])
+            .chain([
+                self.next_report,
+                self.next_twcc.filter(|_| !self.twcc.is_empty()),
+            ])
             .flatten()
             .min()
     }
@@ -544,6 +604,16 @@ impl Router {
 
     /// The next RTCP packet for a publisher or a subscriber, written into `buf`.
     pub fn poll_rtcp(&mut self, buf: &mut [u8]) -> Option<RtcpTransmit> {
+        while let Some((track, feedback)) = self.twcc_out.pop_front() {
+            if let Some(out) = buf.get_mut(..feedback.len()) {
+                out.copy_from_slice(&feedback);
+                let to = RtcpTarget::Publisher(track);
+                return Some(RtcpTransmit {
+                    to,
+                    len: feedback.len(),
+                });
+            }
+        }
         while let Some(pending) = self.rtcp.pop_front() {
             let (to, item) = self.rtcp_item(pending);
             // Reports go out as compound packets with the SDES CNAME RFC 3550 asks for.

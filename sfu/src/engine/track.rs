@@ -33,6 +33,17 @@ pub struct TrackConfig {
     pub dd_ext_id: Option<u8>,
     /// Local id of the audio level extension (RFC 6464), if negotiated.
     pub audio_level_ext_id: Option<u8>,
+    /// Transport-wide congestion control feedback for this track's publisher, if negotiated.
+    pub transport_cc: Option<TransportCc>,
+}
+
+/// The transport-wide sequence number extension of a publisher's transport. Tracks of one
+/// publisher connection share the transport (and so one sequence space and one feedback).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransportCc {
+    pub ext_id: u8,
+    /// The host's name for the publisher's transport.
+    pub transport: u32,
 }
 
 impl TrackConfig {
@@ -51,6 +62,7 @@ impl TrackConfig {
             }]),
             dd_ext_id: None,
             audio_level_ext_id: None,
+            transport_cc: None,
         }
     }
 
