@@ -708,10 +708,10 @@ fn reports_both_ways_and_round_trip_time() {
     blocks
         .push(ReportBlock {
             ssrc: 0x5000,
-            fraction_lost: 0,
-            total_lost: 0,
+            fraction_lost: 12,
+            total_lost: 3,
             highest_sequence: 0,
-            jitter: 0,
+            jitter: 40,
             last_sr: compact_ntp(sr.ntp_time),
             delay_since_last_sr: 0,
         })
@@ -725,7 +725,16 @@ fn reports_both_ways_and_round_trip_time() {
         .router
         .handle_subscriber_rtcp(session.now, id, &rtcp)
         .expect("known");
-    let rtt = session.router.down_track_rtt(id).expect("measured");
+    let reception = session.router.down_track_reception(id).expect("reported");
+    let rtt = reception.rtt.expect("measured");
+    assert_eq!(
+        (
+            reception.fraction_lost,
+            reception.total_lost,
+            reception.jitter
+        ),
+        (12, 3, 40)
+    );
     assert!(
         rtt >= Duration::from_millis(39) && rtt <= Duration::from_millis(41),
         "{rtt:?}"

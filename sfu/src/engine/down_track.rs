@@ -105,10 +105,24 @@ struct State {
     /// The newest output timestamp and when its source packet arrived: where the subscriber's
     /// RTP clock stands, for sender reports.
     clock: Option<(u32, Instant)>,
-    /// Round-trip time from the subscriber's last receiver report.
-    rtt: Option<Duration>,
+    /// What the subscriber's last receiver report said.
+    reception: Option<SubscriberReception>,
     /// The layer last reported to the host as an event.
     reported_layer: Option<Layer>,
+    /// Where the forwarder writes each packet's DD: kept, so it is not zeroed per packet.
+    dd_scratch: [u8; MAX_DD_SIZE],
+}
+
+/// A subscriber's reception, from its receiver reports (RFC 3550 6.4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubscriberReception {
+    /// Lost fraction since its previous report, in 1/256.
+    pub fraction_lost: u8,
+    pub total_lost: i32,
+    /// Interarrival jitter in RTP timestamp units.
+    pub jitter: u32,
+    /// From the report's LSR and DLSR, when it echoed a sender report of ours.
+    pub rtt: Option<Duration>,
 }
 
 /// What writing one packet for this subscriber did.
@@ -144,8 +158,9 @@ impl DownTrack {
                 sent: vec![None; SEND_HISTORY].into_boxed_slice(),
                 counters: DownTrackCounters::default(),
                 clock: None,
-                rtt: None,
+                reception: None,
                 reported_layer: None,
+                dd_scratch: [0; MAX_DD_SIZE],
             }),
             clock_rate: track_config.clock_rate,
         }
@@ -182,13 +197,20 @@ impl DownTrack {
 
     /// A receiver report block from the subscriber about this stream: its round-trip time.
     pub fn on_report_block(&self, block: &ReportBlock, arrival_compact_ntp: u32) {
-        if let Some(rtt) = block.round_trip_time(arrival_compact_ntp) {
-            self.state.lock().rtt = Some(rtt);
-        }
+        let mut state = self.state.lock();
+        state.reception = Some(SubscriberReception {
+            fraction_lost: block.fraction_lost,
+            total_lost: block.total_lost,
+            jitter: block.jitter,
+            rtt: block
+                .round_trip_time(arrival_compact_ntp)
+                .or(state.reception.and_then(|r| r.rtt)),
+        });
     }
 
-    pub fn rtt(&self) -> Option<Duration> {
-        self.state.lock().rtt
+    /// What the subscriber last reported of its reception.
+    pub fn reception(&self) -> Option<SubscriberReception> {
+        self.state.lock().reception
     }
 
     pub fn set_limits(&self, limits: LayerLimits) {
@@ -228,8 +250,7 @@ impl DownTrack {
         at: PacketRef,
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, WriteError> {
-        let mut dd = [0u8; MAX_DD_SIZE];
-        let forwarded = match state.forwarder.forward(packet, &mut dd) {
+        let forwarded = match state.forwarder.forward(packet, &mut state.dd_scratch) {
             Ok(forwarded) => forwarded,
             Err(_) => return Err(state.failed()),
         };
@@ -241,7 +262,7 @@ impl DownTrack {
             source: at,
             ts: f.ts,
             marker: f.marker,
-            dd: SentDd::new(&dd[..f.dd_len]),
+            dd: SentDd::new(&state.dd_scratch[..f.dd_len]),
             vp8_patch: f.vp8_patch,
             filler: f.filler,
         };

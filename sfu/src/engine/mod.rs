@@ -28,7 +28,9 @@ pub mod rtcp;
 mod track;
 mod twcc;
 
-pub use down_track::{DownTrack, DownTrackCounters, Transmit, WriteError, Written, SEND_HISTORY};
+pub use down_track::{
+    DownTrack, DownTrackCounters, SubscriberReception, Transmit, WriteError, Written, SEND_HISTORY,
+};
 pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};
 pub use receiver::{ReceiveError, ReceiverCounters, RECEIVE_RING};
 pub use router::{

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use rtp_ext::ext::AudioLevel;
 use selector::{Layer, LayerLimits};
 
-use super::down_track::{DownTrack, DownTrackCounters, Transmit, WriteError};
+use super::down_track::{DownTrack, DownTrackCounters, SubscriberReception, Transmit, WriteError};
 use super::keyframe::{KeyframeCounters, KeyframeRequester, DEFAULT_KEYFRAME_INTERVAL};
 use super::receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters};
 use super::rtcp::{
@@ -363,9 +363,9 @@ impl Router {
         Some(self.tracks.get(&track)?.keyframes.counters())
     }
 
-    /// Round-trip time to a subscriber, from its last receiver report.
-    pub fn down_track_rtt(&self, id: DownTrackId) -> Option<Duration> {
-        self.down_tracks.get(&id)?.rtt()
+    /// What a subscriber last reported of its reception: loss, jitter, round-trip time.
+    pub fn down_track_reception(&self, id: DownTrackId) -> Option<SubscriberReception> {
+        self.down_tracks.get(&id)?.reception()
     }
 
     pub fn down_track_counters(&self, id: DownTrackId) -> Option<DownTrackCounters> {
