@@ -274,3 +274,39 @@ fn regression_late_reference_after_a_move_into_a_complete_target() {
         false,
     );
 }
+
+/// Found by the property above: a frame of the target's chain lost for good (its
+/// retransmission lost too) left the subscriber waiting without asking for a keyframe.
+#[test]
+fn regression_a_chain_frame_lost_for_good_asks_for_a_keyframe() {
+    let conditions = NetworkConditions {
+        loss: 11,
+        recovered: 15,
+        reorder: 16,
+        duplicate: 0,
+    };
+    run(
+        ScalabilityMode::L2T2,
+        12985274093333056150,
+        conditions,
+        false,
+    );
+}
+
+/// Found by the property above: the keyframe that turned a layer back on was lost, and the
+/// subscriber, still believing the layer off, neither switched nor asked for a keyframe.
+#[test]
+fn regression_a_layer_back_on_is_seen_from_its_frames() {
+    let conditions = NetworkConditions {
+        loss: 7,
+        recovered: 0,
+        reorder: 9,
+        duplicate: 1,
+    };
+    run(
+        ScalabilityMode::L2T2KeyShift,
+        7854270171610479225,
+        conditions,
+        false,
+    );
+}

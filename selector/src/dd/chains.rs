@@ -6,11 +6,13 @@
 
 use rtp_ext::dd::MAX_CHAINS;
 
-use crate::history::HISTORY_FRAMES;
-
 /// Missing frames remembered per chain; more than this and the chain is treated as broken
 /// until it restarts.
 const MAX_MISSING: usize = 4;
+/// Frames a missing frame may lag the newest before it counts as lost: well past the round
+/// trips a retransmission needs (64 frames is 0.7 s of a three-layer stream at 30 fps), and
+/// soon enough that a subscriber waiting on the chain asks for a keyframe instead.
+pub const MISSING_PATIENCE: i64 = 64;
 
 /// What became of an earlier frame, as far as this subscriber knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +102,7 @@ impl Chains {
     /// whether everything before it arrived.
     pub fn observe(&mut self, frame: i64, chain_diffs: &[u16], fate: impl Fn(i64) -> Fate) {
         for (chain, &diff) in self.chains[..self.count].iter_mut().zip(chain_diffs) {
-            if let Some(stale) = chain.retain_missing(|m| m > frame - HISTORY_FRAMES as i64) {
+            if let Some(stale) = chain.retain_missing(|m| m > frame - MISSING_PATIENCE) {
                 // Waited longer than any retransmission takes: lost.
                 chain.mark_dropped(stale);
             }
@@ -210,10 +212,10 @@ mod tests {
     }
 
     #[test]
-    fn missing_frames_older_than_the_history_count_as_lost() {
+    fn missing_frames_lagging_too_far_count_as_lost() {
         let mut c = Chains::new(1);
         c.observe(14, &[4], fates(&[], &[]));
-        let later = 14 + HISTORY_FRAMES as i64;
+        let later = 10 + MISSING_PATIENCE;
         c.observe(later, &[1], fates(&[later - 1], &[]));
         assert!(c.broken_for_good(0));
     }

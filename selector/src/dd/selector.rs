@@ -66,6 +66,8 @@ pub struct DdSelector {
     chains: Chains,
     /// Decode targets the publisher sends, from its last active decode targets bitmask.
     publisher_active: u32,
+    /// The newest frame whose packet carried that bitmask.
+    mask_frame: i64,
     /// The decode target forwarded now.
     current: Option<usize>,
     /// Bit `d` set while every frame of decode target `d` since it last started afresh (a frame
@@ -98,6 +100,7 @@ impl DdSelector {
             targets: None,
             chains: Chains::new(0),
             publisher_active: 0,
+            mask_frame: i64::MIN,
             current: None,
             complete: 0,
             switch_frame: i64::MIN,
@@ -167,10 +170,8 @@ impl DdSelector {
     fn decide(&mut self, packet: &DdPacket<'_>) -> Option<(Selection, u32)> {
         self.adopt_structure(packet);
         let dd = packet.descriptor;
-        if let Some(mask) = dd.active_decode_targets {
-            self.publisher_active = mask;
-        }
         let frame = self.frame_numbers.unwrap(dd.frame_number);
+        self.learn_publisher_active(frame, dd);
         let decision = match self.frames.get(frame) {
             Some(decision) => decision,
             None if frame < self.switch_frame => {
@@ -184,6 +185,22 @@ impl DdSelector {
         }
         let marker = dd.end_of_frame && (packet.marker || dd.spatial_id() >= decision.top_spatial);
         Some((Selection::forward(marker), decision.active_decode_targets))
+    }
+
+    /// The publisher's active decode targets: its bitmask when a packet carries one. A newer
+    /// frame of a layer it had turned off shows the layer is back on, even when the packets
+    /// that said so (the keyframe with the structure) were lost; a late frame from before the
+    /// bitmask shows nothing.
+    fn learn_publisher_active(&mut self, frame: i64, dd: &DependencyDescriptor) {
+        if let Some(mask) = dd.active_decode_targets {
+            self.publisher_active = mask;
+            self.mask_frame = self.mask_frame.max(frame);
+            return;
+        }
+        if let Some(targets) = self.targets.as_ref().filter(|_| frame > self.mask_frame) {
+            let layer = Layer::new(dd.spatial_id(), dd.temporal_id());
+            self.publisher_active |= targets.of_layer(layer);
+        }
     }
 
     /// Takes the packet's structure. A structure whose content differs starts everything over:

@@ -91,6 +91,13 @@ impl DecodeTargets {
             .filter(move |&dt| usable & (1 << dt) != 0 && limit.covers(self.layer[dt]))
     }
 
+    /// Decode targets whose layer is exactly `layer`.
+    pub fn of_layer(&self, layer: Layer) -> u32 {
+        (0..self.count)
+            .filter(|&dt| self.layer[dt] == layer)
+            .fold(0, |mask, dt| mask | 1 << dt)
+    }
+
     /// Chains that protect a decode target of `mask`: the chains a receiver of those targets
     /// must keep, and so the writer's active chains.
     pub fn chains_of(&self, mask: u32) -> u32 {
