@@ -50,6 +50,17 @@ struct FrameDecision {
     intra: bool,
 }
 
+impl FrameDecision {
+    fn dropped(frame: Frame) -> Self {
+        Self {
+            forwarded: false,
+            top_spatial: 0,
+            tid: frame.tid,
+            intra: !frame.inter_picture_predicted,
+        }
+    }
+}
+
 /// The fields of a packet's descriptor that describe its frame.
 #[derive(Debug, Clone, Copy)]
 struct Frame {
@@ -164,7 +175,13 @@ impl Vp9Selector {
         };
         let decision = match self.frames.get(frame.key()) {
             Some(decision) => decision,
-            None if self.is_stale(frame) => return Selection::DROP,
+            None if self.is_stale(frame) => {
+                // Remembered, so the frame's later packets get the same answer even when what
+                // made it stale (the switch point) has moved on.
+                self.frames
+                    .insert(frame.key(), FrameDecision::dropped(frame));
+                return Selection::DROP;
+            }
             None => self.decide_frame(frame, descriptor),
         };
         if !decision.forwarded {
@@ -309,12 +326,7 @@ impl Vp9Selector {
 
     fn forward_decision(&self, frame: Frame, descriptor: &Vp9Descriptor) -> FrameDecision {
         let Some(current) = self.current else {
-            return FrameDecision {
-                forwarded: false,
-                top_spatial: 0,
-                tid: frame.tid,
-                intra: !frame.inter_picture_predicted,
-            };
+            return FrameDecision::dropped(frame);
         };
         let in_layer = current.covers(Layer::new(frame.sid, frame.tid));
         // A frame with P=0 references no earlier picture, so it decodes whatever came before.

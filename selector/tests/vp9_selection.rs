@@ -603,3 +603,16 @@ fn regression_late_intra_frame_does_not_hide_a_newer_drop() {
     };
     run(false, 9325310076623913146, conditions, false);
 }
+
+/// Found by the property above: a late frame dropped as stale was not remembered, and its
+/// next packet, after the switch point moved, was forwarded: a split frame.
+#[test]
+fn regression_a_stale_frame_stays_dropped() {
+    let conditions = NetworkConditions {
+        loss: 13,
+        recovered: 86,
+        reorder: 5,
+        duplicate: 8,
+    };
+    run(false, 7708028053803764279, conditions, false);
+}
