@@ -26,8 +26,8 @@ const SLOTS_PER_PICTURE: i64 = VP9_MAX_SPATIAL_LAYERS as i64;
 /// it cannot be told from one decided and forgotten, and deciding it again could split it.
 const PICTURES_REMEMBERED: i64 = HISTORY_FRAMES as i64 / SLOTS_PER_PICTURE;
 
-/// Pictures a late frame's decodability is judged over: its layer's frames this far back (to a
-/// P=0 frame it can decode from) and forward (a forwarded frame that may reference it).
+/// Pictures a late frame's decodability is judged over: its layer's frames this far back, to a
+/// P=0 frame it can decode from.
 const LATE_FRAME_WINDOW: i64 = 16;
 
 /// One packet of a VP9 stream, parsed once by the receiver and shared by every subscriber.
@@ -351,31 +351,24 @@ impl Vp9Selector {
         }
     }
 
-    /// A frame older than the newest picture, seen for the first time. If a newer frame of its
-    /// layer at or above its TID was already forwarded (before the layer's next P=0 frame), that
-    /// one may reference it: it must follow. Otherwise it decodes if, walking back through its layer's recent pictures, a
-    /// forwarded P=0 frame comes before any frame the subscriber lacks (dropped at or below its
-    /// TID, or never seen).
+    /// A frame older than the newest picture, seen for the first time: judged by its own
+    /// layer's past. Walking back through the layer's recent pictures, a forwarded P=0 frame
+    /// (decodable on its own) before anything missing means it decodes; a frame at or below its
+    /// TID that the subscriber did not get means it may not. Frames not seen yet may still
+    /// arrive (retransmission), so they do not block, as for new frames.
     fn late_frame_decodes(&self, frame: Frame) -> bool {
         let layer_frame = |picture: i64| {
             self.frames
                 .get(picture * SLOTS_PER_PICTURE + i64::from(frame.sid))
         };
-        // Newer frames up to the next one with P=0 (which references nothing earlier).
-        let mut newer = (1..=LATE_FRAME_WINDOW)
-            .filter_map(|k| layer_frame(frame.picture + k))
-            .take_while(|d| !d.intra);
-        if newer.any(|d| d.forwarded && d.tid >= frame.tid) {
-            return true;
-        }
         for k in 1..=LATE_FRAME_WINDOW {
             match layer_frame(frame.picture - k) {
                 Some(d) if d.forwarded && d.intra => return true,
-                Some(d) if d.forwarded || d.tid > frame.tid => {}
-                _ => return false,
+                Some(d) if !d.forwarded && d.tid <= frame.tid => return false,
+                _ => {}
             }
         }
-        false
+        true
     }
 
     /// No frame `frame` references was dropped: the lower layer's frame of the same picture

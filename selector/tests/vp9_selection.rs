@@ -616,3 +616,16 @@ fn regression_a_stale_frame_stays_dropped() {
     };
     run(false, 7708028053803764279, conditions, false);
 }
+
+/// Found by the property above: a late frame whose own reference had been dropped was
+/// forwarded because a newer frame of its layer had been.
+#[test]
+fn regression_a_late_frame_over_a_dropped_reference_stays_dropped() {
+    let conditions = NetworkConditions {
+        loss: 16,
+        recovered: 91,
+        reorder: 1,
+        duplicate: 1,
+    };
+    run(false, 12315302861362822208, conditions, false);
+}
