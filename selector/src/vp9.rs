@@ -355,13 +355,21 @@ impl Vp9Selector {
     /// layer's past. Walking back through the layer's recent pictures, a forwarded P=0 frame
     /// (decodable on its own) before anything missing means it decodes; a frame at or below its
     /// TID that the subscriber did not get means it may not. Frames not seen yet may still
-    /// arrive (retransmission), so they do not block, as for new frames.
+    /// arrive (retransmission), so they do not block, as for new frames; a walk that reaches
+    /// pictures no longer remembered cannot tell, and drops the frame.
     fn late_frame_decodes(&self, frame: Frame) -> bool {
         let layer_frame = |picture: i64| {
             self.frames
                 .get(picture * SLOTS_PER_PICTURE + i64::from(frame.sid))
         };
+        // Pictures older than this are forgotten: nothing can be known of them.
+        let oldest_remembered = self
+            .last_picture
+            .map_or(i64::MIN, |newest| newest - PICTURES_REMEMBERED + 1);
         for k in 1..=LATE_FRAME_WINDOW {
+            if frame.picture - k < oldest_remembered {
+                return false;
+            }
             match layer_frame(frame.picture - k) {
                 Some(d) if d.forwarded && d.intra => return true,
                 Some(d) if !d.forwarded && d.tid <= frame.tid => return false,

@@ -629,3 +629,16 @@ fn regression_a_late_frame_over_a_dropped_reference_stays_dropped() {
     };
     run(false, 12315302861362822208, conditions, false);
 }
+
+/// Found by the property above: a very late frame whose references had been forgotten was
+/// taken for decodable.
+#[test]
+fn regression_a_late_frame_past_the_history_is_dropped() {
+    let conditions = NetworkConditions {
+        loss: 7,
+        recovered: 93,
+        reorder: 10,
+        duplicate: 1,
+    };
+    run(true, 6456570907269575652, conditions, false);
+}
