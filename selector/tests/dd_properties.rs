@@ -310,3 +310,22 @@ fn regression_a_layer_back_on_is_seen_from_its_frames() {
         false,
     );
 }
+
+/// Found by the property above: on a single-layer stream (one frame per temporal unit) a frame
+/// of the base chain lost for good was waited on longer than a keyframe interval before the
+/// subscriber, stuck below its target, asked for a keyframe.
+#[test]
+fn regression_l2t2_key_shift_stuck_at_the_base() {
+    let conditions = NetworkConditions {
+        loss: 12,
+        recovered: 83,
+        reorder: 6,
+        duplicate: 0,
+    };
+    run(
+        ScalabilityMode::L2T2KeyShift,
+        16302504311598541918,
+        conditions,
+        false,
+    );
+}

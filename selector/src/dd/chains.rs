@@ -10,9 +10,10 @@ use rtp_ext::dd::MAX_CHAINS;
 /// until it restarts.
 const MAX_MISSING: usize = 4;
 /// Frames a missing frame may lag the newest before it counts as lost: well past the round
-/// trips a retransmission needs (64 frames is 0.7 s of a three-layer stream at 30 fps), and
-/// soon enough that a subscriber waiting on the chain asks for a keyframe instead.
-pub const MISSING_PATIENCE: i64 = 64;
+/// trips a retransmission needs (48 frames is 0.5 s of a three-layer stream at 30 fps, 1.6 s
+/// of a single-layer one), and soon enough that a subscriber waiting on the chain asks for a
+/// keyframe within about a keyframe interval instead of freezing.
+pub const MISSING_PATIENCE: i64 = 48;
 
 /// What became of an earlier frame, as far as this subscriber knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
