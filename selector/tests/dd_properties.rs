@@ -329,3 +329,21 @@ fn regression_l2t2_key_shift_stuck_at_the_base() {
         false,
     );
 }
+
+/// Found by the property above: a keyframe that arrived after the frames that follow it was
+/// counted as missing from its own chain, so the subscriber could not switch at it.
+#[test]
+fn regression_a_late_keyframe_is_a_switch_point() {
+    let conditions = NetworkConditions {
+        loss: 12,
+        recovered: 54,
+        reorder: 13,
+        duplicate: 2,
+    };
+    run(
+        ScalabilityMode::L3T3,
+        12999464940603953646,
+        conditions,
+        false,
+    );
+}

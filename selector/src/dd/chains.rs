@@ -30,6 +30,9 @@ struct Chain {
     dropped: Option<i64>,
     missing: [i64; MAX_MISSING],
     missing_len: u8,
+    /// The frame being decided, when later frames of the chain already named it: not missing
+    /// while it is decided (a late keyframe may be the switch point), lost if it is dropped.
+    deciding: Option<i64>,
 }
 
 impl Chain {
@@ -107,6 +110,9 @@ impl Chains {
                 // Waited longer than any retransmission takes: lost.
                 chain.mark_dropped(stale);
             }
+            if chain.retain_missing(|m| m != frame).is_some() {
+                chain.deciding = Some(frame);
+            }
             if diff == 0 {
                 chain.restart(frame);
                 continue;
@@ -123,7 +129,9 @@ impl Chains {
     /// A frame's fate is now known: if a chain was waiting for it, that chain heals or breaks.
     pub fn resolve(&mut self, frame: i64, forwarded: bool) {
         for chain in &mut self.chains[..self.count] {
-            if chain.retain_missing(|m| m != frame).is_some() && !forwarded {
+            let was_deciding = chain.deciding.take_if(|&mut d| d == frame).is_some();
+            let was_missing = chain.retain_missing(|m| m != frame).is_some();
+            if (was_deciding || was_missing) && !forwarded {
                 chain.mark_dropped(frame);
             }
         }
@@ -207,9 +215,20 @@ mod tests {
         // Frame 14 (pointing at 12) seen before the restart frame 12 itself.
         c.observe(14, &[2], fates(&[], &[]));
         c.observe(12, &[0], fates(&[], &[]));
-        assert!(!c.intact(0), "14 still waits for 12");
+        assert!(c.intact(0), "nothing before 12 is missing while 12 is decided");
         c.resolve(12, false);
         assert!(c.broken_for_good(0), "12 was dropped after all");
+    }
+
+    #[test]
+    fn a_late_frame_forwarded_heals_the_chain() {
+        let mut c = Chains::new(1);
+        c.observe(14, &[2], fates(&[], &[]));
+        assert!(!c.intact(0), "14 waits for 12");
+        c.observe(12, &[2], fates(&[10], &[]));
+        c.resolve(12, true);
+        assert!(c.intact(0));
+        assert!(!c.broken_for_good(0));
     }
 
     #[test]
