@@ -215,7 +215,10 @@ mod tests {
         // Frame 14 (pointing at 12) seen before the restart frame 12 itself.
         c.observe(14, &[2], fates(&[], &[]));
         c.observe(12, &[0], fates(&[], &[]));
-        assert!(c.intact(0), "nothing before 12 is missing while 12 is decided");
+        assert!(
+            c.intact(0),
+            "nothing before 12 is missing while 12 is decided"
+        );
         c.resolve(12, false);
         assert!(c.broken_for_good(0), "12 was dropped after all");
     }
