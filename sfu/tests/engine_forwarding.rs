@@ -362,8 +362,15 @@ fn publisher_loss_is_nacked_and_nothing_deliberately_dropped_is() {
         lost.iter().copied().collect(),
         "exactly the lost packets are NACKed"
     );
-    // The retransmissions arrive; the low subscriber's stream has no gap it would NACK.
+    assert_eq!(session.router.publisher_rtt(session.track), None);
+    // The retransmissions arrive 30 ms after the NACKs; the low subscriber's stream has no gap
+    // it would NACK, and the round trip to the publisher is measured from them.
+    session.now += Duration::from_millis(30);
     session.feed(dropped.into_iter().map(|(b, _)| b), &|_, _| false);
+    assert_eq!(
+        session.router.publisher_rtt(session.track),
+        Some(Duration::from_millis(30))
+    );
     let headers = session.received[&low].headers();
     let mut seqs: Vec<u16> = headers
         .iter()

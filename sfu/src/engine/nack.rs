@@ -4,6 +4,10 @@
 //! for a NACK come out. A gap is NACKed only after a short reorder delay (a packet a few
 //! milliseconds late is not lost), retried once per round trip, and given up after a number of
 //! retries or an age after which a retransmission would arrive too late to be of use.
+//!
+//! The round trip toward the publisher is measured here, from NACK to retransmission: the SFU
+//! receives no reports that would tell it otherwise (a publisher only sends). Only packets
+//! NACKed once are sampled, since with several NACKs out it is unknown which one was answered.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -83,8 +87,11 @@ pub struct NackGenerator {
     /// Missing packets in increasing extended sequence number, at most `config.max_missing`; the
     /// capacity is reserved at construction.
     missing: VecDeque<Missing>,
-    /// The round-trip time last given to `poll_nacks`, which spaces retries for `next_timeout`.
+    /// The round-trip time that spaces retries: the measured one, else the one last given to
+    /// `poll_nacks`.
     rtt: Duration,
+    /// Smoothed NACK-to-retransmission time, once a retransmission was seen.
+    measured_rtt: Option<Duration>,
     stats: NackStats,
 }
 
@@ -113,6 +120,7 @@ impl NackGenerator {
             unwrapper: Unwrapper::default(),
             missing: VecDeque::with_capacity(config.max_missing),
             rtt: Duration::ZERO,
+            measured_rtt: None,
             stats: NackStats::default(),
         }
     }
@@ -135,8 +143,9 @@ impl NackGenerator {
         if delta > 0 {
             self.open_gap(highest + 1, ext_seq, now);
             Arrival::New
-        } else if self.remove(ext_seq) {
+        } else if let Some(missing) = self.remove(ext_seq) {
             self.stats.recovered += 1;
+            self.sample_rtt(&missing, now);
             Arrival::Recovered
         } else {
             Arrival::Old
@@ -144,11 +153,16 @@ impl NackGenerator {
     }
 
     /// Hands out the sequence numbers due for a NACK now, in increasing order, and gives up those
-    /// past their last retry or maximum age. Retries are spaced by the larger of `rtt` and
-    /// [`NackConfig::min_retry_interval`]. Numbers are marked as NACKed as the iterator yields
-    /// them, so a caller that stops early gets the rest on the next poll.
-    pub fn poll_nacks(&mut self, now: Instant, rtt: Duration) -> impl Iterator<Item = u16> + '_ {
-        self.rtt = rtt;
+    /// past their last retry or maximum age. Retries are spaced by the larger of the round-trip
+    /// time (the measured one, else `default_rtt`) and [`NackConfig::min_retry_interval`].
+    /// Numbers are marked as NACKed as the iterator yields them, so a caller that stops early
+    /// gets the rest on the next poll.
+    pub fn poll_nacks(
+        &mut self,
+        now: Instant,
+        default_rtt: Duration,
+    ) -> impl Iterator<Item = u16> + '_ {
+        self.rtt = self.measured_rtt.unwrap_or(default_rtt);
         self.give_up_expired(now);
         let config = self.config;
         let interval = self.retry_interval();
@@ -185,6 +199,26 @@ impl NackGenerator {
         self.stats
     }
 
+    /// The smoothed round-trip time to the sender, from NACKs answered; None before the first.
+    pub fn measured_rtt(&self) -> Option<Duration> {
+        self.measured_rtt
+    }
+
+    /// Folds one NACK-to-arrival time into the estimate, weighting it by 1/8 (the usual
+    /// smoothing of round-trip estimates) so that one late answer does not swing the retries.
+    fn sample_rtt(&mut self, missing: &Missing, now: Instant) {
+        let Some(nacked) = missing.last_nacked.filter(|_| missing.nacks == 1) else {
+            return;
+        };
+        let sample = now.saturating_duration_since(nacked);
+        let smoothed = match self.measured_rtt {
+            None => sample,
+            Some(smoothed) => (smoothed * 7 + sample) / 8,
+        };
+        self.measured_rtt = Some(smoothed);
+        self.rtt = smoothed;
+    }
+
     fn retry_interval(&self) -> Duration {
         self.rtt.max(self.config.min_retry_interval)
     }
@@ -217,11 +251,12 @@ impl NackGenerator {
         }
     }
 
-    fn remove(&mut self, ext_seq: i64) -> bool {
-        match self.missing.binary_search_by_key(&ext_seq, |m| m.ext_seq) {
-            Ok(index) => self.missing.remove(index).is_some(),
-            Err(_) => false,
-        }
+    fn remove(&mut self, ext_seq: i64) -> Option<Missing> {
+        let index = self
+            .missing
+            .binary_search_by_key(&ext_seq, |m| m.ext_seq)
+            .ok()?;
+        self.missing.remove(index)
     }
 
     fn give_up_expired(&mut self, now: Instant) {
@@ -361,6 +396,44 @@ mod tests {
             nack.poll_nacks(ms(t0, 215), Duration::from_millis(200))
                 .count(),
             1
+        );
+    }
+
+    #[test]
+    fn the_rtt_is_measured_from_nack_to_retransmission_and_spaces_retries() {
+        let t0 = Instant::now();
+        let mut nack = fed(&[0, 2, 4], t0);
+        assert_eq!(nack.measured_rtt(), None);
+        assert_eq!(poll(&mut nack, ms(t0, 5)), vec![1, 3]);
+        assert_eq!(nack.on_packet(1, ms(t0, 205)), Arrival::Recovered);
+        assert_eq!(nack.measured_rtt(), Some(Duration::from_millis(200)));
+        // 3 is still missing: its retry waits the measured 200 ms, not the 50 ms given.
+        assert_eq!(nack.next_timeout(), Some(ms(t0, 205)));
+        assert_eq!(poll(&mut nack, ms(t0, 205)), vec![3]);
+        assert_eq!(nack.next_timeout(), Some(ms(t0, 405)));
+        assert_eq!(poll(&mut nack, ms(t0, 404)), Vec::<u16>::new());
+        assert_eq!(poll(&mut nack, ms(t0, 405)), vec![3]);
+    }
+
+    #[test]
+    fn rtt_samples_are_smoothed_and_skip_packets_nacked_twice() {
+        let t0 = Instant::now();
+        let mut nack = fed(&[0, 2, 4, 6], t0);
+        assert_eq!(poll(&mut nack, ms(t0, 5)), vec![1, 3, 5]);
+        nack.on_packet(1, ms(t0, 85));
+        assert_eq!(nack.measured_rtt(), Some(Duration::from_millis(80)));
+        nack.on_packet(3, ms(t0, 165));
+        assert_eq!(
+            nack.measured_rtt(),
+            Some(Duration::from_millis(90)),
+            "7/8 of 80 plus 1/8 of 160"
+        );
+        assert_eq!(poll(&mut nack, ms(t0, 100)), vec![5], "second NACK");
+        nack.on_packet(5, ms(t0, 110));
+        assert_eq!(
+            nack.measured_rtt(),
+            Some(Duration::from_millis(90)),
+            "which NACK was answered is unknown: no sample"
         );
     }
 

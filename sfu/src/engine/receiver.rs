@@ -151,11 +151,25 @@ impl Receiver {
             .get(at.ext_seq)
     }
 
+    /// The round trip to the publisher measured from NACKs answered (the largest over the
+    /// track's streams); None before the first retransmission.
+    pub fn publisher_rtt(&self) -> Option<Duration> {
+        self.streams
+            .iter()
+            .filter_map(|s| s.nack.measured_rtt())
+            .max()
+    }
+
     /// Sequence numbers due for a NACK, per stream SSRC, into `out`.
-    pub fn poll_nacks(&mut self, now: Instant, rtt: Duration, out: &mut Vec<(u32, u16)>) {
+    pub fn poll_nacks(&mut self, now: Instant, default_rtt: Duration, out: &mut Vec<(u32, u16)>) {
         for stream in &mut self.streams {
             let ssrc = stream.ssrc;
-            out.extend(stream.nack.poll_nacks(now, rtt).map(|seq| (ssrc, seq)));
+            out.extend(
+                stream
+                    .nack
+                    .poll_nacks(now, default_rtt)
+                    .map(|seq| (ssrc, seq)),
+            );
         }
     }
 

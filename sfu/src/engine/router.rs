@@ -354,6 +354,11 @@ impl Router {
         Some(self.tracks.get(&track)?.receiver.counters())
     }
 
+    /// The round trip to the track's publisher, measured from NACK to retransmission.
+    pub fn publisher_rtt(&self, track: TrackId) -> Option<Duration> {
+        self.tracks.get(&track)?.receiver.publisher_rtt()
+    }
+
     /// The latest audio level the track's publisher sent (RFC 6464), for active-speaker use.
     pub fn audio_level(&self, track: TrackId) -> Option<AudioLevel> {
         self.tracks.get(&track)?.receiver.audio_level()
