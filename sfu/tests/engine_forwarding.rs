@@ -282,7 +282,14 @@ fn subscriber_loss_is_repaired_with_the_same_bytes() {
     let mut clean = Session::new(dd_track(0x1000));
     let clean_id = clean.subscribe(Layer::new(1, 2));
     clean.feed(bytes.clone(), &|_, _| false);
-    let lost = |seq: u16| seq % 7 == 3;
+    // The keyframe's first packet is lost too: its DD carries the structure, too large to be
+    // remembered inline.
+    let first = &clean.received[&clean_id].packets[0];
+    let first = RtpPacket::parse(first).expect("RTP");
+    let dd_len = first.extension(DD_EXT).expect("a DD").len();
+    assert!(dd_len > 24, "a structure DD of {dd_len} bytes");
+    let keyframe_seq = first.fields().sequence_number;
+    let lost = |seq: u16| seq % 7 == 3 || seq == keyframe_seq;
     session.feed(bytes, &|_, seq| lost(seq));
     let received_seqs: HashSet<u16> = session.received[&id]
         .headers()

@@ -3,6 +3,7 @@
 //! as the shared `Bytes`), and remembers what it sent so that a NACK is answered with the same
 //! bytes: same sequence number, timestamp, marker and DD.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -21,8 +22,10 @@ use super::track::{DownTrackConfig, TrackConfig, TrackId};
 /// Packets remembered per DownTrack for retransmission, by output sequence number.
 pub const SEND_HISTORY: usize = 512;
 /// DDs up to this size are remembered inline; a larger one (a keyframe's structure) is kept as
-/// `Bytes`: one allocation, on keyframe packets only.
+/// `Bytes` aside: one allocation, on keyframe packets only.
 const INLINE_DD: usize = 24;
+/// Large DDs remembered at most, the newest: a keyframe's few packets, several keyframes back.
+const LARGE_DDS: usize = 16;
 
 /// One outgoing packet: `len` bytes the engine wrote into the caller's buffer (the header, and
 /// for VP8 the rewritten payload descriptor), then `payload`, shared with every subscriber.
@@ -44,17 +47,23 @@ pub enum WriteError {
     NotRemembered,
 }
 
-/// The rewritten DD a packet went out with.
-#[derive(Debug, Clone)]
+/// The rewritten DD a packet went out with. `Copy`, with no destructor: recording a packet is
+/// then only a store into its slot, with no read of the slot's old (cold) contents to drop.
+#[derive(Debug, Clone, Copy)]
 enum SentDd {
-    Inline { len: u8, bytes: [u8; INLINE_DD] },
-    Shared(Bytes),
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE_DD],
+    },
+    /// In the DownTrack's large DDs, under the packet's output sequence number.
+    Large,
 }
 
 impl SentDd {
+    /// `Large` when `dd` does not fit inline: the caller keeps it aside.
     fn new(dd: &[u8]) -> Self {
         if dd.len() > INLINE_DD {
-            return Self::Shared(Bytes::copy_from_slice(dd));
+            return Self::Large;
         }
         let mut bytes = [0; INLINE_DD];
         bytes[..dd.len()].copy_from_slice(dd);
@@ -64,17 +73,10 @@ impl SentDd {
             bytes,
         }
     }
-
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            Self::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            Self::Shared(bytes) => bytes,
-        }
-    }
 }
 
 /// What was sent under one output sequence number.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Sent {
     out_seq: u16,
     source: PacketRef,
@@ -101,6 +103,8 @@ pub struct DownTrackCounters {
 struct State {
     forwarder: Forwarder,
     sent: Box<[Option<Sent>]>,
+    /// DDs too large to keep inline in `sent`, by output sequence number, oldest first.
+    large_dds: VecDeque<(u16, Bytes)>,
     counters: DownTrackCounters,
     /// The newest output timestamp and when its source packet arrived: where the subscriber's
     /// RTP clock stands, for sender reports.
@@ -156,6 +160,7 @@ impl DownTrack {
             state: Mutex::new(State {
                 forwarder: Forwarder::new(track_config, limits),
                 sent: vec![None; SEND_HISTORY].into_boxed_slice(),
+                large_dds: VecDeque::with_capacity(LARGE_DDS),
                 counters: DownTrackCounters::default(),
                 clock: None,
                 reception: None,
@@ -164,6 +169,11 @@ impl DownTrack {
             }),
             clock_rate: track_config.clock_rate,
         }
+    }
+
+    /// Reads the lock word, bringing the DownTrack's first cache line in ahead of its use.
+    pub fn touch(&self) {
+        std::hint::black_box(self.state.is_locked());
     }
 
     pub fn track(&self) -> TrackId {
@@ -257,17 +267,21 @@ impl DownTrack {
         let Some(f) = forwarded else {
             return Ok(None);
         };
+        let dd = &state.dd_scratch[..f.dd_len];
         let sent = Sent {
             out_seq: f.seq,
             source: at,
             ts: f.ts,
             marker: f.marker,
-            dd: SentDd::new(&state.dd_scratch[..f.dd_len]),
+            dd: SentDd::new(dd),
             vp8_patch: f.vp8_patch,
             filler: f.filler,
         };
-        let transmit = self.write_sent(packet, &sent, buf, false);
+        let transmit = self.write_sent(packet, &sent, dd, buf, false);
         let transmit = state.count(transmit)?;
+        if let SentDd::Large = sent.dd {
+            state.keep_large_dd(f.seq, f.dd_len);
+        }
         state.sent[usize::from(f.seq) % SEND_HISTORY] = Some(sent);
         if !f.filler {
             state.clock = Some((f.ts, packet.arrival));
@@ -294,11 +308,9 @@ impl DownTrack {
         buf: &mut [u8],
     ) -> Result<Transmit, WriteError> {
         let mut state = self.state.lock();
-        let sent = state
-            .remembered(out_seq)
-            .cloned()
-            .ok_or(WriteError::NotRemembered)?;
-        let transmit = self.write_sent(packet, &sent, buf, true);
+        let sent = *state.remembered(out_seq).ok_or(WriteError::NotRemembered)?;
+        let dd = state.sent_dd(&sent).ok_or(WriteError::NotRemembered)?;
+        let transmit = self.write_sent(packet, &sent, dd, buf, true);
         let transmit = state.count(transmit)?;
         state.counters.retransmitted += 1;
         Ok(transmit)
@@ -308,6 +320,7 @@ impl DownTrack {
         &self,
         packet: &ParsedPacket,
         sent: &Sent,
+        dd: &[u8],
         buf: &mut [u8],
         retransmission: bool,
     ) -> Result<Transmit, WriteError> {
@@ -321,7 +334,6 @@ impl DownTrack {
             timestamp: sent.ts,
             ssrc,
         };
-        let dd = sent.dd.as_slice();
         let added: &[ExtensionElement<'_>] = match self.config.dd_ext_id {
             Some(id) if !dd.is_empty() => &[ExtensionElement { id, data: dd }],
             _ => &[],
@@ -356,6 +368,28 @@ impl DownTrack {
 }
 
 impl State {
+    /// Keeps the large DD just written to `dd_scratch`, forgetting the oldest beyond
+    /// [`LARGE_DDS`] (the deque's capacity, so no reallocation).
+    fn keep_large_dd(&mut self, out_seq: u16, len: usize) {
+        if self.large_dds.len() == LARGE_DDS {
+            self.large_dds.pop_front();
+        }
+        let dd = Bytes::copy_from_slice(&self.dd_scratch[..len]);
+        self.large_dds.push_back((out_seq, dd));
+    }
+
+    /// The DD `sent` went out with; None for a large one no longer kept.
+    fn sent_dd<'a>(&'a self, sent: &'a Sent) -> Option<&'a [u8]> {
+        match &sent.dd {
+            SentDd::Inline { len, bytes } => Some(&bytes[..usize::from(*len)]),
+            SentDd::Large => self
+                .large_dds
+                .iter()
+                .find(|(seq, _)| *seq == sent.out_seq)
+                .map(|(_, dd)| &dd[..]),
+        }
+    }
+
     fn remembered(&self, out_seq: u16) -> Option<&Sent> {
         self.sent[usize::from(out_seq) % SEND_HISTORY]
             .as_ref()

@@ -210,7 +210,9 @@ type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 pub struct Router {
     config: RouterConfig,
     tracks: IdMap<TrackId, Published>,
-    down_tracks: IdMap<DownTrackId, DownTrack>,
+    /// Boxed: a DownTrack is kilobytes (its selector's frame history), and the map probed per
+    /// subscriber-packet stays small enough to stay in cache.
+    down_tracks: IdMap<DownTrackId, Box<DownTrack>>,
     by_ssrc: IdMap<u32, TrackId>,
     jobs: VecDeque<Job>,
     rtcp: VecDeque<PendingRtcp>,
@@ -315,7 +317,7 @@ impl Router {
             .ok_or(RouterError::UnknownTrack)?;
         let down_track = DownTrack::new(track, published.receiver.config(), config, limits);
         published.subscribers.push(id);
-        self.down_tracks.insert(id, down_track);
+        self.down_tracks.insert(id, Box::new(down_track));
         Ok(id)
     }
 
@@ -331,7 +333,7 @@ impl Router {
     }
 
     pub fn down_track(&self, id: DownTrackId) -> Option<&DownTrack> {
-        self.down_tracks.get(&id)
+        self.down_tracks.get(&id).map(|d| &**d)
     }
 
     pub fn set_limits(&mut self, id: DownTrackId, limits: LayerLimits) -> Result<(), RouterError> {
@@ -590,6 +592,7 @@ impl Router {
     /// The next media packet for a subscriber, its header written into `buf`.
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Output> {
         while let Some(job) = self.jobs.pop_front() {
+            self.touch_next_down_track();
             let result = match job {
                 Job::Forward { down_track, at } => self.forward(down_track, at, buf),
                 Job::Retransmit {
@@ -605,6 +608,17 @@ impl Router {
             }
         }
         None
+    }
+
+    /// Loads the next job's DownTrack while this one is written: with hundreds of subscribers
+    /// their state is out of cache, and the load overlaps the current subscriber's work
+    /// instead of stalling the next.
+    fn touch_next_down_track(&self) {
+        if let Some(Job::Forward { down_track, .. }) = self.jobs.front() {
+            if let Some(next) = self.down_tracks.get(down_track) {
+                next.touch();
+            }
+        }
     }
 
     /// The next RTCP packet for a publisher or a subscriber, written into `buf`.
