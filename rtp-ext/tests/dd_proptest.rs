@@ -186,6 +186,27 @@ proptest! {
     }
 
     #[test]
+    fn a_mask_given_apart_writes_as_the_descriptor_carrying_it(
+        (s, frames) in structure_and_frames(),
+        mask in any::<u32>(),
+    ) {
+        let mask = mask & s.all_decode_targets();
+        let mut writer = DependencyDescriptorWriter::new();
+        let (mut apart, mut carried) = ([0u8; 4096], [0u8; 4096]);
+        for f in &frames {
+            let dd = descriptor(&s, f);
+            let with_mask = DependencyDescriptor { active_decode_targets: Some(mask), ..dd.clone() };
+            let prepared = writer
+                .prepare_with_mask(&dd, Some(&s), f.active_chains, Some(mask))
+                .expect("valid frame");
+            let len = prepared.write_into(&mut apart).expect("fits");
+            let prepared = writer.prepare(&with_mask, Some(&s), f.active_chains).expect("valid");
+            let want = prepared.write_into(&mut carried).expect("fits");
+            prop_assert_eq!(&apart[..len], &carried[..want]);
+        }
+    }
+
+    #[test]
     fn write_then_read_gives_the_same_descriptor((s, frames) in structure_and_frames()) {
         let mut writer = DependencyDescriptorWriter::new();
         let mut buf = [0u8; 4096];

@@ -47,7 +47,8 @@ pub struct PreparedDescriptor<'a> {
     active_chains: u32,
     /// Encoded structure size in bits, when the descriptor attaches it.
     structure_bits: Option<usize>,
-    write_active_decode_targets: bool,
+    /// The active decode targets bitmask to write, if any.
+    active_decode_targets: Option<u32>,
     size_bits: usize,
 }
 
@@ -76,6 +77,20 @@ impl DependencyDescriptorWriter {
         structure: Option<&'a Arc<FrameDependencyStructure>>,
         active_chains: u32,
     ) -> Result<PreparedDescriptor<'a>, WriteError> {
+        let mask = descriptor.active_decode_targets;
+        self.prepare_with_mask(descriptor, structure, active_chains, mask)
+    }
+
+    /// As [`prepare`](Self::prepare), with `active_decode_targets` in place of the
+    /// descriptor's own bitmask: a forwarder tells each subscriber its own active targets
+    /// without copying the descriptor per packet.
+    pub fn prepare_with_mask<'a>(
+        &mut self,
+        descriptor: &'a DependencyDescriptor,
+        structure: Option<&'a Arc<FrameDependencyStructure>>,
+        active_chains: u32,
+        active_decode_targets: Option<u32>,
+    ) -> Result<PreparedDescriptor<'a>, WriteError> {
         let structure = descriptor
             .attached_structure
             .as_ref()
@@ -83,7 +98,7 @@ impl DependencyDescriptorWriter {
             .ok_or(WriteError::MissingStructure)?;
         let structure_bits = self.validated_structure_bits(structure)?;
         let active_chains = active_chains & mask_of(structure.chain_count);
-        check_frame(descriptor, structure, active_chains)?;
+        check_frame(descriptor, structure, active_chains, active_decode_targets)?;
         let frame = &descriptor.frame_dependencies;
         let layer = self
             .layer_templates
@@ -93,9 +108,9 @@ impl DependencyDescriptorWriter {
         let candidates = usize::from(first)..usize::from(end);
         let matched = best_template(structure, candidates, frame, active_chains)?;
         let attaches = descriptor.attached_structure.is_some();
-        let write_active_decode_targets = descriptor
-            .active_decode_targets
-            .is_some_and(|mask| !(attaches && mask == structure.all_decode_targets()));
+        let active_decode_targets = active_decode_targets
+            .filter(|&mask| !(attaches && mask == structure.all_decode_targets()));
+        let write_active_decode_targets = active_decode_targets.is_some();
         let extended = matched.extra_bits > 0 || attaches || write_active_decode_targets;
         let mut size_bits = MANDATORY_BITS + matched.extra_bits;
         if extended {
@@ -113,7 +128,7 @@ impl DependencyDescriptorWriter {
             matched,
             active_chains,
             structure_bits: attaches.then_some(structure_bits),
-            write_active_decode_targets,
+            active_decode_targets,
             size_bits,
         })
     }
@@ -216,7 +231,7 @@ impl PreparedDescriptor<'_> {
     fn write_extended(&self, w: &mut BitWriter<'_>) -> Result<(), BufferFull> {
         let flags = [
             self.structure_bits.is_some(),
-            self.write_active_decode_targets,
+            self.active_decode_targets.is_some(),
             self.matched.custom_dtis,
             self.matched.custom_fdiffs,
             self.matched.custom_chains,
@@ -226,11 +241,7 @@ impl PreparedDescriptor<'_> {
         if self.structure_bits.is_some() {
             write_structure(w, self.structure)?;
         }
-        if let Some(mask) = self
-            .descriptor
-            .active_decode_targets
-            .filter(|_| self.write_active_decode_targets)
-        {
+        if let Some(mask) = self.active_decode_targets {
             w.write(mask, u32::from(self.structure.decode_target_count))?;
         }
         Ok(())
@@ -266,6 +277,7 @@ fn check_frame(
     descriptor: &DependencyDescriptor,
     structure: &FrameDependencyStructure,
     active_chains: u32,
+    active_decode_targets: Option<u32>,
 ) -> Result<(), WriteError> {
     let frame = &descriptor.frame_dependencies;
     if frame.dtis.len() != usize::from(structure.decode_target_count) {
@@ -286,10 +298,7 @@ fn check_frame(
     if frame.chain_diffs.iter().enumerate().any(bad_chain) {
         return Err(WriteError::InvalidChainDiff);
     }
-    if descriptor
-        .active_decode_targets
-        .is_some_and(|m| m & !structure.all_decode_targets() != 0)
-    {
+    if active_decode_targets.is_some_and(|m| m & !structure.all_decode_targets() != 0) {
         return Err(WriteError::ActiveDecodeTargets);
     }
     Ok(())

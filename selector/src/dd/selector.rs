@@ -82,8 +82,6 @@ pub struct DdSelector {
     frame_numbers: Unwrapper,
     keyframes: KeyframeRequests,
     writer: DependencyDescriptorWriter,
-    /// The packet's descriptor with this subscriber's active decode targets, reused per packet.
-    scratch: DependencyDescriptor,
 }
 
 impl Default for DdSelector {
@@ -108,7 +106,6 @@ impl DdSelector {
             frame_numbers: Unwrapper::default(),
             keyframes: KeyframeRequests::default(),
             writer: DependencyDescriptorWriter::new(),
-            scratch: DependencyDescriptor::default(),
         }
     }
 
@@ -397,15 +394,18 @@ impl DdSelector {
         packet: &'a DdPacket<'_>,
         active_decode_targets: u32,
     ) -> Result<rtp_ext::dd::PreparedDescriptor<'a>, SelectError> {
-        self.scratch.clone_from(packet.descriptor);
-        self.scratch.active_decode_targets = Some(active_decode_targets);
         let structure = packet.structure;
         let active_chains = self
             .targets
             .as_ref()
             .map_or(u32::MAX, |t| t.chains_of(active_decode_targets));
         self.writer
-            .prepare(&self.scratch, Some(structure), active_chains)
+            .prepare_with_mask(
+                packet.descriptor,
+                Some(structure),
+                active_chains,
+                Some(active_decode_targets),
+            )
             .map_err(SelectError::Descriptor)
     }
 }

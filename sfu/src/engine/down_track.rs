@@ -60,17 +60,17 @@ enum SentDd {
 }
 
 impl SentDd {
-    /// `Large` when `dd` does not fit inline: the caller keeps it aside.
-    fn new(dd: &[u8]) -> Self {
-        if dd.len() > INLINE_DD {
-            return Self::Large;
-        }
-        let mut bytes = [0; INLINE_DD];
-        bytes[..dd.len()].copy_from_slice(dd);
-        Self::Inline {
-            // At most INLINE_DD.
-            len: dd.len() as u8,
-            bytes,
+    /// The first `len` bytes of `scratch`; `Large` when they do not fit inline (the caller
+    /// keeps them aside). The copy is of a fixed size whatever `len`: a few vector moves,
+    /// where a copy of `len` bytes would be a call whose result the CPU cannot forward.
+    fn new(scratch: &[u8; MAX_DD_SIZE], len: usize) -> Self {
+        match scratch.first_chunk::<INLINE_DD>() {
+            Some(&bytes) if len <= INLINE_DD => Self::Inline {
+                // At most INLINE_DD.
+                len: len as u8,
+                bytes,
+            },
+            _ => Self::Large,
         }
     }
 }
@@ -273,7 +273,7 @@ impl DownTrack {
             source: at,
             ts: f.ts,
             marker: f.marker,
-            dd: SentDd::new(dd),
+            dd: SentDd::new(&state.dd_scratch, f.dd_len),
             vp8_patch: f.vp8_patch,
             filler: f.filler,
         };

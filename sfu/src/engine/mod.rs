@@ -32,7 +32,8 @@ pub use down_track::{
     DownTrack, DownTrackCounters, SubscriberReception, Transmit, WriteError, Written, SEND_HISTORY,
 };
 pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};
-pub use receiver::{ReceiveError, ReceiverCounters, RECEIVE_RING};
+pub use packet::ParsedPacket;
+pub use receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters, RECEIVE_RING};
 pub use router::{
     Event, KeyframeRequest, Output, Router, RouterConfig, RouterCounters, RouterError, RtcpTarget,
     RtcpTransmit,
