@@ -5,7 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use rtp_ext::dd::{
     DecodeTargetIndication, DependencyDescriptor, DependencyDescriptorWriter,
-    FrameDependencyStructure, WriteError, MAX_DECODE_TARGETS,
+    FrameDependencyStructure, WriteError,
 };
 
 use super::chains::{Chains, Fate};
@@ -289,7 +289,7 @@ impl DdSelector {
     fn track_completeness(&mut self, dd: &DependencyDescriptor, forwarded: bool) {
         let Some(targets) = &self.targets else { return };
         let deps = &dd.frame_dependencies;
-        for dt in (0..MAX_DECODE_TARGETS)
+        for dt in (0..deps.dtis.len())
             .filter(|&dt| deps.dtis.get(dt) != DecodeTargetIndication::NotPresent)
         {
             let chain_restarts = targets
