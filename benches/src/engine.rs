@@ -5,8 +5,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use rtp_ext::codec::{Codec, PictureId, TemporalLayerId, Tl0PicIdx, Vp8Descriptor, Vp8Temporal};
+use rtp_ext::rtp::RtpPacket;
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
+use sfu::engine::rtcp::{Nack, NackPairs, RtcpCrateWriter, RtcpFeedback, RtcpWriter};
 use sfu::engine::{
     DownTrack, DownTrackConfig, PacketRef, ParsedPacket, Receiver, Router, RouterConfig,
     TrackConfig, TrackId,
@@ -52,7 +54,65 @@ pub fn cases() -> Vec<Case> {
         ),
     ];
     cases.extend([1, 10, 100, 1000].map(fanout));
+    cases.push(nack_answer());
     cases
+}
+
+/// A subscriber's NACK for one packet it was sent, parsed, looked up and answered: the
+/// retransmission's header written into the caller's buffer. Cycles over the packets a
+/// subscriber was sent, all still in its send history.
+fn nack_answer() -> Case {
+    const SENT: usize = 200;
+    let now = Instant::now();
+    let mut router = Router::new(RouterConfig::default());
+    let track = router.publish(l3t3_track()).expect("fresh router");
+    let mut config = DownTrackConfig::new(0x5000, 45);
+    config.dd_ext_id = Some(DD_EXT);
+    let limits = LayerLimits {
+        target: Layer::MAX,
+        max: Layer::MAX,
+    };
+    let id = router.subscribe(track, config, limits).expect("track");
+    let mut buf = [0u8; 1500];
+    let mut sent = Vec::new();
+    for packet in l3t3_packets().into_iter().take(SENT) {
+        let _ = router.handle_rtp(now, packet);
+        while let Some(out) = router.poll_transmit(&mut buf) {
+            let header = RtpPacket::parse(&buf[..out.transmit.len]).expect("our header");
+            sent.push(header.fields().sequence_number);
+        }
+    }
+    let mut writer = RtcpCrateWriter::new(b"bench").expect("a short CNAME");
+    let nacks: Vec<Vec<u8>> = sent
+        .iter()
+        .map(|&seq| {
+            let mut pairs = NackPairs::default();
+            pairs.push(seq).expect("room for one");
+            let nack = RtcpFeedback::Nack(Nack {
+                sender_ssrc: 9,
+                media_ssrc: 0x5000,
+                pairs,
+            });
+            let len = writer.write(&nack, &mut buf).expect("fits");
+            buf[..len].to_vec()
+        })
+        .collect();
+    router
+        .handle_subscriber_rtcp(now, id, &nacks[0])
+        .expect("a known subscriber");
+    let answered = router.poll_transmit(&mut buf);
+    assert!(
+        answered.is_some_and(|out| out.transmit.retransmission),
+        "the case measures an answered NACK"
+    );
+    let mut next = 1;
+    Case::new("nack/answer/av1_l3t3", move || {
+        let _ = router.handle_subscriber_rtcp(now, id, &nacks[next % nacks.len()]);
+        next += 1;
+        while let Some(out) = router.poll_transmit(&mut buf) {
+            std::hint::black_box(&out);
+        }
+    })
 }
 
 fn l3t3_track() -> TrackConfig {

@@ -37,6 +37,7 @@ const EXPECTED: &[(&str, u64)] = &[
     ("fanout/av1_l3t3/10", 0),
     ("fanout/av1_l3t3/100", 0),
     ("fanout/av1_l3t3/1000", 0),
+    ("nack/answer/av1_l3t3", 0),
 ];
 
 #[test]
