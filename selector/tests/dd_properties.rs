@@ -261,12 +261,7 @@ proptest! {
 /// drop a late reference that a later frame of the target still needed.
 #[test]
 fn regression_late_reference_after_a_move_into_a_complete_target() {
-    let conditions = NetworkConditions {
-        loss: 7,
-        recovered: 84,
-        reorder: 11,
-        duplicate: 0,
-    };
+    let conditions = NetworkConditions::new(7, 84, 11, 0);
     run(
         ScalabilityMode::L3T3,
         7970141272680066194,
@@ -279,12 +274,7 @@ fn regression_late_reference_after_a_move_into_a_complete_target() {
 /// retransmission lost too) left the subscriber waiting without asking for a keyframe.
 #[test]
 fn regression_a_chain_frame_lost_for_good_asks_for_a_keyframe() {
-    let conditions = NetworkConditions {
-        loss: 11,
-        recovered: 15,
-        reorder: 16,
-        duplicate: 0,
-    };
+    let conditions = NetworkConditions::new(11, 15, 16, 0);
     run(
         ScalabilityMode::L2T2,
         12985274093333056150,
@@ -297,12 +287,7 @@ fn regression_a_chain_frame_lost_for_good_asks_for_a_keyframe() {
 /// subscriber, still believing the layer off, neither switched nor asked for a keyframe.
 #[test]
 fn regression_a_layer_back_on_is_seen_from_its_frames() {
-    let conditions = NetworkConditions {
-        loss: 7,
-        recovered: 0,
-        reorder: 9,
-        duplicate: 1,
-    };
+    let conditions = NetworkConditions::new(7, 0, 9, 1);
     run(
         ScalabilityMode::L2T2KeyShift,
         7854270171610479225,
@@ -316,12 +301,7 @@ fn regression_a_layer_back_on_is_seen_from_its_frames() {
 /// subscriber, stuck below its target, asked for a keyframe.
 #[test]
 fn regression_l2t2_key_shift_stuck_at_the_base() {
-    let conditions = NetworkConditions {
-        loss: 12,
-        recovered: 83,
-        reorder: 6,
-        duplicate: 0,
-    };
+    let conditions = NetworkConditions::new(12, 83, 6, 0);
     run(
         ScalabilityMode::L2T2KeyShift,
         16302504311598541918,
@@ -334,12 +314,7 @@ fn regression_l2t2_key_shift_stuck_at_the_base() {
 /// counted as missing from its own chain, so the subscriber could not switch at it.
 #[test]
 fn regression_a_late_keyframe_is_a_switch_point() {
-    let conditions = NetworkConditions {
-        loss: 12,
-        recovered: 54,
-        reorder: 13,
-        duplicate: 2,
-    };
+    let conditions = NetworkConditions::new(12, 54, 13, 2);
     run(
         ScalabilityMode::L3T3,
         12999464940603953646,

@@ -595,12 +595,7 @@ proptest! {
 /// that layer was dropped used to make the layer look decodable again.
 #[test]
 fn regression_late_intra_frame_does_not_hide_a_newer_drop() {
-    let conditions = NetworkConditions {
-        loss: 0,
-        recovered: 0,
-        reorder: 17,
-        duplicate: 9,
-    };
+    let conditions = NetworkConditions::new(0, 0, 17, 9);
     run(false, 9325310076623913146, conditions, false);
 }
 
@@ -608,12 +603,7 @@ fn regression_late_intra_frame_does_not_hide_a_newer_drop() {
 /// next packet, after the switch point moved, was forwarded: a split frame.
 #[test]
 fn regression_a_stale_frame_stays_dropped() {
-    let conditions = NetworkConditions {
-        loss: 13,
-        recovered: 86,
-        reorder: 5,
-        duplicate: 8,
-    };
+    let conditions = NetworkConditions::new(13, 86, 5, 8);
     run(false, 7708028053803764279, conditions, false);
 }
 
@@ -621,12 +611,7 @@ fn regression_a_stale_frame_stays_dropped() {
 /// forwarded because a newer frame of its layer had been.
 #[test]
 fn regression_a_late_frame_over_a_dropped_reference_stays_dropped() {
-    let conditions = NetworkConditions {
-        loss: 16,
-        recovered: 91,
-        reorder: 1,
-        duplicate: 1,
-    };
+    let conditions = NetworkConditions::new(16, 91, 1, 1);
     run(false, 12315302861362822208, conditions, false);
 }
 
@@ -634,11 +619,6 @@ fn regression_a_late_frame_over_a_dropped_reference_stays_dropped() {
 /// taken for decodable.
 #[test]
 fn regression_a_late_frame_past_the_history_is_dropped() {
-    let conditions = NetworkConditions {
-        loss: 7,
-        recovered: 93,
-        reorder: 10,
-        duplicate: 1,
-    };
+    let conditions = NetworkConditions::new(7, 93, 10, 1);
     run(true, 6456570907269575652, conditions, false);
 }

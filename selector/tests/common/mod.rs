@@ -47,12 +47,17 @@ pub struct NetworkConditions {
 }
 
 impl NetworkConditions {
-    pub const CLEAN: Self = Self {
-        loss: 0,
-        recovered: 0,
-        reorder: 0,
-        duplicate: 0,
-    };
+    pub const CLEAN: Self = Self::new(0, 0, 0, 0);
+
+    /// Percentages: packets lost, of those the share recovered later, reordered, duplicated.
+    pub const fn new(loss: u32, recovered: u32, reorder: u32, duplicate: u32) -> Self {
+        Self {
+            loss,
+            recovered,
+            reorder,
+            duplicate,
+        }
+    }
 }
 
 /// Packets in flight, keyed by the step at which they arrive.
