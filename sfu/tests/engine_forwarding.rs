@@ -494,8 +494,8 @@ fn bad_input_is_counted_and_dropped_without_touching_other_tracks() {
     );
 }
 
-#[test]
-fn simulcast_switch_keeps_timestamps_smooth() {
+/// An AV1 track of three simulcast streams, SSRCs 0x100-0x102, with the DD.
+fn simulcast_track() -> TrackConfig {
     let mut config = TrackConfig::single(Codec::Av1, 0x100);
     config.dd_ext_id = Some(DD_EXT);
     config.streams = (0..3)
@@ -504,7 +504,12 @@ fn simulcast_switch_keeps_timestamps_smooth() {
             rtx_ssrc: None,
         })
         .collect();
-    let mut session = Session::new(config);
+    config
+}
+
+#[test]
+fn simulcast_switch_keeps_timestamps_smooth() {
+    let mut session = Session::new(simulcast_track());
     let id = session.subscribe(Layer::new(0, 2));
     let mut streams: Vec<_> = (0..3u32)
         .map(|s| {
@@ -761,15 +766,7 @@ fn reports_both_ways_and_round_trip_time() {
 /// subscriber).
 #[test]
 fn simulcast_switch_aligns_timestamps_by_sender_reports() {
-    let mut config = TrackConfig::single(Codec::Av1, 0x100);
-    config.dd_ext_id = Some(DD_EXT);
-    config.streams = (0..3)
-        .map(|s| StreamConfig {
-            ssrc: 0x100 + s,
-            rtx_ssrc: None,
-        })
-        .collect();
-    let mut session = Session::new(config);
+    let mut session = Session::new(simulcast_track());
     let id = session.subscribe(Layer::new(0, 0));
     let mut unit_of_frame = HashMap::new();
     let mut streams: Vec<_> = (0..3u32)

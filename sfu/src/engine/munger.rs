@@ -292,11 +292,15 @@ mod tests {
     const SSRC: u32 = 0x1111;
 
     fn packet(seq: u16, ts: u32) -> SourcePacket {
-        SourcePacket {
-            ssrc: SSRC,
-            seq,
-            ts,
-        }
+        from(SSRC, seq, ts)
+    }
+
+    fn from(ssrc: u32, seq: u16, ts: u32) -> SourcePacket {
+        SourcePacket { ssrc, seq, ts }
+    }
+
+    fn out(seq: u16, ts: u32) -> Option<Munged> {
+        Some(Munged { seq, ts })
     }
 
     /// A munger started at output seq 100, ts 50_000, on `SSRC` from source seq 0, ts 0.
@@ -313,27 +317,9 @@ mod tests {
     #[test]
     fn forwarded_packets_are_renumbered_from_the_start_and_keep_their_timestamp_steps() {
         let mut munger = started();
-        assert_eq!(
-            munger.munge(packet(0, 0), true),
-            Some(Munged {
-                seq: 100,
-                ts: 50_000
-            })
-        );
-        assert_eq!(
-            munger.munge(packet(1, 0), true),
-            Some(Munged {
-                seq: 101,
-                ts: 50_000
-            })
-        );
-        assert_eq!(
-            munger.munge(packet(2, 3003), true),
-            Some(Munged {
-                seq: 102,
-                ts: 53_003
-            })
-        );
+        assert_eq!(munger.munge(packet(0, 0), true), out(100, 50_000));
+        assert_eq!(munger.munge(packet(1, 0), true), out(101, 50_000));
+        assert_eq!(munger.munge(packet(2, 3003), true), out(102, 53_003));
         assert_eq!(munger.next_seq(), 103);
     }
 
@@ -429,11 +415,7 @@ mod tests {
             None,
             "before the switch point"
         );
-        let other = SourcePacket {
-            ssrc: 2,
-            seq: 10,
-            ts: 0,
-        };
+        let other = from(2, 10, 0);
         assert_eq!(munger.munge(other, true), None, "another SSRC");
         assert_eq!(seq_of(&mut munger, 10, true), Some(0));
         for seq in 11..=11 + MUNGER_WINDOW as u16 {
@@ -461,30 +443,10 @@ mod tests {
         munger.munge(packet(2, 3000), false);
         // Hinted: the caller's sender-report mapping says where the new source's clock lands.
         munger.switch_source(2, 7000, 900_000, Some(56_100));
-        let first = SourcePacket {
-            ssrc: 2,
-            seq: 7000,
-            ts: 900_000,
-        };
-        assert_eq!(
-            munger.munge(first, true),
-            Some(Munged {
-                seq: 102,
-                ts: 56_100
-            })
-        );
-        let next = SourcePacket {
-            ssrc: 2,
-            seq: 7001,
-            ts: 903_000,
-        };
-        assert_eq!(
-            munger.munge(next, true),
-            Some(Munged {
-                seq: 103,
-                ts: 59_100
-            })
-        );
+        let first = from(2, 7000, 900_000);
+        assert_eq!(munger.munge(first, true), out(102, 56_100));
+        let next = from(2, 7001, 903_000);
+        assert_eq!(munger.munge(next, true), out(103, 59_100));
         assert_eq!(
             munger.munge(packet(3, 6000), true),
             None,
@@ -492,32 +454,12 @@ mod tests {
         );
         // Unhinted: one observed frame interval (3000) after the last output.
         munger.switch_source(3, 0, 42, None);
-        let third = SourcePacket {
-            ssrc: 3,
-            seq: 0,
-            ts: 42,
-        };
-        assert_eq!(
-            munger.munge(third, true),
-            Some(Munged {
-                seq: 104,
-                ts: 62_100
-            })
-        );
+        let third = from(3, 0, 42);
+        assert_eq!(munger.munge(third, true), out(104, 62_100));
         // A hint behind the last output would run the clock backwards.
         munger.switch_source(4, 0, 0, Some(10));
-        let fourth = SourcePacket {
-            ssrc: 4,
-            seq: 0,
-            ts: 0,
-        };
-        assert_eq!(
-            munger.munge(fourth, true),
-            Some(Munged {
-                seq: 105,
-                ts: 62_101
-            })
-        );
+        let fourth = from(4, 0, 0);
+        assert_eq!(munger.munge(fourth, true), out(105, 62_101));
     }
 
     #[test]
