@@ -337,7 +337,9 @@ fn subscriber_loss_is_repaired_with_the_same_bytes() {
 #[test]
 fn publisher_loss_is_nacked_and_nothing_deliberately_dropped_is() {
     let (packets, bytes) = generated(ScalabilityMode::L3T3, 60);
-    let mut session = Session::new(dd_track(0x1000));
+    let mut config = dd_track(0x1000);
+    config.streams[0].rtx_ssrc = Some(0x1001);
+    let mut session = Session::new(config);
     let low = session.subscribe(Layer::new(0, 0));
     let lost: Vec<u16> = packets
         .iter()
@@ -370,10 +372,14 @@ fn publisher_loss_is_nacked_and_nothing_deliberately_dropped_is() {
         "exactly the lost packets are NACKed"
     );
     assert_eq!(session.router.publisher_rtt(session.track), None);
-    // The retransmissions arrive 30 ms after the NACKs; the low subscriber's stream has no gap
-    // it would NACK, and the round trip to the publisher is measured from them.
+    // The retransmissions arrive on RTX 30 ms after the NACKs; the low subscriber's stream has
+    // no gap it would NACK, and the round trip to the publisher is measured from them.
     session.now += Duration::from_millis(30);
-    session.feed(dropped.into_iter().map(|(b, _)| b), &|_, _| false);
+    let retransmissions = dropped
+        .iter()
+        .enumerate()
+        .map(|(i, (b, _))| as_rtx(b, 0x1001, i as u16));
+    session.feed(retransmissions, &|_, _| false);
     assert_eq!(
         session.router.publisher_rtt(session.track),
         Some(Duration::from_millis(30))
@@ -845,6 +851,18 @@ fn simulcast_switch_aligns_timestamps_by_sender_reports() {
 /// Publisher side: a lost packet recovered through RTX (RFC 4588) is forwarded in its place,
 /// and padding-only packets are absorbed without a gap. Subscriber side: retransmissions go
 /// out on the negotiated RTX stream with the original sequence number first.
+/// `packet` retransmitted as RTX (RFC 4588): its own header on the RTX SSRC with the RTX
+/// stream's sequence number `rtx_seq`, then the original sequence number and payload.
+fn as_rtx(packet: &[u8], rtx_ssrc: u32, rtx_seq: u16) -> Bytes {
+    let original = RtpPacket::parse(packet).expect("RTP");
+    let mut rtx = packet[..original.header_len()].to_vec();
+    rtx[8..12].copy_from_slice(&rtx_ssrc.to_be_bytes());
+    rtx[2..4].copy_from_slice(&rtx_seq.to_be_bytes());
+    rtx.extend_from_slice(&original.fields().sequence_number.to_be_bytes());
+    rtx.extend_from_slice(original.payload());
+    Bytes::from(rtx)
+}
+
 #[test]
 fn rtx_both_ways_and_padding() {
     let (packets, bytes) = generated(ScalabilityMode::L1T3, 40);
@@ -881,14 +899,8 @@ fn rtx_both_ways_and_padding() {
             incoming.push(Bytes::from(probe));
         }
     }
-    // The lost packet arrives later as RTX: its own header on the RTX SSRC, then the OSN.
-    let original = RtpPacket::parse(&bytes[20]).expect("RTP");
-    let mut rtx = bytes[20][..original.header_len()].to_vec();
-    rtx[8..12].copy_from_slice(&0x1001u32.to_be_bytes());
-    rtx[2..4].copy_from_slice(&7u16.to_be_bytes());
-    rtx.extend_from_slice(&lost.to_be_bytes());
-    rtx.extend_from_slice(original.payload());
-    incoming.push(Bytes::from(rtx));
+    // The lost packet arrives later as RTX.
+    incoming.push(as_rtx(&bytes[20], 0x1001, 7));
     session.feed(incoming, &|_, _| false);
     let received = &session.received[&id];
     assert_eq!(

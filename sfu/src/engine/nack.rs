@@ -7,7 +7,9 @@
 //!
 //! The round trip toward the publisher is measured here, from NACK to retransmission: the SFU
 //! receives no reports that would tell it otherwise (a publisher only sends). Only packets
-//! NACKed once are sampled, since with several NACKs out it is unknown which one was answered.
+//! that came back on the RTX stream are sampled, and only those NACKed once: a late original
+//! arriving just after its first NACK would say the round trip is a few milliseconds, and with
+//! several NACKs out it is unknown which one was answered.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -127,6 +129,16 @@ impl NackGenerator {
 
     /// Records a received sequence number.
     pub fn on_packet(&mut self, seq: u16, now: Instant) -> Arrival {
+        self.arrive(seq, now, false)
+    }
+
+    /// Records a sequence number that came back as a retransmission on the RTX stream: as
+    /// [`on_packet`](Self::on_packet), and a round-trip sample.
+    pub fn on_retransmission(&mut self, seq: u16, now: Instant) -> Arrival {
+        self.arrive(seq, now, true)
+    }
+
+    fn arrive(&mut self, seq: u16, now: Instant, retransmission: bool) -> Arrival {
         let Some(highest) = self.unwrapper.highest() else {
             self.unwrapper.unwrap(seq);
             return Arrival::New;
@@ -145,7 +157,9 @@ impl NackGenerator {
             Arrival::New
         } else if let Some(missing) = self.remove(ext_seq) {
             self.stats.recovered += 1;
-            self.sample_rtt(&missing, now);
+            if retransmission {
+                self.sample_rtt(&missing, now);
+            }
             Arrival::Recovered
         } else {
             Arrival::Old
@@ -405,7 +419,7 @@ mod tests {
         let mut nack = fed(&[0, 2, 4], t0);
         assert_eq!(nack.measured_rtt(), None);
         assert_eq!(poll(&mut nack, ms(t0, 5)), vec![1, 3]);
-        assert_eq!(nack.on_packet(1, ms(t0, 205)), Arrival::Recovered);
+        assert_eq!(nack.on_retransmission(1, ms(t0, 205)), Arrival::Recovered);
         assert_eq!(nack.measured_rtt(), Some(Duration::from_millis(200)));
         // 3 is still missing: its retry waits the measured 200 ms, not the 50 ms given.
         assert_eq!(nack.next_timeout(), Some(ms(t0, 205)));
@@ -416,20 +430,33 @@ mod tests {
     }
 
     #[test]
+    fn a_late_original_is_no_rtt_sample() {
+        let t0 = Instant::now();
+        let mut nack = fed(&[0, 2], t0);
+        assert_eq!(poll(&mut nack, ms(t0, 5)), vec![1]);
+        assert_eq!(nack.on_packet(1, ms(t0, 7)), Arrival::Recovered);
+        assert_eq!(
+            nack.measured_rtt(),
+            None,
+            "2 ms is reordering, not a round trip"
+        );
+    }
+
+    #[test]
     fn rtt_samples_are_smoothed_and_skip_packets_nacked_twice() {
         let t0 = Instant::now();
         let mut nack = fed(&[0, 2, 4, 6], t0);
         assert_eq!(poll(&mut nack, ms(t0, 5)), vec![1, 3, 5]);
-        nack.on_packet(1, ms(t0, 85));
+        nack.on_retransmission(1, ms(t0, 85));
         assert_eq!(nack.measured_rtt(), Some(Duration::from_millis(80)));
-        nack.on_packet(3, ms(t0, 165));
+        nack.on_retransmission(3, ms(t0, 165));
         assert_eq!(
             nack.measured_rtt(),
             Some(Duration::from_millis(90)),
             "7/8 of 80 plus 1/8 of 160"
         );
         assert_eq!(poll(&mut nack, ms(t0, 100)), vec![5], "second NACK");
-        nack.on_packet(5, ms(t0, 110));
+        nack.on_retransmission(5, ms(t0, 110));
         assert_eq!(
             nack.measured_rtt(),
             Some(Duration::from_millis(90)),

@@ -38,6 +38,13 @@ pub enum ReceiveError {
     Duplicate,
     /// Older than anything kept, or a jump so large the stream was reset.
     OutOfWindow,
+    /// The Dependency Descriptor of stream `stream` cannot be read: the keyframe with its
+    /// structure has not arrived (reordered, or lost), or it is malformed. The packet is not
+    /// taken as received: it is NACKed like a lost one, and its retransmission is read once the
+    /// structure is known. Forwarding it without its DD could split its frame.
+    UnreadableDd {
+        stream: u8,
+    },
 }
 
 impl fmt::Display for ReceiveError {
@@ -48,6 +55,7 @@ impl fmt::Display for ReceiveError {
             Self::BadRtx => f.write_str("RTX packet without an original sequence number"),
             Self::Duplicate => f.write_str("duplicate packet"),
             Self::OutOfWindow => f.write_str("sequence number out of window"),
+            Self::UnreadableDd { .. } => f.write_str("unreadable dependency descriptor"),
         }
     }
 }
@@ -139,6 +147,7 @@ impl Receiver {
             Err(ReceiveError::UnknownSsrc) => self.counters.unknown_ssrc += 1,
             Err(ReceiveError::Duplicate) => self.counters.duplicates += 1,
             Err(ReceiveError::OutOfWindow) => self.counters.out_of_window += 1,
+            Err(ReceiveError::UnreadableDd { .. }) => self.counters.bad_dd += 1,
         }
         result
     }
@@ -219,20 +228,6 @@ impl Receiver {
         let packet = RtpPacket::parse(&bytes).map_err(ReceiveError::Malformed)?;
         let (index, fields, payload) = self.original(&packet)?;
         let stream = &mut self.streams[index];
-        if stream.nack.on_packet(fields.sequence_number, now) == Arrival::Old {
-            return Err(ReceiveError::Duplicate);
-        }
-        let ext_seq = stream.sequence.unwrap(fields.sequence_number);
-        if stream.ring.get(ext_seq).is_some() {
-            return Err(ReceiveError::Duplicate);
-        }
-        let received = ReceivedPacket {
-            seq: fields.sequence_number,
-            ts: fields.timestamp,
-            len: bytes.len(),
-            padding_only: payload.is_empty(),
-        };
-        stream.stats.on_packet(received, now);
         let ctx = ParseContext {
             codec: self.config.codec,
             dd_ext_id: self.config.dd_ext_id,
@@ -251,7 +246,31 @@ impl Receiver {
             .dd_ext_id
             .and_then(|id| packet.extension(id))
             .is_some();
-        self.counters.bad_dd += u64::from(dd_sent && dd.is_none());
+        if dd_sent && dd.is_none() {
+            // Before the packet counts as received anywhere (NACK state, ring, statistics).
+            return Err(ReceiveError::UnreadableDd {
+                stream: index as u8,
+            });
+        }
+        let arrival = if packet.fields().ssrc == fields.ssrc {
+            stream.nack.on_packet(fields.sequence_number, now)
+        } else {
+            stream.nack.on_retransmission(fields.sequence_number, now)
+        };
+        if arrival == Arrival::Old {
+            return Err(ReceiveError::Duplicate);
+        }
+        let ext_seq = stream.sequence.unwrap(fields.sequence_number);
+        if stream.ring.get(ext_seq).is_some() {
+            return Err(ReceiveError::Duplicate);
+        }
+        let received = ReceivedPacket {
+            seq: fields.sequence_number,
+            ts: fields.timestamp,
+            len: bytes.len(),
+            padding_only: payload.is_empty(),
+        };
+        stream.stats.on_packet(received, now);
         self.counters.padding_only += u64::from(payload.is_empty());
         if audio_level.is_some() {
             self.audio_level = audio_level;

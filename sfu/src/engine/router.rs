@@ -393,8 +393,13 @@ impl Router {
         let Some(published) = self.tracks.get_mut(&track) else {
             return Err(ReceiveError::UnknownSsrc);
         };
-        let at = published.receiver.receive(now, packet).inspect_err(|_| {
+        let at = published.receiver.receive(now, packet).inspect_err(|e| {
             self.counters.dropped_in += 1;
+            // Without the structure nothing of the stream can be selected: a keyframe brings
+            // it (at most one request per interval, however many packets wait).
+            if let ReceiveError::UnreadableDd { stream } = *e {
+                published.keyframes.request(stream);
+            }
         })?;
         self.jobs.extend(
             published
