@@ -454,6 +454,55 @@ fn subscriber_pli_becomes_one_throttled_request() {
     assert_eq!(session.router.counters().keyframe_requests_sent - before, 1);
 }
 
+/// Found by the network property test: packets that overtake the keyframe packet carrying the
+/// structure cannot have their DD read. They are not taken as received (counted, a keyframe
+/// asked for), so they are NACKed, and their retransmissions are read with the structure: the
+/// subscriber gets every frame whole.
+#[test]
+fn packets_ahead_of_their_structure_are_recovered_not_forwarded_blind() {
+    let (packets, bytes) = generated(ScalabilityMode::L3T3, 40);
+    let truth: HashMap<u64, &GeneratedPacket> =
+        packets.iter().map(|p| (p.frame_number, p)).collect();
+    let mut session = Session::new(dd_track(0x1000));
+    let id = session.subscribe(Layer::MAX);
+    // The keyframe's first packet (with the structure) arrives after the next three.
+    let mut reordered = bytes.clone();
+    reordered[..4].rotate_left(1);
+    session.feed(reordered, &|_, _| false);
+    let counters = session
+        .router
+        .receiver_counters(session.track)
+        .expect("track");
+    assert_eq!(counters.bad_dd, 3, "{counters:?}");
+    assert_eq!(
+        session.router.counters().keyframe_requests_sent,
+        1,
+        "one request for the three"
+    );
+    session.advance(Duration::from_millis(20));
+    let nacked: Vec<u16> = rtcp_items(&session.rtcp_to_publisher)
+        .into_iter()
+        .filter_map(|item| match item {
+            RtcpFeedback::Nack(nack) => Some(nack.pairs.lost().collect::<Vec<_>>()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let overtaking: Vec<u16> = packets[1..4].iter().map(|p| p.sequence_number).collect();
+    assert_eq!(nacked, overtaking);
+    session.feed(bytes[1..4].to_vec(), &|_, _| false);
+    let received = session.received.get_mut(&id).expect("received");
+    received.packets.sort_by_key(|p| {
+        RtpPacket::parse(p)
+            .expect("RTP")
+            .fields()
+            .sequence_number
+            .wrapping_sub(65_000)
+    });
+    assert_eq!(received.packets.len(), packets.len(), "every packet");
+    check_subscriber(received, &truth, 2);
+}
+
 #[test]
 fn bad_input_is_counted_and_dropped_without_touching_other_tracks() {
     let (packets, bytes) = generated(ScalabilityMode::L1T3, 30);
