@@ -61,3 +61,8 @@ fn capture_seed_corpus() {
 fn rtcp_seed_corpus() {
     run_seeds("rtcp", sfu::fuzz::rtcp);
 }
+
+#[test]
+fn engine_seed_corpus() {
+    run_seeds("engine", sfu::fuzz::engine);
+}
