@@ -482,7 +482,7 @@ fn hostile_descriptors_do_not_panic() {
     let mut s = selector(3);
     let mut rng = Rng(11);
     for i in 0..5000u32 {
-        let bits = rng.next();
+        let bits = rng.next_u64();
         let descriptor = Vp8Descriptor {
             picture_id: match bits % 3 {
                 0 => None,

@@ -16,7 +16,9 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use rtp_ext::codec::Codec;
 use rtp_ext::rtp::RtpPacket;
-use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
+use selector::scalability::{
+    GeneratedPacket, GeneratorConfig, ScalabilityMode, SeededRng, StreamGenerator,
+};
 use selector::{Layer, LayerLimits};
 use sfu::engine::rtcp::{
     parse_compound, Nack, NackPairs, RtcpCrateWriter, RtcpFeedback, RtcpWriter,
@@ -38,31 +40,10 @@ const CLEAN_TAIL_MS: u64 = 3_000;
 /// How often a subscriber NACKs a gap again while it stays open.
 const SUBSCRIBER_RETRY_MS: u64 = 60;
 
-/// A splitmix64 generator: deterministic per seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn chance(&mut self, percent: u32) -> bool {
-        self.next() % 100 < u64::from(percent)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// One direction of one path: what is sent arrives after a base latency plus jitter, unless
 /// lost; some packets arrive twice. Loss stops after the lossy stretch.
 struct Link<T> {
-    rng: Rng,
+    rng: SeededRng,
     loss: u32,
     duplicate: u32,
     in_flight: BTreeMap<(u64, u64), T>,
@@ -72,7 +53,7 @@ struct Link<T> {
 impl<T: Clone> Link<T> {
     fn new(seed: u64, loss: u32, duplicate: u32) -> Self {
         Self {
-            rng: Rng(seed),
+            rng: SeededRng(seed),
             loss,
             duplicate,
             in_flight: BTreeMap::new(),

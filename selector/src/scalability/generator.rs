@@ -16,6 +16,7 @@ use rtp_ext::rtp::{
 use super::encoder::{EncodedFrame, EncoderState, References};
 use super::mode::ScalabilityMode;
 use super::pattern::Pattern;
+use super::rng::SeededRng;
 use crate::dd::DdPacket;
 
 /// RTP video clock rate is 90 kHz; at 30 frames per second a temporal unit lasts 3000 ticks.
@@ -145,7 +146,7 @@ pub struct StreamGenerator {
     pattern: &'static Pattern,
     config: GeneratorConfig,
     structure: Arc<FrameDependencyStructure>,
-    rng: SplitMix64,
+    rng: SeededRng,
     encoder: EncoderState,
     next_sequence_number: u16,
     next_temporal_unit: u64,
@@ -162,7 +163,7 @@ impl StreamGenerator {
             mode,
             pattern: mode.pattern(),
             structure: Arc::new(mode.template_structure()),
-            rng: SplitMix64(config.seed),
+            rng: SeededRng(config.seed),
             encoder: EncoderState::new(u64::from(config.first_frame_number)),
             next_sequence_number: config.first_seq,
             next_temporal_unit: 0,
@@ -234,7 +235,7 @@ impl StreamGenerator {
         attach_structure: bool,
         active_decode_targets: u32,
     ) {
-        let count = self.rng.in_range(&self.config.packets_per_frame);
+        let count = in_range(&mut self.rng, &self.config.packets_per_frame);
         // The mask is sent on every packet while some decode targets are off; a structure
         // implies all are active, so the packet carrying one states the mask whatever it is.
         let some_off = active_decode_targets != self.structure.all_decode_targets();
@@ -301,25 +302,11 @@ impl Iterator for StreamGenerator {
     }
 }
 
-/// A tiny seeded PRNG (SplitMix64): enough for packet counts, and no dependency.
-#[derive(Debug)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A value of `range`, or its start (at least 1) when the range is empty.
-    fn in_range(&mut self, range: &RangeInclusive<u8>) -> u8 {
-        let low = (*range.start()).max(1);
-        let high = (*range.end()).max(low);
-        let span = u64::from(high - low) + 1;
-        // Below `span`, which fits in u8 with `low` added: high <= u8::MAX.
-        low + (self.next_u64() % span) as u8
-    }
+/// A value of `range` drawn from `rng`, or its start (at least 1) when the range is empty.
+fn in_range(rng: &mut SeededRng, range: &RangeInclusive<u8>) -> u8 {
+    let low = (*range.start()).max(1);
+    let high = (*range.end()).max(low);
+    let span = u64::from(high - low) + 1;
+    // Below `span`, which fits in u8 with `low` added: high <= u8::MAX.
+    low + rng.below(span) as u8
 }

@@ -25,8 +25,10 @@ mod encoder;
 mod generator;
 mod mode;
 mod pattern;
+mod rng;
 mod structure;
 
 pub use encoder::{References, MAX_REFERENCES};
 pub use generator::{GeneratedPacket, GeneratorConfig, StreamGenerator, TIMESTAMP_STEP};
 pub use mode::ScalabilityMode;
+pub use rng::SeededRng;

@@ -14,28 +14,8 @@ use selector::dd::{DdSelector, MAX_DD_SIZE};
 use selector::scalability::GeneratedPacket;
 use selector::{Layer, LayerLimits, Selection};
 
-/// A small deterministic generator for the network's choices.
-#[derive(Debug, Clone)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// True with probability `percent` / 100.
-    pub fn chance(&mut self, percent: u32) -> bool {
-        self.next() % 100 < u64::from(percent)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+/// The network's choices, from a seed.
+pub use selector::scalability::SeededRng as Rng;
 
 #[derive(Debug, Clone, Copy)]
 pub struct NetworkConditions {
