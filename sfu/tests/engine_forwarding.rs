@@ -147,6 +147,12 @@ impl Session {
         self.drain(&|_, _| false);
     }
 
+    fn set_target(&mut self, id: DownTrackId, target: Layer) {
+        self.router
+            .set_limits(id, limits(target))
+            .expect("a known subscription");
+    }
+
     fn advance(&mut self, by: Duration) {
         self.now += by;
         self.router.handle_timeout(self.now);
@@ -407,10 +413,7 @@ fn a_hundred_subscribers_switching_up_send_one_pli_per_interval() {
     session.feed(first.to_vec(), &|_, _| false);
     let plis_before = session.router.counters().keyframe_requests_sent;
     for &id in &session.subscribers.clone() {
-        session
-            .router
-            .set_limits(id, limits(Layer::new(2, 2)))
-            .expect("known");
+        session.set_target(id, Layer::new(2, 2));
     }
     // One temporal unit's packets per frame interval, for about two seconds.
     for chunk in rest.chunks(10) {
@@ -585,16 +588,10 @@ fn simulcast_switch_keeps_timestamps_smooth() {
         .collect();
     for tu in 0..150 {
         if tu == 50 {
-            session
-                .router
-                .set_limits(id, limits(Layer::new(2, 2)))
-                .expect("known");
+            session.set_target(id, Layer::new(2, 2));
         }
         if tu == 100 {
-            session
-                .router
-                .set_limits(id, limits(Layer::new(1, 2)))
-                .expect("known");
+            session.set_target(id, Layer::new(1, 2));
         }
         for (g, structure) in &mut streams {
             loop {
@@ -858,10 +855,7 @@ fn simulcast_switch_aligns_timestamps_by_sender_reports() {
         .collect();
     for tu in 0..100 {
         if tu == 40 {
-            session
-                .router
-                .set_limits(id, limits(Layer::new(2, 0)))
-                .expect("known");
+            session.set_target(id, Layer::new(2, 0));
         }
         for (g, structure) in &mut streams {
             loop {
@@ -1106,10 +1100,7 @@ fn layer_changes_are_events_and_fir_can_replace_pli() {
     let id = session.subscribe(Layer::new(0, 2));
     let (first, rest) = bytes.split_at(bytes.len() / 2);
     session.feed(first.to_vec(), &|_, _| false);
-    session
-        .router
-        .set_limits(id, limits(Layer::new(2, 2)))
-        .expect("known");
+    session.set_target(id, Layer::new(2, 2));
     session.feed(rest.to_vec(), &|_, _| false);
     let mut events = Vec::new();
     while let Some(e) = session.router.poll_event() {
