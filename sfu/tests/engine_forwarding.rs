@@ -632,39 +632,41 @@ fn simulcast_switch_keeps_timestamps_smooth() {
     );
 }
 
+/// Opus packet `seq` of SSRC 0x3000 (20 ms frames) carrying one header extension.
+fn opus_packet(seq: u16, ext_id: u8, ext: &[u8]) -> Bytes {
+    let blank = [0x80u8, 111, 0, 0, 0, 0, 0, 0, 0, 0, 0x30, 0];
+    let source = RtpPacket::parse(&blank).expect("bare header");
+    let fields = RtpFields {
+        marker: false,
+        payload_type: 111,
+        sequence_number: seq,
+        timestamp: u32::from(seq) * 960,
+        ssrc: 0x3000,
+    };
+    let added = [ExtensionElement {
+        id: ext_id,
+        data: ext,
+    }];
+    let selection = ExtensionSelection {
+        keep: ExtensionIds::NONE,
+        added: &added,
+        two_byte_allowed: false,
+    };
+    let mut buf = vec![0u8; 200];
+    let len = write_header(&source, &fields, &selection, &mut buf).expect("fits");
+    buf.truncate(len);
+    buf.extend_from_slice(&[0xF8; 40]);
+    Bytes::from(buf)
+}
+
 #[test]
 fn audio_passes_through_and_its_level_is_surfaced() {
     let mut config = TrackConfig::single(Codec::Opus, 0x3000);
     config.audio_level_ext_id = Some(1);
     let mut session = Session::new(config);
     let id = session.subscribe(Layer::MAX);
-    let blank = [0x80u8, 111, 0, 0, 0, 0, 0, 0, 0, 0, 0x30, 0];
-    let source = RtpPacket::parse(&blank).expect("bare header");
     let packets: Vec<Bytes> = (0..50u16)
-        .map(|i| {
-            let fields = RtpFields {
-                marker: false,
-                payload_type: 111,
-                sequence_number: i,
-                timestamp: u32::from(i) * 960,
-                ssrc: 0x3000,
-            };
-            let level = [0x80 | (i as u8 % 100)];
-            let added = [ExtensionElement {
-                id: 1,
-                data: &level,
-            }];
-            let selection = ExtensionSelection {
-                keep: ExtensionIds::NONE,
-                added: &added,
-                two_byte_allowed: false,
-            };
-            let mut buf = vec![0u8; 200];
-            let len = write_header(&source, &fields, &selection, &mut buf).expect("fits");
-            buf.truncate(len);
-            buf.extend_from_slice(&[0xF8; 40]);
-            Bytes::from(buf)
-        })
+        .map(|i| opus_packet(i, 1, &[0x80 | (i as u8 % 100)]))
         .collect();
     session.feed(packets, &|_, _| false);
     assert_eq!(session.received[&id].packets.len(), 50);
@@ -1147,31 +1149,12 @@ fn transport_wide_cc_feedback_to_the_publisher() {
     });
     let mut session = Session::new(config);
     session.subscribe(Layer::MAX);
-    let blank = [0x80u8, 111, 0, 0, 0, 0, 0, 0, 0, 0, 0x30, 0];
-    let source = RtpPacket::parse(&blank).expect("bare header");
     for i in 0..30u16 {
         if i == 7 {
             continue; // lost
         }
-        let fields = RtpFields {
-            marker: false,
-            payload_type: 111,
-            sequence_number: i,
-            timestamp: u32::from(i) * 960,
-            ssrc: 0x3000,
-        };
-        let twcc = (1000 + i).to_be_bytes();
-        let added = [ExtensionElement { id: 5, data: &twcc }];
-        let selection = ExtensionSelection {
-            keep: ExtensionIds::NONE,
-            added: &added,
-            two_byte_allowed: false,
-        };
-        let mut buf = vec![0u8; 200];
-        let len = write_header(&source, &fields, &selection, &mut buf).expect("fits");
-        buf.truncate(len);
-        buf.extend_from_slice(&[0xF8; 40]);
-        session.feed([Bytes::from(buf)], &|_, _| false);
+        let packet = opus_packet(i, 5, &(1000 + i).to_be_bytes());
+        session.feed([packet], &|_, _| false);
         session.advance(Duration::from_millis(20));
     }
     session.advance(Duration::from_millis(100));
