@@ -19,8 +19,8 @@ use sfu::engine::rtcp::{
     ReportBlock, ReportBlocks, RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport,
 };
 use sfu::engine::{
-    DownTrackConfig, DownTrackId, Event, KeyframeRequest, Router, RouterConfig, RtcpTarget,
-    StreamConfig, TrackConfig, TrackId, TransportCc,
+    DownTrackConfig, DownTrackId, Event, KeyframeRequest, Router, RouterConfig, RouterError,
+    RtcpTarget, StreamConfig, TrackConfig, TrackId, TransportCc,
 };
 
 mod common;
@@ -630,6 +630,51 @@ fn simulcast_switch_keeps_timestamps_smooth() {
             .map(|l| l.spatial),
         Some(1)
     );
+}
+
+/// Simulcast streams are announced by rid: the host publishes before it knows their SSRCs
+/// and binds each one when its first packet names its rid.
+#[test]
+fn simulcast_streams_bound_after_publishing_are_forwarded() {
+    let mut placeholder = simulcast_track();
+    for (i, stream) in placeholder.streams.iter_mut().enumerate() {
+        stream.ssrc = 0xF000 + i as u32;
+    }
+    let mut session = Session::new(placeholder);
+    let id = session.subscribe(Layer::new(2, 2));
+    let mut g = StreamGenerator::new(
+        ScalabilityMode::L1T3,
+        GeneratorConfig {
+            keyframe_interval_tus: 30,
+            ssrc: 0x102,
+            ..Default::default()
+        },
+    );
+    let structure = g.structure().clone();
+    let mut next = || rtp_bytes(&g.next().expect("endless"), &structure);
+    session.feed([next()], &|_, _| false);
+    assert_eq!(session.router.counters().unknown_ssrc, 1);
+    let bound = StreamConfig {
+        ssrc: 0x102,
+        rtx_ssrc: Some(0x202),
+    };
+    session
+        .router
+        .bind_stream(session.track, 2, bound)
+        .expect("free SSRCs");
+    assert_eq!(
+        session.router.bind_stream(session.track, 3, bound),
+        Err(RouterError::UnknownStream)
+    );
+    let other = session.router.publish(dd_track(0x300)).expect("free SSRC");
+    assert_eq!(
+        session.router.bind_stream(other, 0, bound),
+        Err(RouterError::SsrcInUse),
+        "an SSRC bound to one track cannot move to another"
+    );
+    session.feed((0..200).map(|_| next()), &|_, _| false);
+    assert_eq!(session.router.counters().unknown_ssrc, 1);
+    assert!(session.received[&id].packets.len() >= 30);
 }
 
 /// Opus packet `seq` of SSRC 0x3000 (20 ms frames) carrying one header extension.

@@ -20,7 +20,7 @@ use super::rtcp::{
     compact_ntp, parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, NackPairs, Pli,
     ReceiverReport, RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport, WallClock,
 };
-use super::track::{DownTrackConfig, DownTrackId, TrackConfig, TrackId};
+use super::track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};
 use super::twcc::{TwccRecorder, TWCC_INTERVAL};
 
 /// Router settings.
@@ -56,6 +56,8 @@ pub enum RouterError {
     UnknownDownTrack,
     /// An SSRC already belongs to another published track.
     SsrcInUse,
+    /// The track has no stream at that index.
+    UnknownStream,
 }
 
 /// Where an RTCP packet from [`Router::poll_rtcp`] goes.
@@ -289,6 +291,42 @@ impl Router {
             },
         );
         Ok(id)
+    }
+
+    /// Gives stream `index` of a published track its SSRCs once the host has learned them
+    /// (simulcast streams are announced by rid; their SSRCs show up with the first packets).
+    /// The SSRCs the stream had before are forgotten.
+    pub fn bind_stream(
+        &mut self,
+        track: TrackId,
+        index: usize,
+        ssrcs: StreamConfig,
+    ) -> Result<(), RouterError> {
+        let taken = [Some(ssrcs.ssrc), ssrcs.rtx_ssrc]
+            .into_iter()
+            .flatten()
+            .any(|ssrc| self.by_ssrc.get(&ssrc).is_some_and(|&t| t != track));
+        if taken {
+            return Err(RouterError::SsrcInUse);
+        }
+        let published = self
+            .tracks
+            .get_mut(&track)
+            .ok_or(RouterError::UnknownTrack)?;
+        let old = *published
+            .receiver
+            .config()
+            .streams
+            .get(index)
+            .ok_or(RouterError::UnknownStream)?;
+        for ssrc in [Some(old.ssrc), old.rtx_ssrc].into_iter().flatten() {
+            self.by_ssrc.remove(&ssrc);
+        }
+        published.receiver.bind_stream(index, ssrcs);
+        for ssrc in [Some(ssrcs.ssrc), ssrcs.rtx_ssrc].into_iter().flatten() {
+            self.by_ssrc.insert(ssrc, track);
+        }
+        Ok(())
     }
 
     /// Removes a track and every subscription to it.
