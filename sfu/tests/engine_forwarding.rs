@@ -457,6 +457,27 @@ fn subscriber_pli_becomes_one_throttled_request() {
     assert_eq!(session.router.counters().keyframe_requests_sent - before, 1);
 }
 
+/// A subscriber's compound RTCP covers its audio and its video: the host hands it to each of
+/// its DownTracks, and each takes only the feedback about its own SSRC.
+#[test]
+fn feedback_about_another_ssrc_is_ignored() {
+    let (_, bytes) = generated(ScalabilityMode::L1T3, 10);
+    let mut session = Session::new(dd_track(0x1000));
+    let id = session.subscribe(Layer::MAX);
+    session.feed(bytes, &|_, _| false);
+    let sent = |s: &Session| {
+        s.router
+            .down_track_counters(id)
+            .expect("known")
+            .retransmitted
+    };
+    let first = session.received[&id].headers()[0].sequence_number;
+    session.nack(id, 0x7777, &[first]);
+    assert_eq!(sent(&session), 0, "a NACK about another stream");
+    session.nack(id, 0x5000, &[first]);
+    assert_eq!(sent(&session), 1, "a NACK about this stream");
+}
+
 /// Found by the network property test: packets that overtake the keyframe packet carrying the
 /// structure cannot have their DD read. They are not taken as received (counted, a keyframe
 /// asked for), so they are NACKed, and their retransmissions are read with the structure: the

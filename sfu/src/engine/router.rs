@@ -459,7 +459,9 @@ impl Router {
         Ok(())
     }
 
-    /// RTCP from a subscriber about its DownTrack: NACKs are answered from what it was sent,
+    /// RTCP from a subscriber about its DownTrack (items about other SSRCs are skipped, so the
+    /// host may hand one datagram to each of the subscriber's DownTracks): NACKs are answered
+    /// from what it was sent,
     /// PLI and FIR become (throttled) keyframe requests to the publisher, receiver reports give
     /// the round-trip time, REMB becomes a bandwidth event.
     pub fn handle_subscriber_rtcp(
@@ -484,13 +486,18 @@ impl Router {
                     down_track.on_report_block(block, arrival);
                 }
             }
-            RtcpFeedback::Nack(nack) => {
+            // A subscriber's compound RTCP covers all its streams: feedback about another
+            // SSRC (its audio, say) is not this DownTrack's.
+            RtcpFeedback::Nack(nack) if nack.media_ssrc == ssrc => {
                 jobs.extend(nack.pairs.lost().map(|out_seq| Job::Retransmit {
                     down_track: id,
                     out_seq,
                 }));
             }
-            RtcpFeedback::Pli(_) | RtcpFeedback::Fir(_) => keyframe = true,
+            RtcpFeedback::Pli(pli) if pli.media_ssrc == ssrc => keyframe = true,
+            RtcpFeedback::Fir(fir) if fir.entries.iter().any(|e| e.ssrc == ssrc) => {
+                keyframe = true;
+            }
             RtcpFeedback::Remb(remb) => estimate = Some(remb.bitrate_bps),
             _ => {}
         });
