@@ -390,6 +390,16 @@ impl Router {
         Ok(())
     }
 
+    /// What a published track was published with (simulcast SSRCs as bound so far).
+    pub fn receiver_config(&self, track: TrackId) -> Option<&TrackConfig> {
+        Some(self.tracks.get(&track)?.receiver.config())
+    }
+
+    /// The published track an SSRC (media or RTX) belongs to.
+    pub fn ssrc_track(&self, ssrc: u32) -> Option<TrackId> {
+        self.by_ssrc.get(&ssrc).copied()
+    }
+
     pub fn receiver_counters(&self, track: TrackId) -> Option<ReceiverCounters> {
         Some(self.tracks.get(&track)?.receiver.counters())
     }
