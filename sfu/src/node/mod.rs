@@ -1,0 +1,2 @@
+pub mod auth;
+pub mod sdp;
