@@ -7,6 +7,7 @@
 
 pub mod capture;
 pub mod engine;
+pub mod node;
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;

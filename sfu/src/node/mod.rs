@@ -1,0 +1,3 @@
+pub mod dtls;
+pub mod replay;
+pub mod srtp;
