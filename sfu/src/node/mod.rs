@@ -6,7 +6,7 @@
 //! - [`auth`]: bearer tokens, static or HS256 JWT with room grants.
 //! - [`ice`]: STUN binding requests answered as an ICE-lite agent.
 //! - [`dtls`]: the DTLS 1.2 server handshake that yields the SRTP keys.
-//! - [`srtp`]: SRTP and SRTCP behind our own trait.
+//! - [`srtp`]: SRTP and SRTCP behind our own trait; [`replay`]: its replay windows.
 //! - [`peer`]: one WHIP or WHEP session.
 //! - [`core`]: the sessions and the engine behind one UDP port, sans-IO.
 //! - [`media_loop`]: the task that owns the core, the socket and the clock.
@@ -24,6 +24,7 @@ pub mod ice;
 pub mod media_loop;
 pub mod metrics;
 pub mod peer;
+pub mod replay;
 pub mod sdp;
 pub mod server;
 pub mod signaling;
