@@ -19,11 +19,7 @@ use sfu::node::peer::{
     IceCredentials, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
 };
 use sfu::node::srtp::{SrtpContext, SrtpError};
-use stun::attributes::{ATTR_USERNAME, ATTR_USE_CANDIDATE};
-use stun::fingerprint::FINGERPRINT;
-use stun::integrity::MessageIntegrity;
-use stun::message::{Message, Setter, TransactionId, BINDING_REQUEST, BINDING_SUCCESS};
-use stun::textattrs::TextAttribute;
+use stun::message::{Message, BINDING_SUCCESS};
 
 const DD_IN: u8 = 11;
 const DD_OUT: u8 = 5;
@@ -62,21 +58,7 @@ fn addr(port: u16) -> SocketAddr {
 
 fn binding_request(ice: &IceCredentials, nominate: bool) -> Vec<u8> {
     let username = format!("{}:browser", ice.local_ufrag);
-    let mut setters: Vec<Box<dyn Setter>> = vec![
-        Box::new(BINDING_REQUEST),
-        Box::new(TransactionId::new()),
-        Box::new(TextAttribute::new(ATTR_USERNAME, username)),
-    ];
-    if nominate {
-        setters.push(Box::new(ATTR_USE_CANDIDATE));
-    }
-    setters.push(Box::new(MessageIntegrity::new_short_term_integrity(
-        ice.local_pwd.clone(),
-    )));
-    setters.push(Box::new(FINGERPRINT));
-    let mut m = Message::new();
-    m.build(&setters).expect("valid request");
-    m.raw
+    sfu::node::ice::binding_request(&username, &ice.local_pwd, nominate).expect("valid request")
 }
 
 struct Harness {
@@ -250,7 +232,11 @@ fn binding_requests_are_answered_and_latch_the_nominated_address() {
 #[test]
 fn viewers_get_their_layers_and_av1_without_dd_only_the_base_layer() {
     let mut h = Harness::new();
-    let with_dd = h.viewer("room", av1_viewer(0x10, Some(DD_OUT), Layer::MAX), addr(5001));
+    let with_dd = h.viewer(
+        "room",
+        av1_viewer(0x10, Some(DD_OUT), Layer::MAX),
+        addr(5001),
+    );
     h.viewer("room", av1_viewer(0x20, None, Layer::MAX), addr(5002));
     h.publisher("room", publisher_of(av1_track(0xA1), &[]), addr(5000));
     assert_eq!(h.core.snapshot().subscriptions, 2);
@@ -292,7 +278,11 @@ fn viewers_get_their_layers_and_av1_without_dd_only_the_base_layer() {
 fn a_viewer_moves_to_the_next_publisher_when_the_first_leaves() {
     let mut h = Harness::new();
     let first = h.publisher("room", publisher_of(av1_track(0xA1), &[]), addr(6000));
-    h.viewer("room", av1_viewer(0x10, Some(DD_OUT), Layer::MAX), addr(6001));
+    h.viewer(
+        "room",
+        av1_viewer(0x10, Some(DD_OUT), Layer::MAX),
+        addr(6001),
+    );
     h.publisher("room", publisher_of(av1_track(0xB1), &[]), addr(6002));
     h.publisher("other", publisher_of(av1_track(0xC1), &[]), addr(6003));
     assert_eq!(h.core.snapshot().subscriptions, 1);
@@ -303,11 +293,17 @@ fn a_viewer_moves_to_the_next_publisher_when_the_first_leaves() {
     for packet in l3t3(0xB1, 10) {
         h.send(addr(6002), &packet);
     }
-    assert!(!h.media_to(addr(6001)).is_empty(), "the second publisher's media");
+    assert!(
+        !h.media_to(addr(6001)).is_empty(),
+        "the second publisher's media"
+    );
     for packet in l3t3(0xC1, 10) {
         h.send(addr(6003), &packet);
     }
-    assert!(h.media_to(addr(6001)).len() < 100, "nothing from another room");
+    assert!(
+        h.media_to(addr(6001)).len() < 100,
+        "nothing from another room"
+    );
 }
 
 #[test]
@@ -322,11 +318,18 @@ fn simulcast_streams_are_bound_by_rid() {
         })
         .collect();
     h.publisher("room", publisher_of(config, &["q", "f"]), addr(7000));
-    h.viewer("room", av1_viewer(0x10, Some(DD_OUT), Layer::MAX), addr(7001));
+    h.viewer(
+        "room",
+        av1_viewer(0x10, Some(DD_OUT), Layer::MAX),
+        addr(7001),
+    );
     for packet in l3t3(0x5151, 20) {
         h.send(addr(7000), &with_rid(&packet, 12, b"f"));
     }
-    assert!(!h.media_to(addr(7001)).is_empty(), "stream f is bound and forwarded");
+    assert!(
+        !h.media_to(addr(7001)).is_empty(),
+        "stream f is bound and forwarded"
+    );
     let stats = h.core.snapshot();
     assert_eq!(stats.node.dropped(DropReason::RtpRejected), 0);
 }

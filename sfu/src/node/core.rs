@@ -364,7 +364,10 @@ impl NodeCore {
                 .by_ufrag
                 .get(&request.local_ufrag)
                 .ok_or(super::ice::IceError::UnknownUfrag)?;
-            let peer = self.peers.get(&id).ok_or(super::ice::IceError::UnknownUfrag)?;
+            let peer = self
+                .peers
+                .get(&id)
+                .ok_or(super::ice::IceError::UnknownUfrag)?;
             let nominated = request.use_candidate;
             let response = request.answer(&peer.ice.local_pwd, from)?;
             Ok((id, nominated, response))

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::{Method, StatusCode};
@@ -85,10 +86,9 @@ impl IntoResponse for SignalError {
         };
         let mut response = (status, format!("{self}\n")).into_response();
         if status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer"),
-            );
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
     }
@@ -159,12 +159,12 @@ impl LayerChoice {
 async fn watch(
     State(signaling): State<Arc<Signaling>>,
     Path(room): Path<String>,
-    choice: Option<Query<LayerChoice>>,
+    choice: Result<Query<LayerChoice>, QueryRejection>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, SignalError> {
     signaling.authorize(authorization(&headers), &room, Grant::Subscribe)?;
-    let Some(Query(choice)) = choice else {
+    let Ok(Query(choice)) = choice else {
         return Err(SignalError::BadBody("spatial and temporal must be numbers"));
     };
     let offer = offer_text(&headers, &body)?;

@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 
+use stun::agent::TransactionId;
 use stun::attributes::{ATTR_USERNAME, ATTR_USE_CANDIDATE};
 use stun::fingerprint::FINGERPRINT;
 use stun::integrity::MessageIntegrity;
@@ -27,7 +28,7 @@ pub enum IceError {
     UnknownUfrag,
     #[error("binding request with a wrong MESSAGE-INTEGRITY")]
     BadIntegrity,
-    #[error("binding response could not be built")]
+    #[error("binding message could not be built")]
     Encode,
 }
 
@@ -92,31 +93,51 @@ impl BindingRequest {
     }
 }
 
+/// The USE-CANDIDATE flag (an attribute without a value).
+struct UseCandidate;
+
+impl Setter for UseCandidate {
+    fn add_to(&self, m: &mut Message) -> Result<(), stun::Error> {
+        m.add(ATTR_USE_CANDIDATE, &[]);
+        Ok(())
+    }
+}
+
+/// A binding request as a browser sends one to us: USERNAME `ours:theirs`, signed with our
+/// password. For tests and tools that play the browser's part.
+pub fn binding_request(
+    username: &str,
+    password: &str,
+    nominate: bool,
+) -> Result<Vec<u8>, IceError> {
+    let mut setters: Vec<Box<dyn Setter>> = vec![
+        Box::new(BINDING_REQUEST),
+        Box::new(TransactionId::new()),
+        Box::new(TextAttribute::new(ATTR_USERNAME, username.to_owned())),
+    ];
+    if nominate {
+        setters.push(Box::new(UseCandidate));
+    }
+    setters.push(Box::new(MessageIntegrity::new_short_term_integrity(
+        password.to_owned(),
+    )));
+    setters.push(Box::new(FINGERPRINT));
+    let mut m = Message::new();
+    m.build(&setters).map_err(|_| IceError::Encode)?;
+    Ok(m.raw)
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
-    use stun::message::TransactionId;
+    use stun::message::Getter;
 
     use super::*;
 
     const PWD: &str = "abcdefghijklmnopqrstuvwx";
 
     fn request(username: &str, pwd: &str, nominate: bool) -> Vec<u8> {
-        let mut m = Message::new();
-        let mut setters: Vec<Box<dyn Setter>> = vec![
-            Box::new(BINDING_REQUEST),
-            Box::new(TransactionId::new()),
-            Box::new(TextAttribute::new(ATTR_USERNAME, username.to_owned())),
-        ];
-        if nominate {
-            setters.push(Box::new(stun::attributes::ATTR_USE_CANDIDATE));
-        }
-        setters.push(Box::new(MessageIntegrity::new_short_term_integrity(
-            pwd.to_owned(),
-        )));
-        setters.push(Box::new(FINGERPRINT));
-        m.build(&setters).expect("valid request");
-        m.raw
+        binding_request(username, pwd, nominate).expect("valid request")
     }
 
     #[test]

@@ -13,11 +13,11 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
 use super::core::{CoreError, Inbound, NodeCore, MAX_DATAGRAM};
-use super::dtls::{DtlsCertificate, DtlsError, DtlsInput, DtlsServer, SrtpKeys};
+use super::dtls::{DtlsCertificate, DtlsError, DtlsInput, DtlsServer};
 use super::metrics::Snapshot;
 use super::peer::{IceCredentials, PeerId, Publisher, Viewer};
 use super::sdp::Fingerprint;
-use super::srtp;
+use super::srtp::{self, SrtpKeys};
 
 /// A new session's transport parameters from its offer.
 #[derive(Debug)]
@@ -145,7 +145,9 @@ impl MediaLoop {
                 publisher,
                 reply,
             } => {
-                let added = self.core.add_publisher(now, &room, transport.ice, publisher);
+                let added = self
+                    .core
+                    .add_publisher(now, &room, transport.ice, publisher);
                 if let Ok(id) = added {
                     self.start_dtls(id, transport.fingerprint);
                     tracing::info!(peer = %id, room, "publisher joined");
@@ -180,11 +182,14 @@ impl MediaLoop {
         let send = Box::new(move |datagram: Bytes| {
             let _ = to_loop.send(DtlsEvent::Send(id, datagram));
         });
-        let (input, done) = DtlsServer::start(&self.certificate, fingerprint, send);
+        let remote = (fingerprint.algorithm.as_str(), fingerprint.value.as_str());
+        let (input, done) = DtlsServer::start(&self.certificate, remote, send);
         let to_loop = self.dtls_tx.clone();
         tokio::spawn(async move {
-            let result = done.await.unwrap_or(Err(DtlsError::Closed));
-            let _ = to_loop.send(DtlsEvent::Done(id, result));
+            // No result: the session was removed before its handshake ended.
+            if let Ok(result) = done.await {
+                let _ = to_loop.send(DtlsEvent::Done(id, result));
+            }
         });
         self.handshakes.insert(id, input);
     }
@@ -200,7 +205,7 @@ impl MediaLoop {
             DtlsEvent::Done(id, Ok(keys)) => match srtp::session(&keys) {
                 Ok(context) => {
                     tracing::info!(peer = %id, "DTLS-SRTP connected");
-                    self.core.set_srtp(id, context);
+                    self.core.set_srtp(id, Box::new(context));
                 }
                 Err(e) => tracing::warn!(peer = %id, "SRTP keys unusable: {e}"),
             },

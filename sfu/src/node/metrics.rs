@@ -123,10 +123,30 @@ impl Snapshot {
         let subs = "Subscriptions (one per viewer track).";
         gauge(&mut out, "subscriptions", subs, self.subscriptions);
         let n = &self.node;
-        counter(&mut out, "datagrams_in_total", "UDP datagrams received.", n.datagrams_in);
-        counter(&mut out, "bytes_in_total", "UDP bytes received.", n.bytes_in);
-        counter(&mut out, "packets_in_total", "RTP packets given to the engine.", self.rtp_in);
-        counter(&mut out, "packets_out_total", "RTP packets sent.", n.rtp_out);
+        counter(
+            &mut out,
+            "datagrams_in_total",
+            "UDP datagrams received.",
+            n.datagrams_in,
+        );
+        counter(
+            &mut out,
+            "bytes_in_total",
+            "UDP bytes received.",
+            n.bytes_in,
+        );
+        counter(
+            &mut out,
+            "packets_in_total",
+            "RTP packets given to the engine.",
+            self.rtp_in,
+        );
+        counter(
+            &mut out,
+            "packets_out_total",
+            "RTP packets sent.",
+            n.rtp_out,
+        );
         counter(&mut out, "bytes_out_total", "UDP bytes sent.", n.bytes_out);
         let labels: Vec<String> = DropReason::ALL
             .iter()
@@ -141,15 +161,33 @@ impl Snapshot {
         drops.push(("{reason=\"bad_rtcp\"}", self.bad_rtcp));
         let name = "dropped_total";
         let help = "Packets dropped, by reason.";
-        family(&mut out, Family { name, help, kind: "counter" }, &drops);
+        family(
+            &mut out,
+            Family {
+                name,
+                help,
+                kind: "counter",
+            },
+            &drops,
+        );
         let nacks = "NACKs sent to publishers.";
         counter(&mut out, "nacks_sent_total", nacks, self.nacks_sent);
         let rtx = "Packets retransmitted to subscribers on their NACKs.";
         counter(&mut out, "retransmissions_total", rtx, self.retransmissions);
         let asked = "Keyframes asked for (subscriber PLI/FIR and layer switches).";
-        counter(&mut out, "keyframes_asked_total", asked, self.keyframes_asked);
+        counter(
+            &mut out,
+            "keyframes_asked_total",
+            asked,
+            self.keyframes_asked,
+        );
         let sent = "Keyframe requests (PLI or FIR) sent to publishers.";
-        counter(&mut out, "keyframe_requests_sent_total", sent, self.keyframe_requests_sent);
+        counter(
+            &mut out,
+            "keyframe_requests_sent_total",
+            sent,
+            self.keyframe_requests_sent,
+        );
         out
     }
 }

@@ -65,7 +65,10 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     let media = MediaLoop::new(core, socket, certificate.clone(), command_rx);
     let media = tokio::spawn(media.run());
     let candidate = SocketAddr::new(config.announced_ip(), udp_addr.port());
-    let auth = Auth::new(config.tokens.clone(), config.jwt_secret.clone());
+    let auth = Auth::new(
+        config.tokens.clone(),
+        config.jwt_secret.clone().map(String::into_bytes),
+    );
     let signaling = Arc::new(Signaling::new(
         commands,
         auth,

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use parking_lot::Mutex;
 use rtp_ext::codec::MediaKind;
 use rtp_ext::dd;
-use rtp_ext::ext::{AudioLevel, HeaderExtension, RepairedRtpStreamId, RtpStreamId};
 use rtp_ext::ext::TransportSequenceNumber;
+use rtp_ext::ext::{AudioLevel, HeaderExtension, RepairedRtpStreamId, RtpStreamId};
 use selector::Layer;
 use smallvec::SmallVec;
 use tokio::sync::{mpsc, oneshot};
@@ -156,7 +156,11 @@ impl Signaling {
         });
         let answer = sdp::build_answer(&AnswerParams {
             video_fmtp_suffix: suffix,
-            ..self.answer_params(&local, plan.extmap_allow_mixed, AnswerMedia::for_publisher(&plan))
+            ..self.answer_params(
+                &local,
+                plan.extmap_allow_mixed,
+                AnswerMedia::for_publisher(&plan),
+            )
         });
         let published = accepted
             .iter()
@@ -329,9 +333,7 @@ fn publisher_of(accepted: &[&PublishedMedia], transport: u32) -> Result<Publishe
     for media in accepted {
         let ext = |uri| extension_id(&media.extensions, uri);
         publisher.rid_ext = publisher.rid_ext.or(ext(RtpStreamId::URI));
-        publisher.repaired_rid_ext = publisher
-            .repaired_rid_ext
-            .or(ext(RepairedRtpStreamId::URI));
+        publisher.repaired_rid_ext = publisher.repaired_rid_ext.or(ext(RepairedRtpStreamId::URI));
         let streams = streams_of(media)?;
         let config = TrackConfig {
             codec: media.codec.codec,
@@ -367,10 +369,9 @@ fn streams_of(media: &PublishedMedia) -> Result<SmallVec<[StreamConfig; 4]>, Sig
             })
             .collect());
     }
-    let first = media
-        .ssrcs
-        .first()
-        .ok_or(SignalError::BadBody("a sending section needs a=ssrc or a=rid lines"))?;
+    let first = media.ssrcs.first().ok_or(SignalError::BadBody(
+        "a sending section needs a=ssrc or a=rid lines",
+    ))?;
     Ok(SmallVec::from_slice(&[StreamConfig {
         ssrc: first.ssrc,
         rtx_ssrc: first.rtx_ssrc,
