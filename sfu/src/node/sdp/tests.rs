@@ -397,7 +397,8 @@ fn viewer_gets_the_rooms_codec_with_its_own_payload_types() {
         ),
     ];
     for (published, payload_type, rtx) in cases {
-        let plan = negotiate_viewer(&offer(VIEWER_RECVONLY), &[published.clone()]).unwrap();
+        let plan =
+            negotiate_viewer(&offer(VIEWER_RECVONLY), std::slice::from_ref(&published)).unwrap();
         let Some(video) = plan.sections[1].accepted() else {
             panic!("{published:?}: {:?}", plan.sections[1]);
         };
