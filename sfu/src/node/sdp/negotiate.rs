@@ -83,6 +83,13 @@ pub struct PublishedMedia {
     pub rids: Vec<String>,
 }
 
+impl PublishedMedia {
+    /// The publisher's id for the header extension `uri`, when kept.
+    pub fn extension_id(&self, uri: &str) -> Option<u8> {
+        extension_id(&self.extensions, uri)
+    }
+}
+
 /// The answer to a publisher, section by section in the offer's order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublisherPlan {

@@ -291,6 +291,7 @@ fn publisher_gets_opus_and_the_first_supported_video_codec() {
         "toffset, orientation and timing dropped"
     );
     assert_eq!(video.ssrcs[0].rtx_ssrc, Some(VIDEO_RTX_SSRC));
+    assert_eq!(video.extension_id(dd::URI), Some(DD_ID));
 
     let av1 = negotiate_publisher(&offer(PUBLISHER_AV1)).unwrap();
     let video = &accepted(&av1.sections)[1];
@@ -556,6 +557,30 @@ fn viewer_answer_announces_the_stream_with_its_rtx() {
         section(&read, MediaKind::Audio).ssrcs.is_empty(),
         "no audio source yet"
     );
+}
+
+#[test]
+fn rtx_ssrc_is_left_out_when_the_viewer_has_no_rtx() {
+    let plan = negotiate_viewer(&offer(VIEWER_RECVONLY), &[]).unwrap();
+    let media = AnswerMedia::for_viewer(&plan, |_| {
+        Some(SendSource {
+            ssrc: 1111,
+            rtx_ssrc: Some(2222),
+            cname: "strata".to_owned(),
+            stream_id: "room".to_owned(),
+            track_id: "track".to_owned(),
+        })
+    });
+    let answer = build_answer(&params(media, false));
+    let read = parse_description(&answer).unwrap();
+    let audio = section(&read, MediaKind::Audio);
+    assert_eq!(
+        audio.codecs[0].rtx_payload_type, None,
+        "Opus is offered without RTX"
+    );
+    assert_eq!(audio.ssrcs[0].rtx_ssrc, None, "{answer}");
+    let video = section(&read, MediaKind::Video);
+    assert_eq!(video.ssrcs[0].rtx_ssrc, Some(2222));
 }
 
 #[test]
