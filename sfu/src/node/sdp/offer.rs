@@ -367,11 +367,16 @@ fn read_codecs(section: &MediaDescription) -> Result<Vec<OfferedCodec>, SdpError
                     .iter()
                     .filter(|r| r.name.eq_ignore_ascii_case("rtx"))
                     .map(|r| r.payload_type)
-                    .find(|rtx| fmtp_param(fmtp_of(*rtx), "apt") == Some(&pt.to_string())),
+                    .find(|rtx| apt(fmtp_of(*rtx)) == Some(pt)),
                 feedback: read_feedback(attributes, pt),
             })
         })
         .collect())
+}
+
+/// The payload type an RTX format repairs (RFC 4588 section 8.6).
+fn apt(fmtp: &str) -> Option<u8> {
+    fmtp_param(fmtp, "apt")?.parse().ok()
 }
 
 /// The `a=rtcp-fb` values for `payload_type` or for every payload type (`*`, RFC 4585

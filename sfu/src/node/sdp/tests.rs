@@ -268,6 +268,10 @@ fn bodies_above_64_kib_are_refused() {
     let padding = "a=x-padding:0123456789abcdef\r\n".repeat(MAX_SDP_LEN / 30);
     let text = crlf(PUBLISHER_VP8) + &padding;
     assert_eq!(parse_offer(&text), Err(SdpError::TooLarge(text.len())));
+    assert_eq!(
+        SdpError::TooLarge(70_000).to_string(),
+        "SDP of 70000 bytes is above the limit of 65536 bytes"
+    );
 }
 
 #[test]
