@@ -184,6 +184,31 @@ fn viewer_offer_is_recvonly_without_sources() {
 }
 
 #[test]
+fn written_forms_chromium_does_not_use_are_read() {
+    let text = without_lines(PUBLISHER_VP8, "a=sendonly")
+        .replace("a=extmap:9 ", "a=extmap:9/sendonly ")
+        .replacen("m=audio 9 ", "m=audio 0 ", 1)
+        .replacen("a=mid:0\r\n", "a=mid:0\r\na=bundle-only\r\n", 1);
+    let offer = parse_offer(&text).unwrap();
+    assert!(
+        offer
+            .media
+            .iter()
+            .all(|m| m.direction == Direction::SendRecv),
+        "sendrecv without a direction attribute"
+    );
+    let video = section(&offer, MediaKind::Video);
+    assert!(video.extensions.contains(&Extmap {
+        id: DD_ID,
+        uri: dd::URI.to_owned()
+    }));
+    assert!(
+        !offer.media[0].rejected,
+        "port 0 with bundle-only is not a refusal"
+    );
+}
+
+#[test]
 fn line_ends_do_not_matter() {
     assert_eq!(parse_offer(PUBLISHER_AV1).unwrap(), offer(PUBLISHER_AV1));
 }
