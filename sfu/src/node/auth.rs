@@ -220,3 +220,207 @@ pub fn sign_hs256(secret: &[u8], claims_json: &str) -> String {
     let signature = URL_SAFE_NO_PAD.encode(mac(secret, &signing_input).finalize().into_bytes());
     format!("{signing_input}.{signature}")
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const SECRET: &[u8] = b"a shared secret of the deployment";
+    const NOW: u64 = 1_800_000_000;
+
+    fn jwt_auth() -> Auth {
+        Auth::new(vec!["static-token".to_owned()], Some(SECRET.to_vec()))
+    }
+
+    fn bearer(token: &str) -> String {
+        format!("Bearer {token}")
+    }
+
+    fn check(header: &str, room: &str, grant: Grant) -> Result<(), AuthError> {
+        jwt_auth().authorize(Some(header), room, grant, NOW)
+    }
+
+    fn signed(claims: &str) -> String {
+        bearer(&sign_hs256(SECRET, claims))
+    }
+
+    /// A token with `header_json` as its JOSE header, signed with the secret.
+    fn with_header(header_json: &str, claims: &str) -> String {
+        let header = URL_SAFE_NO_PAD.encode(header_json);
+        let payload = URL_SAFE_NO_PAD.encode(claims);
+        let input = format!("{header}.{payload}");
+        let signature = URL_SAFE_NO_PAD.encode(mac(SECRET, &input).finalize().into_bytes());
+        bearer(&format!("{input}.{signature}"))
+    }
+
+    #[test]
+    fn open_mode_allows_everything() {
+        let auth = Auth::open();
+        assert!(auth.is_open());
+        assert_eq!(auth.authorize(None, "room", Grant::Publish, NOW), Ok(()));
+        assert!(Auth::new(vec![String::new()], Some(Vec::new())).is_open());
+    }
+
+    #[test]
+    fn static_tokens_grant_everything() {
+        let auth = Auth::new(vec!["one".to_owned(), "two".to_owned()], None);
+        for grant in [Grant::Publish, Grant::Subscribe] {
+            assert_eq!(
+                auth.authorize(Some("Bearer two"), "any", grant, NOW),
+                Ok(())
+            );
+            assert_eq!(
+                auth.authorize(Some("bearer  one "), "other", grant, NOW),
+                Ok(())
+            );
+        }
+        assert_eq!(
+            auth.authorize(Some("Bearer three"), "any", Grant::Publish, NOW),
+            Err(AuthError::UnknownToken)
+        );
+        assert_eq!(
+            auth.authorize(None, "any", Grant::Publish, NOW),
+            Err(AuthError::Missing)
+        );
+    }
+
+    #[test]
+    fn valid_tokens_pass() {
+        let publish = signed(r#"{"room":"lobby","publish":true,"exp":1800000060}"#);
+        assert_eq!(check(&publish, "lobby", Grant::Publish), Ok(()));
+        let subscribe = signed(r#"{"room":"*","subscribe":true,"nbf":1800000000}"#);
+        assert_eq!(check(&subscribe, "anywhere", Grant::Subscribe), Ok(()));
+        assert_eq!(
+            check(&bearer("static-token"), "lobby", Grant::Publish),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn claims_limit_room_grant_and_time() {
+        let publish = signed(r#"{"room":"lobby","publish":true}"#);
+        assert_eq!(
+            check(&publish, "stage", Grant::Publish),
+            Err(AuthError::WrongRoom)
+        );
+        assert_eq!(
+            check(&publish, "lobby", Grant::Subscribe),
+            Err(AuthError::NotAllowed)
+        );
+        let expired = signed(r#"{"room":"lobby","publish":true,"exp":1800000000}"#);
+        assert_eq!(
+            check(&expired, "lobby", Grant::Publish),
+            Err(AuthError::Expired)
+        );
+        let early = signed(r#"{"room":"lobby","publish":true,"nbf":1800000001}"#);
+        assert_eq!(
+            check(&early, "lobby", Grant::Publish),
+            Err(AuthError::NotYetValid)
+        );
+    }
+
+    #[test]
+    fn tampered_tokens_fail_the_signature() {
+        let token = sign_hs256(SECRET, r#"{"room":"lobby","publish":false}"#);
+        let (input, signature) = token.rsplit_once('.').unwrap();
+        let (header, _) = input.split_once('.').unwrap();
+        let forged = URL_SAFE_NO_PAD.encode(r#"{"room":"lobby","publish":true}"#);
+        let tampered = bearer(&format!("{header}.{forged}.{signature}"));
+        assert_eq!(
+            check(&tampered, "lobby", Grant::Publish),
+            Err(AuthError::BadSignature)
+        );
+        let other_secret = bearer(&sign_hs256(
+            b"another secret",
+            r#"{"room":"lobby","publish":true}"#,
+        ));
+        assert_eq!(
+            check(&other_secret, "lobby", Grant::Publish),
+            Err(AuthError::BadSignature)
+        );
+    }
+
+    #[test]
+    fn only_hs256_is_accepted() {
+        let claims = r#"{"room":"lobby","publish":true}"#;
+        for header in [
+            r#"{"alg":"none","typ":"JWT"}"#,
+            r#"{"alg":"HS512"}"#,
+            r#"{"alg":"HS256","typ":"JWE"}"#,
+        ] {
+            assert_eq!(
+                check(&with_header(header, claims), "lobby", Grant::Publish),
+                Err(AuthError::UnsupportedAlgorithm),
+                "{header}"
+            );
+        }
+        // An unsigned token as `alg: none` writes it: an empty signature.
+        let header = URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#);
+        let payload = URL_SAFE_NO_PAD.encode(claims);
+        let unsigned = bearer(&format!("{header}.{payload}."));
+        assert_eq!(
+            check(&unsigned, "lobby", Grant::Publish),
+            Err(AuthError::UnsupportedAlgorithm)
+        );
+        assert_eq!(
+            check(
+                &with_header(r#"{"alg":"HS256"}"#, claims),
+                "lobby",
+                Grant::Publish
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn garbage_is_malformed() {
+        for header in [
+            "Bearer",
+            "Basic dXNlcjpwYXNz",
+            "Bearer a.b",
+            "Bearer a.b.c.d",
+            "Bearer !!!.???.###",
+            "Bearer e30.e30.e30",
+        ] {
+            assert_eq!(
+                check(header, "lobby", Grant::Publish),
+                Err(AuthError::Malformed),
+                "{header}"
+            );
+        }
+        let no_room = signed(r#"{"publish":true}"#);
+        assert_eq!(
+            check(&no_room, "lobby", Grant::Publish),
+            Err(AuthError::Malformed)
+        );
+        assert_eq!(
+            check("", "lobby", Grant::Publish),
+            Err(AuthError::Malformed)
+        );
+    }
+
+    #[test]
+    fn debug_hides_secrets() {
+        let shown = format!("{:?}", jwt_auth());
+        assert!(
+            !shown.contains("static-token") && !shown.contains("shared secret"),
+            "{shown}"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_headers_never_panic(header in any::<String>(), room in "[a-z*]{0,8}") {
+            let _ = jwt_auth().authorize(Some(&header), &room, Grant::Publish, NOW);
+            let _ = jwt_auth().authorize(Some(&format!("Bearer {header}")), &room, Grant::Subscribe, NOW);
+        }
+
+        #[test]
+        fn dotted_base64_never_panics(parts in proptest::collection::vec("[A-Za-z0-9_-]{0,40}", 0..5)) {
+            let token = parts.join(".");
+            let _ = check(&bearer(&token), "lobby", Grant::Publish);
+        }
+    }
+}

@@ -26,7 +26,7 @@ const HOST_PRIORITY: u32 = 2_130_706_431;
 pub struct SendSource {
     /// The SSRC of the media stream.
     pub ssrc: u32,
-    /// The SSRC of the RTX stream, when the viewer accepted RTX.
+    /// The SSRC of the RTX stream; left out of the answer when the viewer's codec has no RTX.
     pub rtx_ssrc: Option<u32>,
     /// The RTCP CNAME (RFC 7022).
     pub cname: String,
@@ -236,6 +236,13 @@ fn send_section(
     media: &ViewedMedia,
     source: Option<&SendSource>,
 ) -> MediaDescription {
+    // An RTX stream the viewer has no payload type for would not be understood.
+    let has_rtx = media.codecs.iter().any(|c| c.rtx_payload_type.is_some());
+    let source = source.map(|s| SendSource {
+        rtx_ssrc: s.rtx_ssrc.filter(|_| has_rtx),
+        ..s.clone()
+    });
+    let source = source.as_ref();
     let mut attributes = transport_attributes(params, &media.mid, &media.extensions);
     attributes.push(flag(Direction::SendOnly.as_str()));
     if let Some(source) = source {

@@ -32,7 +32,7 @@ pub const MAX_SDP_LEN: usize = 64 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SdpError {
     /// The body is above [`MAX_SDP_LEN`].
-    #[error("SDP of {0} bytes is above the limit of 65536")]
+    #[error("SDP of {0} bytes is above the limit of {limit} bytes", limit = MAX_SDP_LEN)]
     TooLarge(usize),
     /// A line is not of the `<letter>=<value>` form (RFC 8866 section 5); the line number
     /// counts from 1.

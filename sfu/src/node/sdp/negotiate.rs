@@ -83,6 +83,13 @@ pub struct PublishedMedia {
     pub rids: Vec<String>,
 }
 
+impl PublishedMedia {
+    /// The publisher's id for the header extension `uri`, when kept.
+    pub fn extension_id(&self, uri: &str) -> Option<u8> {
+        extension_id(&self.extensions, uri)
+    }
+}
+
 /// The answer to a publisher, section by section in the offer's order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublisherPlan {
@@ -170,38 +177,43 @@ pub fn negotiate_publisher(offer: &Offer) -> Result<PublisherPlan, SdpError> {
 /// Plans the answer to a viewer: each section the viewer receives in gets the codec the room
 /// publishes for its kind, or every supported one while the room publishes none.
 pub fn negotiate_viewer(offer: &Offer, room: &[RoomCodec]) -> Result<ViewerPlan, SdpError> {
-    let sections = plan_sections(offer, |media, kind| {
-        if !media.direction.receives() {
-            return Err(format!("{}, nothing to send", media.direction.as_str()));
-        }
-        let published: Vec<&RoomCodec> = room.iter().filter(|r| r.codec.kind() == kind).collect();
-        let codecs: Vec<OfferedCodec> = media
-            .codecs
-            .iter()
-            .filter(|c| supported(c, kind))
-            .filter(|c| published.is_empty() || published.iter().any(|r| same_format(c, r)))
-            .map(keep_feedback)
-            .collect();
-        if codecs.is_empty() {
-            return Err("no codec matching the room's".to_owned());
-        }
-        let extensions = keep_extensions(&media.extensions, &VIEWER_EXTENSIONS);
-        let offers_feedback =
-            |name: &str| codecs.iter().any(|c| c.feedback.iter().any(|f| f == name));
-        Ok(ViewedMedia {
-            mid: media.mid.clone(),
-            kind,
-            dependency_descriptor_id: extension_id(&extensions, dd::URI),
-            transport_cc_id: extension_id(&extensions, TransportSequenceNumber::URI),
-            transport_cc_feedback: offers_feedback("transport-cc"),
-            remb_feedback: offers_feedback("goog-remb"),
-            codecs,
-            extensions,
-        })
-    })?;
+    let sections = plan_sections(offer, |media, kind| plan_viewed(media, kind, room))?;
     Ok(ViewerPlan {
         extmap_allow_mixed: offer.extmap_allow_mixed,
         sections,
+    })
+}
+
+fn plan_viewed(
+    media: &OfferedMedia,
+    kind: MediaKind,
+    room: &[RoomCodec],
+) -> Result<ViewedMedia, String> {
+    if !media.direction.receives() {
+        return Err(format!("{}, nothing to send", media.direction.as_str()));
+    }
+    let published: Vec<&RoomCodec> = room.iter().filter(|r| r.codec.kind() == kind).collect();
+    let codecs: Vec<OfferedCodec> = media
+        .codecs
+        .iter()
+        .filter(|c| supported(c, kind))
+        .filter(|c| published.is_empty() || published.iter().any(|r| same_format(c, r)))
+        .map(keep_feedback)
+        .collect();
+    if codecs.is_empty() {
+        return Err("no codec matching the room's".to_owned());
+    }
+    let extensions = keep_extensions(&media.extensions, &VIEWER_EXTENSIONS);
+    let offers_feedback = |name: &str| codecs.iter().any(|c| c.feedback.iter().any(|f| f == name));
+    Ok(ViewedMedia {
+        mid: media.mid.clone(),
+        kind,
+        dependency_descriptor_id: extension_id(&extensions, dd::URI),
+        transport_cc_id: extension_id(&extensions, TransportSequenceNumber::URI),
+        transport_cc_feedback: offers_feedback("transport-cc"),
+        remb_feedback: offers_feedback("goog-remb"),
+        codecs,
+        extensions,
     })
 }
 

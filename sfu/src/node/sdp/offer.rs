@@ -242,10 +242,7 @@ fn session_or_media<'a>(description: &'a SessionDescription, key: &str) -> Optio
 }
 
 fn read_fingerprint(text: &str) -> Result<Fingerprint, SdpError> {
-    let bad = || SdpError::BadAttribute {
-        attribute: "fingerprint",
-        value: text.to_owned(),
-    };
+    let bad = || bad_attribute("fingerprint", text);
     let (algorithm, hash) = text.split_once(' ').ok_or_else(bad)?;
     let hash = hash.trim();
     if algorithm.is_empty() || hash.is_empty() {
@@ -311,10 +308,7 @@ struct Rtpmap<'a> {
 }
 
 fn read_rtpmap(text: &str) -> Result<Rtpmap<'_>, SdpError> {
-    let bad = || SdpError::BadAttribute {
-        attribute: "rtpmap",
-        value: text.to_owned(),
-    };
+    let bad = || bad_attribute("rtpmap", text);
     let (payload_type, encoding) = split_payload_type(text).ok_or_else(bad)?;
     let mut parts = encoding.trim().split('/');
     let name = parts.next().filter(|n| !n.is_empty()).ok_or_else(bad)?;
@@ -373,11 +367,16 @@ fn read_codecs(section: &MediaDescription) -> Result<Vec<OfferedCodec>, SdpError
                     .iter()
                     .filter(|r| r.name.eq_ignore_ascii_case("rtx"))
                     .map(|r| r.payload_type)
-                    .find(|rtx| fmtp_param(fmtp_of(*rtx), "apt") == Some(&pt.to_string())),
+                    .find(|rtx| apt(fmtp_of(*rtx)) == Some(pt)),
                 feedback: read_feedback(attributes, pt),
             })
         })
         .collect())
+}
+
+/// The payload type an RTX format repairs (RFC 4588 section 8.6).
+fn apt(fmtp: &str) -> Option<u8> {
+    fmtp_param(fmtp, "apt")?.parse().ok()
 }
 
 /// The `a=rtcp-fb` values for `payload_type` or for every payload type (`*`, RFC 4585
@@ -414,10 +413,7 @@ fn read_extmaps(attributes: &[Attribute]) -> Result<Vec<Extmap>, SdpError> {
                     id,
                     uri: uri.to_owned(),
                 }),
-                _ => Err(SdpError::BadAttribute {
-                    attribute: "extmap",
-                    value: text.to_owned(),
-                }),
+                _ => Err(bad_attribute("extmap", text)),
             }
         })
         .collect()
@@ -426,27 +422,11 @@ fn read_extmaps(attributes: &[Attribute]) -> Result<Vec<Extmap>, SdpError> {
 /// `a=ssrc:<ssrc> <attribute>[:<value>]` lines (RFC 5576 section 4.1) gathered per SSRC, and
 /// the second SSRC of each `a=ssrc-group:FID` folded into the first as its RTX stream.
 fn read_ssrcs(attributes: &[Attribute]) -> Result<Vec<SsrcInfo>, SdpError> {
-    let bad = |attribute, text: &str| SdpError::BadAttribute {
-        attribute,
-        value: text.to_owned(),
-    };
     let mut sources: Vec<SsrcInfo> = Vec::new();
     for text in values(attributes, "ssrc") {
         let (ssrc, source_attribute) = text.split_once(' ').unwrap_or((text, ""));
-        let ssrc: u32 = ssrc.parse().map_err(|_| bad("ssrc", text))?;
-        let position = match sources.iter().position(|s| s.ssrc == ssrc) {
-            Some(position) => position,
-            None => {
-                sources.push(SsrcInfo {
-                    ssrc,
-                    ..SsrcInfo::default()
-                });
-                sources.len() - 1
-            }
-        };
-        let Some(source) = sources.get_mut(position) else {
-            continue;
-        };
+        let ssrc: u32 = ssrc.parse().map_err(|_| bad_attribute("ssrc", text))?;
+        let source = source_mut(&mut sources, ssrc);
         if let Some(cname) = source_attribute.strip_prefix("cname:") {
             source.cname = Some(cname.to_owned());
         } else if let Some(msid) = source_attribute.strip_prefix("msid:") {
@@ -454,28 +434,43 @@ fn read_ssrcs(attributes: &[Attribute]) -> Result<Vec<SsrcInfo>, SdpError> {
         }
     }
     for text in values(attributes, "ssrc-group") {
-        let Some(pair) = text.strip_prefix("FID ") else {
-            continue;
-        };
-        let ssrcs = pair
-            .split_whitespace()
-            .map(str::parse::<u32>)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| bad("ssrc-group", text))?;
-        let [media, rtx] = ssrcs[..] else {
-            return Err(bad("ssrc-group", text));
-        };
-        sources.retain(|s| s.ssrc != rtx);
-        match sources.iter_mut().find(|s| s.ssrc == media) {
-            Some(source) => source.rtx_ssrc = Some(rtx),
-            None => sources.push(SsrcInfo {
-                ssrc: media,
-                rtx_ssrc: Some(rtx),
-                ..SsrcInfo::default()
-            }),
+        if let Some(pair) = text.strip_prefix("FID ") {
+            let (media, rtx) = read_fid(pair).ok_or_else(|| bad_attribute("ssrc-group", text))?;
+            sources.retain(|s| s.ssrc != rtx);
+            source_mut(&mut sources, media).rtx_ssrc = Some(rtx);
         }
     }
     Ok(sources)
+}
+
+/// The source `ssrc`, added at the end when not seen yet.
+fn source_mut(sources: &mut Vec<SsrcInfo>, ssrc: u32) -> &mut SsrcInfo {
+    if !sources.iter().any(|s| s.ssrc == ssrc) {
+        sources.push(SsrcInfo {
+            ssrc,
+            ..SsrcInfo::default()
+        });
+    }
+    sources
+        .iter_mut()
+        .find(|s| s.ssrc == ssrc)
+        .expect("the source was pushed above when missing")
+}
+
+/// The media and RTX SSRCs of an FID group, exactly two (RFC 4588 section 8.1).
+fn read_fid(pair: &str) -> Option<(u32, u32)> {
+    let mut ssrcs = pair.split_whitespace().map(str::parse::<u32>);
+    match (ssrcs.next(), ssrcs.next(), ssrcs.next()) {
+        (Some(Ok(media)), Some(Ok(rtx)), None) => Some((media, rtx)),
+        _ => None,
+    }
+}
+
+fn bad_attribute(attribute: &'static str, text: &str) -> SdpError {
+    SdpError::BadAttribute {
+        attribute,
+        value: text.to_owned(),
+    }
 }
 
 /// The RIDs declared with `a=rid:<id> <direction>` (RFC 8851 section 4), in the order of the
