@@ -46,7 +46,8 @@ impl Default for NodeConfig {
             tokens: Vec::new(),
             jwt_secret: None,
             keyframe_interval_ms: 500,
-            log: "info".to_owned(),
+            // The DTLS crate warns about every TLS 1.3 extension a browser offers.
+            log: "info,dtls=error".to_owned(),
             // Without bandwidth probing toward it a publisher ramps up slowly; pinning its
             // start rate lets every spatial layer flow from the first seconds.
             publisher_bitrate_kbps: 2500,

@@ -69,10 +69,16 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
         config.tokens.clone(),
         config.jwt_secret.clone().map(String::into_bytes),
     );
+    // The answer names the hash itself: it takes the hex value alone.
+    let fingerprint = certificate.fingerprint();
+    let fingerprint = fingerprint
+        .split_once(' ')
+        .map_or(fingerprint.as_str(), |(_, hex)| hex)
+        .to_owned();
     let signaling = Arc::new(Signaling::new(
         commands,
         auth,
-        certificate.fingerprint(),
+        fingerprint,
         candidate,
         config.publisher_bitrate_kbps,
     ));

@@ -92,7 +92,7 @@ struct Session {
 pub struct Signaling {
     commands: mpsc::Sender<Command>,
     auth: Auth,
-    /// Our DTLS certificate's fingerprint, `sha-256 AB:...`.
+    /// Our DTLS certificate's SHA-256 fingerprint, `AB:CD:...`.
     fingerprint: String,
     candidate: SocketAddr,
     publisher_bitrate_kbps: u32,
