@@ -374,7 +374,7 @@ fn publisher_loss_is_nacked_and_nothing_deliberately_dropped_is() {
         .collect();
     assert_eq!(
         nacked,
-        lost.iter().copied().collect(),
+        lost.iter().copied().collect::<HashSet<u16>>(),
         "exactly the lost packets are NACKed"
     );
     assert_eq!(session.router.publisher_rtt(session.track), None);
@@ -1245,6 +1245,42 @@ fn transport_wide_cc_feedback_to_the_publisher() {
     }
     let covered: u16 = feedback.iter().map(|f| f.1).sum();
     assert_eq!(covered, 30, "every number, the lost one too");
+}
+
+/// Found with a real browser: packets the receiver drops (duplicates here; padding probes and
+/// late retransmissions in practice) still arrived, and feedback reporting them lost held the
+/// publisher's bandwidth estimate, and with it the upper spatial layers, down.
+#[test]
+fn transport_wide_cc_reports_packets_the_receiver_drops_as_received() {
+    use rtcp::transport_feedbacks::transport_layer_cc::TransportLayerCc;
+    use webrtc_util::Unmarshal;
+
+    let mut config = TrackConfig::single(Codec::Opus, 0x3000);
+    config.transport_cc = Some(TransportCc {
+        ext_id: 5,
+        transport: 77,
+    });
+    let mut session = Session::new(config);
+    session.subscribe(Layer::MAX);
+    for i in 0..10u16 {
+        for copy in 0..2 {
+            let twcc = 1000 + 2 * i + copy;
+            session.feed([opus_packet(i, 5, &twcc.to_be_bytes())], &|_, _| false);
+        }
+        session.advance(Duration::from_millis(20));
+    }
+    session.advance(Duration::from_millis(100));
+    assert!(
+        session.router.counters().dropped_in >= 10,
+        "the copies dropped"
+    );
+    let received: usize = session
+        .rtcp_to_publisher
+        .iter()
+        .filter_map(|d| TransportLayerCc::unmarshal(&mut d.as_slice()).ok())
+        .map(|t| t.recv_deltas.len())
+        .sum();
+    assert_eq!(received, 20, "every arrival reported received");
 }
 
 #[test]

@@ -248,14 +248,12 @@ impl Receiver {
             codec: self.config.codec,
             dd_ext_id: self.config.dd_ext_id,
             audio_level_ext_id: self.config.audio_level_ext_id,
-            transport_cc_ext_id: self.config.transport_cc.map(|t| t.ext_id),
             structure: stream.structure.as_ref(),
         };
         let Described {
             descriptor,
             dd,
             audio_level,
-            transport_seq,
         } = describe(&packet, &bytes[payload.clone()], &ctx);
         let dd_sent = self
             .config
@@ -308,7 +306,6 @@ impl Receiver {
             dd,
             audio_level,
             sender_clock: stream.sender_clock,
-            transport_seq,
             bytes,
         };
         if !stream.ring.insert(ext_seq, parsed) {

@@ -10,7 +10,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rtp_ext::ext::AudioLevel;
+use rtp_ext::ext::{AudioLevel, HeaderExtension, TransportSequenceNumber};
+use rtp_ext::rtp::RtpPacket;
 use selector::{Layer, LayerLimits};
 
 use super::down_track::{DownTrack, DownTrackCounters, SubscriberReception, Transmit, WriteError};
@@ -441,6 +442,21 @@ impl Router {
         let Some(published) = self.tracks.get_mut(&track) else {
             return Err(ReceiveError::UnknownSsrc);
         };
+        // Transport-wide feedback reports every packet that arrived, whatever the receiver
+        // makes of it: the padding probes and retransmissions it drops are what the
+        // publisher's bandwidth estimate ramps up on. Reported lost, they would hold the
+        // estimate (and the upper spatial layers) down.
+        if let Some(cc) = published.receiver.config().transport_cc {
+            if let Some(seq) = transport_seq(&packet, cc.ext_id) {
+                let media_ssrc = published.receiver.config().streams[0].ssrc;
+                let recorder = self.twcc.entry(cc.transport).or_insert_with(|| Twcc {
+                    recorder: TwccRecorder::new(now),
+                    track,
+                    media_ssrc,
+                });
+                recorder.recorder.record(seq, now);
+            }
+        }
         let at = published.receiver.receive(now, packet).inspect_err(|e| {
             self.counters.dropped_in += 1;
             // Without the structure nothing of the stream can be selected: a keyframe brings
@@ -455,17 +471,6 @@ impl Router {
                 .iter()
                 .map(|&down_track| Job::Forward { down_track, at }),
         );
-        let transport_cc = published.receiver.config().transport_cc;
-        let transport_seq = published.receiver.packet(at).and_then(|p| p.transport_seq);
-        if let (Some(cc), Some(seq)) = (transport_cc, transport_seq) {
-            let media_ssrc = published.receiver.config().streams[0].ssrc;
-            let recorder = self.twcc.entry(cc.transport).or_insert_with(|| Twcc {
-                recorder: TwccRecorder::new(now),
-                track,
-                media_ssrc,
-            });
-            recorder.recorder.record(seq, now);
-        }
         Ok(())
     }
 
@@ -861,4 +866,11 @@ fn flush(rtcp: &mut VecDeque<PendingRtcp>, track: TrackId, nack: Option<(u32, Na
             pairs,
         });
     }
+}
+
+/// The transport-wide sequence number a packet carries, if it is readable.
+fn transport_seq(packet: &[u8], ext_id: u8) -> Option<u16> {
+    let packet = RtpPacket::parse(packet).ok()?;
+    let value = packet.extension(ext_id)?;
+    TransportSequenceNumber::parse(value).ok().map(|seq| seq.0)
 }
