@@ -374,7 +374,7 @@ fn publisher_loss_is_nacked_and_nothing_deliberately_dropped_is() {
         .collect();
     assert_eq!(
         nacked,
-        lost.iter().copied().collect(),
+        lost.iter().copied().collect::<HashSet<u16>>(),
         "exactly the lost packets are NACKed"
     );
     assert_eq!(session.router.publisher_rtt(session.track), None);
