@@ -132,28 +132,24 @@ impl DtlsServer {
         let (datagrams, inbound) = mpsc::channel(INPUT_QUEUE);
         let (alive, dropped) = oneshot::channel();
         let (keys_tx, keys_rx) = oneshot::channel();
-        let conn = Arc::new(ChannelConn::new(inbound, send));
-        let expected = expected_fingerprint(remote_fingerprint);
-        let certificate = cert.certificate.clone();
-        tokio::spawn(async move {
-            let expected = match expected {
-                Ok(expected) => expected,
-                Err(err) => {
-                    let _ = keys_tx.send(Err(err));
-                    return;
-                }
-            };
-            let handshake = Handshake {
-                certificate,
-                expected,
-                timeout,
-            };
-            run(handshake, conn, keys_tx, dropped).await;
-        });
         let input = DtlsInput {
             datagrams,
             _alive: alive,
         };
+        match expected_fingerprint(remote_fingerprint) {
+            Ok(expected) => {
+                let handshake = Handshake {
+                    certificate: cert.certificate.clone(),
+                    expected,
+                    timeout,
+                };
+                let conn = Arc::new(ChannelConn::new(inbound, send));
+                tokio::spawn(run(handshake, conn, keys_tx, dropped));
+            }
+            Err(err) => {
+                let _ = keys_tx.send(Err(err));
+            }
+        }
         (input, keys_rx)
     }
 }
@@ -188,9 +184,13 @@ async fn run(
             return;
         }
     };
-    let _ = keys_tx.send(export_keys(&dtls, Side::Server).await);
-    // The DTLS stack answers retransmitted flights for as long as the connection lives.
-    let _ = dropped.await;
+    let keys = export_keys(&dtls, Side::Server).await;
+    let exported = keys.is_ok();
+    let _ = keys_tx.send(keys);
+    if exported {
+        // The DTLS stack answers retransmitted flights for as long as the connection lives.
+        let _ = dropped.await;
+    }
     let _ = dtls.close().await;
 }
 

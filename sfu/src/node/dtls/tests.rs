@@ -7,6 +7,8 @@ struct Peers {
     server_input: Arc<DtlsInput>,
     client_conn: Arc<ChannelConn>,
     client_cert: DtlsCertificate,
+    /// Held by the server's send callback: while it has other owners, the connection lives.
+    server_alive: Arc<()>,
 }
 
 fn connect(server_cert: &DtlsCertificate, fingerprint_in_sdp: Option<String>) -> Peers {
@@ -14,19 +16,28 @@ fn connect(server_cert: &DtlsCertificate, fingerprint_in_sdp: Option<String>) ->
     let sdp = fingerprint_in_sdp.unwrap_or_else(|| client_cert.fingerprint());
     let (algorithm, value) = sdp.split_once(' ').expect("algorithm and value");
     let (to_client, client_inbound) = mpsc::channel(INPUT_QUEUE);
+    let server_alive = Arc::new(());
+    let alive = Arc::clone(&server_alive);
     let send_to_client: SendDatagram = Box::new(move |d| {
+        let _ = &alive;
         let _ = to_client.try_send(d);
     });
     let (server_input, server_keys) =
         DtlsServer::start(server_cert, (algorithm, value), send_to_client);
     let server_input = Arc::new(server_input);
-    let input = Arc::clone(&server_input);
-    let send_to_server: SendDatagram = Box::new(move |d| input.push(d));
+    // Weak, so the test alone decides when the server's input is dropped.
+    let input = Arc::downgrade(&server_input);
+    let send_to_server: SendDatagram = Box::new(move |d| {
+        if let Some(input) = input.upgrade() {
+            input.push(d);
+        }
+    });
     Peers {
         server_keys,
         server_input,
         client_conn: Arc::new(ChannelConn::new(client_inbound, send_to_server)),
         client_cert,
+        server_alive,
     }
 }
 
@@ -134,6 +145,35 @@ async fn garbage_datagrams_do_not_stop_a_handshake() {
 }
 
 #[tokio::test]
+async fn the_connection_lives_until_its_input_is_dropped() {
+    let server_cert = DtlsCertificate::generate().expect("certificate");
+    let peers = connect(&server_cert, None);
+    let (alive, input) = (
+        Arc::clone(&peers.server_alive),
+        Arc::clone(&peers.server_input),
+    );
+    let (client, server) = handshake(peers, BOTH.to_vec()).await;
+    assert_eq!(
+        client.expect("client keys"),
+        server.expect("server keys").mirrored()
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        Arc::strong_count(&alive) > 1,
+        "the connection stays up after the handshake"
+    );
+    drop(input);
+    let ended = async {
+        while Arc::strong_count(&alive) > 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), ended)
+        .await
+        .expect("the connection ends once its input is dropped");
+}
+
+#[tokio::test]
 async fn a_silent_peer_times_out() {
     let server_cert = DtlsCertificate::generate().expect("certificate");
     let fingerprint = server_cert.fingerprint();
@@ -163,6 +203,16 @@ fn the_fingerprint_is_sha256_of_the_der_in_uppercase_pairs() {
         })
         .collect();
     assert_eq!(bytes, digest.to_vec());
+}
+
+#[test]
+fn the_certificate_key_is_ecdsa_p256() {
+    let cert = DtlsCertificate::generate().expect("certificate");
+    let kind = &cert.certificate.private_key.kind;
+    assert!(
+        matches!(kind, dtls::crypto::CryptoPrivateKeyKind::Ecdsa256(_)),
+        "{kind:?}"
+    );
 }
 
 #[test]
