@@ -78,7 +78,7 @@ fn rtp_and_rtcp_round_trip_under_both_profiles() {
         let (mut ours, mut theirs) = pair(profile);
         let packet = rtp(1, 0x1234, 1200);
         let protected = protect_rtp(&mut ours, &packet);
-        assert_eq!(protected.len(), packet.len() + profile.rtp_tag_len());
+        assert_eq!(protected.len(), packet.len() + profile.tag_len());
         assert_ne!(
             protected[12..packet.len()],
             packet[12..],
@@ -191,7 +191,7 @@ fn srtcp_replays_tampering_and_the_unencrypted_flag_are_rejected() {
 fn short_packets_are_refused_before_the_library_sees_them() {
     for profile in PROFILES {
         let (mut ours, _) = pair(profile);
-        for len in 0..(12 + profile.rtp_tag_len()) {
+        for len in 0..(12 + profile.tag_len()) {
             let packet = vec![0x80; len];
             assert!(matches!(
                 unprotect_rtp(&mut ours, &packet),
