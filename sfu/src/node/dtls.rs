@@ -46,8 +46,8 @@ pub enum DtlsError {
     FingerprintMismatch,
     #[error("the DTLS handshake failed: {0}")]
     Handshake(#[source] dtls::Error),
-    #[error("the DTLS handshake did not finish within {HANDSHAKE_TIMEOUT:?}")]
-    Timeout,
+    #[error("the DTLS handshake did not finish within {0:?}")]
+    Timeout(Duration),
     #[error("the peer agreed on no SRTP protection profile the node supports")]
     NoSrtpProfile,
     #[error("cannot export the SRTP keying material: {0}")]
@@ -120,26 +120,36 @@ impl DtlsServer {
         remote_fingerprint: (&str, &str),
         send: SendDatagram,
     ) -> (DtlsInput, oneshot::Receiver<Result<SrtpKeys, DtlsError>>) {
+        Self::start_with_timeout(cert, remote_fingerprint, send, HANDSHAKE_TIMEOUT)
+    }
+
+    fn start_with_timeout(
+        cert: &DtlsCertificate,
+        remote_fingerprint: (&str, &str),
+        send: SendDatagram,
+        timeout: Duration,
+    ) -> (DtlsInput, oneshot::Receiver<Result<SrtpKeys, DtlsError>>) {
         let (datagrams, inbound) = mpsc::channel(INPUT_QUEUE);
         let (alive, dropped) = oneshot::channel();
         let (keys_tx, keys_rx) = oneshot::channel();
-        let conn = Arc::new(ChannelConn::new(inbound, send));
-        let expected = expected_fingerprint(remote_fingerprint);
-        let certificate = cert.certificate.clone();
-        tokio::spawn(async move {
-            let expected = match expected {
-                Ok(expected) => expected,
-                Err(err) => {
-                    let _ = keys_tx.send(Err(err));
-                    return;
-                }
-            };
-            run(certificate, expected, conn, keys_tx, dropped).await;
-        });
         let input = DtlsInput {
             datagrams,
             _alive: alive,
         };
+        match expected_fingerprint(remote_fingerprint) {
+            Ok(expected) => {
+                let handshake = Handshake {
+                    certificate: cert.certificate.clone(),
+                    expected,
+                    timeout,
+                };
+                let conn = Arc::new(ChannelConn::new(inbound, send));
+                tokio::spawn(run(handshake, conn, keys_tx, dropped));
+            }
+            Err(err) => {
+                let _ = keys_tx.send(Err(err));
+            }
+        }
         (input, keys_rx)
     }
 }
@@ -152,35 +162,51 @@ fn expected_fingerprint((algorithm, value): (&str, &str)) -> Result<String, Dtls
     Ok(value.trim().to_ascii_uppercase())
 }
 
+/// What one handshake needs besides its conn.
+struct Handshake {
+    certificate: Certificate,
+    /// The peer's SHA-256 fingerprint as [`sha256_fingerprint`] writes it.
+    expected: String,
+    timeout: Duration,
+}
+
 /// One peer's connection: handshake, key export, then staying up until the input is dropped.
 async fn run(
-    certificate: Certificate,
-    expected: String,
+    handshake: Handshake,
     conn: Arc<ChannelConn>,
     keys_tx: oneshot::Sender<Result<SrtpKeys, DtlsError>>,
     dropped: oneshot::Receiver<()>,
 ) {
-    let mismatch = Arc::new(AtomicBool::new(false));
-    let config = server_config(certificate, expected, Arc::clone(&mismatch));
-    let handshake =
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, DTLSConn::new(conn, config, false, None));
-    let dtls = match handshake.await {
-        Err(_elapsed) => Err(DtlsError::Timeout),
-        Ok(Err(_)) if mismatch.load(Ordering::SeqCst) => Err(DtlsError::FingerprintMismatch),
-        Ok(Err(err)) => Err(DtlsError::Handshake(err)),
-        Ok(Ok(dtls)) => Ok(dtls),
-    };
-    let dtls = match dtls {
+    let dtls = match handshake.run(conn).await {
         Ok(dtls) => dtls,
         Err(err) => {
             let _ = keys_tx.send(Err(err));
             return;
         }
     };
-    let _ = keys_tx.send(export_keys(&dtls, Side::Server).await);
-    // The DTLS stack answers retransmitted flights for as long as the connection lives.
-    let _ = dropped.await;
+    let keys = export_keys(&dtls, Side::Server).await;
+    let exported = keys.is_ok();
+    let _ = keys_tx.send(keys);
+    if exported {
+        // The DTLS stack answers retransmitted flights for as long as the connection lives.
+        let _ = dropped.await;
+    }
     let _ = dtls.close().await;
+}
+
+impl Handshake {
+    async fn run(self, conn: Arc<ChannelConn>) -> Result<DTLSConn, DtlsError> {
+        let mismatch = Arc::new(AtomicBool::new(false));
+        let config = server_config(self.certificate, self.expected, Arc::clone(&mismatch));
+        let handshake = DTLSConn::new(conn, config, false, None);
+        match tokio::time::timeout(self.timeout, handshake).await {
+            Err(_elapsed) => Err(DtlsError::Timeout(self.timeout)),
+            // The stack reports our verifier's refusal as a generic certificate error.
+            Ok(Err(_)) if mismatch.load(Ordering::SeqCst) => Err(DtlsError::FingerprintMismatch),
+            Ok(Err(err)) => Err(DtlsError::Handshake(err)),
+            Ok(Ok(dtls)) => Ok(dtls),
+        }
+    }
 }
 
 fn server_config(certificate: Certificate, expected: String, mismatch: Arc<AtomicBool>) -> Config {
