@@ -326,20 +326,20 @@ mod tests {
         let d = udp_datagram(LinkType::IPV4, &v4).unwrap();
         assert_eq!(
             d.source,
-            "127.0.0.1:5000".parse::<std::net::SocketAddr>().unwrap()
+            "127.0.0.1:5000".parse::<SocketAddr>().unwrap()
         );
         assert_eq!(
             d.destination,
-            "10.0.0.2:6000".parse::<std::net::SocketAddr>().unwrap()
+            "10.0.0.2:6000".parse::<SocketAddr>().unwrap()
         );
         let d = udp_datagram(LinkType::IPV6, &v6).unwrap();
         assert_eq!(
             d.source,
-            "[::1]:5000".parse::<std::net::SocketAddr>().unwrap()
+            "[::1]:5000".parse::<SocketAddr>().unwrap()
         );
         assert_eq!(
             d.destination,
-            "[::2]:6000".parse::<std::net::SocketAddr>().unwrap()
+            "[::2]:6000".parse::<SocketAddr>().unwrap()
         );
     }
 
