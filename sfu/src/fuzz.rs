@@ -1,6 +1,7 @@
 //! Fuzz target bodies: `fuzz/` wraps each in three lines, and the tests run them over the real
 //! captures.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -13,6 +14,17 @@ use crate::engine::rtcp::{parse_compound, RtcpCrateWriter, RtcpFeedback, RtcpWri
 use crate::engine::{
     DownTrackConfig, DownTrackId, Router, RouterConfig, TrackConfig, TrackId, TransportCc,
 };
+use crate::node::auth::{Auth, Grant};
+use crate::node::core::NodeCore;
+use crate::node::ice::BindingRequest;
+use crate::node::peer::{
+    IceCredentials, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
+};
+use crate::node::sdp::{
+    build_answer, negotiate_publisher, negotiate_viewer, parse_description, parse_offer,
+    AnswerMedia, AnswerParams, RoomCodec, SendSource,
+};
+use crate::node::srtp::{self, SrtpContext, SrtpError, SrtpKeys, SrtpProfile, SrtpSession};
 
 /// `capture`: the bytes as a capture file; every record down to its UDP payload, and every
 /// RTP payload through each video codec's descriptor parser.
@@ -162,4 +174,366 @@ fn drain(router: &mut Router, subscribers: &[(DownTrackId, u32)]) {
         parse_compound(&buf[..rtcp.len], |_| {}).expect("what the router sends parses");
     }
     while router.poll_event().is_some() {}
+}
+
+/// `sdp_offer`: the bytes (lossy UTF-8) as an offer. When it parses, it is negotiated as a
+/// publisher's and as a viewer's, in an empty room and in one publishing `SDP_ROOM_CODEC`;
+/// every plan accepted is answered, and the answer must read back with one section per
+/// offered section.
+pub fn sdp_offer(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let Ok(offer) = parse_offer(&text) else {
+        return;
+    };
+    if let Ok(plan) = negotiate_publisher(&offer) {
+        answer_reads_back(AnswerMedia::for_publisher(&plan), plan.extmap_allow_mixed);
+    }
+    if let Ok(plan) = negotiate_viewer(&offer, &[]) {
+        // Nothing published yet: the viewer finds its streams by mid later.
+        answer_reads_back(
+            AnswerMedia::for_viewer(&plan, |_| None),
+            plan.extmap_allow_mixed,
+        );
+    }
+    let room = [sdp_room_codec()];
+    if let Ok(plan) = negotiate_viewer(&offer, &room) {
+        let media = AnswerMedia::for_viewer(&plan, |_| Some(send_source()));
+        answer_reads_back(media, plan.extmap_allow_mixed);
+    }
+}
+
+/// The codec of the non-empty room: H.264, the only codec whose formats must match beyond
+/// its name, so the profile and packetization-mode comparison runs too.
+fn sdp_room_codec() -> RoomCodec {
+    RoomCodec {
+        codec: Codec::H264,
+        fmtp: "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f".to_owned(),
+    }
+}
+
+fn send_source() -> SendSource {
+    SendSource {
+        ssrc: 0x1111,
+        rtx_ssrc: Some(0x2222),
+        cname: "fuzz".to_owned(),
+        stream_id: "room".to_owned(),
+        track_id: "track".to_owned(),
+    }
+}
+
+fn answer_reads_back(media: Vec<AnswerMedia>, extmap_allow_mixed: bool) {
+    let sections = media.len();
+    let params = AnswerParams {
+        ice_ufrag: "fuzzufrg".to_owned(),
+        ice_pwd: "fuzz-password-of-24chars".to_owned(),
+        fingerprint: ["AB"; 32].join(":"),
+        candidates: vec![
+            SocketAddr::from(([127, 0, 0, 1], 40000)),
+            SocketAddr::from(([0, 0, 0, 0, 0, 0, 0, 1], 40001)),
+        ],
+        extmap_allow_mixed,
+        video_fmtp_suffix: Some("x-google-min-bitrate=2500".to_owned()),
+        media,
+    };
+    let answer = build_answer(&params);
+    let read = parse_description(&answer)
+        .unwrap_or_else(|e| panic!("our answer does not read back ({e}):\n{answer}"));
+    assert_eq!(read.media.len(), sections, "one section per offered one");
+}
+
+/// The password `stun_binding` answers with; seeds are signed with it.
+pub const STUN_PASSWORD: &str = "fuzz-password-of-24chars";
+
+/// `stun_binding`: the bytes as a binding request, answered when it parses; an answer must
+/// read as a binding success. Both address families are answered, by the input's parity, so
+/// both forms of XOR-MAPPED-ADDRESS are written.
+pub fn stun_binding(data: &[u8]) {
+    let Ok(request) = BindingRequest::parse(data) else {
+        return;
+    };
+    let from = if data.len().is_multiple_of(2) {
+        SocketAddr::from(([192, 0, 2, 1], 40000))
+    } else {
+        SocketAddr::from(([0x2001, 0xdb8, 0, 0, 0, 0, 0, 1], 40000))
+    };
+    if let Ok(response) = request.answer(STUN_PASSWORD, from) {
+        assert_binding_success(&response);
+    }
+}
+
+fn assert_binding_success(datagram: &[u8]) {
+    let mut message = stun::message::Message::new();
+    message.raw = datagram.to_vec();
+    message.decode().expect("our STUN answer decodes");
+    assert_eq!(message.typ, stun::message::BINDING_SUCCESS);
+}
+
+/// The static token `auth_header` accepts.
+pub const AUTH_TOKEN: &str = "fuzz-static-token";
+/// The secret `auth_header`'s JWTs are signed with.
+pub const AUTH_SECRET: &[u8] = b"fuzz-jwt-secret";
+/// The room `auth_header` asks for.
+pub const AUTH_ROOM: &str = "room";
+/// The Unix time `auth_header` checks `exp` and `nbf` against.
+pub const AUTH_NOW: u64 = 1_800_000_000;
+
+/// `auth_header`: the bytes (lossy UTF-8) as an `Authorization` header, asked for both grants
+/// against a static token and a JWT secret. A grant needs the static token or a signed JWT.
+pub fn auth_header(data: &[u8]) {
+    let header = String::from_utf8_lossy(data);
+    let auth = Auth::new(vec![AUTH_TOKEN.to_owned()], Some(AUTH_SECRET.to_vec()));
+    for grant in [Grant::Publish, Grant::Subscribe] {
+        if auth
+            .authorize(Some(&header), AUTH_ROOM, grant, AUTH_NOW)
+            .is_ok()
+        {
+            // A JWT is three dot-separated parts.
+            assert!(header.contains(AUTH_TOKEN) || header.matches('.').count() == 2);
+        }
+    }
+}
+
+/// The keys of `srtp_unprotect`'s session under `profile`; its seeds are protected with the
+/// mirrored keys.
+pub fn srtp_keys(profile: SrtpProfile) -> SrtpKeys {
+    let bytes = |from: u8, len: usize| (from..).take(len).collect();
+    SrtpKeys {
+        profile,
+        local_key: bytes(1, profile.key_len()),
+        local_salt: bytes(20, profile.salt_len()),
+        remote_key: bytes(40, profile.key_len()),
+        remote_salt: bytes(60, profile.salt_len()),
+    }
+}
+
+/// The profile of `srtp_unprotect`'s session, chosen by the input's first byte.
+pub fn srtp_profile(selector: u8) -> SrtpProfile {
+    if selector.is_multiple_of(2) {
+        SrtpProfile::AeadAes128Gcm
+    } else {
+        SrtpProfile::Aes128CmHmacSha1_80
+    }
+}
+
+/// `srtp_unprotect`: a first byte choosing the profile, then `records` each unprotected by one
+/// session as SRTP (even `op`) or SRTCP (odd). A packet accepted has lost exactly its tag (and
+/// SRTCP index), and the same packet again is refused as a replay.
+pub fn srtp_unprotect(data: &[u8]) {
+    let Some((&selector, data)) = data.split_first() else {
+        return;
+    };
+    let profile = srtp_profile(selector);
+    let mut session = srtp::session(&srtp_keys(profile)).expect("the fixed keys fit");
+    let mut out = Vec::new();
+    for (op, packet) in records(data) {
+        let rtcp = op % 2 == 1;
+        if unprotect(&mut session, rtcp, packet, &mut out).is_err() {
+            continue;
+        }
+        let trailer = if rtcp { 4 } else { 0 };
+        assert_eq!(out.len() + profile.tag_len() + trailer, packet.len());
+        assert!(matches!(
+            unprotect(&mut session, rtcp, packet, &mut out),
+            Err(SrtpError::Replayed)
+        ));
+    }
+}
+
+fn unprotect(
+    session: &mut SrtpSession,
+    rtcp: bool,
+    packet: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), SrtpError> {
+    if rtcp {
+        session.unprotect_rtcp(packet, out)
+    } else {
+        session.unprotect_rtp(packet, out)
+    }
+}
+
+/// Splits a fuzz input into records of `op`, a big-endian 16-bit length and that many bytes
+/// (fewer at the end): datagrams need more than 255 bytes.
+pub fn records(mut data: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
+    std::iter::from_fn(move || {
+        let [op, hi, lo, tail @ ..] = data else {
+            return None;
+        };
+        let len = usize::from(u16::from_be_bytes([*hi, *lo])).min(tail.len());
+        let (bytes, rest) = tail.split_at(len);
+        data = rest;
+        Some((*op, bytes))
+    })
+}
+
+/// A record of `records`.
+pub fn record(op: u8, bytes: &[u8]) -> Vec<u8> {
+    let len = u16::try_from(bytes.len()).expect("a datagram fits 16 bits");
+    let mut out = vec![op];
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// SRTP stand-in for `node_core`: packets pass unchanged, so the fuzzer reaches the engine
+/// without forging authentication tags.
+struct PassThrough;
+
+impl SrtpContext for PassThrough {
+    fn protect_rtp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
+        out.clear();
+        out.extend_from_slice(packet);
+        Ok(())
+    }
+    fn protect_rtcp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
+        self.protect_rtp(packet, out)
+    }
+    fn unprotect_rtp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
+        self.protect_rtp(packet, out)
+    }
+    fn unprotect_rtcp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
+        self.protect_rtp(packet, out)
+    }
+}
+
+/// Where `node_core`'s datagrams come from, by `op % 4`: the publisher, the viewer, a stranger.
+pub const NODE_ADDRS: [SocketAddr; 3] = [
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), 5000),
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)), 5001),
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 3)), 5002),
+];
+/// The publisher's and the viewer's ICE credentials in `node_core`.
+pub const NODE_ICE: [(&str, &str); 2] = [
+    ("pubufrag", "publisher-password-24chr"),
+    ("viewufrg", "viewer-password-24-chars"),
+];
+/// The viewer's video SSRC in `node_core` (its RTX SSRC is the next one).
+pub const NODE_VIEWER_SSRC: u32 = 0x5000;
+/// A silent session is dropped after this long, which a few time records reach.
+const NODE_PEER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `node_core`: a node with one AV1 publisher (the `ENGINE_SSRCS` AV1 tracks, DD as extension
+/// 11) and one viewer of it, both connected, fed `records`: `op % 4` 0 to 2 for a datagram from
+/// `NODE_ADDRS[op % 4]`, 3 to let `op / 4 * 50` ms pass. After each, every datagram the node
+/// sends must be a STUN answer or RTP or RTCP that parses, and RTP goes to the viewer under
+/// its own SSRCs.
+pub fn node_core(data: &[u8]) {
+    node_core_forwarded(data);
+}
+
+/// The `node_core` body, returning how many RTP packets reached the viewer (for the tests
+/// that check the seeds get that far).
+pub fn node_core_forwarded(data: &[u8]) -> usize {
+    let mut now = Instant::now();
+    let (mut core, viewer) = node_with_peers(now);
+    let mut forwarded = 0;
+    for (op, bytes) in records(data) {
+        match NODE_ADDRS.get(usize::from(op % 4)) {
+            Some(&from) => {
+                let _ = core.handle_datagram(now, from, bytes);
+            }
+            None => {
+                now += Duration::from_millis(u64::from(op / 4) * 50);
+                core.handle_timeout(now);
+            }
+        }
+        forwarded += drain_node(&mut core, viewer);
+    }
+    forwarded
+}
+
+/// A binding request of `node_core`'s session `index`, as its browser sends one.
+pub fn node_binding_request(index: usize, nominate: bool) -> Vec<u8> {
+    let (ufrag, pwd) = NODE_ICE[index];
+    crate::node::ice::binding_request(&format!("{ufrag}:browser"), pwd, nominate)
+        .expect("a valid request")
+}
+
+fn node_with_peers(now: Instant) -> (NodeCore, PeerId) {
+    let mut core = NodeCore::new(RouterConfig::default(), NODE_PEER_TIMEOUT);
+    let publisher = core
+        .add_publisher(now, "room", node_ice(0), node_publisher())
+        .expect("free SSRCs");
+    let viewer = core.add_viewer(now, "room", node_ice(1), node_viewer());
+    for (index, id) in [publisher, viewer].into_iter().enumerate() {
+        core.handle_datagram(now, NODE_ADDRS[index], &node_binding_request(index, true));
+        core.set_srtp(id, Box::new(PassThrough));
+    }
+    let mut out = Vec::new();
+    while core.poll_datagram(&mut out).is_some() {}
+    (core, viewer)
+}
+
+fn node_ice(index: usize) -> IceCredentials {
+    let (ufrag, pwd) = NODE_ICE[index];
+    IceCredentials {
+        local_ufrag: ufrag.to_owned(),
+        local_pwd: pwd.to_owned(),
+    }
+}
+
+fn node_publisher() -> Publisher {
+    let tracks = ENGINE_SSRCS[..3]
+        .iter()
+        .map(|&ssrc| {
+            let mut config = TrackConfig::single(Codec::Av1, ssrc);
+            config.dd_ext_id = Some(11);
+            config.streams[0].rtx_ssrc = Some(ssrc ^ 1);
+            PublishedTrack {
+                config,
+                rids: Vec::new(),
+                id: None,
+            }
+        })
+        .collect();
+    Publisher {
+        tracks,
+        rid_ext: None,
+        repaired_rid_ext: None,
+    }
+}
+
+fn node_viewer() -> Viewer {
+    Viewer {
+        video: Some(ViewerMedia {
+            ssrc: NODE_VIEWER_SSRC,
+            rtx_ssrc: NODE_VIEWER_SSRC + 1,
+            codecs: vec![ViewerCodec {
+                codec: Codec::Av1,
+                payload_type: 45,
+                rtx_payload_type: Some(46),
+            }],
+            dd_ext_id: Some(5),
+            two_byte_allowed: true,
+            down_track: None,
+        }),
+        audio: None,
+        target: Layer::MAX,
+    }
+}
+
+/// Checks every datagram the node sends; returns how many were RTP.
+fn drain_node(core: &mut NodeCore, viewer: PeerId) -> usize {
+    let mut out = Vec::new();
+    let mut rtp = 0;
+    while let Some(to) = core.poll_datagram(&mut out) {
+        assert!(NODE_ADDRS.contains(&to), "sent to {to}");
+        match classify(&out) {
+            PayloadKind::Stun => assert_binding_success(&out),
+            PayloadKind::Rtcp => {
+                parse_compound(&out, |_| {}).expect("the node's RTCP parses");
+            }
+            PayloadKind::Rtp => {
+                let ssrc = RtpPacket::parse(&out)
+                    .expect("the node's RTP parses")
+                    .fields()
+                    .ssrc;
+                assert!(ssrc == NODE_VIEWER_SSRC || ssrc == NODE_VIEWER_SSRC + 1);
+                assert_eq!(Some(to), core.peer(viewer).and_then(|p| p.addr));
+                rtp += 1;
+            }
+            other => panic!("the node sent {other:?}"),
+        }
+    }
+    rtp
 }

@@ -1,0 +1,298 @@
+//! The node's fuzz bodies over their committed seed corpora and over the seeds made here, whole,
+//! cut and flipped. `write_seeds` (ignored) writes the corpora to `fuzz/seeds/`:
+//! `cargo test -p sfu --features fuzzing --test fuzz_bodies_node -- --ignored write_seeds`.
+
+#![cfg(feature = "fuzzing")]
+
+use std::path::PathBuf;
+
+use sfu::capture::{classify, udp_datagram, Capture, PayloadKind};
+use sfu::fuzz::{self, record};
+use sfu::node::auth::sign_hs256;
+use sfu::node::srtp::{session, SrtpContext, SrtpProfile, SrtpSession};
+
+type Seeds = Vec<(&'static str, Vec<u8>)>;
+
+/// A target's name, its body and the seeds it starts from.
+type Target = (&'static str, fn(&[u8]), fn() -> Seeds);
+
+const TARGETS: [Target; 5] = [
+    ("sdp_offer", fuzz::sdp_offer, sdp_offer_seeds),
+    ("stun_binding", fuzz::stun_binding, stun_binding_seeds),
+    ("auth_header", fuzz::auth_header, auth_header_seeds),
+    ("srtp_unprotect", fuzz::srtp_unprotect, srtp_unprotect_seeds),
+    ("node_core", fuzz::node_core, node_core_seeds),
+];
+
+fn seed_dir(target: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/seeds")
+        .join(target)
+}
+
+fn sdp_offer_seeds() -> Seeds {
+    let fixture = |name| {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("src/node/sdp/fixtures")
+            .join(name);
+        std::fs::read(path).expect("SDP fixture")
+    };
+    [
+        "publisher_av1.sdp",
+        "publisher_simulcast.sdp",
+        "publisher_vp8.sdp",
+        "viewer_recvonly.sdp",
+    ]
+    .into_iter()
+    .map(|name| (name, fixture(name)))
+    .collect()
+}
+
+fn stun_binding_seeds() -> Seeds {
+    let request = |username: &str, password: &str, nominate| {
+        sfu::node::ice::binding_request(username, password, nominate).expect("valid request")
+    };
+    vec![
+        (
+            "nominating",
+            request("fuzz:browser", fuzz::STUN_PASSWORD, true),
+        ),
+        (
+            "checking",
+            request("fuzz:browser", fuzz::STUN_PASSWORD, false),
+        ),
+        (
+            "wrong_password",
+            request("fuzz:browser", "another password", true),
+        ),
+        (
+            "no_colon",
+            request("fuzzbrowser", fuzz::STUN_PASSWORD, false),
+        ),
+    ]
+}
+
+fn auth_header_seeds() -> Seeds {
+    let jwt = |claims: &str| format!("Bearer {}", sign_hs256(fuzz::AUTH_SECRET, claims));
+    let now = fuzz::AUTH_NOW;
+    let headers = [
+        ("static", format!("Bearer {}", fuzz::AUTH_TOKEN)),
+        ("lowercase_scheme", format!("bearer  {} ", fuzz::AUTH_TOKEN)),
+        ("publish", jwt(r#"{"room":"room","publish":true}"#)),
+        (
+            "any_room_in_time",
+            jwt(&format!(
+                r#"{{"room":"*","subscribe":true,"exp":{},"nbf":{}}}"#,
+                now + 60,
+                now - 60
+            )),
+        ),
+        (
+            "expired",
+            jwt(&format!(r#"{{"room":"room","publish":true,"exp":{now}}}"#)),
+        ),
+        ("other_room", jwt(r#"{"room":"other","subscribe":true}"#)),
+        (
+            "unsigned",
+            "Bearer eyJhbGciOiJub25lIn0.eyJyb29tIjoiKiJ9.".to_owned(),
+        ),
+    ];
+    headers
+        .into_iter()
+        .map(|(name, header)| (name, header.into_bytes()))
+        .collect()
+}
+
+fn rtp(seq: u16, ssrc: u32, payload_len: usize) -> Vec<u8> {
+    let mut packet = vec![0x90, 96];
+    packet.extend_from_slice(&seq.to_be_bytes());
+    packet.extend_from_slice(&(u32::from(seq) * 3000).to_be_bytes());
+    packet.extend_from_slice(&ssrc.to_be_bytes());
+    // A one-byte-header extension block with one element, as browsers send.
+    packet.extend_from_slice(&[0xBE, 0xDE, 0, 1, 0x10, 0xAA, 0, 0]);
+    packet.extend((0..payload_len).map(|i| i as u8));
+    packet
+}
+
+/// A sender report without report blocks.
+fn sender_report(ssrc: u32) -> Vec<u8> {
+    let mut packet = vec![0x80, 200, 0, 6];
+    packet.extend_from_slice(&ssrc.to_be_bytes());
+    packet.extend((0..20).map(|i| i as u8));
+    packet
+}
+
+/// Per profile: packets protected by the peer's side of the session, so they authenticate,
+/// one replayed, and copies with a flipped tag byte and a cut tail.
+fn srtp_unprotect_seeds() -> Seeds {
+    let mut seeds = Vec::new();
+    for (selector, profile) in [
+        (0, SrtpProfile::AeadAes128Gcm),
+        (1, SrtpProfile::Aes128CmHmacSha1_80),
+    ] {
+        assert_eq!(fuzz::srtp_profile(selector), profile);
+        let mut peer = session(&fuzz::srtp_keys(profile).mirrored()).expect("valid keys");
+        let first = protect(&mut peer, false, &rtp(1, 0x1234, 100));
+        let records = [
+            record(0, &first),
+            record(0, &protect(&mut peer, false, &rtp(3, 0x1234, 40))),
+            record(1, &protect(&mut peer, true, &sender_report(0x1234))),
+            record(0, &first),
+        ];
+        seeds.push((
+            ["gcm_stream", "cm_stream"][usize::from(selector)],
+            [vec![selector], records.concat()].concat(),
+        ));
+        let mut flipped = first.clone();
+        *flipped.last_mut().expect("a tag") ^= 1;
+        let cut = &first[..first.len() - 3];
+        let broken = [record(0, &flipped), record(0, cut)].concat();
+        seeds.push((
+            ["gcm_broken", "cm_broken"][usize::from(selector)],
+            [vec![selector], broken].concat(),
+        ));
+    }
+    seeds
+}
+
+fn protect(session: &mut SrtpSession, rtcp: bool, packet: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let result = if rtcp {
+        session.protect_rtcp(packet, &mut out)
+    } else {
+        session.protect_rtp(packet, &mut out)
+    };
+    result.expect("protects");
+    out
+}
+
+/// The real AV1 packets with a Dependency Descriptor, in capture order.
+fn av1_packets() -> Vec<Vec<u8>> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/captures/jitsi_av1dd_packets.pcap");
+    let file = std::fs::read(path).expect("the AV1 capture");
+    Capture::open(&file)
+        .expect("a capture")
+        .flatten()
+        .filter_map(|r| Some(udp_datagram(r.link_type, r.data).ok()?.payload.to_vec()))
+        .filter(|p| classify(p) == PayloadKind::Rtp)
+        .collect()
+}
+
+/// A `node_core` record letting `ms` milliseconds pass (in steps of 50).
+fn wait(ms: u8) -> Vec<u8> {
+    record(3 + 4 * (ms / 50), &[])
+}
+
+/// RTCP feedback (RFC 4585) from the viewer about its stream: generic NACK, then PLI.
+fn viewer_feedback() -> Vec<Vec<u8>> {
+    let media = fuzz::NODE_VIEWER_SSRC.to_be_bytes();
+    let sender = 0x7777_u32.to_be_bytes();
+    let nack = [&[0x81, 205, 0, 3][..], &sender, &media, &[0, 1, 0, 3]].concat();
+    let pli = [&[0x81, 206, 0, 2][..], &sender, &media].concat();
+    vec![nack, pli]
+}
+
+fn node_core_seeds() -> Seeds {
+    let publisher = |p: &Vec<u8>| record(0, p);
+    let packets = av1_packets();
+    assert!(packets.len() >= 5, "the AV1 packets are there");
+    let media: Vec<Vec<u8>> = packets.iter().map(publisher).collect();
+    let feedback: Vec<Vec<u8>> = viewer_feedback().iter().map(|f| record(1, f)).collect();
+    let sender_report = record(0, &sender_report(fuzz::ENGINE_SSRCS[0]));
+    let keepalive = record(0, &fuzz::node_binding_request(0, true));
+    let stranger_nominated = record(2, &fuzz::node_binding_request(1, true));
+    vec![
+        ("av1", [media.clone(), vec![wait(200)]].concat().concat()),
+        (
+            "av1_feedback",
+            [
+                media.clone(),
+                vec![sender_report, wait(250)],
+                feedback.clone(),
+                vec![wait(100)],
+            ]
+            .concat()
+            .concat(),
+        ),
+        (
+            "keepalive_and_timeout",
+            [
+                vec![keepalive.clone(), wait(250), keepalive],
+                media.clone(),
+                vec![wait(250); 30],
+            ]
+            .concat()
+            .concat(),
+        ),
+        (
+            "viewer_moves",
+            [
+                vec![stranger_nominated, record(2, &packets[0])],
+                media,
+                feedback,
+            ]
+            .concat()
+            .concat(),
+        ),
+    ]
+}
+
+#[test]
+fn bodies_run_over_their_seed_corpora() {
+    for (target, body, _) in TARGETS {
+        let mut count = 0;
+        for entry in std::fs::read_dir(seed_dir(target)).expect("seed directory") {
+            body(&std::fs::read(entry.expect("entry").path()).expect("seed"));
+            count += 1;
+        }
+        assert!(count >= 3, "{target}: seeds");
+    }
+}
+
+#[test]
+fn bodies_run_over_cut_and_flipped_seeds() {
+    for (_, body, seeds) in TARGETS {
+        for (_, seed) in seeds() {
+            body(&seed);
+            for at in (0..seed.len()).step_by(seed.len() / 40 + 1) {
+                body(&seed[..at]);
+                let mut flipped = seed.clone();
+                flipped[at] ^= 0xFF;
+                body(&flipped);
+            }
+        }
+    }
+}
+
+#[test]
+fn node_seeds_reach_the_viewer() {
+    for (name, seed) in node_core_seeds() {
+        assert!(fuzz::node_core_forwarded(&seed) > 0, "{name}");
+    }
+}
+
+#[test]
+#[ignore = "writes the seed corpora; run by hand when the seeds change"]
+fn write_seeds() {
+    for (target, _, seeds) in TARGETS {
+        let dir = seed_dir(target);
+        std::fs::create_dir_all(&dir).expect("seed directory");
+        for (name, seed) in seeds() {
+            std::fs::write(dir.join(name), seed).expect("seed written");
+        }
+    }
+}
+
+#[test]
+fn srtp_seeds_authenticate() {
+    for (name, seed) in srtp_unprotect_seeds()
+        .iter()
+        .filter(|(n, _)| n.ends_with("stream"))
+    {
+        let mut ours = session(&fuzz::srtp_keys(fuzz::srtp_profile(seed[0]))).expect("keys");
+        let (_, first) = fuzz::records(&seed[1..]).next().expect("a record");
+        let mut out = Vec::new();
+        assert!(ours.unprotect_rtp(first, &mut out).is_ok(), "{name}");
+    }
+}
