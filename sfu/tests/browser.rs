@@ -113,7 +113,7 @@ fn loss(page: &Page) {
     assert!(delta("freezeCount") <= 1.0, "freezes under loss: {after}");
     assert!(
         delta("packetsLost") < 0.01 * delta("packetsReceived"),
-        "unrecovered loss: {} of {} packets",
+        "unrecovered loss: {} of {} packets; {after}",
         delta("packetsLost"),
         delta("packetsReceived")
     );
