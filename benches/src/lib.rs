@@ -7,6 +7,7 @@ pub mod codec;
 pub mod dd;
 pub mod engine;
 pub mod fixtures;
+pub mod node;
 pub mod rtp;
 pub mod select;
 pub mod select_descriptors;
@@ -50,5 +51,6 @@ pub fn all_cases() -> Vec<Case> {
     cases.extend(select::cases());
     cases.extend(select_descriptors::cases());
     cases.extend(engine::cases());
+    cases.extend(node::cases());
     cases
 }

@@ -38,6 +38,12 @@ const EXPECTED: &[(&str, u64)] = &[
     ("fanout/av1_l3t3/100", 0),
     ("fanout/av1_l3t3/1000", 0),
     ("nack/answer/av1_l3t3", 0),
+    // The SRTP library's encrypt: the parsed header's extension list and its three extension
+    // payloads, the IV, the AEAD's ciphertext and the output buffer.
+    ("node/egress_srtp/library", 7),
+    ("node/egress_srtp/in_place", 0),
+    ("node/protect_srtp/library", 7),
+    ("node/protect_srtp/in_place", 0),
 ];
 
 #[test]

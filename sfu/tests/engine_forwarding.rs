@@ -19,8 +19,8 @@ use sfu::engine::rtcp::{
     ReportBlock, ReportBlocks, RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport,
 };
 use sfu::engine::{
-    DownTrackConfig, DownTrackId, Event, KeyframeRequest, Router, RouterConfig, RtcpTarget,
-    StreamConfig, TrackConfig, TrackId, TransportCc,
+    DownTrackConfig, DownTrackId, Event, KeyframeRequest, Router, RouterConfig, RouterError,
+    RtcpTarget, StreamConfig, TrackConfig, TrackId, TransportCc,
 };
 
 mod common;
@@ -374,7 +374,7 @@ fn publisher_loss_is_nacked_and_nothing_deliberately_dropped_is() {
         .collect();
     assert_eq!(
         nacked,
-        lost.iter().copied().collect(),
+        lost.iter().copied().collect::<HashSet<u16>>(),
         "exactly the lost packets are NACKed"
     );
     assert_eq!(session.router.publisher_rtt(session.track), None);
@@ -455,6 +455,27 @@ fn subscriber_pli_becomes_one_throttled_request() {
     let before = session.router.counters().keyframe_requests_sent;
     session.advance(Duration::from_millis(1));
     assert_eq!(session.router.counters().keyframe_requests_sent - before, 1);
+}
+
+/// A subscriber's compound RTCP covers its audio and its video: the host hands it to each of
+/// its DownTracks, and each takes only the feedback about its own SSRC.
+#[test]
+fn feedback_about_another_ssrc_is_ignored() {
+    let (_, bytes) = generated(ScalabilityMode::L1T3, 10);
+    let mut session = Session::new(dd_track(0x1000));
+    let id = session.subscribe(Layer::MAX);
+    session.feed(bytes, &|_, _| false);
+    let sent = |s: &Session| {
+        s.router
+            .down_track_counters(id)
+            .expect("known")
+            .retransmitted
+    };
+    let first = session.received[&id].headers()[0].sequence_number;
+    session.nack(id, 0x7777, &[first]);
+    assert_eq!(sent(&session), 0, "a NACK about another stream");
+    session.nack(id, 0x5000, &[first]);
+    assert_eq!(sent(&session), 1, "a NACK about this stream");
 }
 
 /// Found by the network property test: packets that overtake the keyframe packet carrying the
@@ -630,6 +651,51 @@ fn simulcast_switch_keeps_timestamps_smooth() {
             .map(|l| l.spatial),
         Some(1)
     );
+}
+
+/// Simulcast streams are announced by rid: the host publishes before it knows their SSRCs
+/// and binds each one when its first packet names its rid.
+#[test]
+fn simulcast_streams_bound_after_publishing_are_forwarded() {
+    let mut placeholder = simulcast_track();
+    for (i, stream) in placeholder.streams.iter_mut().enumerate() {
+        stream.ssrc = 0xF000 + i as u32;
+    }
+    let mut session = Session::new(placeholder);
+    let id = session.subscribe(Layer::new(2, 2));
+    let mut g = StreamGenerator::new(
+        ScalabilityMode::L1T3,
+        GeneratorConfig {
+            keyframe_interval_tus: 30,
+            ssrc: 0x102,
+            ..Default::default()
+        },
+    );
+    let structure = g.structure().clone();
+    let mut next = || rtp_bytes(&g.next().expect("endless"), &structure);
+    session.feed([next()], &|_, _| false);
+    assert_eq!(session.router.counters().unknown_ssrc, 1);
+    let bound = StreamConfig {
+        ssrc: 0x102,
+        rtx_ssrc: Some(0x202),
+    };
+    session
+        .router
+        .bind_stream(session.track, 2, bound)
+        .expect("free SSRCs");
+    assert_eq!(
+        session.router.bind_stream(session.track, 3, bound),
+        Err(RouterError::UnknownStream)
+    );
+    let other = session.router.publish(dd_track(0x300)).expect("free SSRC");
+    assert_eq!(
+        session.router.bind_stream(other, 0, bound),
+        Err(RouterError::SsrcInUse),
+        "an SSRC bound to one track cannot move to another"
+    );
+    session.feed((0..200).map(|_| next()), &|_, _| false);
+    assert_eq!(session.router.counters().unknown_ssrc, 1);
+    assert!(session.received[&id].packets.len() >= 30);
 }
 
 /// Opus packet `seq` of SSRC 0x3000 (20 ms frames) carrying one header extension.
@@ -1179,6 +1245,42 @@ fn transport_wide_cc_feedback_to_the_publisher() {
     }
     let covered: u16 = feedback.iter().map(|f| f.1).sum();
     assert_eq!(covered, 30, "every number, the lost one too");
+}
+
+/// Found with a real browser: packets the receiver drops (duplicates here; padding probes and
+/// late retransmissions in practice) still arrived, and feedback reporting them lost held the
+/// publisher's bandwidth estimate, and with it the upper spatial layers, down.
+#[test]
+fn transport_wide_cc_reports_packets_the_receiver_drops_as_received() {
+    use rtcp::transport_feedbacks::transport_layer_cc::TransportLayerCc;
+    use webrtc_util::Unmarshal;
+
+    let mut config = TrackConfig::single(Codec::Opus, 0x3000);
+    config.transport_cc = Some(TransportCc {
+        ext_id: 5,
+        transport: 77,
+    });
+    let mut session = Session::new(config);
+    session.subscribe(Layer::MAX);
+    for i in 0..10u16 {
+        for copy in 0..2 {
+            let twcc = 1000 + 2 * i + copy;
+            session.feed([opus_packet(i, 5, &twcc.to_be_bytes())], &|_, _| false);
+        }
+        session.advance(Duration::from_millis(20));
+    }
+    session.advance(Duration::from_millis(100));
+    assert!(
+        session.router.counters().dropped_in >= 10,
+        "the copies dropped"
+    );
+    let received: usize = session
+        .rtcp_to_publisher
+        .iter()
+        .filter_map(|d| TransportLayerCc::unmarshal(&mut d.as_slice()).ok())
+        .map(|t| t.recv_deltas.len())
+        .sum();
+    assert_eq!(received, 20, "every arrival reported received");
 }
 
 #[test]

@@ -9,6 +9,7 @@ mod dd_json;
 mod inspect;
 mod inspect_record;
 mod inspect_summary;
+mod serve;
 
 /// Strata: an SFU that forwards layered video.
 #[derive(Debug, Parser)]
@@ -26,6 +27,8 @@ enum Command {
         command: dd::DdCommand,
     },
     Inspect(inspect::InspectArgs),
+    /// Runs the node: WHIP/WHEP on HTTP, media on one UDP port.
+    Serve(serve::ServeArgs),
 }
 
 impl Cli {
@@ -33,6 +36,7 @@ impl Cli {
         match self.command {
             Command::Dd { command } => command.run(),
             Command::Inspect(args) => args.run(),
+            Command::Serve(args) => args.run(),
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use rtp_ext::codec::{parse_payload, Codec, PayloadDescriptor};
 use rtp_ext::dd::{DependencyDescriptor, FrameDependencyStructure};
-use rtp_ext::ext::{AudioLevel, HeaderExtension, TransportSequenceNumber};
+use rtp_ext::ext::{AudioLevel, HeaderExtension};
 use rtp_ext::rtp::{PacketLayout, RtpFields, RtpPacket};
 
 /// One received packet, parsed. Retransmissions (RTX) are stored as the original packet.
@@ -35,8 +35,6 @@ pub struct ParsedPacket {
     pub audio_level: Option<AudioLevel>,
     /// The stream's clock as its latest sender report gave it, for aligning simulcast streams.
     pub sender_clock: Option<SenderClock>,
-    /// The transport-wide sequence number, when the publisher's transport sends one.
-    pub transport_seq: Option<u16>,
 }
 
 /// An NTP time and the RTP timestamp of the same instant, from a sender report.
@@ -73,7 +71,6 @@ pub struct ParseContext<'a> {
     pub codec: Codec,
     pub dd_ext_id: Option<u8>,
     pub audio_level_ext_id: Option<u8>,
-    pub transport_cc_ext_id: Option<u8>,
     /// The stream's latest template structure.
     pub structure: Option<&'a Arc<FrameDependencyStructure>>,
 }
@@ -99,7 +96,6 @@ pub struct Described {
     pub descriptor: Option<PayloadDescriptor>,
     pub dd: Option<DependencyDescriptor>,
     pub audio_level: Option<AudioLevel>,
-    pub transport_seq: Option<u16>,
 }
 
 /// The codec and DD view of a payload and its extensions. A DD that does not parse is left
@@ -116,16 +112,10 @@ pub fn describe(packet: &RtpPacket<'_>, payload: &[u8], ctx: &ParseContext<'_>) 
         .audio_level_ext_id
         .and_then(|id| packet.extension(id))
         .and_then(|bytes| AudioLevel::parse(bytes).ok());
-    let transport_seq = ctx
-        .transport_cc_ext_id
-        .and_then(|id| packet.extension(id))
-        .and_then(|bytes| TransportSequenceNumber::parse(bytes).ok())
-        .map(|seq| seq.0);
     Described {
         descriptor,
         dd,
         audio_level,
-        transport_seq,
     }
 }
 

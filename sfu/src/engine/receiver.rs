@@ -21,7 +21,7 @@ use super::packet::{
 use super::packet_ring::PacketRing;
 use super::receive_stats::{ReceiveStats, ReceivedPacket};
 use super::rtcp::{compact_ntp, ReportBlock, ReportBlocks, SenderReport};
-use super::track::TrackConfig;
+use super::track::{StreamConfig, TrackConfig};
 
 /// Packets kept per stream for retransmission.
 pub const RECEIVE_RING: usize = 512;
@@ -80,6 +80,21 @@ struct Stream {
     sender_clock: Option<SenderClock>,
 }
 
+impl Stream {
+    fn new(config: StreamConfig, clock_rate: u32) -> Self {
+        Self {
+            ssrc: config.ssrc,
+            rtx_ssrc: config.rtx_ssrc,
+            sequence: Unwrapper::default(),
+            ring: PacketRing::new(RECEIVE_RING),
+            nack: NackGenerator::default(),
+            stats: ReceiveStats::new(config.ssrc, clock_rate),
+            structure: None,
+            sender_clock: None,
+        }
+    }
+}
+
 /// Counters of what a receiver dropped, by reason.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReceiverCounters {
@@ -106,16 +121,7 @@ impl Receiver {
         let streams = config
             .streams
             .iter()
-            .map(|s| Stream {
-                ssrc: s.ssrc,
-                rtx_ssrc: s.rtx_ssrc,
-                sequence: Unwrapper::default(),
-                ring: PacketRing::new(RECEIVE_RING),
-                nack: NackGenerator::default(),
-                stats: ReceiveStats::new(s.ssrc, config.clock_rate),
-                structure: None,
-                sender_clock: None,
-            })
+            .map(|&s| Stream::new(s, config.clock_rate))
             .collect();
         Self {
             config,
@@ -127,6 +133,16 @@ impl Receiver {
 
     pub fn config(&self) -> &TrackConfig {
         &self.config
+    }
+
+    /// Gives stream `index` the SSRCs learned from its first packets (simulcast streams are
+    /// announced by rid, not SSRC). Its reception state starts afresh.
+    pub(super) fn bind_stream(&mut self, index: usize, ssrcs: StreamConfig) -> Option<()> {
+        let clock_rate = self.config.clock_rate;
+        *self.config.streams.get_mut(index)? = ssrcs;
+        let stream = self.streams.get_mut(index)?;
+        *stream = Stream::new(ssrcs, clock_rate);
+        Some(())
     }
 
     pub fn counters(&self) -> ReceiverCounters {
@@ -232,14 +248,12 @@ impl Receiver {
             codec: self.config.codec,
             dd_ext_id: self.config.dd_ext_id,
             audio_level_ext_id: self.config.audio_level_ext_id,
-            transport_cc_ext_id: self.config.transport_cc.map(|t| t.ext_id),
             structure: stream.structure.as_ref(),
         };
         let Described {
             descriptor,
             dd,
             audio_level,
-            transport_seq,
         } = describe(&packet, &bytes[payload.clone()], &ctx);
         let dd_sent = self
             .config
@@ -292,7 +306,6 @@ impl Receiver {
             dd,
             audio_level,
             sender_clock: stream.sender_clock,
-            transport_seq,
             bytes,
         };
         if !stream.ring.insert(ext_seq, parsed) {

@@ -10,7 +10,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rtp_ext::ext::AudioLevel;
+use rtp_ext::ext::{AudioLevel, HeaderExtension, TransportSequenceNumber};
+use rtp_ext::rtp::RtpPacket;
 use selector::{Layer, LayerLimits};
 
 use super::down_track::{DownTrack, DownTrackCounters, SubscriberReception, Transmit, WriteError};
@@ -20,7 +21,7 @@ use super::rtcp::{
     compact_ntp, parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, NackPairs, Pli,
     ReceiverReport, RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport, WallClock,
 };
-use super::track::{DownTrackConfig, DownTrackId, TrackConfig, TrackId};
+use super::track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};
 use super::twcc::{TwccRecorder, TWCC_INTERVAL};
 
 /// Router settings.
@@ -56,6 +57,8 @@ pub enum RouterError {
     UnknownDownTrack,
     /// An SSRC already belongs to another published track.
     SsrcInUse,
+    /// The track has no stream at that index.
+    UnknownStream,
 }
 
 /// Where an RTCP packet from [`Router::poll_rtcp`] goes.
@@ -291,6 +294,42 @@ impl Router {
         Ok(id)
     }
 
+    /// Gives stream `index` of a published track its SSRCs once the host has learned them
+    /// (simulcast streams are announced by rid; their SSRCs show up with the first packets).
+    /// The SSRCs the stream had before are forgotten.
+    pub fn bind_stream(
+        &mut self,
+        track: TrackId,
+        index: usize,
+        ssrcs: StreamConfig,
+    ) -> Result<(), RouterError> {
+        let taken = [Some(ssrcs.ssrc), ssrcs.rtx_ssrc]
+            .into_iter()
+            .flatten()
+            .any(|ssrc| self.by_ssrc.get(&ssrc).is_some_and(|&t| t != track));
+        if taken {
+            return Err(RouterError::SsrcInUse);
+        }
+        let published = self
+            .tracks
+            .get_mut(&track)
+            .ok_or(RouterError::UnknownTrack)?;
+        let old = *published
+            .receiver
+            .config()
+            .streams
+            .get(index)
+            .ok_or(RouterError::UnknownStream)?;
+        for ssrc in [Some(old.ssrc), old.rtx_ssrc].into_iter().flatten() {
+            self.by_ssrc.remove(&ssrc);
+        }
+        published.receiver.bind_stream(index, ssrcs);
+        for ssrc in [Some(ssrcs.ssrc), ssrcs.rtx_ssrc].into_iter().flatten() {
+            self.by_ssrc.insert(ssrc, track);
+        }
+        Ok(())
+    }
+
     /// Removes a track and every subscription to it.
     pub fn unpublish(&mut self, track: TrackId) -> Result<(), RouterError> {
         let published = self
@@ -352,6 +391,16 @@ impl Router {
         Ok(())
     }
 
+    /// What a published track was published with (simulcast SSRCs as bound so far).
+    pub fn receiver_config(&self, track: TrackId) -> Option<&TrackConfig> {
+        Some(self.tracks.get(&track)?.receiver.config())
+    }
+
+    /// The published track an SSRC (media or RTX) belongs to.
+    pub fn ssrc_track(&self, ssrc: u32) -> Option<TrackId> {
+        self.by_ssrc.get(&ssrc).copied()
+    }
+
     pub fn receiver_counters(&self, track: TrackId) -> Option<ReceiverCounters> {
         Some(self.tracks.get(&track)?.receiver.counters())
     }
@@ -393,6 +442,21 @@ impl Router {
         let Some(published) = self.tracks.get_mut(&track) else {
             return Err(ReceiveError::UnknownSsrc);
         };
+        // Transport-wide feedback reports every packet that arrived, whatever the receiver
+        // makes of it: the padding probes and retransmissions it drops are what the
+        // publisher's bandwidth estimate ramps up on. Reported lost, they would hold the
+        // estimate (and the upper spatial layers) down.
+        if let Some(cc) = published.receiver.config().transport_cc {
+            if let Some(seq) = transport_seq(&packet, cc.ext_id) {
+                let media_ssrc = published.receiver.config().streams[0].ssrc;
+                let recorder = self.twcc.entry(cc.transport).or_insert_with(|| Twcc {
+                    recorder: TwccRecorder::new(now),
+                    track,
+                    media_ssrc,
+                });
+                recorder.recorder.record(seq, now);
+            }
+        }
         let at = published.receiver.receive(now, packet).inspect_err(|e| {
             self.counters.dropped_in += 1;
             // Without the structure nothing of the stream can be selected: a keyframe brings
@@ -407,21 +471,12 @@ impl Router {
                 .iter()
                 .map(|&down_track| Job::Forward { down_track, at }),
         );
-        let transport_cc = published.receiver.config().transport_cc;
-        let transport_seq = published.receiver.packet(at).and_then(|p| p.transport_seq);
-        if let (Some(cc), Some(seq)) = (transport_cc, transport_seq) {
-            let media_ssrc = published.receiver.config().streams[0].ssrc;
-            let recorder = self.twcc.entry(cc.transport).or_insert_with(|| Twcc {
-                recorder: TwccRecorder::new(now),
-                track,
-                media_ssrc,
-            });
-            recorder.recorder.record(seq, now);
-        }
         Ok(())
     }
 
-    /// RTCP from a subscriber about its DownTrack: NACKs are answered from what it was sent,
+    /// RTCP from a subscriber about its DownTrack (items about other SSRCs are skipped, so the
+    /// host may hand one datagram to each of the subscriber's DownTracks): NACKs are answered
+    /// from what it was sent,
     /// PLI and FIR become (throttled) keyframe requests to the publisher, receiver reports give
     /// the round-trip time, REMB becomes a bandwidth event.
     pub fn handle_subscriber_rtcp(
@@ -446,13 +501,18 @@ impl Router {
                     down_track.on_report_block(block, arrival);
                 }
             }
-            RtcpFeedback::Nack(nack) => {
+            // A subscriber's compound RTCP covers all its streams: feedback about another
+            // SSRC (its audio, say) is not this DownTrack's.
+            RtcpFeedback::Nack(nack) if nack.media_ssrc == ssrc => {
                 jobs.extend(nack.pairs.lost().map(|out_seq| Job::Retransmit {
                     down_track: id,
                     out_seq,
                 }));
             }
-            RtcpFeedback::Pli(_) | RtcpFeedback::Fir(_) => keyframe = true,
+            RtcpFeedback::Pli(pli) if pli.media_ssrc == ssrc => keyframe = true,
+            RtcpFeedback::Fir(fir) if fir.entries.iter().any(|e| e.ssrc == ssrc) => {
+                keyframe = true;
+            }
             RtcpFeedback::Remb(remb) => estimate = Some(remb.bitrate_bps),
             _ => {}
         });
@@ -806,4 +866,11 @@ fn flush(rtcp: &mut VecDeque<PendingRtcp>, track: TrackId, nack: Option<(u32, Na
             pairs,
         });
     }
+}
+
+/// The transport-wide sequence number a packet carries, if it is readable.
+fn transport_seq(packet: &[u8], ext_id: u8) -> Option<u16> {
+    let packet = RtpPacket::parse(packet).ok()?;
+    let value = packet.extension(ext_id)?;
+    TransportSequenceNumber::parse(value).ok().map(|seq| seq.0)
 }

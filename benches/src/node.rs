@@ -1,0 +1,88 @@
+//! The node's send path per packet: write the RTP header, SRTP-protect (AES-128-GCM) and send
+//! the datagram over loopback UDP, once through the SRTP library and once through the node's
+//! in-place AES-GCM.
+
+use std::hint::black_box;
+use std::net::{SocketAddr, UdpSocket};
+
+use rtp_ext::rtp::RtpPacket;
+use sfu::node::srtp::{Egress, SrtpContext, SrtpKeys, SrtpProfile, SrtpSession};
+
+use crate::fixtures::av1_packet_with_dd;
+use crate::Case;
+
+/// A full-size video packet, as a browser sends it under a 1200-byte MTU budget.
+pub const PACKET_LEN: usize = 1200;
+
+pub fn cases() -> Vec<Case> {
+    vec![
+        egress("node/egress_srtp/library", Egress::Library, Then::Send),
+        egress("node/egress_srtp/in_place", Egress::Fastest, Then::Send),
+        egress("node/protect_srtp/library", Egress::Library, Then::Stop),
+        egress("node/protect_srtp/in_place", Egress::Fastest, Then::Stop),
+    ]
+}
+
+/// Whether an operation ends with the socket send, or stops after protection so the crypto's
+/// own cost shows.
+#[derive(Debug, Clone, Copy)]
+enum Then {
+    Send,
+    Stop,
+}
+
+/// The real AV1 packet (abs-send-time, transport-wide-cc and DD extensions) with its payload
+/// grown to [`PACKET_LEN`] bytes.
+pub fn av1_packet_1200() -> Vec<u8> {
+    let mut packet = av1_packet_with_dd();
+    assert!(packet.len() < PACKET_LEN, "the real packet is a short one");
+    // The cipher sees payload bytes only as bytes: a filler is as good as real AV1 OBUs.
+    packet.resize(PACKET_LEN, 0x5A);
+    assert!(
+        RtpPacket::parse(&packet).is_ok(),
+        "still a valid RTP packet"
+    );
+    packet
+}
+
+/// Keys as a DTLS handshake would have exported them for AES-128-GCM.
+pub fn gcm_keys() -> SrtpKeys {
+    SrtpKeys {
+        profile: SrtpProfile::AeadAes128Gcm,
+        local_key: (1..=16).collect(),
+        local_salt: (17..29).collect(),
+        remote_key: (31..47).collect(),
+        remote_salt: (47..59).collect(),
+    }
+}
+
+/// A socket pair on loopback: the node's sending socket and the peer address it sends to.
+/// The peer socket is returned to keep the port bound; nothing reads it, so the kernel drops
+/// what overflows its buffer, which the sender does not notice.
+pub fn loopback() -> (UdpSocket, UdpSocket, SocketAddr) {
+    let peer = UdpSocket::bind("127.0.0.1:0").expect("bind loopback");
+    let target = peer.local_addr().expect("bound address");
+    let node = UdpSocket::bind("127.0.0.1:0").expect("bind loopback");
+    (node, peer, target)
+}
+
+fn egress(name: &'static str, egress: Egress, then: Then) -> Case {
+    let mut session = SrtpSession::new(&gcm_keys(), egress).expect("valid keys");
+    let mut packet = av1_packet_1200();
+    let mut out = Vec::with_capacity(PACKET_LEN + 64);
+    let (node, peer, target) = loopback();
+    let mut seq = 0u16;
+    Case::new(name, move || {
+        // The header the forwarding path writes: a new sequence number per packet.
+        seq = seq.wrapping_add(1);
+        packet[2..4].copy_from_slice(&seq.to_be_bytes());
+        session
+            .protect_rtp(black_box(&packet), &mut out)
+            .expect("protects");
+        if let Then::Send = then {
+            // A full receive buffer drops silently; a send error would only mean a broken host.
+            let _ = black_box(node.send_to(&out, target));
+        }
+        black_box((&out, &peer));
+    })
+}

@@ -1,0 +1,92 @@
+//! `sfu serve`: the standalone node. Flags and `STRATA_*` environment variables override the
+//! TOML file, which overrides the built-in defaults.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use sfu::node::config::NodeConfig;
+use sfu::node::server::serve;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A TOML file of settings (see README); flags override it.
+    #[arg(long, env = "STRATA_CONFIG")]
+    config: Option<PathBuf>,
+    /// HTTP listen address (WHIP, WHEP, /metrics, the demo page) [default: 127.0.0.1:8080].
+    #[arg(long, env = "STRATA_HTTP")]
+    http: Option<SocketAddr>,
+    /// The UDP socket for all media [default: 127.0.0.1:50000].
+    #[arg(long, env = "STRATA_UDP")]
+    udp: Option<SocketAddr>,
+    /// The IP address announced in ICE candidates (the UDP socket's by default).
+    #[arg(long, env = "STRATA_PUBLIC_IP")]
+    public_ip: Option<IpAddr>,
+    /// A bearer token allowed to publish and watch (repeat, or comma-separated in the env).
+    #[arg(long = "token", env = "STRATA_TOKENS", value_delimiter = ',')]
+    tokens: Vec<String>,
+    /// Secret of HS256 JWTs with room and publish/subscribe grants.
+    #[arg(long, env = "STRATA_JWT_SECRET")]
+    jwt_secret: Option<String>,
+    /// Least time between keyframe requests to a publisher's stream, in ms [default: 500].
+    #[arg(long, env = "STRATA_KEYFRAME_INTERVAL_MS")]
+    keyframe_interval_ms: Option<u64>,
+    /// Log filter, e.g. `info` or `sfu=debug` [default: info].
+    #[arg(long, env = "STRATA_LOG")]
+    log: Option<String>,
+}
+
+impl ServeArgs {
+    fn config(self) -> Result<NodeConfig, String> {
+        let mut config = match &self.config {
+            Some(path) => NodeConfig::from_file(path).map_err(|e| e.to_string())?,
+            None => NodeConfig::default(),
+        };
+        config.http = self.http.unwrap_or(config.http);
+        config.udp = self.udp.unwrap_or(config.udp);
+        config.public_ip = self.public_ip.or(config.public_ip);
+        if !self.tokens.is_empty() {
+            config.tokens = self.tokens;
+        }
+        config.jwt_secret = self.jwt_secret.or(config.jwt_secret);
+        config.keyframe_interval_ms = self
+            .keyframe_interval_ms
+            .unwrap_or(config.keyframe_interval_ms);
+        config.log = self.log.unwrap_or(config.log);
+        Ok(config)
+    }
+
+    pub fn run(self) -> ExitCode {
+        let config = match self.config() {
+            Ok(config) => config,
+            Err(e) => {
+                eprintln!("sfu serve: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let filter = EnvFilter::try_new(&config.log).unwrap_or_else(|_| EnvFilter::new("info"));
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(e) => {
+                eprintln!("sfu serve: no async runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        match runtime.block_on(serve(config)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sfu serve: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+}

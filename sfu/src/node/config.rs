@@ -1,0 +1,149 @@
+//! The node's settings: built-in defaults, overridden by a TOML file, overridden by flags and
+//! environment variables (the command line parses both; see `sfu serve --help`).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Everything `sfu serve` can be told. Every field has a default, so an empty file (or none)
+/// is a complete configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Where WHIP, WHEP, `/metrics` and the demo page are served.
+    pub http: SocketAddr,
+    /// The one UDP socket all media, STUN and DTLS share.
+    pub udp: SocketAddr,
+    /// The address put in ICE candidates; by default the UDP socket's own, or loopback when
+    /// that is unspecified (0.0.0.0).
+    pub public_ip: Option<IpAddr>,
+    /// Static bearer tokens allowed to publish and watch any room.
+    pub tokens: Vec<String>,
+    /// Secret of HS256 JWTs carrying room and publish/subscribe grants.
+    pub jwt_secret: Option<String>,
+    /// Least time between two keyframe requests to one publisher's stream.
+    pub keyframe_interval_ms: u64,
+    /// Tracing filter (`info`, `sfu=debug`, ...).
+    pub log: String,
+    /// Bitrate a publisher's video encoder is asked to start at and stay above (kbit/s), put
+    /// in the answer's fmtp line; 0 leaves the encoder to its own estimate.
+    pub publisher_bitrate_kbps: u32,
+    /// Largest signaling body accepted (an SDP offer is a few KiB).
+    pub max_body_bytes: usize,
+    /// A peer that sends no STUN for this long is gone.
+    pub peer_timeout_ms: u64,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        Self {
+            http: SocketAddr::new(loopback, 8080),
+            udp: SocketAddr::new(loopback, 50_000),
+            public_ip: None,
+            tokens: Vec::new(),
+            jwt_secret: None,
+            keyframe_interval_ms: 500,
+            // The DTLS crate warns about every TLS 1.3 extension a browser offers.
+            log: "info,dtls=error".to_owned(),
+            // Without bandwidth probing toward it a publisher ramps up slowly; pinning its
+            // start rate lets every spatial layer flow from the first seconds.
+            publisher_bitrate_kbps: 2500,
+            max_body_bytes: 64 * 1024,
+            peer_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// A configuration file that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("bad configuration in {path}: {source}")]
+    Parse {
+        path: String,
+        source: Box<toml::de::Error>,
+    },
+}
+
+impl NodeConfig {
+    /// Reads a TOML file; keys it leaves out keep their defaults.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: name.clone(),
+            source,
+        })?;
+        Self::from_toml(&text).map_err(|source| ConfigError::Parse {
+            path: name,
+            source: Box::new(source),
+        })
+    }
+
+    pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    /// The address announced in ICE candidates.
+    pub fn announced_ip(&self) -> IpAddr {
+        match self.public_ip {
+            Some(ip) => ip,
+            None if self.udp.ip().is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            None => self.udp.ip(),
+        }
+    }
+
+    pub fn keyframe_interval(&self) -> Duration {
+        Duration::from_millis(self.keyframe_interval_ms)
+    }
+
+    pub fn peer_timeout(&self) -> Duration {
+        Duration::from_millis(self.peer_timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_is_the_defaults() {
+        assert_eq!(NodeConfig::from_toml(""), Ok(NodeConfig::default()));
+        let defaults = NodeConfig::default();
+        assert_eq!(defaults.http.to_string(), "127.0.0.1:8080");
+        assert_eq!(defaults.announced_ip().to_string(), "127.0.0.1");
+    }
+
+    #[test]
+    fn file_values_override_defaults() {
+        let config = NodeConfig::from_toml(
+            "udp = \"0.0.0.0:40000\"\npublic_ip = \"203.0.113.7\"\ntokens = [\"a\", \"b\"]\n\
+             keyframe_interval_ms = 1000\n",
+        )
+        .expect("valid");
+        assert_eq!(config.udp.port(), 40_000);
+        assert_eq!(config.announced_ip().to_string(), "203.0.113.7");
+        assert_eq!(config.tokens, ["a", "b"]);
+        assert_eq!(config.keyframe_interval(), Duration::from_secs(1));
+        assert_eq!(config.http, NodeConfig::default().http);
+    }
+
+    #[test]
+    fn unspecified_udp_address_announces_loopback() {
+        let config = NodeConfig::from_toml("udp = \"0.0.0.0:40000\"").expect("valid");
+        assert_eq!(config.announced_ip().to_string(), "127.0.0.1");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors() {
+        let unknown = NodeConfig::from_toml("htp = \"127.0.0.1:1\"").expect_err("typo");
+        assert!(unknown.to_string().contains("htp"), "{unknown}");
+        assert!(NodeConfig::from_toml("udp = \"not an address\"").is_err());
+    }
+}

@@ -1,0 +1,250 @@
+//! The HTTP side of the node: WHIP (RFC 9725) and WHEP endpoints, CORS, `/metrics` and the
+//! demo page. Handlers only translate HTTP to [`Signaling`] calls and back.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::header::{self, HeaderMap, HeaderValue};
+use axum::http::{Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+use super::auth::Grant;
+use super::peer::PeerId;
+use super::signaling::{Kind, SignalError, Signaling};
+use selector::Layer;
+
+const DEMO_PAGE: &str = include_str!("demo.html");
+
+/// The routes, sharing one [`Signaling`].
+pub fn routes(signaling: Arc<Signaling>, max_body_bytes: usize) -> axum::Router {
+    axum::Router::new()
+        .route("/", get(|| async { Html(DEMO_PAGE) }))
+        .route("/metrics", get(metrics))
+        .route("/whip/{room}", post(publish))
+        .route("/whep/{room}", post(watch))
+        .route(
+            "/whip/{room}/{id}",
+            axum::routing::delete(end_publisher).patch(patch_publisher),
+        )
+        .route(
+            "/whep/{room}/{id}",
+            axum::routing::delete(end_viewer).patch(patch_viewer),
+        )
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn(cors))
+        .with_state(signaling)
+}
+
+/// Lets pages of any origin publish and watch (the bearer token is the access control): the
+/// preflight is answered here, and every response exposes `Location`.
+async fn cors(request: Request, next: Next) -> Response {
+    let mut response = if request.method() == Method::OPTIONS {
+        let mut preflight = StatusCode::NO_CONTENT.into_response();
+        let headers = preflight.headers_mut();
+        headers.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("GET, POST, PATCH, DELETE, OPTIONS"),
+        );
+        headers.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static("Authorization, Content-Type, If-Match"),
+        );
+        headers.insert(
+            header::ACCESS_CONTROL_MAX_AGE,
+            HeaderValue::from_static("86400"),
+        );
+        preflight
+    } else {
+        next.run(request).await
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("Location, Link, ETag"),
+    );
+    response
+}
+
+impl IntoResponse for SignalError {
+    fn into_response(self) -> Response {
+        let status = match self {
+            SignalError::BadOffer(_) | SignalError::BadBody(_) => StatusCode::BAD_REQUEST,
+            SignalError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            SignalError::NotSdp => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            SignalError::NotFound => StatusCode::NOT_FOUND,
+            SignalError::Conflict => StatusCode::CONFLICT,
+            SignalError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        let mut response = (status, format!("{self}\n")).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+fn authorization(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::AUTHORIZATION)?.to_str().ok()
+}
+
+fn content_type_is(headers: &HeaderMap, wanted: &str) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(wanted))
+}
+
+fn offer_text(headers: &HeaderMap, body: &Bytes) -> Result<String, SignalError> {
+    if !content_type_is(headers, "application/sdp") {
+        return Err(SignalError::NotSdp);
+    }
+    String::from_utf8(body.to_vec()).map_err(|_| SignalError::BadBody("the offer is not UTF-8"))
+}
+
+/// 201 Created with the answer and the session's resource.
+fn created(kind: Kind, room: &str, id: PeerId, answer: String) -> Response {
+    let location = format!("/{}/{room}/{id}", kind.path());
+    let mut response = (StatusCode::CREATED, answer).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/sdp"),
+    );
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        headers.insert(header::LOCATION, value);
+    }
+    response
+}
+
+async fn publish(
+    State(signaling): State<Arc<Signaling>>,
+    Path(room): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, SignalError> {
+    signaling.authorize(authorization(&headers), &room, Grant::Publish)?;
+    let offer = offer_text(&headers, &body)?;
+    let (id, answer) = signaling.publish(&room, &offer).await?;
+    Ok(created(Kind::Publisher, &room, id, answer))
+}
+
+/// `?spatial=S&temporal=T`; either left out means the best available.
+#[derive(Debug, Default, Deserialize)]
+struct LayerChoice {
+    spatial: Option<u8>,
+    temporal: Option<u8>,
+}
+
+impl LayerChoice {
+    fn layer(&self) -> Layer {
+        Layer::new(
+            self.spatial.unwrap_or(u8::MAX),
+            self.temporal.unwrap_or(u8::MAX),
+        )
+    }
+}
+
+async fn watch(
+    State(signaling): State<Arc<Signaling>>,
+    Path(room): Path<String>,
+    choice: Result<Query<LayerChoice>, QueryRejection>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, SignalError> {
+    signaling.authorize(authorization(&headers), &room, Grant::Subscribe)?;
+    let Ok(Query(choice)) = choice else {
+        return Err(SignalError::BadBody("spatial and temporal must be numbers"));
+    };
+    let offer = offer_text(&headers, &body)?;
+    let (id, answer) = signaling.watch(&room, &offer, choice.layer()).await?;
+    Ok(created(Kind::Viewer, &room, id, answer))
+}
+
+async fn end(
+    signaling: &Signaling,
+    kind: Kind,
+    (room, id): (String, u64),
+    headers: &HeaderMap,
+) -> Result<StatusCode, SignalError> {
+    signaling.authorize(authorization(headers), &room, kind.grant())?;
+    signaling.end(kind, &room, PeerId(id)).await?;
+    Ok(StatusCode::OK)
+}
+
+async fn end_publisher(
+    State(signaling): State<Arc<Signaling>>,
+    Path(resource): Path<(String, u64)>,
+    headers: HeaderMap,
+) -> Result<StatusCode, SignalError> {
+    end(&signaling, Kind::Publisher, resource, &headers).await
+}
+
+async fn end_viewer(
+    State(signaling): State<Arc<Signaling>>,
+    Path(resource): Path<(String, u64)>,
+    headers: HeaderMap,
+) -> Result<StatusCode, SignalError> {
+    end(&signaling, Kind::Viewer, resource, &headers).await
+}
+
+/// Trickle ICE (`application/trickle-ice-sdpfrag`): an ICE-lite node learns the browser's
+/// addresses from its binding requests, so the fragment is accepted and needs nothing more.
+async fn patch_publisher(
+    State(signaling): State<Arc<Signaling>>,
+    Path((room, id)): Path<(String, u64)>,
+    headers: HeaderMap,
+) -> Result<StatusCode, SignalError> {
+    signaling.authorize(authorization(&headers), &room, Grant::Publish)?;
+    signaling.exists(Kind::Publisher, &room, PeerId(id))?;
+    trickle(&headers)
+}
+
+fn trickle(headers: &HeaderMap) -> Result<StatusCode, SignalError> {
+    if content_type_is(headers, "application/trickle-ice-sdpfrag") {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(SignalError::BadBody(
+            "PATCH takes application/trickle-ice-sdpfrag (or, on a viewer, application/json)",
+        ))
+    }
+}
+
+/// `{"spatial":S,"temporal":T}` changes the viewer's layer; a trickle fragment is accepted.
+async fn patch_viewer(
+    State(signaling): State<Arc<Signaling>>,
+    Path((room, id)): Path<(String, u64)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<StatusCode, SignalError> {
+    signaling.authorize(authorization(&headers), &room, Grant::Subscribe)?;
+    signaling.exists(Kind::Viewer, &room, PeerId(id))?;
+    if !content_type_is(&headers, "application/json") {
+        return trickle(&headers);
+    }
+    let choice: LayerChoice = serde_json::from_slice(&body)
+        .map_err(|_| SignalError::BadBody("expected {\"spatial\":S,\"temporal\":T}"))?;
+    signaling.set_layer(PeerId(id), choice.layer()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn metrics(State(signaling): State<Arc<Signaling>>) -> Result<Response, SignalError> {
+    let text = signaling.metrics().await?.render();
+    let mut response = text.into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    Ok(response)
+}

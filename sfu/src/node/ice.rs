@@ -1,0 +1,206 @@
+//! ICE-lite (RFC 8445 section 2.5): the node has one host candidate and never checks
+//! connectivity itself; it answers the browser's STUN binding requests (RFC 5389) and takes
+//! the address the browser nominates with USE-CANDIDATE.
+//!
+//! STUN is parsed with the `stun` crate. It allocates per message, which is fine: binding
+//! requests arrive a few times per second per peer, never per media packet.
+
+use std::net::SocketAddr;
+
+use stun::agent::TransactionId;
+use stun::attributes::{ATTR_USERNAME, ATTR_USE_CANDIDATE};
+use stun::fingerprint::FINGERPRINT;
+use stun::integrity::MessageIntegrity;
+use stun::message::{Message, Setter, BINDING_REQUEST, BINDING_SUCCESS};
+use stun::textattrs::TextAttribute;
+use stun::xoraddr::XorMappedAddress;
+
+/// Why a STUN message was not answered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IceError {
+    #[error("not a STUN message")]
+    NotStun,
+    #[error("STUN message is not a binding request")]
+    NotBindingRequest,
+    #[error("binding request without a USERNAME of the form local:remote")]
+    BadUsername,
+    #[error("binding request for an unknown ufrag")]
+    UnknownUfrag,
+    #[error("binding request with a wrong MESSAGE-INTEGRITY")]
+    BadIntegrity,
+    #[error("binding message could not be built")]
+    Encode,
+}
+
+/// A binding request whose USERNAME was read but whose integrity is not checked yet (that
+/// needs the password of the peer the ufrag names).
+#[derive(Debug)]
+pub struct BindingRequest {
+    message: Message,
+    /// Our ufrag: the part of USERNAME before the colon, which names the peer.
+    pub local_ufrag: String,
+    /// The browser nominated this address (RFC 8445 section 7.3.1.5).
+    pub use_candidate: bool,
+}
+
+impl BindingRequest {
+    pub fn parse(datagram: &[u8]) -> Result<Self, IceError> {
+        if !stun::message::is_message(datagram) {
+            return Err(IceError::NotStun);
+        }
+        let mut message = Message::new();
+        message.raw = datagram.to_vec();
+        message.decode().map_err(|_| IceError::NotStun)?;
+        if message.typ != BINDING_REQUEST {
+            return Err(IceError::NotBindingRequest);
+        }
+        let username = TextAttribute::get_from_as(&message, ATTR_USERNAME)
+            .map_err(|_| IceError::BadUsername)?;
+        let local_ufrag = username
+            .text
+            .split_once(':')
+            .map(|(local, _)| local.to_owned())
+            .ok_or(IceError::BadUsername)?;
+        let use_candidate = message.contains(ATTR_USE_CANDIDATE);
+        Ok(Self {
+            message,
+            local_ufrag,
+            use_candidate,
+        })
+    }
+
+    /// Checks MESSAGE-INTEGRITY with our password and writes the success response: the
+    /// browser's address as XOR-MAPPED-ADDRESS, signed and fingerprinted.
+    pub fn answer(mut self, local_pwd: &str, from: SocketAddr) -> Result<Vec<u8>, IceError> {
+        MessageIntegrity::new_short_term_integrity(local_pwd.to_owned())
+            .check(&mut self.message)
+            .map_err(|_| IceError::BadIntegrity)?;
+        let mut response = Message::new();
+        let setters: [Box<dyn Setter>; 5] = [
+            Box::new(self.message.clone()),
+            Box::new(BINDING_SUCCESS),
+            Box::new(XorMappedAddress {
+                ip: from.ip(),
+                port: from.port(),
+            }),
+            Box::new(MessageIntegrity::new_short_term_integrity(
+                local_pwd.to_owned(),
+            )),
+            Box::new(FINGERPRINT),
+        ];
+        response.build(&setters).map_err(|_| IceError::Encode)?;
+        Ok(response.raw)
+    }
+}
+
+/// The USE-CANDIDATE flag (an attribute without a value).
+struct UseCandidate;
+
+impl Setter for UseCandidate {
+    fn add_to(&self, m: &mut Message) -> Result<(), stun::Error> {
+        m.add(ATTR_USE_CANDIDATE, &[]);
+        Ok(())
+    }
+}
+
+/// A binding request as a browser sends one to us: USERNAME `ours:theirs`, signed with our
+/// password. For tests and tools that play the browser's part.
+pub fn binding_request(
+    username: &str,
+    password: &str,
+    nominate: bool,
+) -> Result<Vec<u8>, IceError> {
+    let mut setters: Vec<Box<dyn Setter>> = vec![
+        Box::new(BINDING_REQUEST),
+        Box::new(TransactionId::new()),
+        Box::new(TextAttribute::new(ATTR_USERNAME, username.to_owned())),
+    ];
+    if nominate {
+        setters.push(Box::new(UseCandidate));
+    }
+    setters.push(Box::new(MessageIntegrity::new_short_term_integrity(
+        password.to_owned(),
+    )));
+    setters.push(Box::new(FINGERPRINT));
+    let mut m = Message::new();
+    m.build(&setters).map_err(|_| IceError::Encode)?;
+    Ok(m.raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use stun::message::Getter;
+
+    use super::*;
+
+    const PWD: &str = "abcdefghijklmnopqrstuvwx";
+
+    fn request(username: &str, pwd: &str, nominate: bool) -> Vec<u8> {
+        binding_request(username, pwd, nominate).expect("valid request")
+    }
+
+    #[test]
+    fn a_signed_request_is_answered_with_the_mapped_address() {
+        let from: SocketAddr = "127.0.0.1:40123".parse().expect("address");
+        let raw = request("srv1:brw1", PWD, true);
+        let parsed = BindingRequest::parse(&raw).expect("binding request");
+        assert_eq!(parsed.local_ufrag, "srv1");
+        assert!(parsed.use_candidate);
+        let answer = parsed.answer(PWD, from).expect("answered");
+
+        let mut response = Message::new();
+        response.raw = answer;
+        response.decode().expect("STUN");
+        assert_eq!(response.typ, BINDING_SUCCESS);
+        let mut mapped = XorMappedAddress::default();
+        mapped.get_from(&response).expect("mapped address");
+        assert_eq!((mapped.ip, mapped.port), (from.ip(), from.port()));
+        MessageIntegrity::new_short_term_integrity(PWD.to_owned())
+            .check(&mut response)
+            .expect("signed with our password");
+        let mut original = Message::new();
+        original.raw = raw;
+        original.decode().expect("STUN");
+        assert_eq!(response.transaction_id, original.transaction_id);
+    }
+
+    #[test]
+    fn wrong_password_and_bad_usernames_are_refused() {
+        let from: SocketAddr = "127.0.0.1:1".parse().expect("address");
+        let raw = request("srv1:brw1", "another password here!!", false);
+        let parsed = BindingRequest::parse(&raw).expect("parses");
+        assert!(!parsed.use_candidate);
+        assert_eq!(parsed.answer(PWD, from), Err(IceError::BadIntegrity));
+        let raw = request("no-colon", PWD, false);
+        assert_eq!(
+            BindingRequest::parse(&raw).map(|_| ()),
+            Err(IceError::BadUsername)
+        );
+        assert_eq!(
+            BindingRequest::parse(&[0x80, 0x60, 0, 0]).map(|_| ()),
+            Err(IceError::NotStun)
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn hostile_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let from: SocketAddr = "127.0.0.1:1".parse().expect("address");
+            if let Ok(request) = BindingRequest::parse(&bytes) {
+                let _ = request.answer(PWD, from);
+            }
+        }
+
+        #[test]
+        fn mangled_requests_never_panic(flip in 0usize..120, value: u8) {
+            let from: SocketAddr = "127.0.0.1:1".parse().expect("address");
+            let mut raw = request("srv1:brw1", PWD, true);
+            let at = flip % raw.len();
+            raw[at] = value;
+            if let Ok(request) = BindingRequest::parse(&raw) {
+                let _ = request.answer(PWD, from);
+            }
+        }
+    }
+}

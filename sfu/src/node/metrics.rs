@@ -1,0 +1,232 @@
+//! What the node counts, and `/metrics` in the Prometheus text exposition format.
+
+use std::fmt::Write;
+
+/// Why the node dropped a datagram or a packet before the engine saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// Not STUN, and from an address no session was nominated at.
+    UnknownSource,
+    /// A first byte no RFC 7983 range of ours claims.
+    NotWebRtc,
+    /// STUN that is not a valid binding request for one of our sessions.
+    BadStun,
+    /// SRTP before the session's DTLS handshake finished.
+    NoKeys,
+    /// SRTP or SRTCP that failed authentication or replay protection (or failed to encrypt).
+    SrtpRejected,
+    /// RTP from a viewer.
+    NotAPublisher,
+    /// RTP the engine refused (malformed, unknown SSRC, duplicate, ...).
+    RtpRejected,
+    /// A packet for a session not connected yet (no nominated address or no keys).
+    NotConnected,
+}
+
+impl DropReason {
+    const ALL: [DropReason; 8] = [
+        Self::UnknownSource,
+        Self::NotWebRtc,
+        Self::BadStun,
+        Self::NoKeys,
+        Self::SrtpRejected,
+        Self::NotAPublisher,
+        Self::RtpRejected,
+        Self::NotConnected,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::UnknownSource => "unknown_source",
+            Self::NotWebRtc => "not_webrtc",
+            Self::BadStun => "bad_stun",
+            Self::NoKeys => "no_keys",
+            Self::SrtpRejected => "srtp_rejected",
+            Self::NotAPublisher => "not_a_publisher",
+            Self::RtpRejected => "rtp_rejected",
+            Self::NotConnected => "not_connected",
+        }
+    }
+}
+
+/// The node's own counters (the engine keeps its own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCounters {
+    pub datagrams_in: u64,
+    pub bytes_in: u64,
+    pub rtp_out: u64,
+    pub bytes_out: u64,
+    dropped: [u64; DropReason::ALL.len()],
+}
+
+impl NodeCounters {
+    pub fn drop(&mut self, reason: DropReason) {
+        self.dropped[reason as usize] += 1;
+    }
+
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.dropped[reason as usize]
+    }
+}
+
+/// Everything `/metrics` shows, gathered from the node and the engine in one pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub rooms: usize,
+    pub publishers: usize,
+    pub viewers: usize,
+    pub tracks: usize,
+    pub subscriptions: usize,
+    pub node: NodeCounters,
+    pub rtp_in: u64,
+    /// Dropped by the engine's receivers (malformed, duplicate, unreadable DD, ...).
+    pub engine_dropped_in: u64,
+    pub bad_rtcp: u64,
+    pub nacks_sent: u64,
+    pub retransmissions: u64,
+    pub keyframes_asked: u64,
+    pub keyframe_requests_sent: u64,
+}
+
+struct Family<'a> {
+    name: &'a str,
+    help: &'a str,
+    kind: &'a str,
+}
+
+fn family(out: &mut String, f: Family<'_>, samples: &[(&str, u64)]) {
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "# HELP strata_{} {}", f.name, f.help);
+    let _ = writeln!(out, "# TYPE strata_{} {}", f.name, f.kind);
+    for (labels, value) in samples {
+        let _ = writeln!(out, "strata_{}{labels} {value}", f.name);
+    }
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, value: usize) {
+    let kind = "gauge";
+    family(out, Family { name, help, kind }, &[("", value as u64)]);
+}
+
+fn counter(out: &mut String, name: &str, help: &str, value: u64) {
+    let kind = "counter";
+    family(out, Family { name, help, kind }, &[("", value)]);
+}
+
+impl Snapshot {
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        gauge(&mut out, "rooms", "Rooms with a session.", self.rooms);
+        gauge(&mut out, "publishers", "WHIP sessions.", self.publishers);
+        gauge(&mut out, "subscribers", "WHEP sessions.", self.viewers);
+        gauge(&mut out, "tracks", "Published tracks.", self.tracks);
+        let subs = "Subscriptions (one per viewer track).";
+        gauge(&mut out, "subscriptions", subs, self.subscriptions);
+        let n = &self.node;
+        counter(
+            &mut out,
+            "datagrams_in_total",
+            "UDP datagrams received.",
+            n.datagrams_in,
+        );
+        counter(
+            &mut out,
+            "bytes_in_total",
+            "UDP bytes received.",
+            n.bytes_in,
+        );
+        counter(
+            &mut out,
+            "packets_in_total",
+            "RTP packets given to the engine.",
+            self.rtp_in,
+        );
+        counter(
+            &mut out,
+            "packets_out_total",
+            "RTP packets sent.",
+            n.rtp_out,
+        );
+        counter(&mut out, "bytes_out_total", "UDP bytes sent.", n.bytes_out);
+        let labels: Vec<String> = DropReason::ALL
+            .iter()
+            .map(|r| format!("{{reason=\"{}\"}}", r.label()))
+            .collect();
+        let mut drops: Vec<(&str, u64)> = DropReason::ALL
+            .iter()
+            .zip(&labels)
+            .map(|(&r, l)| (l.as_str(), n.dropped(r)))
+            .collect();
+        drops.push(("{reason=\"engine\"}", self.engine_dropped_in));
+        drops.push(("{reason=\"bad_rtcp\"}", self.bad_rtcp));
+        let name = "dropped_total";
+        let help = "Packets dropped, by reason.";
+        family(
+            &mut out,
+            Family {
+                name,
+                help,
+                kind: "counter",
+            },
+            &drops,
+        );
+        let nacks = "NACKs sent to publishers.";
+        counter(&mut out, "nacks_sent_total", nacks, self.nacks_sent);
+        let rtx = "Packets retransmitted to subscribers on their NACKs.";
+        counter(&mut out, "retransmissions_total", rtx, self.retransmissions);
+        let asked = "Keyframes asked for (subscriber PLI/FIR and layer switches).";
+        counter(
+            &mut out,
+            "keyframes_asked_total",
+            asked,
+            self.keyframes_asked,
+        );
+        let sent = "Keyframe requests (PLI or FIR) sent to publishers.";
+        counter(
+            &mut out,
+            "keyframe_requests_sent_total",
+            sent,
+            self.keyframe_requests_sent,
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(text: &str, series: &str) -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn every_series_is_typed_and_carries_its_value() {
+        let mut node = NodeCounters::default();
+        node.drop(DropReason::SrtpRejected);
+        node.drop(DropReason::SrtpRejected);
+        node.rtp_out = 41;
+        let snapshot = Snapshot {
+            rooms: 2,
+            tracks: 3,
+            node,
+            keyframe_requests_sent: 5,
+            ..Snapshot::default()
+        };
+        let text = snapshot.render();
+        assert_eq!(value(&text, "strata_rooms"), Some(2));
+        assert_eq!(value(&text, "strata_tracks"), Some(3));
+        assert_eq!(value(&text, "strata_packets_out_total"), Some(41));
+        let srtp = "strata_dropped_total{reason=\"srtp_rejected\"}";
+        assert_eq!(value(&text, srtp), Some(2));
+        assert_eq!(value(&text, "strata_keyframe_requests_sent_total"), Some(5));
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let name = line.split(['{', ' ']).next().expect("a name");
+            assert!(
+                text.contains(&format!("# TYPE {name} ")),
+                "{name} has a TYPE line"
+            );
+        }
+    }
+}

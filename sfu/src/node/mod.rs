@@ -1,0 +1,31 @@
+//! The standalone node (`sfu serve`): WHIP/WHEP signaling over HTTP, ICE-lite, DTLS-SRTP and
+//! all media on one UDP port, around the sans-IO engine.
+//!
+//! - [`config`]: defaults, TOML file, flags and environment.
+//! - [`sdp`]: offers read, what to accept negotiated, answers written.
+//! - [`auth`]: bearer tokens, static or HS256 JWT with room grants.
+//! - [`ice`]: STUN binding requests answered as an ICE-lite agent.
+//! - [`dtls`]: the DTLS 1.2 server handshake that yields the SRTP keys.
+//! - [`srtp`]: SRTP and SRTCP behind our own trait; [`replay`]: its replay windows.
+//! - [`peer`]: one WHIP or WHEP session.
+//! - [`core`]: the sessions and the engine behind one UDP port, sans-IO.
+//! - [`media_loop`]: the task that owns the core, the socket and the clock.
+//! - [`signaling`]: an offer to a session and an answer.
+//! - [`http`]: the WHIP/WHEP routes, CORS, `/metrics`, the demo page.
+//! - [`metrics`]: counters and the Prometheus text format.
+//! - [`server`]: start, run, shut down.
+
+pub mod auth;
+pub mod config;
+pub mod core;
+pub mod dtls;
+pub mod http;
+pub mod ice;
+pub mod media_loop;
+pub mod metrics;
+pub mod peer;
+pub mod replay;
+pub mod sdp;
+pub mod server;
+pub mod signaling;
+pub mod srtp;

@@ -1,0 +1,431 @@
+//! The node's answer (RFC 3264, RFC 8829 section 5.3), written from a plan: ICE lite with host
+//! candidates, DTLS passive, one BUNDLE group, and per section the codec, RTX, feedback and
+//! header extensions accepted.
+
+use std::net::SocketAddr;
+
+use rand::Rng;
+use rtp_ext::codec::{Codec, MediaKind};
+use sdp::description::common::{Address, Attribute, ConnectionInformation};
+use sdp::description::media::{MediaDescription, MediaName, RangedPort};
+use sdp::description::session::{Origin, TimeDescription, Timing};
+use sdp::SessionDescription;
+
+use super::{Direction, OfferedCodec, PublishedMedia, PublisherPlan, Section, ViewedMedia};
+use super::{Extmap, ViewerPlan};
+
+/// The transport of every accepted section (RFC 8829 section 5.1.2).
+const PROTO: [&str; 4] = ["UDP", "TLS", "RTP", "SAVPF"];
+
+/// The priority of the first host candidate: type preference 126, local preference 65535,
+/// component 1 (RFC 8445 section 5.1.2.1).
+const HOST_PRIORITY: u32 = 2_130_706_431;
+
+/// What the node sends in a viewer's section: one media stream and its RTX stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendSource {
+    /// The SSRC of the media stream.
+    pub ssrc: u32,
+    /// The SSRC of the RTX stream; left out of the answer when the viewer's codec has no RTX.
+    pub rtx_ssrc: Option<u32>,
+    /// The RTCP CNAME (RFC 7022).
+    pub cname: String,
+    /// The MediaStream id of `a=msid` (RFC 8830).
+    pub stream_id: String,
+    /// The track id of `a=msid`.
+    pub track_id: String,
+}
+
+/// One section of the answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnswerMedia {
+    /// A section answered with port 0.
+    Rejected {
+        /// The offered `a=mid`.
+        mid: String,
+        /// The offered media.
+        media_type: String,
+        /// The offered transport.
+        proto: String,
+        /// The offered formats.
+        formats: Vec<String>,
+    },
+    /// A publisher's section: the node receives.
+    Receive(PublishedMedia),
+    /// A viewer's section: the node sends, from `source` once it is known.
+    Send {
+        /// What was negotiated.
+        media: ViewedMedia,
+        /// The stream sent; `None` while the room publishes nothing for this section, when
+        /// the viewer finds the stream by its mid (RFC 8843 section 9.2).
+        source: Option<SendSource>,
+    },
+}
+
+impl AnswerMedia {
+    /// The answer's sections for a publisher's plan.
+    pub fn for_publisher(plan: &PublisherPlan) -> Vec<Self> {
+        plan.sections
+            .iter()
+            .map(|section| Self::from_section(section, |media| Self::Receive(media.clone())))
+            .collect()
+    }
+
+    /// The answer's sections for a viewer's plan, with the stream `source_of` gives for each
+    /// accepted section.
+    pub fn for_viewer(
+        plan: &ViewerPlan,
+        source_of: impl Fn(&ViewedMedia) -> Option<SendSource>,
+    ) -> Vec<Self> {
+        plan.sections
+            .iter()
+            .map(|section| {
+                Self::from_section(section, |media| Self::Send {
+                    media: media.clone(),
+                    source: source_of(media),
+                })
+            })
+            .collect()
+    }
+
+    fn from_section<T>(section: &Section<T>, accepted: impl Fn(&T) -> Self) -> Self {
+        match section {
+            Section::Accepted(media) => accepted(media),
+            Section::Rejected {
+                mid,
+                media_type,
+                proto,
+                formats,
+                ..
+            } => Self::Rejected {
+                mid: mid.clone(),
+                media_type: media_type.clone(),
+                proto: proto.clone(),
+                formats: formats.clone(),
+            },
+        }
+    }
+
+    fn accepted_mid(&self) -> Option<&str> {
+        match self {
+            Self::Rejected { .. } => None,
+            Self::Receive(media) => Some(&media.mid),
+            Self::Send { media, .. } => Some(&media.mid),
+        }
+    }
+}
+
+/// Everything the answer says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerParams {
+    /// The node's ICE username fragment.
+    pub ice_ufrag: String,
+    /// The node's ICE password.
+    pub ice_pwd: String,
+    /// The SHA-256 fingerprint of the node's DTLS certificate, as colon-separated hex pairs.
+    pub fingerprint: String,
+    /// The node's host candidates.
+    pub candidates: Vec<SocketAddr>,
+    /// The offer allowed one- and two-byte header extensions to mix.
+    pub extmap_allow_mixed: bool,
+    /// Appended to the format parameters of video codecs received from a publisher, such as
+    /// `x-google-min-bitrate=2500;x-google-start-bitrate=2500`, to pin the sender's bitrate.
+    pub video_fmtp_suffix: Option<String>,
+    /// One entry per offered section, in the offer's order.
+    pub media: Vec<AnswerMedia>,
+}
+
+/// Writes the answer.
+pub fn build_answer(params: &AnswerParams) -> String {
+    let mids: Vec<&str> = params
+        .media
+        .iter()
+        .filter_map(AnswerMedia::accepted_mid)
+        .collect();
+    let mut attributes = Vec::new();
+    if !mids.is_empty() {
+        attributes.push(attribute("group", format!("BUNDLE {}", mids.join(" "))));
+    }
+    attributes.push(flag("ice-lite"));
+    if params.extmap_allow_mixed {
+        attributes.push(flag("extmap-allow-mixed"));
+    }
+    attributes.push(attribute("msid-semantic", " WMS *"));
+    SessionDescription {
+        version: 0,
+        origin: Origin {
+            username: "-".to_owned(),
+            // JSEP (RFC 8829 section 5.2.1) wants a random id that fits a signed 64-bit int.
+            session_id: rand::rng().random::<u64>() >> 1,
+            session_version: 2,
+            network_type: "IN".to_owned(),
+            address_type: "IP4".to_owned(),
+            unicast_address: "127.0.0.1".to_owned(),
+        },
+        session_name: "-".to_owned(),
+        time_descriptions: vec![TimeDescription {
+            timing: Timing {
+                start_time: 0,
+                stop_time: 0,
+            },
+            repeat_times: Vec::new(),
+        }],
+        attributes,
+        media_descriptions: params.media.iter().map(|m| section(params, m)).collect(),
+        ..SessionDescription::default()
+    }
+    .marshal()
+}
+
+fn section(params: &AnswerParams, media: &AnswerMedia) -> MediaDescription {
+    match media {
+        AnswerMedia::Rejected {
+            mid,
+            media_type,
+            proto,
+            formats,
+        } => media_description(
+            MediaName {
+                media: media_type.clone(),
+                port: RangedPort {
+                    value: 0,
+                    range: None,
+                },
+                protos: proto.split('/').map(str::to_owned).collect(),
+                formats: formats.clone(),
+            },
+            vec![attribute("mid", mid), flag(Direction::Inactive.as_str())],
+        ),
+        AnswerMedia::Receive(published) => receive_section(params, published),
+        AnswerMedia::Send { media, source } => send_section(params, media, source.as_ref()),
+    }
+}
+
+/// A publisher's section: recvonly, the codec with the configured fmtp suffix for video, and
+/// the RIDs received under simulcast (RFC 8853 section 5.3).
+fn receive_section(params: &AnswerParams, media: &PublishedMedia) -> MediaDescription {
+    let suffix = match media.kind {
+        MediaKind::Video => params.video_fmtp_suffix.as_deref(),
+        MediaKind::Audio => None,
+    };
+    let codecs = std::slice::from_ref(&media.codec);
+    let mut attributes = transport_attributes(params, &media.mid, &media.extensions);
+    attributes.push(flag(Direction::RecvOnly.as_str()));
+    attributes.extend(rtcp_attributes());
+    attributes.extend(codec_attributes(codecs, suffix));
+    if !media.rids.is_empty() {
+        attributes.extend(
+            media
+                .rids
+                .iter()
+                .map(|rid| attribute("rid", format!("{rid} recv"))),
+        );
+        attributes.push(attribute(
+            "simulcast",
+            format!("recv {}", media.rids.join(";")),
+        ));
+    }
+    attributes.extend(candidate_attributes(&params.candidates));
+    media_description(accepted_name(media.kind, codecs), attributes)
+}
+
+/// A viewer's section: sendonly, the viewer's payload types, and the stream's `a=msid` and
+/// `a=ssrc` lines (RFC 8830, RFC 5576) so the viewer knows it before the first packet.
+fn send_section(
+    params: &AnswerParams,
+    media: &ViewedMedia,
+    source: Option<&SendSource>,
+) -> MediaDescription {
+    // An RTX stream the viewer has no payload type for would not be understood.
+    let has_rtx = media.codecs.iter().any(|c| c.rtx_payload_type.is_some());
+    let source = source.map(|s| SendSource {
+        rtx_ssrc: s.rtx_ssrc.filter(|_| has_rtx),
+        ..s.clone()
+    });
+    let source = source.as_ref();
+    let mut attributes = transport_attributes(params, &media.mid, &media.extensions);
+    attributes.push(flag(Direction::SendOnly.as_str()));
+    if let Some(source) = source {
+        attributes.push(attribute("msid", msid(source)));
+    }
+    attributes.extend(rtcp_attributes());
+    attributes.extend(codec_attributes(&media.codecs, None));
+    attributes.extend(source.map(source_attributes).unwrap_or_default());
+    attributes.extend(candidate_attributes(&params.candidates));
+    media_description(accepted_name(media.kind, &media.codecs), attributes)
+}
+
+fn media_description(media_name: MediaName, attributes: Vec<Attribute>) -> MediaDescription {
+    MediaDescription {
+        media_name,
+        media_title: None,
+        connection_information: Some(ConnectionInformation {
+            network_type: "IN".to_owned(),
+            address_type: "IP4".to_owned(),
+            address: Some(Address {
+                address: "0.0.0.0".to_owned(),
+                ttl: None,
+                range: None,
+            }),
+        }),
+        bandwidth: Vec::new(),
+        encryption_key: None,
+        attributes,
+    }
+}
+
+/// The `m=` line of an accepted section: port 9, the discard port, as ICE chooses the real
+/// one (RFC 8839 section 4.2.1); every codec and RTX payload type.
+fn accepted_name(kind: MediaKind, codecs: &[OfferedCodec]) -> MediaName {
+    MediaName {
+        media: match kind {
+            MediaKind::Audio => "audio",
+            MediaKind::Video => "video",
+        }
+        .to_owned(),
+        port: RangedPort {
+            value: 9,
+            range: None,
+        },
+        protos: PROTO.iter().map(|p| (*p).to_owned()).collect(),
+        formats: codecs
+            .iter()
+            .flat_map(|c| std::iter::once(c.payload_type).chain(c.rtx_payload_type))
+            .map(|pt| pt.to_string())
+            .collect(),
+    }
+}
+
+/// ICE and DTLS attributes, the mid and the header extensions. The node is ICE lite and
+/// always the DTLS server (`setup:passive`, RFC 8842 section 5.3).
+fn transport_attributes(params: &AnswerParams, mid: &str, extensions: &[Extmap]) -> Vec<Attribute> {
+    let mut attributes = vec![
+        attribute("ice-ufrag", &params.ice_ufrag),
+        attribute("ice-pwd", &params.ice_pwd),
+        attribute("fingerprint", format!("sha-256 {}", params.fingerprint)),
+        attribute("setup", "passive"),
+        attribute("mid", mid),
+    ];
+    attributes.extend(
+        extensions
+            .iter()
+            .map(|e| attribute("extmap", format!("{} {}", e.id, e.uri))),
+    );
+    attributes
+}
+
+/// RTCP on the RTP port (RFC 5761) in reduced size (RFC 5506), as the offerer proposed.
+fn rtcp_attributes() -> [Attribute; 2] {
+    [flag("rtcp-mux"), flag("rtcp-rsize")]
+}
+
+fn codec_attributes(codecs: &[OfferedCodec], fmtp_suffix: Option<&str>) -> Vec<Attribute> {
+    codecs
+        .iter()
+        .flat_map(|codec| {
+            let pt = codec.payload_type;
+            let mut lines = vec![attribute("rtpmap", rtpmap(codec))];
+            lines.extend(
+                codec
+                    .feedback
+                    .iter()
+                    .map(|fb| attribute("rtcp-fb", format!("{pt} {fb}"))),
+            );
+            let fmtp = join_fmtp(&codec.fmtp, fmtp_suffix);
+            if !fmtp.is_empty() {
+                lines.push(attribute("fmtp", format!("{pt} {fmtp}")));
+            }
+            if let Some(rtx) = codec.rtx_payload_type {
+                lines.push(attribute(
+                    "rtpmap",
+                    format!("{rtx} rtx/{}", codec.clock_rate),
+                ));
+                lines.push(attribute("fmtp", format!("{rtx} apt={pt}")));
+            }
+            lines
+        })
+        .collect()
+}
+
+fn rtpmap(codec: &OfferedCodec) -> String {
+    let name = encoding_name(codec.codec);
+    match codec.channels {
+        Some(channels) => format!(
+            "{} {name}/{}/{channels}",
+            codec.payload_type, codec.clock_rate
+        ),
+        None => format!("{} {name}/{}", codec.payload_type, codec.clock_rate),
+    }
+}
+
+/// The encoding names as the RTP payload formats register them.
+fn encoding_name(codec: Codec) -> &'static str {
+    match codec {
+        Codec::Av1 => "AV1",
+        Codec::Vp9 => "VP9",
+        Codec::Vp8 => "VP8",
+        Codec::H264 => "H264",
+        Codec::Opus => "opus",
+        Codec::Pcmu => "PCMU",
+        Codec::Pcma => "PCMA",
+        Codec::G722 => "G722",
+    }
+}
+
+fn join_fmtp(fmtp: &str, suffix: Option<&str>) -> String {
+    match suffix.filter(|s| !s.is_empty()) {
+        Some(suffix) if !fmtp.is_empty() => format!("{fmtp};{suffix}"),
+        Some(suffix) => suffix.to_owned(),
+        None => fmtp.to_owned(),
+    }
+}
+
+fn msid(source: &SendSource) -> String {
+    format!("{} {}", source.stream_id, source.track_id)
+}
+
+/// `a=ssrc-group:FID` then `cname` and `msid` for the media SSRC and its RTX SSRC.
+fn source_attributes(source: &SendSource) -> Vec<Attribute> {
+    let mut attributes = Vec::new();
+    if let Some(rtx) = source.rtx_ssrc {
+        attributes.push(attribute(
+            "ssrc-group",
+            format!("FID {} {rtx}", source.ssrc),
+        ));
+    }
+    for ssrc in std::iter::once(source.ssrc).chain(source.rtx_ssrc) {
+        attributes.push(attribute("ssrc", format!("{ssrc} cname:{}", source.cname)));
+        attributes.push(attribute("ssrc", format!("{ssrc} msid:{}", msid(source))));
+    }
+    attributes
+}
+
+/// One host candidate per address (RFC 8839 section 5.1), priorities falling in the given
+/// order so the first address is preferred, then `a=end-of-candidates` as an ICE lite agent
+/// has no other.
+fn candidate_attributes(candidates: &[SocketAddr]) -> Vec<Attribute> {
+    candidates
+        .iter()
+        .zip(1u32..)
+        .map(|(address, foundation)| {
+            let priority = HOST_PRIORITY.saturating_sub(foundation - 1);
+            attribute(
+                "candidate",
+                format!(
+                    "{foundation} 1 udp {priority} {} {} typ host",
+                    address.ip(),
+                    address.port()
+                ),
+            )
+        })
+        .chain(std::iter::once(flag("end-of-candidates")))
+        .collect()
+}
+
+fn attribute(key: &str, value: impl Into<String>) -> Attribute {
+    Attribute::new(key.to_owned(), Some(value.into()))
+}
+
+fn flag(key: &str) -> Attribute {
+    Attribute::new(key.to_owned(), None)
+}

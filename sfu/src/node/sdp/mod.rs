@@ -1,0 +1,91 @@
+//! SDP offer/answer (RFC 3264, RFC 8829) for WHIP publishers and WHEP viewers.
+//!
+//! - [`offer`]: a session description read into the fields the node uses.
+//! - [`negotiate`]: what to accept from a publisher's or a viewer's offer.
+//! - [`answer`]: the answer written from a plan.
+
+pub mod answer;
+pub mod negotiate;
+pub mod offer;
+
+#[cfg(test)]
+mod tests;
+
+pub use answer::{build_answer, AnswerMedia, AnswerParams, SendSource};
+pub use negotiate::{
+    negotiate_publisher, negotiate_viewer, PublishedMedia, PublisherPlan, RoomCodec, Section,
+    ViewedMedia, ViewerPlan,
+};
+pub use offer::{
+    parse_description, parse_offer, Direction, Extmap, Fingerprint, Offer, OfferedCodec,
+    OfferedMedia, SsrcInfo,
+};
+
+use rand::Rng;
+
+/// The largest SDP body accepted. A browser offer with every codec is about 10 KiB; anything
+/// much larger is not a browser offer and is refused before parsing.
+pub const MAX_SDP_LEN: usize = 64 * 1024;
+
+/// Why an SDP body was refused. The Display text is the body of the HTTP 400 answer, so it
+/// says what is wrong in the offer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SdpError {
+    /// The body is above [`MAX_SDP_LEN`].
+    #[error("SDP of {0} bytes is above the limit of {limit} bytes", limit = MAX_SDP_LEN)]
+    TooLarge(usize),
+    /// A line is not of the `<letter>=<value>` form (RFC 8866 section 5); the line number
+    /// counts from 1.
+    #[error("not SDP: line {0}")]
+    NotSdp(usize),
+    /// The lines are of the right form but not in the order or with the values RFC 8866
+    /// requires.
+    #[error("not SDP: {0}")]
+    Syntax(String),
+    /// No `a=ice-ufrag`, at session or media level.
+    #[error("no ice-ufrag")]
+    NoIceUfrag,
+    /// No `a=ice-pwd`, at session or media level.
+    #[error("no ice-pwd")]
+    NoIcePwd,
+    /// No `a=fingerprint`, at session or media level.
+    #[error("no fingerprint")]
+    NoFingerprint,
+    /// No `m=` section.
+    #[error("no media")]
+    NoMedia,
+    /// No `a=group:BUNDLE`: the node serves every media section on one transport.
+    #[error("no BUNDLE")]
+    NoBundle,
+    /// A media section without `a=mid`; the number counts sections from 0.
+    #[error("no mid in media section {0}")]
+    NoMid(usize),
+    /// An attribute the node reads has a value it cannot read.
+    #[error("bad a={attribute}:{value}")]
+    BadAttribute {
+        /// The attribute's name.
+        attribute: &'static str,
+        /// The value as written in the SDP.
+        value: String,
+    },
+    /// No media section can be accepted; the text says why for each section.
+    #[error("no usable media: {0}")]
+    NoUsableMedia(String),
+}
+
+/// The characters of `ice-char` (RFC 8839 section 5.4).
+const ICE_CHARS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// A fresh ICE username fragment of 8 characters and password of 24 characters. RFC 8839
+/// asks for at least 24 bits of randomness in the fragment and 128 bits in the password;
+/// 8 and 24 characters of 6 bits each give 48 and 144.
+pub fn random_ice_credentials() -> (String, String) {
+    (random_ice_string(8), random_ice_string(24))
+}
+
+fn random_ice_string(len: usize) -> String {
+    let mut rng = rand::rng();
+    (0..len)
+        .map(|_| char::from(ICE_CHARS[rng.random_range(0..ICE_CHARS.len())]))
+        .collect()
+}

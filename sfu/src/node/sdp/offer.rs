@@ -1,0 +1,523 @@
+//! A session description read into the fields the node uses: ICE credentials, the DTLS
+//! fingerprint, BUNDLE, and per media section its codecs, header extensions, SSRCs and RIDs.
+//!
+//! The same reader serves offers and answers, since both are SDP; [`parse_offer`] adds what
+//! only an offer to the node must have.
+
+use std::io::Cursor;
+
+use rtp_ext::codec::{Codec, MediaKind};
+use sdp::description::common::Attribute;
+use sdp::description::media::MediaDescription;
+use sdp::SessionDescription;
+
+use super::{SdpError, MAX_SDP_LEN};
+
+/// A DTLS certificate fingerprint (`a=fingerprint`, RFC 8122 section 5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// The hash function, as written (`sha-256`).
+    pub algorithm: String,
+    /// The hash as colon-separated upper-case hex pairs.
+    pub value: String,
+}
+
+/// A media section's direction attribute (RFC 3264 section 5.1), from the side that wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// `a=sendrecv`, also the default when no direction is written.
+    SendRecv,
+    /// `a=sendonly`.
+    SendOnly,
+    /// `a=recvonly`.
+    RecvOnly,
+    /// `a=inactive`.
+    Inactive,
+}
+
+impl Direction {
+    /// The attribute name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SendRecv => "sendrecv",
+            Self::SendOnly => "sendonly",
+            Self::RecvOnly => "recvonly",
+            Self::Inactive => "inactive",
+        }
+    }
+
+    /// Whether the writer sends media in this section.
+    pub fn sends(self) -> bool {
+        matches!(self, Self::SendRecv | Self::SendOnly)
+    }
+
+    /// Whether the writer receives media in this section.
+    pub fn receives(self) -> bool {
+        matches!(self, Self::SendRecv | Self::RecvOnly)
+    }
+
+    fn from_attribute(key: &str) -> Option<Self> {
+        [
+            Self::SendRecv,
+            Self::SendOnly,
+            Self::RecvOnly,
+            Self::Inactive,
+        ]
+        .into_iter()
+        .find(|direction| direction.as_str() == key)
+    }
+}
+
+/// An RTP header extension mapping (`a=extmap`, RFC 8285 section 8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extmap {
+    /// The local identifier carried in packets.
+    pub id: u8,
+    /// The extension's URI.
+    pub uri: String,
+}
+
+/// One media source of a section (`a=ssrc`, RFC 5576) with its retransmission stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SsrcInfo {
+    /// The SSRC of the media stream.
+    pub ssrc: u32,
+    /// The SSRC of its RTX stream, paired by `a=ssrc-group:FID` (RFC 5576 section 4.2).
+    pub rtx_ssrc: Option<u32>,
+    /// The `cname` source attribute.
+    pub cname: Option<String>,
+    /// The `msid` source attribute: stream id and track id.
+    pub msid: Option<String>,
+}
+
+/// One codec of a media section: an `a=rtpmap` with its `a=fmtp`, `a=rtcp-fb` and RTX.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfferedCodec {
+    /// The RTP payload type.
+    pub payload_type: u8,
+    /// The codec named by the encoding name.
+    pub codec: Codec,
+    /// The RTP clock rate.
+    pub clock_rate: u32,
+    /// The channel count for audio, when written.
+    pub channels: Option<u16>,
+    /// The format parameters, as written after the payload type; empty when none.
+    pub fmtp: String,
+    /// The payload type of the RTX stream whose `apt` names this codec (RFC 4588 section 8).
+    pub rtx_payload_type: Option<u8>,
+    /// The `a=rtcp-fb` values for this payload type and for `*`, such as `nack pli`.
+    pub feedback: Vec<String>,
+}
+
+impl OfferedCodec {
+    /// The value of one format parameter, matched case-insensitively by name.
+    pub fn fmtp_param(&self, name: &str) -> Option<&str> {
+        fmtp_param(&self.fmtp, name)
+    }
+}
+
+/// One `m=` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfferedMedia {
+    /// `a=mid` (RFC 8843).
+    pub mid: String,
+    /// The media of the `m=` line as written (`audio`, `video`, `application`).
+    pub media_type: String,
+    /// The transport of the `m=` line (`UDP/TLS/RTP/SAVPF`).
+    pub proto: String,
+    /// The formats of the `m=` line as written: payload types for RTP media.
+    pub formats: Vec<String>,
+    /// Audio or video; `None` for other media, such as a data channel.
+    pub kind: Option<MediaKind>,
+    /// The direction from the writer's side.
+    pub direction: Direction,
+    /// The codecs the node knows, in the `m=` line's order of preference. RTX, RED, FEC and
+    /// unknown codecs are left out.
+    pub codecs: Vec<OfferedCodec>,
+    /// The header extensions, in written order.
+    pub extensions: Vec<Extmap>,
+    /// The media sources announced with `a=ssrc`, RTX streams folded into their media stream.
+    pub ssrcs: Vec<SsrcInfo>,
+    /// The RIDs sent (RFC 8851, RFC 8853), in `a=simulcast:send` order, paused ones left out.
+    pub send_rids: Vec<String>,
+    /// The RIDs received, in `a=simulcast:recv` order, paused ones left out.
+    pub recv_rids: Vec<String>,
+    /// The port is 0 and the section is not `bundle-only`: the section is refused.
+    pub rejected: bool,
+}
+
+/// A session description read into the fields the node uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    /// `a=ice-ufrag`, from the session or the first media section that has it.
+    pub ice_ufrag: String,
+    /// `a=ice-pwd`, from the session or the first media section that has it.
+    pub ice_pwd: String,
+    /// `a=fingerprint`, from the session or the first media section that has it.
+    pub fingerprint: Fingerprint,
+    /// `a=extmap-allow-mixed` (RFC 8285 section 6): one- and two-byte extensions may mix.
+    pub extmap_allow_mixed: bool,
+    /// The mids of `a=group:BUNDLE`, in written order; empty without the group.
+    pub bundle_mids: Vec<String>,
+    /// The media sections in order.
+    pub media: Vec<OfferedMedia>,
+}
+
+/// Reads an offer to the node. On top of [`parse_description`], an offer must bundle its
+/// media, since the node serves one transport per peer.
+pub fn parse_offer(text: &str) -> Result<Offer, SdpError> {
+    let offer = parse_description(text)?;
+    if offer.bundle_mids.is_empty() {
+        return Err(SdpError::NoBundle);
+    }
+    Ok(offer)
+}
+
+/// Reads any session description, an offer or an answer: ICE credentials, a fingerprint and at
+/// least one media section are required.
+pub fn parse_description(text: &str) -> Result<Offer, SdpError> {
+    if text.len() > MAX_SDP_LEN {
+        return Err(SdpError::TooLarge(text.len()));
+    }
+    check_lines(text)?;
+    let description = SessionDescription::unmarshal(&mut Cursor::new(text.as_bytes()))
+        .map_err(|e| SdpError::Syntax(e.to_string()))?;
+    if description.media_descriptions.is_empty() {
+        return Err(SdpError::NoMedia);
+    }
+    let session_direction = description
+        .attributes
+        .iter()
+        .find_map(|a| Direction::from_attribute(&a.key));
+    let media = description
+        .media_descriptions
+        .iter()
+        .enumerate()
+        .map(|(index, section)| read_media(index, section, session_direction))
+        .collect::<Result<Vec<_>, _>>()?;
+    let fingerprint =
+        session_or_media(&description, "fingerprint").ok_or(SdpError::NoFingerprint)?;
+    Ok(Offer {
+        ice_ufrag: session_or_media(&description, "ice-ufrag")
+            .ok_or(SdpError::NoIceUfrag)?
+            .to_owned(),
+        ice_pwd: session_or_media(&description, "ice-pwd")
+            .ok_or(SdpError::NoIcePwd)?
+            .to_owned(),
+        fingerprint: read_fingerprint(fingerprint)?,
+        extmap_allow_mixed: has(&description.attributes, "extmap-allow-mixed")
+            || description
+                .media_descriptions
+                .iter()
+                .any(|m| has(&m.attributes, "extmap-allow-mixed")),
+        bundle_mids: read_bundle(&description.attributes),
+        media,
+    })
+}
+
+/// Every line must be `<type>=<value>` with a lower-case letter as type (RFC 8866 section 5).
+/// Checked here so that the error names the line, which the SDP parser does not.
+fn check_lines(text: &str) -> Result<(), SdpError> {
+    let body = text.trim_end_matches(['\r', '\n']);
+    for (index, line) in body.split('\n').enumerate() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let mut bytes = line.bytes();
+        let well_formed = matches!(bytes.next(), Some(b'a'..=b'z')) && bytes.next() == Some(b'=');
+        if !well_formed || line.contains('\r') {
+            return Err(SdpError::NotSdp(index + 1));
+        }
+    }
+    Ok(())
+}
+
+/// The first value of `key`: session-level attributes apply to every media section (RFC 8839
+/// section 5.4, RFC 8122 section 5), and under BUNDLE all media sections carry the same one.
+fn session_or_media<'a>(description: &'a SessionDescription, key: &str) -> Option<&'a str> {
+    value(&description.attributes, key).or_else(|| {
+        description
+            .media_descriptions
+            .iter()
+            .find_map(|m| value(&m.attributes, key))
+    })
+}
+
+fn read_fingerprint(text: &str) -> Result<Fingerprint, SdpError> {
+    let bad = || bad_attribute("fingerprint", text);
+    let (algorithm, hash) = text.split_once(' ').ok_or_else(bad)?;
+    let hash = hash.trim();
+    if algorithm.is_empty() || hash.is_empty() {
+        return Err(bad());
+    }
+    Ok(Fingerprint {
+        algorithm: algorithm.to_owned(),
+        value: hash.to_owned(),
+    })
+}
+
+fn read_bundle(attributes: &[Attribute]) -> Vec<String> {
+    values(attributes, "group")
+        .find_map(|group| group.strip_prefix("BUNDLE"))
+        .map(|mids| mids.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+fn read_media(
+    index: usize,
+    section: &MediaDescription,
+    session_direction: Option<Direction>,
+) -> Result<OfferedMedia, SdpError> {
+    let attributes = &section.attributes;
+    let media_type = section.media_name.media.clone();
+    let kind = match media_type.as_str() {
+        "audio" => Some(MediaKind::Audio),
+        "video" => Some(MediaKind::Video),
+        _ => None,
+    };
+    let codecs = match kind {
+        Some(_) => read_codecs(section)?,
+        None => Vec::new(),
+    };
+    Ok(OfferedMedia {
+        mid: value(attributes, "mid")
+            .ok_or(SdpError::NoMid(index))?
+            .to_owned(),
+        media_type,
+        proto: section.media_name.protos.join("/"),
+        formats: section.media_name.formats.clone(),
+        kind,
+        direction: attributes
+            .iter()
+            .find_map(|a| Direction::from_attribute(&a.key))
+            .or(session_direction)
+            .unwrap_or(Direction::SendRecv),
+        codecs,
+        extensions: read_extmaps(attributes)?,
+        ssrcs: read_ssrcs(attributes)?,
+        send_rids: read_rids(attributes, "send"),
+        recv_rids: read_rids(attributes, "recv"),
+        rejected: section.media_name.port.value == 0 && !has(attributes, "bundle-only"),
+    })
+}
+
+/// One `a=rtpmap` (RFC 8866 section 6.6): `<pt> <name>/<clock>[/<channels>]`.
+struct Rtpmap<'a> {
+    payload_type: u8,
+    name: &'a str,
+    clock_rate: u32,
+    channels: Option<u16>,
+}
+
+fn read_rtpmap(text: &str) -> Result<Rtpmap<'_>, SdpError> {
+    let bad = || bad_attribute("rtpmap", text);
+    let (payload_type, encoding) = split_payload_type(text).ok_or_else(bad)?;
+    let mut parts = encoding.trim().split('/');
+    let name = parts.next().filter(|n| !n.is_empty()).ok_or_else(bad)?;
+    let clock_rate = parts.next().and_then(|c| c.parse().ok()).ok_or_else(bad)?;
+    let channels = parts
+        .next()
+        .map(|c| c.parse().map_err(|_| bad()))
+        .transpose()?;
+    Ok(Rtpmap {
+        payload_type,
+        name,
+        clock_rate,
+        channels,
+    })
+}
+
+/// Splits `<pt> <rest>`; the payload type is 7 bits (RFC 3550 section 5.1).
+fn split_payload_type(text: &str) -> Option<(u8, &str)> {
+    let (payload_type, rest) = text.split_once(' ').unwrap_or((text, ""));
+    let payload_type = payload_type.parse::<u8>().ok().filter(|pt| *pt < 128)?;
+    Some((payload_type, rest))
+}
+
+fn read_codecs(section: &MediaDescription) -> Result<Vec<OfferedCodec>, SdpError> {
+    let attributes = &section.attributes;
+    let rtpmaps = values(attributes, "rtpmap")
+        .map(read_rtpmap)
+        .collect::<Result<Vec<_>, _>>()?;
+    let fmtps: Vec<(u8, &str)> = values(attributes, "fmtp")
+        .filter_map(split_payload_type)
+        .collect();
+    let fmtp_of = |pt: u8| {
+        fmtps
+            .iter()
+            .find(|(p, _)| *p == pt)
+            .map_or("", |(_, f)| f.trim())
+    };
+    // The m= line lists the payload types in order of preference (RFC 3264 section 5.1).
+    let order = section
+        .media_name
+        .formats
+        .iter()
+        .filter_map(|f| f.parse::<u8>().ok());
+    Ok(order
+        .filter_map(|pt| rtpmaps.iter().find(|r| r.payload_type == pt))
+        .filter_map(|rtpmap| {
+            let codec = Codec::from_encoding_name(rtpmap.name)?;
+            let pt = rtpmap.payload_type;
+            Some(OfferedCodec {
+                payload_type: pt,
+                codec,
+                clock_rate: rtpmap.clock_rate,
+                channels: rtpmap.channels,
+                fmtp: fmtp_of(pt).to_owned(),
+                rtx_payload_type: rtpmaps
+                    .iter()
+                    .filter(|r| r.name.eq_ignore_ascii_case("rtx"))
+                    .map(|r| r.payload_type)
+                    .find(|rtx| apt(fmtp_of(*rtx)) == Some(pt)),
+                feedback: read_feedback(attributes, pt),
+            })
+        })
+        .collect())
+}
+
+/// The payload type an RTX format repairs (RFC 4588 section 8.6).
+fn apt(fmtp: &str) -> Option<u8> {
+    fmtp_param(fmtp, "apt")?.parse().ok()
+}
+
+/// The `a=rtcp-fb` values for `payload_type` or for every payload type (`*`, RFC 4585
+/// section 4.2).
+fn read_feedback(attributes: &[Attribute], payload_type: u8) -> Vec<String> {
+    values(attributes, "rtcp-fb")
+        .filter_map(|fb| fb.split_once(' '))
+        .filter(|(pt, _)| *pt == "*" || pt.parse::<u8>().ok() == Some(payload_type))
+        .map(|(_, feedback)| feedback.trim().to_owned())
+        .collect()
+}
+
+/// The value of one `name=value` format parameter of an `a=fmtp` line.
+pub(crate) fn fmtp_param<'a>(fmtp: &'a str, name: &str) -> Option<&'a str> {
+    fmtp.split(';')
+        .filter_map(|param| param.split_once('='))
+        .find(|(key, _)| key.trim().eq_ignore_ascii_case(name))
+        .map(|(_, value)| value.trim())
+}
+
+/// `a=extmap:<id>[/<direction>] <uri> [<attributes>]` (RFC 8285 section 8). Identifiers are
+/// 1 to 255: 0 is padding in both header forms.
+fn read_extmaps(attributes: &[Attribute]) -> Result<Vec<Extmap>, SdpError> {
+    values(attributes, "extmap")
+        .map(|text| {
+            let mut parts = text.split_whitespace();
+            let id = parts
+                .next()
+                .and_then(|id| id.split('/').next())
+                .and_then(|id| id.parse::<u8>().ok())
+                .filter(|id| *id != 0);
+            match (id, parts.next()) {
+                (Some(id), Some(uri)) => Ok(Extmap {
+                    id,
+                    uri: uri.to_owned(),
+                }),
+                _ => Err(bad_attribute("extmap", text)),
+            }
+        })
+        .collect()
+}
+
+/// `a=ssrc:<ssrc> <attribute>[:<value>]` lines (RFC 5576 section 4.1) gathered per SSRC, and
+/// the second SSRC of each `a=ssrc-group:FID` folded into the first as its RTX stream.
+fn read_ssrcs(attributes: &[Attribute]) -> Result<Vec<SsrcInfo>, SdpError> {
+    let mut sources: Vec<SsrcInfo> = Vec::new();
+    for text in values(attributes, "ssrc") {
+        let (ssrc, source_attribute) = text.split_once(' ').unwrap_or((text, ""));
+        let ssrc: u32 = ssrc.parse().map_err(|_| bad_attribute("ssrc", text))?;
+        let source = source_mut(&mut sources, ssrc);
+        if let Some(cname) = source_attribute.strip_prefix("cname:") {
+            source.cname = Some(cname.to_owned());
+        } else if let Some(msid) = source_attribute.strip_prefix("msid:") {
+            source.msid = Some(msid.to_owned());
+        }
+    }
+    for text in values(attributes, "ssrc-group") {
+        if let Some(pair) = text.strip_prefix("FID ") {
+            let (media, rtx) = read_fid(pair).ok_or_else(|| bad_attribute("ssrc-group", text))?;
+            sources.retain(|s| s.ssrc != rtx);
+            source_mut(&mut sources, media).rtx_ssrc = Some(rtx);
+        }
+    }
+    Ok(sources)
+}
+
+/// The source `ssrc`, added at the end when not seen yet.
+fn source_mut(sources: &mut Vec<SsrcInfo>, ssrc: u32) -> &mut SsrcInfo {
+    if !sources.iter().any(|s| s.ssrc == ssrc) {
+        sources.push(SsrcInfo {
+            ssrc,
+            ..SsrcInfo::default()
+        });
+    }
+    sources
+        .iter_mut()
+        .find(|s| s.ssrc == ssrc)
+        .expect("the source was pushed above when missing")
+}
+
+/// The media and RTX SSRCs of an FID group, exactly two (RFC 4588 section 8.1).
+fn read_fid(pair: &str) -> Option<(u32, u32)> {
+    let mut ssrcs = pair.split_whitespace().map(str::parse::<u32>);
+    match (ssrcs.next(), ssrcs.next(), ssrcs.next()) {
+        (Some(Ok(media)), Some(Ok(rtx)), None) => Some((media, rtx)),
+        _ => None,
+    }
+}
+
+fn bad_attribute(attribute: &'static str, text: &str) -> SdpError {
+    SdpError::BadAttribute {
+        attribute,
+        value: text.to_owned(),
+    }
+}
+
+/// The RIDs declared with `a=rid:<id> <direction>` (RFC 8851 section 4), in the order of the
+/// `a=simulcast` stream list for that direction (RFC 8853 section 5.1) when there is one. Of
+/// alternatives (`a,b`) the first is taken; paused streams (`~a`) are left out.
+fn read_rids(attributes: &[Attribute], direction: &str) -> Vec<String> {
+    let declared: Vec<&str> = values(attributes, "rid")
+        .filter_map(|rid| {
+            let mut parts = rid.split_whitespace();
+            let id = parts.next()?;
+            (parts.next() == Some(direction)).then_some(id)
+        })
+        .collect();
+    let Some(list) = values(attributes, "simulcast").find_map(|s| simulcast_list(s, direction))
+    else {
+        return declared.into_iter().map(str::to_owned).collect();
+    };
+    list.split(';')
+        .filter_map(|stream| stream.split(',').next())
+        .filter(|rid| !rid.starts_with('~') && declared.contains(rid))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The stream list following `direction` in an `a=simulcast` value (`send q;h;f recv a`).
+fn simulcast_list<'a>(simulcast: &'a str, direction: &str) -> Option<&'a str> {
+    let words: Vec<&str> = simulcast.split_whitespace().collect();
+    words.chunks(2).find_map(|pair| match pair {
+        [dir, list] if *dir == direction => Some(*list),
+        _ => None,
+    })
+}
+
+fn values<'a, 'k>(
+    attributes: &'a [Attribute],
+    key: &'k str,
+) -> impl Iterator<Item = &'a str> + use<'a, 'k> {
+    attributes
+        .iter()
+        .filter(move |a| a.key == key)
+        .filter_map(|a| a.value.as_deref())
+}
+
+fn value<'a>(attributes: &'a [Attribute], key: &str) -> Option<&'a str> {
+    values(attributes, key).next()
+}
+
+fn has(attributes: &[Attribute], key: &str) -> bool {
+    attributes.iter().any(|a| a.key == key)
+}

@@ -1,0 +1,119 @@
+//! Starting and stopping the node: bind the HTTP listener and the UDP socket, run the media
+//! loop and the HTTP server until SIGTERM or Ctrl-C, then let both finish.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, UdpSocket};
+use tokio::sync::mpsc;
+
+use super::auth::Auth;
+use super::config::NodeConfig;
+use super::core::NodeCore;
+use super::dtls::DtlsCertificate;
+use super::http;
+use super::media_loop::MediaLoop;
+use super::signaling::Signaling;
+use crate::engine::RouterConfig;
+
+/// Why the node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen for HTTP on {addr}: {source}")]
+    Http {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot bind the UDP socket {addr}: {source}")]
+    Udp {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot make the DTLS certificate: {0}")]
+    Certificate(String),
+    #[error("HTTP server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Commands queued from signaling to the media loop before a sender waits.
+const COMMAND_QUEUE: usize = 256;
+
+/// Runs the node until a shutdown signal.
+pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
+    let listener = TcpListener::bind(config.http)
+        .await
+        .map_err(|source| ServeError::Http {
+            addr: config.http,
+            source,
+        })?;
+    let socket = UdpSocket::bind(config.udp)
+        .await
+        .map_err(|source| ServeError::Udp {
+            addr: config.udp,
+            source,
+        })?;
+    let http_addr = listener.local_addr().map_err(ServeError::Serve)?;
+    let udp_addr = socket.local_addr().map_err(ServeError::Serve)?;
+    let certificate =
+        Arc::new(DtlsCertificate::generate().map_err(|e| ServeError::Certificate(e.to_string()))?);
+    let router = RouterConfig {
+        keyframe_interval: config.keyframe_interval(),
+        ..RouterConfig::default()
+    };
+    let core = NodeCore::new(router, config.peer_timeout());
+    let (commands, command_rx) = mpsc::channel(COMMAND_QUEUE);
+    let media = MediaLoop::new(core, socket, certificate.clone(), command_rx);
+    let media = tokio::spawn(media.run());
+    let candidate = SocketAddr::new(config.announced_ip(), udp_addr.port());
+    let auth = Auth::new(
+        config.tokens.clone(),
+        config.jwt_secret.clone().map(String::into_bytes),
+    );
+    // The answer names the hash itself: it takes the hex value alone.
+    let fingerprint = certificate.fingerprint();
+    let fingerprint = fingerprint
+        .split_once(' ')
+        .map_or(fingerprint.as_str(), |(_, hex)| hex)
+        .to_owned();
+    let signaling = Arc::new(Signaling::new(
+        commands,
+        auth,
+        fingerprint,
+        candidate,
+        config.publisher_bitrate_kbps,
+    ));
+    let app = http::routes(signaling, config.max_body_bytes);
+    tracing::info!(%udp_addr, %candidate, "media on one UDP port");
+    println!("Strata is serving: open http://{http_addr}/ to publish and watch");
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await;
+    // The HTTP side is gone with its command senders: the media loop ends after them.
+    let _ = media.await;
+    tracing::info!("stopped");
+    served.map_err(ServeError::Serve)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down");
+}

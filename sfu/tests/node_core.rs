@@ -1,0 +1,377 @@
+//! The node's media core driven directly, without sockets or clocks: ICE-lite binding,
+//! sessions joining and leaving rooms, per-viewer layers (an AV1 viewer without the DD gets
+//! the base spatial layer only), simulcast streams bound by rid, and bad datagrams counted.
+//! SRTP is replaced by a pass-through context: its own tests live with it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use rtp_ext::codec::Codec;
+use rtp_ext::dd::DependencyDescriptor;
+use rtp_ext::rtp::RtpPacket;
+use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
+use selector::Layer;
+use sfu::engine::{RouterConfig, StreamConfig, TrackConfig};
+use sfu::node::core::NodeCore;
+use sfu::node::metrics::DropReason;
+use sfu::node::peer::{
+    IceCredentials, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
+};
+use sfu::node::srtp::{SrtpContext, SrtpError};
+use stun::message::{Message, BINDING_SUCCESS};
+
+const DD_IN: u8 = 11;
+const DD_OUT: u8 = 5;
+const AV1_PT: u8 = 45;
+
+/// SRTP stand-in: packets pass unchanged, so the test reads what the core wrote.
+struct Clear;
+
+impl SrtpContext for Clear {
+    fn protect_rtp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
+        out.clear();
+        out.extend_from_slice(packet);
+        Ok(())
+    }
+    fn protect_rtcp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
+        self.protect_rtp(packet, out)
+    }
+    fn unprotect_rtp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
+        self.protect_rtp(packet, out)
+    }
+    fn unprotect_rtcp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
+        self.protect_rtp(packet, out)
+    }
+}
+
+fn ice(n: u32) -> IceCredentials {
+    IceCredentials {
+        local_ufrag: format!("ufrag{n}"),
+        local_pwd: format!("password-of-session-{n:04}"),
+    }
+}
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+fn binding_request(ice: &IceCredentials, nominate: bool) -> Vec<u8> {
+    let username = format!("{}:browser", ice.local_ufrag);
+    sfu::node::ice::binding_request(&username, &ice.local_pwd, nominate).expect("valid request")
+}
+
+struct Harness {
+    core: NodeCore,
+    now: Instant,
+    next: u32,
+    /// Datagrams the core sent, by destination.
+    sent: HashMap<SocketAddr, Vec<Vec<u8>>>,
+}
+
+impl Harness {
+    fn new() -> Self {
+        Self {
+            core: NodeCore::new(RouterConfig::default(), Duration::from_secs(30)),
+            now: Instant::now(),
+            next: 0,
+            sent: HashMap::new(),
+        }
+    }
+
+    /// ICE nomination from `at` and a finished DTLS handshake.
+    fn connect(&mut self, id: PeerId, ice: &IceCredentials, at: SocketAddr) {
+        self.core
+            .handle_datagram(self.now, at, &binding_request(ice, true));
+        self.core.set_srtp(id, Box::new(Clear));
+        self.drain();
+    }
+
+    fn publisher(&mut self, room: &str, publisher: Publisher, at: SocketAddr) -> PeerId {
+        self.next += 1;
+        let ice = ice(self.next);
+        let id = self
+            .core
+            .add_publisher(self.now, room, ice.clone(), publisher)
+            .expect("free SSRCs");
+        self.connect(id, &ice, at);
+        id
+    }
+
+    fn viewer(&mut self, room: &str, viewer: Viewer, at: SocketAddr) -> PeerId {
+        self.next += 1;
+        let ice = ice(self.next);
+        let id = self.core.add_viewer(self.now, room, ice.clone(), viewer);
+        self.connect(id, &ice, at);
+        id
+    }
+
+    fn send(&mut self, from: SocketAddr, datagram: &[u8]) {
+        self.core.handle_datagram(self.now, from, datagram);
+        self.drain();
+    }
+
+    fn drain(&mut self) {
+        let mut out = Vec::new();
+        while let Some(to) = self.core.poll_datagram(&mut out) {
+            self.sent.entry(to).or_default().push(out.clone());
+        }
+    }
+
+    /// RTP packets sent to `to` (RTCP and STUN left out).
+    fn media_to(&self, to: SocketAddr) -> Vec<Vec<u8>> {
+        self.sent
+            .get(&to)
+            .into_iter()
+            .flatten()
+            .filter(|d| d.first().is_some_and(|b| b & 0xC0 == 0x80))
+            .filter(|d| d.get(1).is_some_and(|pt| !(192..=223).contains(pt)))
+            .cloned()
+            .collect()
+    }
+}
+
+fn av1_track(ssrc: u32) -> TrackConfig {
+    let mut config = TrackConfig::single(Codec::Av1, ssrc);
+    config.dd_ext_id = Some(DD_IN);
+    config
+}
+
+fn publisher_of(config: TrackConfig, rids: &[&str]) -> Publisher {
+    Publisher {
+        tracks: vec![PublishedTrack {
+            config,
+            rids: rids.iter().map(|r| r.to_string()).collect(),
+            id: None,
+        }],
+        rid_ext: Some(12),
+        repaired_rid_ext: Some(13),
+    }
+}
+
+fn av1_viewer(ssrc: u32, dd: Option<u8>, target: Layer) -> Viewer {
+    Viewer {
+        video: Some(ViewerMedia {
+            ssrc,
+            rtx_ssrc: ssrc + 1,
+            codecs: vec![ViewerCodec {
+                codec: Codec::Av1,
+                payload_type: AV1_PT,
+                rtx_payload_type: Some(AV1_PT + 1),
+            }],
+            dd_ext_id: dd,
+            two_byte_allowed: true,
+            down_track: None,
+        }),
+        audio: None,
+        target,
+    }
+}
+
+/// `tus` temporal units of an L3T3 stream.
+fn l3t3(ssrc: u32, tus: usize) -> Vec<Vec<u8>> {
+    let config = GeneratorConfig {
+        ssrc,
+        ..GeneratorConfig::default()
+    };
+    let mut g = StreamGenerator::new(ScalabilityMode::L3T3, config);
+    let structure = g.structure().clone();
+    let mut packets = Vec::new();
+    let mut units = 0;
+    while units < tus {
+        let p = g.next().expect("endless");
+        units += usize::from(p.marker);
+        packets.push(p.rtp_bytes(DD_IN, &structure));
+    }
+    packets
+}
+
+/// The spatial ids a viewer received, read from the DD its packets carry.
+fn spatial_ids(packets: &[Vec<u8>], dd: u8) -> Vec<u8> {
+    let mut structure = None;
+    packets
+        .iter()
+        .filter_map(|p| {
+            let packet = RtpPacket::parse(p).ok()?;
+            let dd = DependencyDescriptor::parse(packet.extension(dd)?, structure.as_ref()).ok()?;
+            if let Some(s) = &dd.attached_structure {
+                structure = Some(s.clone());
+            }
+            Some(dd.spatial_id())
+        })
+        .collect()
+}
+
+#[test]
+fn binding_requests_are_answered_and_latch_the_nominated_address() {
+    let mut h = Harness::new();
+    let credentials = ice(1);
+    let id = h.core.add_viewer(
+        h.now,
+        "room",
+        credentials.clone(),
+        av1_viewer(0x10, None, Layer::MAX),
+    );
+    h.send(addr(4000), &binding_request(&credentials, false));
+    h.send(addr(4001), &binding_request(&credentials, true));
+    for port in [4000, 4001] {
+        let mut response = Message::new();
+        response.raw = h.sent[&addr(port)][0].clone();
+        response.decode().expect("STUN");
+        assert_eq!(response.typ, BINDING_SUCCESS);
+    }
+    assert_eq!(h.core.peer(id).and_then(|p| p.addr), Some(addr(4001)));
+    let mut wrong = ice(1);
+    wrong.local_pwd = "not the password at all".into();
+    h.send(addr(4002), &binding_request(&wrong, true));
+    assert!(!h.sent.contains_key(&addr(4002)));
+    assert_eq!(h.core.peer(id).and_then(|p| p.addr), Some(addr(4001)));
+    assert_eq!(h.core.counters().dropped(DropReason::BadStun), 1);
+}
+
+#[test]
+fn viewers_get_their_layers_and_av1_without_dd_only_the_base_layer() {
+    let mut h = Harness::new();
+    let with_dd = h.viewer(
+        "room",
+        av1_viewer(0x10, Some(DD_OUT), Layer::MAX),
+        addr(5001),
+    );
+    h.viewer("room", av1_viewer(0x20, None, Layer::MAX), addr(5002));
+    h.publisher("room", publisher_of(av1_track(0xA1), &[]), addr(5000));
+    assert_eq!(h.core.snapshot().subscriptions, 2);
+    for packet in l3t3(0xA1, 30) {
+        h.send(addr(5000), &packet);
+    }
+    let full = h.media_to(addr(5001));
+    let spatial = spatial_ids(&full, DD_OUT);
+    assert_eq!(spatial.len(), full.len(), "every packet carries our DD");
+    assert!((0..3).all(|s| spatial.contains(&s)), "all three layers");
+
+    let base = h.media_to(addr(5002));
+    assert!(!base.is_empty());
+    for p in &base {
+        let packet = RtpPacket::parse(p).expect("RTP");
+        assert_eq!(packet.extension_count(), 0, "no DD toward this viewer");
+        assert_eq!(packet.fields().payload_type, AV1_PT);
+    }
+    assert!(
+        base.len() * 2 < full.len(),
+        "the base layer alone: {} of {} packets",
+        base.len(),
+        full.len()
+    );
+
+    h.core
+        .set_target(with_dd, Layer::new(0, 0))
+        .expect("a viewer");
+    let before = h.media_to(addr(5001)).len();
+    for packet in l3t3(0xA1, 60).split_off(l3t3(0xA1, 30).len()) {
+        h.send(addr(5000), &packet);
+    }
+    let after = &h.media_to(addr(5001))[before..];
+    assert!(!after.is_empty());
+    assert!(spatial_ids(after, DD_OUT).iter().all(|&s| s == 0));
+}
+
+#[test]
+fn a_viewer_moves_to_the_next_publisher_when_the_first_leaves() {
+    let mut h = Harness::new();
+    let first = h.publisher("room", publisher_of(av1_track(0xA1), &[]), addr(6000));
+    h.viewer(
+        "room",
+        av1_viewer(0x10, Some(DD_OUT), Layer::MAX),
+        addr(6001),
+    );
+    h.publisher("room", publisher_of(av1_track(0xB1), &[]), addr(6002));
+    h.publisher("other", publisher_of(av1_track(0xC1), &[]), addr(6003));
+    assert_eq!(h.core.snapshot().subscriptions, 1);
+    h.core.remove_peer(first).expect("known");
+    assert_eq!(h.core.poll_removed(), Some(first));
+    let snapshot = h.core.snapshot();
+    assert_eq!((snapshot.publishers, snapshot.subscriptions), (2, 1));
+    for packet in l3t3(0xB1, 10) {
+        h.send(addr(6002), &packet);
+    }
+    assert!(
+        !h.media_to(addr(6001)).is_empty(),
+        "the second publisher's media"
+    );
+    for packet in l3t3(0xC1, 10) {
+        h.send(addr(6003), &packet);
+    }
+    assert!(
+        h.media_to(addr(6001)).len() < 100,
+        "nothing from another room"
+    );
+}
+
+#[test]
+fn simulcast_streams_are_bound_by_rid() {
+    let mut h = Harness::new();
+    let mut config = TrackConfig::single(Codec::Av1, 0xF0);
+    config.dd_ext_id = Some(DD_IN);
+    config.streams = (0..2)
+        .map(|i| StreamConfig {
+            ssrc: 0xF0 + i,
+            rtx_ssrc: None,
+        })
+        .collect();
+    h.publisher("room", publisher_of(config, &["q", "f"]), addr(7000));
+    h.viewer(
+        "room",
+        av1_viewer(0x10, Some(DD_OUT), Layer::MAX),
+        addr(7001),
+    );
+    for packet in l3t3(0x5151, 20) {
+        h.send(addr(7000), &with_rid(&packet, 12, b"f"));
+    }
+    assert!(
+        !h.media_to(addr(7001)).is_empty(),
+        "stream f is bound and forwarded"
+    );
+    let stats = h.core.snapshot();
+    assert_eq!(stats.node.dropped(DropReason::RtpRejected), 0);
+}
+
+#[test]
+fn datagrams_from_strangers_and_before_keys_are_counted_and_dropped() {
+    let mut h = Harness::new();
+    h.send(addr(8000), &l3t3(0xA1, 1)[0]);
+    assert_eq!(h.core.counters().dropped(DropReason::UnknownSource), 1);
+    let credentials = ice(9);
+    let publisher = publisher_of(av1_track(0xA1), &[]);
+    h.core
+        .add_publisher(h.now, "room", credentials.clone(), publisher)
+        .expect("free SSRC");
+    h.send(addr(8001), &binding_request(&credentials, true));
+    h.send(addr(8001), &l3t3(0xA1, 1)[0]);
+    assert_eq!(h.core.counters().dropped(DropReason::NoKeys), 1);
+    h.send(addr(8001), &[0x41, 0x00]);
+    assert_eq!(h.core.counters().dropped(DropReason::NotWebRtc), 1);
+    assert_eq!(
+        h.core
+            .add_publisher(h.now, "room", ice(10), publisher_of(av1_track(0xA1), &[]))
+            .map(|_| ()),
+        Err(sfu::node::core::CoreError::SsrcInUse)
+    );
+}
+
+/// The packet with its extension block replaced by a two-byte-form one (RFC 8285 section
+/// 4.3) holding the elements it had and a rid.
+fn with_rid(packet: &[u8], rid_ext: u8, rid: &[u8]) -> Vec<u8> {
+    let parsed = RtpPacket::parse(packet).expect("generated RTP");
+    let mut elements = Vec::new();
+    for (id, value) in parsed.extensions().chain([(rid_ext, rid)]) {
+        elements.extend_from_slice(&[id, value.len() as u8]);
+        elements.extend_from_slice(value);
+    }
+    elements.resize(elements.len().div_ceil(4) * 4, 0);
+    let mut out = packet[..12].to_vec();
+    out[0] |= 0x10;
+    out.extend_from_slice(&[0x10, 0x00]);
+    out.extend_from_slice(&((elements.len() / 4) as u16).to_be_bytes());
+    out.extend_from_slice(&elements);
+    out.extend_from_slice(parsed.payload());
+    out
+}
