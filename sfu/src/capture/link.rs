@@ -324,23 +324,14 @@ mod tests {
     fn addresses_come_from_the_ip_header() {
         let (v4, v6) = (ipv4_packet(), ipv6_packet());
         let d = udp_datagram(LinkType::IPV4, &v4).unwrap();
-        assert_eq!(
-            d.source,
-            "127.0.0.1:5000".parse::<SocketAddr>().unwrap()
-        );
+        assert_eq!(d.source, "127.0.0.1:5000".parse::<SocketAddr>().unwrap());
         assert_eq!(
             d.destination,
             "10.0.0.2:6000".parse::<SocketAddr>().unwrap()
         );
         let d = udp_datagram(LinkType::IPV6, &v6).unwrap();
-        assert_eq!(
-            d.source,
-            "[::1]:5000".parse::<SocketAddr>().unwrap()
-        );
-        assert_eq!(
-            d.destination,
-            "[::2]:6000".parse::<SocketAddr>().unwrap()
-        );
+        assert_eq!(d.source, "[::1]:5000".parse::<SocketAddr>().unwrap());
+        assert_eq!(d.destination, "[::2]:6000".parse::<SocketAddr>().unwrap());
     }
 
     #[test]
