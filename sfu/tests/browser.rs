@@ -1,0 +1,402 @@
+//! End to end in a real browser: the demo page publishes Chromium's fake camera to the node over
+//! WHIP and watches it back over WHEP, and the assertions read the browser's own WebRTC stats.
+//!
+//! Ignored by default: they need Chromium and a private network namespace with only loopback
+//! (the loss scenario changes its firewall). `.ci/browser-test` installs and runs them; by hand:
+//! `unshare -n sh -c 'ip link set lo up && cargo test -p sfu --release --test browser -- --ignored --test-threads=1'`.
+
+#[path = "browser/chromium.rs"]
+mod chromium;
+#[path = "browser/node.rs"]
+mod node;
+#[path = "browser/page_server.rs"]
+mod page_server;
+#[path = "browser/strata.rs"]
+mod strata;
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use chromium::{Chromium, Page};
+use node::Node;
+use strata::{num, poll_until, size, stats, EVERY_SECOND};
+
+const IGNORED: &str = "needs chromium in a private network namespace: run .ci/browser-test";
+
+/// Frame sizes of the spatial layers of a 1280x720 camera: L3 modes and simulcast q, h, f.
+const SIZES: [(f64, f64); 3] = [(320.0, 180.0), (640.0, 360.0), (1280.0, 720.0)];
+/// The publisher's bitrate ramps up from 640x360 or below, which can take more than ten seconds.
+const RAMP_UP: Duration = Duration::from_secs(40);
+/// How soon a viewer must show a new layer after asking for it.
+const SWITCH: Duration = Duration::from_secs(2);
+
+/// One node and one browser with the demo page open, for one scenario: each starts in under a
+/// second, and a failing scenario then leaves the others' results standing.
+fn scenario(run: impl FnOnce(&Page)) {
+    let node = Node::start(&[]);
+    let browser = Chromium::launch();
+    let page = browser.open(&node.url("/"));
+    run(&page);
+}
+
+#[test]
+#[ignore = "needs chromium in a private network namespace: run .ci/browser-test"]
+fn av1_svc_layers_and_switches() {
+    scenario(av1_svc);
+}
+
+#[test]
+#[ignore = "needs chromium in a private network namespace: run .ci/browser-test"]
+fn vp9_svc_layers_and_switches() {
+    scenario(vp9_svc);
+}
+
+#[test]
+#[ignore = "needs chromium in a private network namespace: run .ci/browser-test"]
+fn vp8_simulcast_layers_and_switches() {
+    scenario(vp8_simulcast);
+}
+
+#[test]
+#[ignore = "needs chromium in a private network namespace: run .ci/browser-test"]
+fn loss_is_repaired() {
+    require_private_network();
+    scenario(loss);
+}
+
+/// AV1 L3T3_KEY: every spatial layer, the base temporal layer's rate, switching both ways, a
+/// viewer that does not negotiate the Dependency Descriptor, and audio.
+fn av1_svc(page: &Page) {
+    layered_publisher(page, "av1", "AV1", "L3T3_KEY");
+    let viewers = viewers_at_each_layer(page, "av1");
+    let base_rate = strata::watch(page, json!({ "room": "av1", "spatial": 2, "temporal": 0 }));
+    let no_dd = strata::watch(page, json!({ "room": "av1", "dd": false }));
+    wait_sizes(page, &[(&base_rate, SIZES[2])]);
+    let fps = decode_rate(page, &base_rate, Duration::from_secs(5));
+    assert!(
+        (4.0..=12.0).contains(&fps),
+        "temporal layer 0 of 30 fps decodes at {fps} fps"
+    );
+    assert_decoding(page, &no_dd, "a viewer without the Dependency Descriptor");
+    assert_audio(page, &viewers[0]);
+    switch_round_trip(page, &viewers[2]);
+}
+
+/// VP9 L3T3_KEY: every spatial layer and a switch.
+fn vp9_svc(page: &Page) {
+    layered_publisher(page, "vp9", "VP9", "L3T3_KEY");
+    let viewers = viewers_at_each_layer(page, "vp9");
+    switch_round_trip(page, &viewers[2]);
+}
+
+/// VP8 simulcast: the lowest and highest encodings, and a switch between them.
+fn vp8_simulcast(page: &Page) {
+    let publisher = strata::publish(
+        page,
+        json!({ "room": "vp8", "codec": "VP8", "scalabilityMode": "L1T3", "simulcast": true }),
+    );
+    let encodings = strata::wait_publishing(page, &publisher);
+    let rids: Vec<&str> = encodings.iter().filter_map(|e| e["rid"].as_str()).collect();
+    assert_eq!(rids.len(), 3, "three simulcast encodings: {encodings:?}");
+    let low = strata::watch(page, json!({ "room": "vp8", "spatial": 0, "temporal": 2 }));
+    let high = strata::watch(page, json!({ "room": "vp8", "spatial": 2, "temporal": 2 }));
+    wait_sizes(page, &[(&low, SIZES[0]), (&high, SIZES[2])]);
+    switch_round_trip(page, &high);
+}
+
+/// 5% of UDP dropped both ways: a 720p viewer keeps decoding, retransmissions hide the loss.
+fn loss(page: &Page) {
+    layered_publisher(page, "loss", "AV1", "L3T3_KEY");
+    let viewer = strata::watch(page, json!({ "room": "loss", "spatial": 2, "temporal": 2 }));
+    wait_sizes(page, &[(&viewer, SIZES[2])]);
+    let _rule = LossRule::drop_one_in_twenty();
+    let before = stats(page)[&viewer]["video"].clone();
+    let mut last = num(&before, "framesDecoded");
+    for second in 0..20 {
+        std::thread::sleep(EVERY_SECOND);
+        let decoded = num(&stats(page)[&viewer]["video"], "framesDecoded");
+        // Every two seconds at least: a keyframe wait after a burst may take one.
+        if second % 2 == 1 {
+            assert!(
+                decoded > last,
+                "no frame decoded in 2 s of loss (second {second})"
+            );
+            last = decoded;
+        }
+    }
+    let after = stats(page)[&viewer]["video"].clone();
+    let delta = |key| num(&after, key) - num(&before, key);
+    assert!(delta("freezeCount") <= 1.0, "freezes under loss: {after}");
+    // packetsLost counts the original stream only (RFC 3550): a packet repaired by a
+    // retransmission stays lost there and arrives in retransmittedPacketsReceived instead.
+    let lost = delta("packetsLost");
+    let repaired = delta("retransmittedPacketsReceived");
+    assert!(
+        lost - repaired < 0.01 * delta("packetsReceived"),
+        "unrepaired loss: {lost} lost, {repaired} retransmitted, {} received; {after}\nthe node's counters:\n{}",
+        delta("packetsReceived"),
+        node_counters(page, &["nack", "retransmi", "rtx"])
+    );
+}
+
+#[test]
+#[ignore = "needs chromium in a private network namespace: run .ci/browser-test"]
+fn tokens_and_malformed_offers() {
+    let node = Node::start(&["--token", "secret"]);
+    let browser = Chromium::launch();
+    let page = browser.open(&node.url("/"));
+    let offer = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n";
+    let (status, _) = strata::post(&page, "/whep/auth", offer, "application/sdp", None);
+    assert_eq!(status, 401, "a viewer without a token");
+    let (status, _) = strata::post(&page, "/whip/auth", offer, "application/sdp", Some("wrong"));
+    assert_eq!(status, 401, "a publisher with a wrong token");
+    let (status, reason) = strata::post(
+        &page,
+        "/whep/auth",
+        "not an offer",
+        "application/sdp",
+        Some("secret"),
+    );
+    assert_eq!(status, 400, "garbage SDP with a valid token");
+    assert!(!reason.trim().is_empty(), "a 400 says why");
+    let publisher = strata::publish(
+        &page,
+        json!({ "room": "auth", "codec": "VP8", "scalabilityMode": "L1T1", "token": "secret" }),
+    );
+    strata::wait_publishing(&page, &publisher);
+}
+
+/// The page and the driver without a node: a second peer connection in the page answers the
+/// WHIP and WHEP offers. Checks what the page offers and that its stats carry every field.
+#[test]
+#[ignore = "needs chromium in a private network namespace: run .ci/browser-test"]
+fn demo_page_against_a_loopback_answerer() {
+    let browser = Chromium::launch();
+    let page = browser.open(&page_server::serve_demo());
+    page.eval_json(include_str!("browser/loopback_answerer.js"));
+    let publisher = strata::publish(
+        &page,
+        json!({ "room": "l", "codec": "AV1", "scalabilityMode": "L3T3_KEY" }),
+    );
+    let encodings = strata::wait_publishing(&page, &publisher);
+    assert_eq!(encodings.len(), 1, "one SVC encoding: {encodings:?}");
+    assert_eq!(encodings[0]["scalabilityMode"], "L3T3_KEY");
+    assert!(encodings[0]["encoderImplementation"].is_string());
+    let viewer = strata::watch(&page, json!({ "room": "l", "spatial": 1 }));
+    let _no_dd = strata::watch(&page, json!({ "room": "l", "dd": false }));
+    assert_decoding(&page, &viewer, "a viewer");
+    assert_audio(&page, &viewer);
+    assert_eq!(strata::set_layer(&page, &viewer, 0, 1), 204);
+    assert_offers(&page);
+    let all = stats(&page);
+    let video = &all[&viewer]["video"];
+    for key in [
+        "frameWidth",
+        "framesDecoded",
+        "freezeCount",
+        "pliCount",
+        "nackCount",
+        "packetsLost",
+        "framesDropped",
+    ] {
+        assert!(video[key].is_number(), "{key} in {video}");
+    }
+    assert!(video["codec"]
+        .as_str()
+        .is_some_and(|c| c.starts_with("video/")));
+    strata::stop_all(&page);
+    assert_eq!(stats(&page), json!({}), "every session stopped");
+}
+
+/// The publisher's offer asks for AV1 alone (and its retransmissions) with the DD; a viewer
+/// offers the DD only when asked to.
+fn assert_offers(page: &Page) {
+    let offers = page.eval_json("window.loopbackOffers");
+    let sdp = |i: usize| offers[i]["sdp"].as_str().expect("an offer").to_owned();
+    let dd = "dependency-descriptor-rtp-header-extension";
+    let publish = sdp(0);
+    assert!(
+        publish.contains("AV1/90000") && !publish.contains("VP8/90000"),
+        "{publish}"
+    );
+    assert!(
+        publish.contains(dd),
+        "the publisher offers the DD: {publish}"
+    );
+    assert!(sdp(1).contains(dd), "a viewer offers the DD");
+    assert!(!sdp(2).contains(dd), "a viewer with dd:false does not");
+}
+
+/// The node's `/metrics` lines that mention any of `words`, to tell in a failure whether the
+/// node saw and answered the loss.
+fn node_counters(page: &Page, words: &[&str]) -> String {
+    let text = page.eval_json("fetch('/metrics').then((r) => r.text())");
+    let text = text.as_str().unwrap_or_default().to_lowercase();
+    let wanted = |line: &&str| !line.starts_with('#') && words.iter().any(|w| line.contains(w));
+    text.lines().filter(wanted).collect::<Vec<_>>().join("\n")
+}
+
+/// The loss scenario rewrites the firewall: only ever inside a namespace of its own.
+fn require_private_network() {
+    let out = Command::new("ip")
+        .args(["-o", "link", "show"])
+        .output()
+        .expect("run ip");
+    let links = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = links
+        .lines()
+        .filter_map(|l| l.split(':').nth(1))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        names,
+        ["lo"],
+        "not in a private network namespace: {IGNORED}"
+    );
+}
+
+/// An nftables table dropping one UDP packet in twenty on output (every packet here is on
+/// loopback, so both directions of every leg); removed on drop, even when the test fails.
+struct LossRule;
+
+impl LossRule {
+    fn drop_one_in_twenty() -> LossRule {
+        nft(&["add", "table", "inet", "strata_loss"]);
+        nft(&["add chain inet strata_loss out { type filter hook output priority 0; }"]);
+        nft(&[
+            "add",
+            "rule",
+            "inet",
+            "strata_loss",
+            "out",
+            "meta",
+            "l4proto",
+            "udp",
+            "numgen",
+            "random",
+            "mod",
+            "20",
+            "0",
+            "drop",
+        ]);
+        LossRule
+    }
+}
+
+impl Drop for LossRule {
+    fn drop(&mut self) {
+        let _ = Command::new("nft")
+            .args(["delete", "table", "inet", "strata_loss"])
+            .status();
+    }
+}
+
+fn nft(args: &[&str]) {
+    let status = Command::new("nft").args(args).status().expect("run nft");
+    assert!(status.success(), "nft {args:?}");
+}
+
+fn layered_publisher(page: &Page, room: &str, codec: &str, mode: &str) {
+    let id = strata::publish(
+        page,
+        json!({ "room": room, "codec": codec, "scalabilityMode": mode }),
+    );
+    let encodings = strata::wait_publishing(page, &id);
+    assert_eq!(encodings[0]["scalabilityMode"], mode, "{encodings:?}");
+}
+
+/// One viewer per spatial layer at the top temporal layer; each decodes that layer's size.
+fn viewers_at_each_layer(page: &Page, room: &str) -> Vec<String> {
+    let ids: Vec<String> = (0..3)
+        .map(|s| strata::watch(page, json!({ "room": room, "spatial": s, "temporal": 2 })))
+        .collect();
+    let expected: Vec<(&str, (f64, f64))> = ids.iter().map(String::as_str).zip(SIZES).collect();
+    wait_sizes(page, &expected);
+    ids
+}
+
+fn wait_sizes(page: &Page, expected: &[(&str, (f64, f64))]) {
+    poll_until(
+        page,
+        RAMP_UP,
+        EVERY_SECOND,
+        &format!("viewers at {expected:?}"),
+        |s| {
+            expected
+                .iter()
+                .all(|(id, want)| size(s, id) == *want)
+                .then_some(())
+        },
+    );
+}
+
+/// Frames decoded per second over `window`.
+fn decode_rate(page: &Page, id: &str, window: Duration) -> f64 {
+    let before = num(&stats(page)[id]["video"], "framesDecoded");
+    std::thread::sleep(window);
+    let after = num(&stats(page)[id]["video"], "framesDecoded");
+    (after - before) / window.as_secs_f64()
+}
+
+fn assert_decoding(page: &Page, id: &str, who: &str) {
+    let first = poll_until(
+        page,
+        RAMP_UP,
+        EVERY_SECOND,
+        &format!("{who} decodes"),
+        |s| {
+            let v = &s[id]["video"];
+            (num(v, "framesDecoded") > 0.0 && num(v, "frameWidth") > 0.0)
+                .then(|| num(v, "framesDecoded"))
+        },
+    );
+    let rate = decode_rate(page, id, Duration::from_secs(2));
+    assert!(rate > 0.0, "{who} stopped decoding after {first} frames");
+}
+
+fn assert_audio(page: &Page, id: &str) {
+    let received = |s: &Value| num(&s[id]["audio"], "packetsReceived");
+    let first = received(&stats(page));
+    poll_until(
+        page,
+        Duration::from_secs(10),
+        EVERY_SECOND,
+        "audio packets arrive",
+        |s| (received(s) > first).then_some(()),
+    );
+}
+
+/// From the top spatial layer to the base and back, each followed within `SWITCH`, without a
+/// freeze, with at most one keyframe request per switch and decoding never stopping.
+fn switch_round_trip(page: &Page, id: &str) {
+    let start = stats(page)[id]["video"].clone();
+    for spatial in [0, 2] {
+        let decoded = num(&stats(page)[id]["video"], "framesDecoded");
+        assert_eq!(
+            strata::set_layer(page, id, spatial as u64, 2),
+            204,
+            "PATCH to spatial {spatial}"
+        );
+        poll_until(
+            page,
+            SWITCH,
+            Duration::from_millis(200),
+            &format!("switch to spatial {spatial}"),
+            |s| (size(s, id) == SIZES[spatial]).then_some(()),
+        );
+        let now = num(&stats(page)[id]["video"], "framesDecoded");
+        assert!(
+            now > decoded,
+            "decoding went on across the switch to {spatial}"
+        );
+    }
+    let end = stats(page)[id]["video"].clone();
+    let delta = |key| num(&end, key) - num(&start, key);
+    assert_eq!(delta("freezeCount"), 0.0, "freezes across switches: {end}");
+    assert!(
+        delta("pliCount") <= 2.0,
+        "keyframe requests for two switches: {end}"
+    );
+}

@@ -1,0 +1,97 @@
+//! The node under test: `sfu serve` on free loopback ports, killed on drop. Its log is kept in
+//! a file and printed when a test fails, since that is when it is wanted.
+
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The node's own events; the DTLS crate warns once per unknown extension of every browser hello.
+const LOG_FILTER: &str = "info,dtls=error";
+
+pub struct Node {
+    child: Child,
+    log: PathBuf,
+    pub http: String,
+}
+
+fn free_tcp_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free TCP port");
+    listener.local_addr().expect("local address").port()
+}
+
+fn free_udp_port() -> u16 {
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind a free UDP port");
+    socket.local_addr().expect("local address").port()
+}
+
+impl Node {
+    /// Starts the node with `args` after the addresses (tokens, secrets) and waits until its
+    /// HTTP port accepts connections, which is its readiness contract.
+    pub fn start(args: &[&str]) -> Node {
+        let http = format!("127.0.0.1:{}", free_tcp_port());
+        let udp = format!("127.0.0.1:{}", free_udp_port());
+        let log = std::env::temp_dir().join(format!(
+            "strata-node-{}-{}.log",
+            std::process::id(),
+            free_tcp_port()
+        ));
+        let file = std::fs::File::create(&log).expect("create the node's log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_sfu"))
+            .args(["serve", "--http", &http, "--udp", &udp])
+            .args(args)
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| LOG_FILTER.into()),
+            )
+            // Plain text: the log goes to a file and is printed into the test output.
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start the node");
+        let mut node = Node { child, log, http };
+        node.wait_ready();
+        node
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(&self.http).is_err() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "the node exited before serving: {status}\n{}",
+                    self.log_text()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the node never listened on {}",
+                self.http
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.http)
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let text = self.log_text();
+            let tail: Vec<&str> = text.lines().rev().take(80).collect();
+            eprintln!("--- the node's last log lines ---");
+            tail.iter().rev().for_each(|line| eprintln!("{line}"));
+        }
+        let _ = std::fs::remove_file(&self.log);
+    }
+}

@@ -1,0 +1,103 @@
+//! The demo page's `window.strata` API seen from a test, and polling of its stats.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::chromium::Page;
+
+/// Stats are read once a second, as a person watching the page would see them change.
+pub const EVERY_SECOND: Duration = Duration::from_secs(1);
+
+pub fn publish(page: &Page, options: Value) -> String {
+    id(page.eval_json(&format!("strata.publish({options})")))
+}
+
+pub fn watch(page: &Page, options: Value) -> String {
+    id(page.eval_json(&format!("strata.watch({options})")))
+}
+
+fn id(value: Value) -> String {
+    value.as_str().expect("a session id").to_owned()
+}
+
+/// Changes a viewer's layers; returns the HTTP status of the PATCH.
+pub fn set_layer(page: &Page, id: &str, spatial: u64, temporal: u64) -> u64 {
+    let status = page.eval_json(&format!("strata.setLayer({id:?}, {spatial}, {temporal})"));
+    status.as_u64().expect("an HTTP status")
+}
+
+/// A raw POST from the page: (status, body).
+pub fn post(
+    page: &Page,
+    path: &str,
+    body: &str,
+    content_type: &str,
+    token: Option<&str>,
+) -> (u64, String) {
+    let args = json!([path, body, content_type, token]);
+    let res = page.eval_json(&format!("strata.post(...{args})"));
+    let status = res["status"].as_u64().expect("an HTTP status");
+    (status, res["body"].as_str().unwrap_or_default().to_owned())
+}
+
+pub fn stats(page: &Page) -> Value {
+    page.eval_json("strata.stats()")
+}
+
+/// Ends every session on the page, so the next scenario starts with an idle machine.
+pub fn stop_all(page: &Page) {
+    page.eval_json("strata.stats().then((all) => Object.keys(all).forEach(strata.stop))");
+}
+
+/// A number from a stats entry, 0 when absent (stats omit counters that have not started).
+pub fn num(entry: &Value, key: &str) -> f64 {
+    entry[key].as_f64().unwrap_or(0.0)
+}
+
+/// A viewer's (width, height).
+pub fn size(stats: &Value, id: &str) -> (f64, f64) {
+    let video = &stats[id]["video"];
+    (num(video, "frameWidth"), num(video, "frameHeight"))
+}
+
+/// Polls the stats every `every` until `check` gives a value or `within` has passed; then fails
+/// with `what` and the last stats.
+pub fn poll_until<T>(
+    page: &Page,
+    within: Duration,
+    every: Duration,
+    what: &str,
+    mut check: impl FnMut(&Value) -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        let now = stats(page);
+        if let Some(found) = check(&now) {
+            return found;
+        }
+        if Instant::now() >= deadline {
+            panic!("{what}: not within {within:?}; last stats:\n{now:#}");
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// Waits until a publisher is connected and encoding; returns its video outbound entries.
+pub fn wait_publishing(page: &Page, id: &str) -> Vec<Value> {
+    poll_until(
+        page,
+        Duration::from_secs(15),
+        EVERY_SECOND,
+        "publisher encoding",
+        |s| {
+            let me = &s[id];
+            let encoding = me["video"]
+                .as_array()?
+                .iter()
+                .any(|v| num(v, "framesEncoded") > 0.0);
+            (me["connectionState"] == "connected" && encoding)
+                .then(|| me["video"].as_array().cloned())?
+        },
+    )
+}
