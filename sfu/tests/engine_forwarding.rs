@@ -695,7 +695,27 @@ fn simulcast_streams_bound_after_publishing_are_forwarded() {
     );
     session.feed((0..200).map(|_| next()), &|_, _| false);
     assert_eq!(session.router.counters().unknown_ssrc, 1);
-    assert!(session.received[&id].packets.len() >= 30);
+    let before = session.received[&id].packets.len();
+    assert!(before >= 30);
+    // Found with a real browser: the RTX SSRC shows up with the first retransmission, long
+    // after the media; binding it must not restart the stream under its subscribers.
+    let with_rtx = StreamConfig {
+        rtx_ssrc: Some(0x302),
+        ..bound
+    };
+    session
+        .router
+        .bind_stream(session.track, 2, with_rtx)
+        .expect("free SSRCs");
+    session.feed((0..100).map(|_| next()), &|_, _| false);
+    let headers = session.received[&id].headers();
+    assert_eq!(headers.len(), before + 100, "every packet still forwarded");
+    for pair in headers.windows(2) {
+        assert_eq!(
+            pair[1].sequence_number,
+            pair[0].sequence_number.wrapping_add(1)
+        );
+    }
 }
 
 /// Opus packet `seq` of SSRC 0x3000 (20 ms frames) carrying one header extension.

@@ -135,13 +135,19 @@ impl Receiver {
         &self.config
     }
 
-    /// Gives stream `index` the SSRCs learned from its first packets (simulcast streams are
-    /// announced by rid, not SSRC). Its reception state starts afresh.
+    /// Gives stream `index` the SSRCs learned from its packets (simulcast streams are
+    /// announced by rid, not SSRC). A new media SSRC starts the stream's reception afresh; an
+    /// RTX SSRC learned later (at the first retransmission) keeps it, or the packets kept for
+    /// NACKs and the sequence the subscribers follow would be lost mid-stream.
     pub(super) fn bind_stream(&mut self, index: usize, ssrcs: StreamConfig) -> Option<()> {
         let clock_rate = self.config.clock_rate;
         *self.config.streams.get_mut(index)? = ssrcs;
         let stream = self.streams.get_mut(index)?;
-        *stream = Stream::new(ssrcs, clock_rate);
+        if stream.ssrc == ssrcs.ssrc {
+            stream.rtx_ssrc = ssrcs.rtx_ssrc;
+        } else {
+            *stream = Stream::new(ssrcs, clock_rate);
+        }
         Some(())
     }
 

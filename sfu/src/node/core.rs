@@ -406,9 +406,10 @@ impl NodeCore {
             if let Ok(packet) = RtpPacket::parse(&self.plain) {
                 let known = self.router.ssrc_track(packet.fields().ssrc).is_some();
                 if let (false, Some(binding)) = (known, publisher.bind(&packet)) {
-                    let _ = self
-                        .router
-                        .bind_stream(binding.track, binding.index, binding.ssrcs);
+                    let bound =
+                        self.router
+                            .bind_stream(binding.track, binding.index, binding.ssrcs);
+                    tracing::debug!(peer = %id, ?binding, ?bound, "simulcast stream bound");
                 }
             }
         }
