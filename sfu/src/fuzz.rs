@@ -225,14 +225,14 @@ fn answer_reads_back(media: Vec<AnswerMedia>, extmap_allow_mixed: bool) {
     let sections = media.len();
     let params = AnswerParams {
         ice_ufrag: "fuzzufrg".to_owned(),
-        ice_pwd: "fuzz-password-of-24chars".to_owned(),
+        ice_pwd: "answer-password-24-chars".to_owned(),
         fingerprint: ["AB"; 32].join(":"),
         candidates: vec![
             SocketAddr::from(([127, 0, 0, 1], 40000)),
             SocketAddr::from(([0, 0, 0, 0, 0, 0, 0, 1], 40001)),
         ],
         extmap_allow_mixed,
-        video_fmtp_suffix: Some("x-google-min-bitrate=2500".to_owned()),
+        video_fmtp_suffix: Some("x-min-bitrate=2500".to_owned()),
         media,
     };
     let answer = build_answer(&params);
