@@ -41,5 +41,5 @@ pub mod vp9;
 
 pub use history::HISTORY_FRAMES;
 pub use layer::{Layer, LayerLimits};
-pub use selection::{KeyframeRequests, Selection};
+pub use selection::{KeyframeRequests, Selection, RETRY_AFTER_PACKETS};
 pub use unwrap::Unwrapper;

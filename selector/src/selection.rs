@@ -27,14 +27,23 @@ impl Selection {
     }
 }
 
-/// A selector's need for a keyframe from the publisher. Raised once per wait; the engine takes
-/// it, merges it with other subscribers' and throttles it per source.
+/// A selector's need for a keyframe from the publisher. Raised when a wait starts, and again
+/// every [`RETRY_AFTER_PACKETS`] packets while it lasts; the engine takes it, merges it with
+/// other subscribers' and throttles it per source.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct KeyframeRequests {
     waiting: bool,
     pending: bool,
     raised: u64,
+    /// Packets seen since the request was last raised.
+    since_raised: u32,
 }
+
+/// Packets a wait lasts before the request is raised again. A request lost on its way, or
+/// ignored by a publisher that rate-limits keyframes (one encoder's simulcast streams share
+/// one limit), must not leave the subscriber waiting for good; the engine's throttle keeps
+/// the retries to one per interval per source.
+pub const RETRY_AFTER_PACKETS: u32 = 64;
 
 impl KeyframeRequests {
     /// Whether the selector is waiting for a keyframe to reach its target.
@@ -42,7 +51,7 @@ impl KeyframeRequests {
         self.waiting
     }
 
-    /// True once per new wait: the engine should ask the publisher for a keyframe.
+    /// True when a request is due: the engine should ask the publisher for a keyframe.
     pub fn take(&mut self) -> bool {
         std::mem::take(&mut self.pending)
     }
@@ -52,16 +61,23 @@ impl KeyframeRequests {
         self.raised
     }
 
+    /// Called for each packet that finds the selector still needing a keyframe.
     pub(crate) fn request(&mut self) {
-        if !self.waiting {
-            self.waiting = true;
-            self.pending = true;
-            self.raised += 1;
+        if self.waiting {
+            self.since_raised += 1;
+            if self.since_raised < RETRY_AFTER_PACKETS {
+                return;
+            }
         }
+        self.waiting = true;
+        self.pending = true;
+        self.raised += 1;
+        self.since_raised = 0;
     }
 
     pub(crate) fn satisfied(&mut self) {
         self.waiting = false;
         self.pending = false;
+        self.since_raised = 0;
     }
 }

@@ -199,6 +199,29 @@ mod tests {
         assert_eq!(s.choose(0, 111, false), StreamChoice::Drop);
     }
 
+    /// Found with a real browser: a publisher ignores a keyframe request that comes soon
+    /// after one for another of its simulcast streams, and the subscriber waited for good.
+    #[test]
+    fn a_long_wait_raises_the_request_again() {
+        let mut s = SimulcastSelector::new(3);
+        s.set_limits(limits(2));
+        let mut raised = Vec::new();
+        for seq in 0..200u16 {
+            assert_eq!(s.choose(0, seq, false), StreamChoice::Drop);
+            if s.keyframe_requests().take() {
+                raised.push(seq);
+            }
+        }
+        let every = crate::RETRY_AFTER_PACKETS as u16;
+        assert_eq!(raised, [0, every, 2 * every, 3 * every]);
+        assert_eq!(s.requested_stream(), Some(2));
+        assert_eq!(s.choose(2, 200, true), StreamChoice::SwitchTo);
+        for seq in 201..400u16 {
+            s.choose(2, seq, false);
+        }
+        assert!(!s.keyframe_requests().take(), "no request once switched");
+    }
+
     #[test]
     fn falls_back_when_the_publisher_stops_a_stream() {
         let mut s = SimulcastSelector::new(3);
