@@ -1226,14 +1226,20 @@ fn layer_changes_are_events_and_fir_can_replace_pli() {
 
 /// A publisher's transport-wide sequence numbers come back as transport-wide CC feedback about
 /// ten times a second, naming lost packets as not received.
-#[test]
-fn transport_wide_cc_feedback_to_the_publisher() {
+/// An Opus track (SSRC 0x3000) whose publisher sends the transport-wide sequence number as
+/// extension 5.
+fn opus_track_with_transport_cc() -> TrackConfig {
     let mut config = TrackConfig::single(Codec::Opus, 0x3000);
     config.transport_cc = Some(TransportCc {
         ext_id: 5,
         transport: 77,
     });
-    let mut session = Session::new(config);
+    config
+}
+
+#[test]
+fn transport_wide_cc_feedback_to_the_publisher() {
+    let mut session = Session::new(opus_track_with_transport_cc());
     session.subscribe(Layer::MAX);
     for i in 0..30u16 {
         if i == 7 {
@@ -1275,12 +1281,7 @@ fn transport_wide_cc_reports_packets_the_receiver_drops_as_received() {
     use rtcp::transport_feedbacks::transport_layer_cc::TransportLayerCc;
     use webrtc_util::Unmarshal;
 
-    let mut config = TrackConfig::single(Codec::Opus, 0x3000);
-    config.transport_cc = Some(TransportCc {
-        ext_id: 5,
-        transport: 77,
-    });
-    let mut session = Session::new(config);
+    let mut session = Session::new(opus_track_with_transport_cc());
     session.subscribe(Layer::MAX);
     for i in 0..10u16 {
         for copy in 0..2 {

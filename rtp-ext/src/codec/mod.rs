@@ -59,21 +59,35 @@ impl Codec {
     /// The codec named by an SDP `a=rtpmap` encoding name, compared case-insensitively as
     /// RFC 4855 section 3 requires.
     pub fn from_encoding_name(name: &str) -> Option<Self> {
-        const NAMES: [(&str, Codec); 8] = [
-            ("AV1", Codec::Av1),
-            ("VP9", Codec::Vp9),
-            ("VP8", Codec::Vp8),
-            ("H264", Codec::H264),
-            ("opus", Codec::Opus),
-            ("PCMU", Codec::Pcmu),
-            ("PCMA", Codec::Pcma),
-            ("G722", Codec::G722),
-        ];
-        NAMES
-            .iter()
-            .find(|(known, _)| known.eq_ignore_ascii_case(name))
-            .map(|&(_, codec)| codec)
+        Self::ALL
+            .into_iter()
+            .find(|codec| codec.encoding_name().eq_ignore_ascii_case(name))
     }
+
+    /// The encoding name as the RTP payload format registers it (and SDP writes it).
+    pub fn encoding_name(self) -> &'static str {
+        match self {
+            Self::Av1 => "AV1",
+            Self::Vp9 => "VP9",
+            Self::Vp8 => "VP8",
+            Self::H264 => "H264",
+            Self::Opus => "opus",
+            Self::Pcmu => "PCMU",
+            Self::Pcma => "PCMA",
+            Self::G722 => "G722",
+        }
+    }
+
+    const ALL: [Codec; 8] = [
+        Self::Av1,
+        Self::Vp9,
+        Self::Vp8,
+        Self::H264,
+        Self::Opus,
+        Self::Pcmu,
+        Self::Pcma,
+        Self::G722,
+    ];
 }
 
 /// A temporal layer index (VP8 and VP9 TID, AV1 `temporal_id`).

@@ -69,20 +69,6 @@ impl Inspector {
     }
 }
 
-/// The encoding name as SDP writes it.
-pub fn codec_name(codec: Codec) -> &'static str {
-    match codec {
-        Codec::Av1 => "AV1",
-        Codec::Vp9 => "VP9",
-        Codec::Vp8 => "VP8",
-        Codec::H264 => "H264",
-        Codec::Opus => "opus",
-        Codec::Pcmu => "PCMU",
-        Codec::Pcma => "PCMA",
-        Codec::G722 => "G722",
-    }
-}
-
 impl PacketRecord {
     /// The packet's (spatial, temporal) layer: the Dependency Descriptor's when it decoded,
     /// else the payload descriptor's.
@@ -124,7 +110,7 @@ impl PacketRecord {
 fn codec_json(codec: Codec, summary: &Result<PayloadSummary, CodecError>) -> Value {
     match summary {
         Ok(s) => json!({
-            "name": codec_name(codec),
+            "name": codec.encoding_name(),
             "keyframe": s.keyframe,
             "start_of_frame": s.start_of_frame,
             "end_of_frame": s.end_of_frame,
@@ -132,7 +118,7 @@ fn codec_json(codec: Codec, summary: &Result<PayloadSummary, CodecError>) -> Val
             "spatial_id": s.spatial_layer.map(|l| l.0),
             "temporal_id": s.temporal_layer.map(|l| l.0),
         }),
-        Err(e) => json!({ "name": codec_name(codec), "error": e.to_string() }),
+        Err(e) => json!({ "name": codec.encoding_name(), "error": e.to_string() }),
     }
 }
 
@@ -155,8 +141,8 @@ impl Display for PacketRecord {
         }
         f.write_char(']')?;
         match &self.codec {
-            Some((codec, Ok(s))) => write!(f, " | {} {}", codec_name(*codec), SummaryText(s))?,
-            Some((codec, Err(e))) => write!(f, " | {} error: {e}", codec_name(*codec))?,
+            Some((codec, Ok(s))) => write!(f, " | {} {}", codec.encoding_name(), SummaryText(s))?,
+            Some((codec, Err(e))) => write!(f, " | {} error: {e}", codec.encoding_name())?,
             None => f.write_str(" | codec ?")?,
         }
         match &self.dd {

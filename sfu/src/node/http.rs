@@ -40,37 +40,45 @@ pub fn routes(signaling: Arc<Signaling>, max_body_bytes: usize) -> axum::Router 
         .with_state(signaling)
 }
 
+/// Answers to a CORS preflight: what a page may send.
+const PREFLIGHT: [(header::HeaderName, &str); 3] = [
+    (
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        "GET, POST, PATCH, DELETE, OPTIONS",
+    ),
+    (
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        "Authorization, Content-Type, If-Match",
+    ),
+    (header::ACCESS_CONTROL_MAX_AGE, "86400"),
+];
+
+/// On every response: any origin, and the headers a page needs to read.
+const EVERY_RESPONSE: [(header::HeaderName, &str); 2] = [
+    (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+    (
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        "Location, Link, ETag",
+    ),
+];
+
+fn insert_all(headers: &mut HeaderMap, values: &[(header::HeaderName, &'static str)]) {
+    for (name, value) in values {
+        headers.insert(name.clone(), HeaderValue::from_static(value));
+    }
+}
+
 /// Lets pages of any origin publish and watch (the bearer token is the access control): the
 /// preflight is answered here, and every response exposes `Location`.
 async fn cors(request: Request, next: Next) -> Response {
     let mut response = if request.method() == Method::OPTIONS {
         let mut preflight = StatusCode::NO_CONTENT.into_response();
-        let headers = preflight.headers_mut();
-        headers.insert(
-            header::ACCESS_CONTROL_ALLOW_METHODS,
-            HeaderValue::from_static("GET, POST, PATCH, DELETE, OPTIONS"),
-        );
-        headers.insert(
-            header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static("Authorization, Content-Type, If-Match"),
-        );
-        headers.insert(
-            header::ACCESS_CONTROL_MAX_AGE,
-            HeaderValue::from_static("86400"),
-        );
+        insert_all(preflight.headers_mut(), &PREFLIGHT);
         preflight
     } else {
         next.run(request).await
     };
-    let headers = response.headers_mut();
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    headers.insert(
-        header::ACCESS_CONTROL_EXPOSE_HEADERS,
-        HeaderValue::from_static("Location, Link, ETag"),
-    );
+    insert_all(response.headers_mut(), &EVERY_RESPONSE);
     response
 }
 

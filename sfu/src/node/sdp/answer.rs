@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use rand::Rng;
-use rtp_ext::codec::{Codec, MediaKind};
+use rtp_ext::codec::MediaKind;
 use sdp::description::common::{Address, Attribute, ConnectionInformation};
 use sdp::description::media::{MediaDescription, MediaName, RangedPort};
 use sdp::description::session::{Origin, TimeDescription, Timing};
@@ -348,27 +348,13 @@ fn codec_attributes(codecs: &[OfferedCodec], fmtp_suffix: Option<&str>) -> Vec<A
 }
 
 fn rtpmap(codec: &OfferedCodec) -> String {
-    let name = encoding_name(codec.codec);
+    let name = codec.codec.encoding_name();
     match codec.channels {
         Some(channels) => format!(
             "{} {name}/{}/{channels}",
             codec.payload_type, codec.clock_rate
         ),
         None => format!("{} {name}/{}", codec.payload_type, codec.clock_rate),
-    }
-}
-
-/// The encoding names as the RTP payload formats register them.
-fn encoding_name(codec: Codec) -> &'static str {
-    match codec {
-        Codec::Av1 => "AV1",
-        Codec::Vp9 => "VP9",
-        Codec::Vp8 => "VP8",
-        Codec::H264 => "H264",
-        Codec::Opus => "opus",
-        Codec::Pcmu => "PCMU",
-        Codec::Pcma => "PCMA",
-        Codec::G722 => "G722",
     }
 }
 
