@@ -262,8 +262,6 @@ fn bodies_run_over_their_seed_corpora() {
 
 /// The inputs the fuzzers found crashing, kept in `fuzz/regressions/<target>/`.
 #[test]
-#[ignore = "srtp_unprotect: the SRTP library panics on an RTP header extension element that \
-            runs past the datagram; run once the node checks the header first"]
 fn bodies_run_over_their_regressions() {
     let regressions = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions");
     for (target, body, _) in TARGETS {

@@ -33,6 +33,8 @@ pub enum ServeError {
     Certificate(String),
     #[error("HTTP server failed: {0}")]
     Serve(std::io::Error),
+    #[error("the media loop stopped unexpectedly")]
+    MediaLoop,
 }
 
 /// Commands queued from signaling to the media loop before a sender waits.
@@ -63,7 +65,7 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     let core = NodeCore::new(router, config.peer_timeout());
     let (commands, command_rx) = mpsc::channel(COMMAND_QUEUE);
     let media = MediaLoop::new(core, socket, certificate.clone(), command_rx);
-    let media = tokio::spawn(media.run());
+    let mut media = tokio::spawn(media.run());
     let candidate = SocketAddr::new(config.announced_ip(), udp_addr.port());
     let auth = Auth::new(
         config.tokens.clone(),
@@ -85,13 +87,21 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     let app = http::routes(signaling, config.max_body_bytes);
     tracing::info!(%udp_addr, %candidate, "media on one UDP port");
     println!("Strata is serving: open http://{http_addr}/ to publish and watch");
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await;
-    // The HTTP side is gone with its command senders: the media loop ends after them.
-    let _ = media.await;
-    tracing::info!("stopped");
-    served.map_err(ServeError::Serve)
+    let http = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal());
+    tokio::select! {
+        served = http => {
+            // The HTTP side is gone with its command senders: the media loop ends after them.
+            let _ = media.await;
+            tracing::info!("stopped");
+            served.map_err(ServeError::Serve)
+        }
+        // The media loop only ends on its own through a bug: stop rather than keep answering
+        // signaling for media that no longer flows.
+        ended = &mut media => {
+            tracing::error!("the media loop ended: {ended:?}");
+            Err(ServeError::MediaLoop)
+        }
+    }
 }
 
 async fn shutdown_signal() {
