@@ -262,9 +262,6 @@ fn bodies_run_over_their_seed_corpora() {
 
 /// The inputs the fuzzers found crashing, kept in `fuzz/regressions/<target>/`.
 #[test]
-#[ignore = "srtp_unprotect: the SRTP library reads a nonzero byte of id 0 in a one-byte \
-            extension block as an element, which our parser skips as padding, and panics \
-            when that element runs past the datagram; run once the node refuses such headers"]
 fn bodies_run_over_their_regressions() {
     let regressions = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions");
     for (target, body, _) in TARGETS {

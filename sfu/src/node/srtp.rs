@@ -25,7 +25,7 @@ use aes_gcm::aead::generic_array::GenericArray;
 use aes_gcm::aes::cipher::{BlockEncrypt, KeyInit};
 use aes_gcm::aes::Aes128;
 use aes_gcm::{AeadInPlace, Aes128Gcm, Nonce};
-use rtp_ext::rtp::RtpPacket;
+use rtp_ext::rtp::{ONE_BYTE_PROFILE, TWO_BYTE_PROFILE};
 use webrtc_srtp::context::Context;
 use webrtc_srtp::protection_profile::ProtectionProfile;
 
@@ -136,6 +136,67 @@ pub trait SrtpContext: Send {
     fn unprotect_rtp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError>;
     /// Authenticates, replay-checks and decrypts an SRTCP packet into `out` (cleared first).
     fn unprotect_rtcp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError>;
+}
+
+/// Whether the SRTP library's RTP header parser can walk `packet`'s extension elements
+/// without reading past its end. It checks the fixed header, the CSRCs and the extension
+/// block's length, but takes each element's length as written; and in the one-byte form it
+/// reads any nonzero byte as an element header, where RFC 8285 (and our parser) take a zero id
+/// as padding whatever its length nibble says. Fuzzing found both panicking it, so only
+/// headers it can walk reach it. The padding bit is ignored: on an encrypted packet the last
+/// byte is the tag's.
+fn library_walk_stays_inside(packet: &[u8]) -> bool {
+    let Some(&first) = packet.first() else {
+        return false;
+    };
+    if first & 0x10 == 0 {
+        return true;
+    }
+    let ext = RTP_HEADER_LEN + 4 * usize::from(first & 0x0F);
+    let Some(&[p0, p1, l0, l1]) = packet.get(ext..ext + 4) else {
+        // Short of the extension header: the library refuses it itself.
+        return true;
+    };
+    let body = ext + 4;
+    let end = body + 4 * usize::from(u16::from_be_bytes([l0, l1]));
+    let element_len: fn(&[u8]) -> Option<Option<usize>> = match u16::from_be_bytes([p0, p1]) {
+        ONE_BYTE_PROFILE => one_byte_element_len,
+        TWO_BYTE_PROFILE => two_byte_element_len,
+        _ => return true,
+    };
+    let mut at = body;
+    while at < end {
+        match packet.get(at..).and_then(element_len) {
+            Some(Some(len)) => at += len,
+            // The one-byte form's id 15 ends the walk.
+            Some(None) => return true,
+            None => return false,
+        }
+        if at > packet.len() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Bytes the library advances over at the start of `rest` in a one-byte block: a zero byte,
+/// or an element header and its data; None for an empty `rest`, Some(None) for id 15.
+fn one_byte_element_len(rest: &[u8]) -> Option<Option<usize>> {
+    let &b = rest.first()?;
+    Some(match (b, b >> 4) {
+        (0, _) => Some(1),
+        (_, 15) => None,
+        _ => Some(2 + usize::from(b & 0x0F)),
+    })
+}
+
+/// The same for a two-byte block: a zero byte, or id, length and data.
+fn two_byte_element_len(rest: &[u8]) -> Option<Option<usize>> {
+    match rest {
+        [0, ..] => Some(Some(1)),
+        [_, len, ..] => Some(Some(2 + usize::from(*len))),
+        _ => None,
+    }
 }
 
 /// Which egress RTP implementation a session uses.
@@ -253,9 +314,9 @@ impl SrtpContext for SrtpSession {
         if packet.len() < RTP_HEADER_LEN + self.profile.tag_len() {
             return Err(SrtpError::TooShort);
         }
-        // The library's header parser panics on an extension element that runs past the
-        // datagram (found by fuzzing): only headers our own parser accepts reach it.
-        RtpPacket::parse(packet).map_err(|_| SrtpError::Malformed)?;
+        if !library_walk_stays_inside(packet) {
+            return Err(SrtpError::Malformed);
+        }
         let (seq, ssrc) = (read_u16(packet, 2), read_u32(packet, 8));
         let replay = self.rtp_replay.get(&ssrc);
         // Checked before decrypting so replays cost no decryption and do not touch the

@@ -306,3 +306,59 @@ proptest! {
         }
     }
 }
+
+/// Padding-only probes: the padding bit with an extension block. On the encrypted packet the
+/// last byte is the tag's, so the header check must not read a padding count from it.
+#[test]
+fn padded_packets_with_extensions_authenticate() {
+    for profile in PROFILES {
+        let (mut ours, mut theirs) = pair(profile);
+        for seq in 0..200u16 {
+            let mut packet = rtp_with_csrcs_and_extension(seq, 0x1234);
+            packet[0] |= 0x20;
+            packet.extend_from_slice(&[0, 0, 0, 4]);
+            let protected = protect_rtp(&mut theirs, &packet);
+            let plain = unprotect_rtp(&mut ours, &protected);
+            assert_eq!(plain.ok(), Some(packet), "{profile:?}");
+        }
+    }
+}
+
+/// Headers the SRTP library would walk past the datagram (fuzzing found both) are refused
+/// before it sees them; the same bytes as proper padding pass.
+#[test]
+fn extension_elements_the_library_cannot_walk_are_refused() {
+    let header = |element: u8| {
+        let mut packet = rtp(7, 0x1234, 0);
+        packet[0] |= 0x10;
+        packet.extend_from_slice(&[0xBE, 0xDE, 0, 3]);
+        packet.extend_from_slice(&[0; 11]);
+        packet.push(element);
+        packet
+    };
+    assert!(
+        !library_walk_stays_inside(&header(0x0F)),
+        "id 0 with a length"
+    );
+    assert!(
+        !library_walk_stays_inside(&header(0x1F)),
+        "an element past the end"
+    );
+    assert!(library_walk_stays_inside(&header(0x00)), "padding");
+    assert!(
+        library_walk_stays_inside(&header(0xF0)),
+        "id 15 ends the walk"
+    );
+    let mut two_byte = rtp(7, 0x1234, 0);
+    two_byte[0] |= 0x10;
+    two_byte.extend_from_slice(&[0x10, 0x00, 0, 1, 0, 0, 0, 9]);
+    assert!(
+        !library_walk_stays_inside(&two_byte),
+        "a two-byte element without its length"
+    );
+    for profile in PROFILES {
+        let (mut ours, _) = pair(profile);
+        let refused = unprotect_rtp(&mut ours, &header(0x0F));
+        assert!(matches!(refused, Err(SrtpError::Malformed)), "{profile:?}");
+    }
+}
