@@ -24,7 +24,9 @@ use crate::node::sdp::{
     build_answer, negotiate_publisher, negotiate_viewer, parse_description, parse_offer,
     AnswerMedia, AnswerParams, RoomCodec, SendSource,
 };
-use crate::node::srtp::{self, SrtpContext, SrtpError, SrtpKeys, SrtpProfile, SrtpSession};
+use crate::node::srtp::{
+    self, SrtpContext, SrtpError, SrtpKeys, SrtpProfile, SrtpSession, Unprotected,
+};
 
 /// `capture`: the bytes as a capture file; every record down to its UDP payload, and every
 /// RTP payload through each video codec's descriptor parser.
@@ -375,27 +377,6 @@ pub fn record(op: u8, bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-/// SRTP stand-in for `node_core`: packets pass unchanged, so the fuzzer reaches the engine
-/// without forging authentication tags.
-struct PassThrough;
-
-impl SrtpContext for PassThrough {
-    fn protect_rtp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
-        out.clear();
-        out.extend_from_slice(packet);
-        Ok(())
-    }
-    fn protect_rtcp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
-        self.protect_rtp(packet, out)
-    }
-    fn unprotect_rtp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
-        self.protect_rtp(packet, out)
-    }
-    fn unprotect_rtcp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
-        self.protect_rtp(packet, out)
-    }
-}
-
 /// Where `node_core`'s datagrams come from, by `op % 4`: the publisher, the viewer, a stranger.
 pub const NODE_ADDRS: [SocketAddr; 3] = [
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), 5000),
@@ -457,7 +438,7 @@ fn node_with_peers(now: Instant) -> (NodeCore, PeerId) {
     let viewer = core.add_viewer(now, "room", node_ice(1), node_viewer());
     for (index, id) in [publisher, viewer].into_iter().enumerate() {
         core.handle_datagram(now, NODE_ADDRS[index], &node_binding_request(index, true));
-        core.set_srtp(id, Box::new(PassThrough));
+        core.set_srtp(id, Box::new(Unprotected));
     }
     let mut out = Vec::new();
     while core.poll_datagram(&mut out).is_some() {}

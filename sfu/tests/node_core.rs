@@ -18,32 +18,12 @@ use sfu::node::metrics::DropReason;
 use sfu::node::peer::{
     IceCredentials, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
 };
-use sfu::node::srtp::{SrtpContext, SrtpError};
+use sfu::node::srtp::Unprotected;
 use stun::message::{Message, BINDING_SUCCESS};
 
 const DD_IN: u8 = 11;
 const DD_OUT: u8 = 5;
 const AV1_PT: u8 = 45;
-
-/// SRTP stand-in: packets pass unchanged, so the test reads what the core wrote.
-struct Clear;
-
-impl SrtpContext for Clear {
-    fn protect_rtp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
-        out.clear();
-        out.extend_from_slice(packet);
-        Ok(())
-    }
-    fn protect_rtcp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
-        self.protect_rtp(packet, out)
-    }
-    fn unprotect_rtp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
-        self.protect_rtp(packet, out)
-    }
-    fn unprotect_rtcp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
-        self.protect_rtp(packet, out)
-    }
-}
 
 fn ice(n: u32) -> IceCredentials {
     IceCredentials {
@@ -83,7 +63,7 @@ impl Harness {
     fn connect(&mut self, id: PeerId, ice: &IceCredentials, at: SocketAddr) {
         self.core
             .handle_datagram(self.now, at, &binding_request(ice, true));
-        self.core.set_srtp(id, Box::new(Clear));
+        self.core.set_srtp(id, Box::new(Unprotected));
         self.drain();
     }
 

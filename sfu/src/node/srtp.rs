@@ -199,6 +199,32 @@ fn two_byte_element_len(rest: &[u8]) -> Option<Option<usize>> {
     }
 }
 
+/// No protection: packets pass unchanged. For driving the node's core without a DTLS
+/// handshake, in its tests and its fuzz target (which could not forge authentication tags);
+/// signaling never gives a session one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unprotected;
+
+impl SrtpContext for Unprotected {
+    fn protect_rtp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
+        out.clear();
+        out.extend_from_slice(packet);
+        Ok(())
+    }
+
+    fn protect_rtcp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
+        self.protect_rtp(packet, out)
+    }
+
+    fn unprotect_rtp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
+        self.protect_rtp(packet, out)
+    }
+
+    fn unprotect_rtcp(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Result<(), SrtpError> {
+        self.protect_rtp(packet, out)
+    }
+}
+
 /// Which egress RTP implementation a session uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Egress {
