@@ -321,6 +321,11 @@ impl NodeCore {
             .map_err(|_: RouterError| CoreError::UnknownPeer)
     }
 
+    /// A datagram the socket did not take (its send buffer was full).
+    pub fn count_send_failure(&mut self) {
+        self.counters.drop(DropReason::SendFailed);
+    }
+
     /// The SRTP context the session's DTLS handshake produced.
     pub fn set_srtp(&mut self, id: PeerId, srtp: Box<dyn SrtpContext>) {
         if let Some(peer) = self.peers.get_mut(&id) {

@@ -123,7 +123,7 @@ impl MediaLoop {
                     self.core.handle_timeout(Instant::now());
                 }
             }
-            self.flush().await;
+            self.flush();
         }
     }
 
@@ -217,10 +217,13 @@ impl MediaLoop {
     }
 
     /// Sends everything the core has to send, then forgets removed sessions' handshakes.
-    async fn flush(&mut self) {
+    /// Never waits for the socket: a full send buffer (a viewer that does not read) loses the
+    /// packet, which NACK repairs, instead of stalling every other session behind it.
+    fn flush(&mut self) {
         while let Some(to) = self.core.poll_datagram(&mut self.out) {
-            if let Err(e) = self.socket.send_to(&self.out, to).await {
-                tracing::debug!("udp send to {to}: {e}");
+            if let Err(e) = self.socket.try_send_to(&self.out, to) {
+                self.core.count_send_failure();
+                tracing::trace!("udp send to {to}: {e}");
             }
         }
         while let Some(id) = self.core.poll_removed() {

@@ -21,10 +21,12 @@ pub enum DropReason {
     RtpRejected,
     /// A packet for a session not connected yet (no nominated address or no keys).
     NotConnected,
+    /// A datagram the socket would not take (send buffer full).
+    SendFailed,
 }
 
 impl DropReason {
-    const ALL: [DropReason; 8] = [
+    const ALL: [DropReason; 9] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -33,6 +35,7 @@ impl DropReason {
         Self::NotAPublisher,
         Self::RtpRejected,
         Self::NotConnected,
+        Self::SendFailed,
     ];
 
     fn label(self) -> &'static str {
@@ -45,6 +48,7 @@ impl DropReason {
             Self::NotAPublisher => "not_a_publisher",
             Self::RtpRejected => "rtp_rejected",
             Self::NotConnected => "not_connected",
+            Self::SendFailed => "send_failed",
         }
     }
 }

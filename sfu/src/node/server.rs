@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::mpsc;
 
@@ -48,12 +49,10 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
             addr: config.http,
             source,
         })?;
-    let socket = UdpSocket::bind(config.udp)
-        .await
-        .map_err(|source| ServeError::Udp {
-            addr: config.udp,
-            source,
-        })?;
+    let socket = media_socket(config.udp).map_err(|source| ServeError::Udp {
+        addr: config.udp,
+        source,
+    })?;
     let http_addr = listener.local_addr().map_err(ServeError::Serve)?;
     let udp_addr = socket.local_addr().map_err(ServeError::Serve)?;
     let certificate =
@@ -102,6 +101,21 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
             Err(ServeError::MediaLoop)
         }
     }
+}
+
+/// Socket buffers asked for (the kernel may grant less): a 720p layer's keyframe is a burst
+/// of a hundred packets per viewer, and a send that finds the buffer full loses its packet.
+const SOCKET_BUFFER: usize = 8 << 20;
+
+/// The one UDP socket, non-blocking, with large buffers.
+fn media_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // Smaller buffers still work: only bursts suffer.
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    UdpSocket::from_std(socket.into())
 }
 
 async fn shutdown_signal() {
