@@ -34,6 +34,11 @@ const FLAGS: &[&str] = &[
     "--autoplay-policy=no-user-gesture-required",
     "--allow-loopback-in-peer-connection",
     "--remote-debugging-pipe",
+    // The page under test must not be throttled as a background one (timers, rendering, the
+    // encoder's frame pacing).
+    "--disable-background-timer-throttling",
+    "--disable-renderer-backgrounding",
+    "--disable-backgrounding-occluded-windows",
 ];
 
 /// The browser binary: `$CHROMIUM` if set, else Debian's real binary (its `/usr/bin` wrapper
@@ -143,13 +148,21 @@ impl Chromium {
         }
     }
 
-    /// Opens a new tab attached with a flattened session, so its commands share this pipe.
+    /// Attaches to the browser's first tab with a flattened session (its commands share this
+    /// pipe) and loads `url` there. The first tab, not a new one: a tab the driver opens
+    /// beside it is a background tab, whose throttled capture and pacing held the publisher's
+    /// bandwidth estimate down.
     pub fn open(&self, url: &str) -> Page<'_> {
-        let target = self.call(None, "Target.createTarget", json!({ "url": "about:blank" }));
+        let targets = self.call(None, "Target.getTargets", json!({}));
+        let first = targets["targetInfos"]
+            .as_array()
+            .and_then(|all| all.iter().find(|t| t["type"] == "page"))
+            .map(|t| t["targetId"].clone())
+            .expect("the browser's first tab");
         let attached = self.call(
             None,
             "Target.attachToTarget",
-            json!({ "targetId": target["targetId"], "flatten": true }),
+            json!({ "targetId": first, "flatten": true }),
         );
         let session = attached["sessionId"]
             .as_str()
@@ -201,6 +214,9 @@ impl Page<'_> {
             assert!(Instant::now() < deadline, "{url} did not load");
             std::thread::sleep(Duration::from_millis(50));
         }
+        // Let the freshly started browser settle (its media services start lazily) before a
+        // scenario's publisher starts measuring the network.
+        std::thread::sleep(Duration::from_secs(1));
     }
 
     pub fn call(&self, method: &str, params: Value) -> Value {
