@@ -503,16 +503,16 @@ impl Router {
             }
             // A subscriber's compound RTCP covers all its streams: feedback about another
             // SSRC (its audio, say) is not this DownTrack's.
-            RtcpFeedback::Nack(nack) if nack.media_ssrc == ssrc => {
-                jobs.extend(nack.pairs.lost().map(|out_seq| Job::Retransmit {
-                    down_track: id,
-                    out_seq,
-                }));
+            RtcpFeedback::Nack(nack) => {
+                if nack.media_ssrc == ssrc {
+                    jobs.extend(nack.pairs.lost().map(|out_seq| Job::Retransmit {
+                        down_track: id,
+                        out_seq,
+                    }));
+                }
             }
-            RtcpFeedback::Pli(pli) if pli.media_ssrc == ssrc => keyframe = true,
-            RtcpFeedback::Fir(fir) if fir.entries.iter().any(|e| e.ssrc == ssrc) => {
-                keyframe = true;
-            }
+            RtcpFeedback::Pli(pli) => keyframe |= pli.media_ssrc == ssrc,
+            RtcpFeedback::Fir(fir) => keyframe |= fir.entries.iter().any(|e| e.ssrc == ssrc),
             RtcpFeedback::Remb(remb) => estimate = Some(remb.bitrate_bps),
             _ => {}
         });
