@@ -495,27 +495,29 @@ impl Router {
         let jobs = &mut self.jobs;
         let arrival = compact_ntp(self.wall_clock.get_or_insert(anchor(now)).ntp(now));
         let ssrc = down_track.config().ssrc;
-        let parsed = parse_compound(datagram, |item| match item {
-            RtcpFeedback::ReceiverReport(report) => {
-                for block in report.blocks.iter().filter(|b| b.ssrc == ssrc) {
-                    down_track.on_report_block(block, arrival);
+        let parsed =
+            parse_compound(datagram, |item| match item {
+                RtcpFeedback::ReceiverReport(report) => {
+                    for block in report.blocks.iter().filter(|b| b.ssrc == ssrc) {
+                        down_track.on_report_block(block, arrival);
+                    }
                 }
-            }
-            // A subscriber's compound RTCP covers all its streams: feedback about another
-            // SSRC (its audio, say) is not this DownTrack's.
-            RtcpFeedback::Nack(nack) => {
-                if nack.media_ssrc == ssrc {
-                    jobs.extend(nack.pairs.lost().map(|out_seq| Job::Retransmit {
-                        down_track: id,
-                        out_seq,
+                // A subscriber's compound RTCP covers all its streams: feedback about another
+                // SSRC (its audio, say) is not this DownTrack's.
+                RtcpFeedback::Nack(nack) => {
+                    let ours = nack.media_ssrc == ssrc;
+                    jobs.extend(nack.pairs.lost().filter(|_| ours).map(|out_seq| {
+                        Job::Retransmit {
+                            down_track: id,
+                            out_seq,
+                        }
                     }));
                 }
-            }
-            RtcpFeedback::Pli(pli) => keyframe |= pli.media_ssrc == ssrc,
-            RtcpFeedback::Fir(fir) => keyframe |= fir.entries.iter().any(|e| e.ssrc == ssrc),
-            RtcpFeedback::Remb(remb) => estimate = Some(remb.bitrate_bps),
-            _ => {}
-        });
+                RtcpFeedback::Pli(pli) => keyframe |= pli.media_ssrc == ssrc,
+                RtcpFeedback::Fir(fir) => keyframe |= fir.entries.iter().any(|e| e.ssrc == ssrc),
+                RtcpFeedback::Remb(remb) => estimate = Some(remb.bitrate_bps),
+                _ => {}
+            });
         if parsed.is_err() {
             self.counters.bad_rtcp += 1;
         }
