@@ -464,6 +464,8 @@ fn node_publisher() -> Publisher {
                 config,
                 rids: Vec::new(),
                 id: None,
+                fmtp: String::new(),
+                unsignaled: None,
             }
         })
         .collect();
@@ -471,6 +473,7 @@ fn node_publisher() -> Publisher {
         tracks,
         rid_ext: None,
         repaired_rid_ext: None,
+        mid_ext: None,
     }
 }
 
@@ -483,6 +486,7 @@ fn node_viewer() -> Viewer {
                 codec: Codec::Av1,
                 payload_type: 45,
                 rtx_payload_type: Some(46),
+                fmtp: String::new(),
             }],
             dd_ext_id: Some(5),
             two_byte_allowed: true,
