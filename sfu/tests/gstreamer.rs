@@ -49,6 +49,22 @@ fn gstreamer_x264_constrained_baseline_to_gstreamer_and_chromium() {
     gstreamer_publisher_to_both_viewers("h264", "video/H264");
 }
 
+/// A GStreamer viewer that cannot decode the room's video: its video section, the first of
+/// its bundle, is answered inactive, and webrtcbin keeps the bundle and gets the audio.
+#[test]
+#[ignore = "needs GStreamer and chromium in a private network namespace: run .ci/browser-test"]
+fn gstreamer_viewer_without_the_rooms_codec_still_gets_audio() {
+    let node = Node::start(&[]);
+    let _publisher = Client::publish(&node, "x264", "h264", &[]);
+    let decoded = Client::watch_with(&node, "x264", &["--codecs", "vp8"]).decoded();
+    eprintln!("a VP8-only viewer of H.264: {decoded}");
+    assert_eq!(num(&decoded, "frames"), 0.0, "{decoded}");
+    assert!(
+        num(&decoded, "audio_buffers") > 0.0,
+        "audio through the bundle: {decoded}"
+    );
+}
+
 #[test]
 #[ignore = "needs GStreamer and chromium in a private network namespace: run .ci/browser-test"]
 fn gstreamer_offer_before_caps_without_ssrcs() {
@@ -154,8 +170,14 @@ impl Client {
     }
 
     fn watch(node: &Node, room: &str) -> Self {
+        Self::watch_with(node, room, &[])
+    }
+
+    fn watch_with(node: &Node, room: &str, extra: &[&str]) -> Self {
         let url = node.url(&format!("/whep/{room}"));
-        Self::start(&["watch", &url, "--seconds", VIEWER_SECONDS])
+        let mut args = vec!["watch", &url, "--seconds", VIEWER_SECONDS];
+        args.extend_from_slice(extra);
+        Self::start(&args)
     }
 
     fn start(args: &[&str]) -> Self {

@@ -3,7 +3,7 @@
 the node would be. Driven by sfu/tests/gstreamer.rs.
 
   client.py publish URL --video vp8|h264 [--before-caps] --seconds N
-  client.py watch URL --seconds N
+  client.py watch URL [--codecs vp8|h264|all] --seconds N
 
 The viewer prints one JSON line when it stops: what its decoders produced (frames, the caps
 after the video decoder, the frame rate over the last few seconds, audio buffers).
@@ -191,7 +191,8 @@ class Decoded:
 def watch(args):
     pipeline = Gst.Pipeline.new("viewer")
     webrtc, ice = make_webrtcbin(pipeline)
-    for caps in [f"{VP8};{H264}", OPUS]:
+    video = {"vp8": VP8, "h264": H264, "all": f"{VP8};{H264}"}[args.codecs]
+    for caps in [video, OPUS]:
         webrtc.emit(
             "add-transceiver",
             GstWebRTC.WebRTCRTPTransceiverDirection.RECVONLY,
@@ -250,6 +251,7 @@ def main():
     parser.add_argument("url")
     parser.add_argument("--video", choices=sorted(ENCODERS), default="vp8")
     parser.add_argument("--before-caps", action="store_true")
+    parser.add_argument("--codecs", choices=["vp8", "h264", "all"], default="all")
     parser.add_argument("--seconds", type=float, default=10)
     args = parser.parse_args()
     (publish if args.mode == "publish" else watch)(args)
