@@ -346,7 +346,7 @@ mod tests {
         let track = |mid: &str, pt, rtx, by_payload_type, id: u32| PublishedTrack {
             config: TrackConfig::single(Codec::Vp8, 0xF000 + id),
             rids: Vec::new(),
-            id: Some(TrackId(id.into())),
+            id: Some(TrackId(id)),
             fmtp: String::new(),
             unsignaled: Some(Unsignaled {
                 mid: Some(mid.to_owned()),
