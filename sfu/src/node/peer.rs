@@ -413,6 +413,36 @@ mod tests {
     }
 
     #[test]
+    fn an_h264_track_goes_out_in_the_viewers_format_that_decodes_its_profile() {
+        let h264 = |payload_type, fmtp: &str| ViewerCodec {
+            codec: Codec::H264,
+            payload_type,
+            rtx_payload_type: None,
+            fmtp: fmtp.to_owned(),
+        };
+        let media = ViewerMedia {
+            ssrc: 1,
+            rtx_ssrc: 2,
+            codecs: vec![
+                h264(102, "packetization-mode=1;profile-level-id=42001f"),
+                h264(104, "packetization-mode=0;profile-level-id=42e01f"),
+                h264(106, "packetization-mode=1;profile-level-id=42e01f"),
+            ],
+            dd_ext_id: None,
+            two_byte_allowed: false,
+            down_track: None,
+        };
+        let x264 = "packetization-mode=1;profile-level-id=42c01e";
+        let chosen = media.codec_for(Codec::H264, x264).map(|c| c.payload_type);
+        assert_eq!(chosen, Some(106));
+        let single_nal = "packetization-mode=0;profile-level-id=42c01e";
+        let chosen = media.codec_for(Codec::H264, single_nal).map(|c| c.payload_type);
+        assert_eq!(chosen, Some(104));
+        assert_eq!(media.codec_for(Codec::H264, "profile-level-id=64001f"), None);
+        assert_eq!(media.codec_for(Codec::Vp8, ""), None);
+    }
+
+    #[test]
     fn av1_without_dd_is_capped_to_the_base_spatial_layer() {
         let viewer = Viewer {
             video: None,
