@@ -425,7 +425,7 @@ impl NodeCore {
                     let bound =
                         self.router
                             .bind_stream(binding.track, binding.index, binding.ssrcs);
-                    tracing::debug!(peer = %id, ?binding, ?bound, "simulcast stream bound");
+                    tracing::debug!(peer = %id, ?binding, ?bound, "stream bound from its packets");
                 }
             }
         }

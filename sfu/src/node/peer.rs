@@ -436,9 +436,14 @@ mod tests {
         let chosen = media.codec_for(Codec::H264, x264).map(|c| c.payload_type);
         assert_eq!(chosen, Some(106));
         let single_nal = "packetization-mode=0;profile-level-id=42c01e";
-        let chosen = media.codec_for(Codec::H264, single_nal).map(|c| c.payload_type);
+        let chosen = media
+            .codec_for(Codec::H264, single_nal)
+            .map(|c| c.payload_type);
         assert_eq!(chosen, Some(104));
-        assert_eq!(media.codec_for(Codec::H264, "profile-level-id=64001f"), None);
+        assert_eq!(
+            media.codec_for(Codec::H264, "profile-level-id=64001f"),
+            None
+        );
         assert_eq!(media.codec_for(Codec::Vp8, ""), None);
     }
 
