@@ -204,12 +204,13 @@ pub fn sdp_offer(data: &[u8]) {
     }
 }
 
-/// The codec of the non-empty room: H.264, the only codec whose formats must match beyond
-/// its name, so the profile and packetization-mode comparison runs too.
+/// The codec of the non-empty room: H.264 as x264 announces it, whose formats must match by
+/// profile (read from `profile-level-id`), level and packetization mode, so that matching of
+/// every offered format runs too.
 fn sdp_room_codec() -> RoomCodec {
     RoomCodec {
         codec: Codec::H264,
-        fmtp: "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f".to_owned(),
+        fmtp: "packetization-mode=1;profile-level-id=42c01e;level-asymmetry-allowed=1".to_owned(),
     }
 }
 
