@@ -16,7 +16,7 @@ use sfu::engine::{RouterConfig, StreamConfig, TrackConfig};
 use sfu::node::core::NodeCore;
 use sfu::node::metrics::DropReason;
 use sfu::node::peer::{
-    IceCredentials, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
+    IceCredentials, Join, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
 };
 use sfu::node::srtp::Unprotected;
 use stun::message::{Message, BINDING_SUCCESS};
@@ -72,7 +72,7 @@ impl Harness {
         let ice = ice(self.next);
         let id = self
             .core
-            .add_publisher(self.now, room, ice.clone(), publisher)
+            .add_publisher(self.now, Join::new(room, ice.clone()), publisher)
             .expect("free SSRCs");
         self.connect(id, &ice, at);
         id
@@ -81,7 +81,10 @@ impl Harness {
     fn viewer(&mut self, room: &str, viewer: Viewer, at: SocketAddr) -> PeerId {
         self.next += 1;
         let ice = ice(self.next);
-        let id = self.core.add_viewer(self.now, room, ice.clone(), viewer);
+        let id = self
+            .core
+            .add_viewer(self.now, Join::new(room, ice.clone()), viewer)
+            .expect("room for a viewer");
         self.connect(id, &ice, at);
         id
     }
@@ -126,6 +129,7 @@ fn publisher_of(config: TrackConfig, rids: &[&str]) -> Publisher {
         }],
         rid_ext: Some(12),
         repaired_rid_ext: Some(13),
+        codecs: Vec::new(),
     }
 }
 
@@ -186,12 +190,14 @@ fn spatial_ids(packets: &[Vec<u8>], dd: u8) -> Vec<u8> {
 fn binding_requests_are_answered_and_latch_the_nominated_address() {
     let mut h = Harness::new();
     let credentials = ice(1);
-    let id = h.core.add_viewer(
-        h.now,
-        "room",
-        credentials.clone(),
-        av1_viewer(0x10, None, Layer::MAX),
-    );
+    let id = h
+        .core
+        .add_viewer(
+            h.now,
+            Join::new("room", credentials.clone()),
+            av1_viewer(0x10, None, Layer::MAX),
+        )
+        .expect("room for a viewer");
     h.send(addr(4000), &binding_request(&credentials, false));
     h.send(addr(4001), &binding_request(&credentials, true));
     for port in [4000, 4001] {
@@ -322,7 +328,7 @@ fn datagrams_from_strangers_and_before_keys_are_counted_and_dropped() {
     let credentials = ice(9);
     let publisher = publisher_of(av1_track(0xA1), &[]);
     h.core
-        .add_publisher(h.now, "room", credentials.clone(), publisher)
+        .add_publisher(h.now, Join::new("room", credentials.clone()), publisher)
         .expect("free SSRC");
     h.send(addr(8001), &binding_request(&credentials, true));
     h.send(addr(8001), &l3t3(0xA1, 1)[0]);
@@ -331,7 +337,11 @@ fn datagrams_from_strangers_and_before_keys_are_counted_and_dropped() {
     assert_eq!(h.core.counters().dropped(DropReason::NotWebRtc), 1);
     assert_eq!(
         h.core
-            .add_publisher(h.now, "room", ice(10), publisher_of(av1_track(0xA1), &[]))
+            .add_publisher(
+                h.now,
+                Join::new("room", ice(10)),
+                publisher_of(av1_track(0xA1), &[])
+            )
             .map(|_| ()),
         Err(sfu::node::core::CoreError::SsrcInUse)
     );

@@ -13,6 +13,8 @@
 //! - [`signaling`]: an offer to a session and an answer.
 //! - [`http`]: the WHIP/WHEP routes, CORS, `/metrics`, the demo page.
 //! - [`metrics`]: counters and the Prometheus text format.
+//! - [`limits`]: what one node holds at most, and how a refusal reads.
+//! - [`listener`]: the HTTP connections: a cap, and timeouts for slow or idle clients.
 //! - [`server`]: start, run, shut down.
 
 pub mod auth;
@@ -21,6 +23,8 @@ pub mod core;
 pub mod dtls;
 pub mod http;
 pub mod ice;
+pub mod limits;
+pub mod listener;
 pub mod media_loop;
 pub mod metrics;
 pub mod peer;
