@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::core::{CoreError, Inbound, NodeCore, Resource, MAX_DATAGRAM};
 use super::dtls::{DtlsCertificate, DtlsError, DtlsInput, DtlsServer};
+use super::memory;
 use super::metrics::Snapshot;
 use super::peer::{Join, PeerId, Publisher, Viewer};
 use super::sdp::RoomCodec;
@@ -71,6 +72,9 @@ enum DtlsEvent {
 /// Longest sleep while the core has no timer (no session has come yet).
 const IDLE: Duration = Duration::from_secs(1);
 
+/// Least time between two hand-backs of freed memory after sessions left.
+pub const RELEASE_INTERVAL: Duration = Duration::from_secs(5);
+
 /// The loop's clock: tokio's, so tests can run the loop in paused (simulated) time.
 fn now() -> Instant {
     tokio::time::Instant::now().into_std()
@@ -86,6 +90,9 @@ pub struct MediaLoop {
     dtls_rx: mpsc::UnboundedReceiver<DtlsEvent>,
     handshakes: HashMap<PeerId, DtlsInput>,
     out: Vec<u8>,
+    /// Sessions removed since memory was last handed back, and when it may be next.
+    reaped: usize,
+    next_release: Instant,
 }
 
 impl std::fmt::Debug for MediaLoop {
@@ -115,6 +122,8 @@ impl MediaLoop {
             dtls_rx,
             handshakes: HashMap::new(),
             out: Vec::with_capacity(MAX_DATAGRAM + 64),
+            reaped: 0,
+            next_release: now(),
         }
     }
 
@@ -145,6 +154,12 @@ impl MediaLoop {
         if self.core.poll_timeout().is_some_and(|at| at <= now) {
             self.core.handle_timeout(now);
             self.flush();
+        }
+        if self.reaped > 0 && now >= self.next_release {
+            self.reaped = 0;
+            self.next_release = now + RELEASE_INTERVAL;
+            // Off the media loop: trimming a large heap takes milliseconds.
+            tokio::task::spawn_blocking(memory::release_freed);
         }
         self.core.poll_timeout().unwrap_or(now + IDLE)
     }
@@ -276,6 +291,7 @@ impl MediaLoop {
         }
         while let Some(id) = self.core.poll_removed() {
             self.handshakes.remove(&id);
+            self.reaped += 1;
         }
     }
 }

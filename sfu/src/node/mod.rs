@@ -10,6 +10,7 @@
 //! - [`peer`]: one WHIP or WHEP session.
 //! - [`core`]: the sessions and the engine behind one UDP port, sans-IO.
 //! - [`media_loop`]: the task that owns the core, the socket and the clock.
+//! - [`memory`]: freed memory handed back to the system after sessions leave.
 //! - [`signaling`]: an offer to a session and an answer.
 //! - [`http`]: the WHIP/WHEP routes, CORS, `/metrics`, the demo page.
 //! - [`metrics`]: counters and the Prometheus text format.
@@ -26,6 +27,7 @@ pub mod ice;
 pub mod limits;
 pub mod listener;
 pub mod media_loop;
+pub mod memory;
 pub mod metrics;
 pub mod peer;
 pub mod replay;
