@@ -597,3 +597,22 @@ fn a_resource_answers_only_its_kind_room_and_creator() {
     assert_eq!(id.to_string().len(), 32, "128 bits in hex");
     assert_eq!(id.to_string().parse(), Ok(id));
 }
+
+#[test]
+fn a_packet_the_engine_refuses_is_counted_once() {
+    let mut h = Harness::new();
+    h.publisher("room", publisher_of(av1_track(0xA1), &[]), addr(9200));
+    let packets = l3t3(0xA1, 2);
+    h.send(addr(9200), &packets[0]);
+    h.send(addr(9200), &packets[0]);
+    let snapshot = h.core.snapshot();
+    assert_eq!(
+        snapshot.engine_dropped_in, 1,
+        "the duplicate, by the engine"
+    );
+    assert_eq!(
+        h.core.counters().dropped(DropReason::RtpRejected),
+        0,
+        "not again by the node"
+    );
+}

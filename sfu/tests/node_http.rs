@@ -465,7 +465,8 @@ fn limits_refuse_with_their_status_retry_after_and_reason() {
 
 #[test]
 fn a_session_that_never_connects_is_reaped_and_its_resource_gone() {
-    let node = node_with_config("peer_timeout_ms = 1500\n", &[]);
+    // The ICE timeout governs a session that never connects, not the DTLS one.
+    let node = node_with_config("peer_timeout_ms = 1500\ndtls_timeout_ms = 60000\n", &[]);
     let watched = node.request("POST", "/whep/demo", &[SDP], VIEWER_OFFER);
     let whep = watched.header("location").expect("a resource").to_owned();
     let trickle = ("Content-Type", "application/trickle-ice-sdpfrag");
@@ -492,6 +493,30 @@ fn a_session_that_never_connects_is_reaped_and_its_resource_gone() {
         metrics.body
     );
     assert!(metrics.body.contains("strata_sessions_connecting 0"));
+}
+
+#[test]
+fn a_slowloris_of_500_connections_does_not_hold_the_node() {
+    let node = node_with_config("http_header_timeout_ms = 2000\n", &[]);
+    let stalled: Vec<TcpStream> = (0..500)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&node.http).expect("connects");
+            stream
+                .write_all(b"GET /metrics HTTP/1.1\r\nHo")
+                .expect("sent");
+            stream
+        })
+        .collect();
+    for _ in 0..5 {
+        let metrics = node.request("GET", "/metrics", &[], "");
+        assert_eq!(metrics.status, 200);
+    }
+    assert_eq!(
+        node.request("POST", "/whep/demo", &[SDP], VIEWER_OFFER)
+            .status,
+        201
+    );
+    drop(stalled);
 }
 
 #[test]

@@ -295,3 +295,60 @@ impl MediaLoop {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::RouterConfig;
+    use crate::node::peer::IceCredentials;
+
+    async fn metrics(commands: &mpsc::Sender<Command>) -> Snapshot {
+        let (reply, snapshot) = oneshot::channel();
+        commands
+            .send(Command::Metrics { reply })
+            .await
+            .expect("the loop runs");
+        snapshot.await.expect("answered")
+    }
+
+    /// A request every 100 ms, in simulated time: the loop still sweeps the silent session out
+    /// within a second of its timeout (before, each request re-armed a one-second sleep and
+    /// the sweep never ran).
+    #[tokio::test(start_paused = true)]
+    async fn the_sweep_runs_under_a_request_every_100_ms() {
+        let core = NodeCore::new(RouterConfig::default(), Duration::from_secs(3));
+        let socket = UdpSocket::bind("127.0.0.1:0").await.expect("a socket");
+        let certificate = Arc::new(DtlsCertificate::generate().expect("a certificate"));
+        let (commands, receiver) = mpsc::channel(8);
+        let media = MediaLoop::new(core, socket, certificate, Duration::from_secs(10), receiver);
+        tokio::spawn(media.run());
+        let ice = IceCredentials {
+            local_ufrag: "ufrag".into(),
+            local_pwd: "a-password-of-24-chars!!".into(),
+        };
+        let viewer = Viewer {
+            video: None,
+            audio: None,
+            target: Layer::MAX,
+        };
+        let (reply, added) = oneshot::channel();
+        let join = Join::new("room", ice);
+        let watch = Command::Watch {
+            join,
+            viewer,
+            reply,
+        };
+        commands.send(watch).await.expect("the loop runs");
+        added.await.expect("answered").expect("room for a viewer");
+        let started = tokio::time::Instant::now();
+        while metrics(&commands).await.viewers == 1 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert!(started.elapsed() < Duration::from_secs(10), "never swept");
+        }
+        let swept = started.elapsed();
+        assert!(
+            swept > Duration::from_secs(3) && swept <= Duration::from_millis(4100),
+            "swept at {swept:?}"
+        );
+    }
+}
