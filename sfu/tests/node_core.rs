@@ -616,3 +616,22 @@ fn a_packet_the_engine_refuses_is_counted_once() {
         "not again by the node"
     );
 }
+
+#[test]
+fn a_viewer_negotiates_against_the_live_publisher_not_a_reaped_one() {
+    let mut h = Harness::new();
+    let codec = |codec| sfu::node::sdp::RoomCodec {
+        codec,
+        fmtp: String::new(),
+    };
+    let mut vp8 = publisher_of(TrackConfig::single(Codec::Vp8, 0xE1), &[]);
+    vp8.codecs = vec![codec(Codec::Vp8)];
+    let first = h.publisher("room", vp8, addr(9300));
+    let mut av1 = publisher_of(av1_track(0xE2), &[]);
+    av1.codecs = vec![codec(Codec::Av1)];
+    h.publisher("room", av1, addr(9301));
+    assert_eq!(h.core.room_codecs("room"), vec![codec(Codec::Vp8)]);
+    h.core.remove_peer(first).expect("live");
+    assert_eq!(h.core.room_codecs("room"), vec![codec(Codec::Av1)]);
+    assert!(h.core.room_codecs("elsewhere").is_empty());
+}

@@ -553,3 +553,35 @@ fn slow_and_idle_connections_do_not_hold_the_node() {
         );
     }
 }
+
+#[test]
+fn a_body_that_does_not_arrive_in_time_is_refused() {
+    let node = node_with_config("http_body_timeout_ms = 1000\n", &[]);
+    let mut stream = TcpStream::connect(&node.http).expect("connects");
+    let head = "POST /whip/demo HTTP/1.1\r\nHost: x\r\nContent-Type: application/sdp\r\n\
+                Content-Length: 1000\r\n\r\nv=0\r\n";
+    stream.write_all(head.as_bytes()).expect("sent");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("a timeout");
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+}
+
+#[test]
+fn an_offer_with_more_tracks_than_allowed_is_refused() {
+    let node = node_with_config("[limits]\ntracks_per_offer = 1\n", &[]);
+    let refused = node.request("POST", "/whip/demo", &[SDP], AV1_OFFER);
+    assert_eq!(refused.status, 400);
+    assert!(
+        refused.body.contains("2 sending m-sections; at most 1"),
+        "{}",
+        refused.body
+    );
+    let metrics = node.request("GET", "/metrics", &[], "");
+    assert!(
+        metrics.body.contains("strata_publishers 0"),
+        "nothing published"
+    );
+}
