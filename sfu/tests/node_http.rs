@@ -447,13 +447,13 @@ fn limits_refuse_with_their_status_retry_after_and_reason() {
         metrics.body.contains("strata_subscribers 1"),
         "nothing else changed"
     );
-    let third = AV1_OFFER.replace("a=group:BUNDLE 0 1", "a=group:BUNDLE 0 1 2")
-        + &VIEWER_OFFER[VIEWER_OFFER.find("m=audio").expect("audio")..]
-            .replace("a=mid:0", "a=mid:2")
-            .split("m=video")
-            .next()
-            .expect("the audio section")
-            .to_owned();
+    // A third section: the viewer offer's audio section under a new mid.
+    let audio = VIEWER_OFFER[VIEWER_OFFER.find("m=audio").expect("audio")..]
+        .split("m=video")
+        .next()
+        .expect("the audio section")
+        .replace("a=mid:0", "a=mid:2");
+    let third = AV1_OFFER.replace("a=group:BUNDLE 0 1", "a=group:BUNDLE 0 1 2") + &audio;
     let large = node.request("POST", "/whip/other", &[SDP], &third);
     assert_eq!(large.status, 400, "{}", large.body);
     assert!(
