@@ -28,11 +28,7 @@ const FORWARD_PASS: usize = 1_000;
 pub fn cases() -> Vec<Case> {
     let mut cases = vec![
         receive(),
-        forward(
-            "forward/av1_l3t3/subscriber",
-            l3t3_track(),
-            l3t3_packets(),
-        ),
+        forward("forward/av1_l3t3/subscriber", l3t3_track(), l3t3_packets()),
         forward(
             "forward/vp8/subscriber",
             TrackConfig::single(Codec::Vp8, SSRC),
@@ -215,7 +211,12 @@ fn opus_payload(_: usize) -> Vec<u8> {
 }
 
 /// Targets of a fan-out's subscribers, in turn: every fourth takes every layer.
-const TARGETS: [Layer; 4] = [Layer::MAX, Layer::new(1, 1), Layer::new(0, 2), Layer::new(2, 0)];
+const TARGETS: [Layer; 4] = [
+    Layer::MAX,
+    Layer::new(1, 1),
+    Layer::new(0, 2),
+    Layer::new(2, 0),
+];
 
 /// A router with `subscribers` subscriptions to one track, their targets spread over the
 /// layers.
