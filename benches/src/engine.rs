@@ -14,7 +14,7 @@ use sfu::engine::{
     TrackConfig, TrackId,
 };
 
-use crate::Case;
+use crate::{Case, Stream};
 
 const DD_EXT: u8 = 11;
 /// Packets replayed per pass; a fresh router starts each pass (sequence numbers repeat).
@@ -28,29 +28,21 @@ const FORWARD_PASS: usize = 1_000;
 pub fn cases() -> Vec<Case> {
     let mut cases = vec![
         receive(),
-        forward(
-            "forward/av1_l3t3/subscriber",
-            l3t3_track(),
-            l3t3_packets(),
-            Layer::MAX,
-        ),
+        forward("forward/av1_l3t3/subscriber", l3t3_track(), l3t3_packets()),
         forward(
             "forward/vp8/subscriber",
             TrackConfig::single(Codec::Vp8, SSRC),
             synthetic(vp8_payload),
-            Layer::MAX,
         ),
         forward(
             "forward/h264/subscriber",
             TrackConfig::single(Codec::H264, SSRC),
             synthetic(h264_payload),
-            Layer::MAX,
         ),
         forward(
             "forward/opus/subscriber",
             TrackConfig::single(Codec::Opus, SSRC),
             synthetic(opus_payload),
-            Layer::MAX,
         ),
     ];
     cases.extend([1, 10, 100, 1000].map(fanout));
@@ -75,7 +67,7 @@ fn nack_answer() -> Case {
     let id = router.subscribe(track, config, limits).expect("track");
     let mut buf = [0u8; 1500];
     let mut sent = Vec::new();
-    for packet in l3t3_packets().into_iter().take(SENT) {
+    for packet in l3t3_packets().bytes.into_iter().take(SENT) {
         let _ = router.handle_rtp(now, packet);
         while let Some(out) = router.poll_transmit(&mut buf) {
             let header = RtpPacket::parse(&buf[..out.transmit.len]).expect("our header");
@@ -107,11 +99,15 @@ fn nack_answer() -> Case {
     );
     let mut next = 1;
     Case::new("nack/answer/av1_l3t3", move || {
-        let _ = router.handle_subscriber_rtcp(now, id, &nacks[next % nacks.len()]);
+        router
+            .handle_subscriber_rtcp(now, id, &nacks[next % nacks.len()])
+            .expect("a known subscriber");
         next += 1;
+        let mut answered = 0;
         while let Some(out) = router.poll_transmit(&mut buf) {
-            std::hint::black_box(&out);
+            answered += u32::from(std::hint::black_box(&out).transmit.retransmission);
         }
+        assert_eq!(answered, 1, "every NACK is answered");
     })
 }
 
@@ -121,8 +117,14 @@ fn l3t3_track() -> TrackConfig {
     config
 }
 
-/// A steady L3T3 stream after its keyframe (a keyframe every 300 temporal units).
-fn l3t3_packets() -> Vec<Bytes> {
+/// A stream's packets, and which of them carry a keyframe's dependency structure.
+struct Packets {
+    bytes: Vec<Bytes>,
+    structures: Vec<usize>,
+}
+
+/// An L3T3 stream from its first keyframe on (a keyframe every 300 temporal units).
+fn l3t3_packets() -> Packets {
     let config = GeneratorConfig {
         keyframe_interval_tus: 300,
         ssrc: 0x1000,
@@ -130,18 +132,24 @@ fn l3t3_packets() -> Vec<Bytes> {
     };
     let generator = StreamGenerator::new(ScalabilityMode::L3T3, config);
     let structure = generator.structure().clone();
-    generator
-        .take(PASS_PACKETS)
-        .map(|p| shared(p.rtp_bytes(DD_EXT, &structure)))
-        .collect()
+    let packets: Vec<_> = generator.take(PASS_PACKETS).collect();
+    Packets {
+        bytes: packets
+            .iter()
+            .map(|p| shared(p.rtp_bytes(DD_EXT, &structure)))
+            .collect(),
+        structures: (0..packets.len())
+            .filter(|&i| packets[i].descriptor.attached_structure.is_some())
+            .collect(),
+    }
 }
 
 /// SSRC of the synthetic single-stream tracks.
 const SSRC: u32 = 0x3000;
 
-/// One packet per frame (or audio frame), 3000 ticks apart, each with `payload(i)`.
-fn synthetic(payload: fn(usize) -> Vec<u8>) -> Vec<Bytes> {
-    (0..PASS_PACKETS)
+/// One packet per frame (or audio frame), 3000 ticks apart, each with `payload(i)`; no DD.
+fn synthetic(payload: fn(usize) -> Vec<u8>) -> Packets {
+    let bytes = (0..PASS_PACKETS)
         .map(|i| {
             let mut p = vec![0x80, 0x80 | 96];
             p.extend_from_slice(&(i as u16).to_be_bytes());
@@ -150,7 +158,11 @@ fn synthetic(payload: fn(usize) -> Vec<u8>) -> Vec<Bytes> {
             p.extend_from_slice(&payload(i));
             shared(p)
         })
-        .collect()
+        .collect();
+    Packets {
+        bytes,
+        structures: Vec::new(),
+    }
 }
 
 /// `Bytes` already in its shared form, as a socket's receive buffer hands them out: a `Bytes`
@@ -198,16 +210,23 @@ fn opus_payload(_: usize) -> Vec<u8> {
     vec![0xF8; 80]
 }
 
+/// Targets of a fan-out's subscribers, in turn: every fourth takes every layer.
+const TARGETS: [Layer; 4] = [
+    Layer::MAX,
+    Layer::new(1, 1),
+    Layer::new(0, 2),
+    Layer::new(2, 0),
+];
+
 /// A router with `subscribers` subscriptions to one track, their targets spread over the
 /// layers.
-fn router_with(track: &TrackConfig, subscribers: usize, target: Layer) -> Router {
+fn router_with(track: &TrackConfig, subscribers: usize) -> Router {
     let mut router = Router::new(RouterConfig::default());
     let id = router.publish(track.clone()).expect("fresh router");
-    let targets = [target, Layer::new(1, 1), Layer::new(0, 2), Layer::new(2, 0)];
     for s in 0..subscribers {
         let mut config = DownTrackConfig::new(0x5000 + s as u32, 45);
         config.dd_ext_id = Some(DD_EXT);
-        let target = targets[s % targets.len()];
+        let target = TARGETS[s % TARGETS.len()];
         router
             .subscribe(
                 id,
@@ -224,48 +243,49 @@ fn router_with(track: &TrackConfig, subscribers: usize, target: Layer) -> Router
 
 /// Replays `packets` through a router; each op is one publisher packet and every subscriber
 /// packet it yields, headers written into one buffer.
-fn replay(
-    name: &'static str,
-    track: TrackConfig,
-    packets: Vec<Bytes>,
-    subscribers: usize,
-    target: Layer,
-) -> Case {
+fn replay(name: &'static str, track: TrackConfig, packets: Packets, subscribers: usize) -> Case {
     let now = Instant::now();
-    let mut router = router_with(&track, subscribers, target);
+    let mut router = router_with(&track, subscribers);
     let mut next = 0;
     let mut buf = [0u8; 1500];
+    let stream = Stream {
+        pass: packets.bytes.len(),
+        structures: packets.structures,
+    };
+    let packets = packets.bytes;
+    // Those that take every layer are sent every packet.
+    let full = (0..subscribers).step_by(TARGETS.len()).count();
     Case::per_unit(name, subscribers.max(1) as u64, move || {
         if next == packets.len() {
             next = 0;
-            router = router_with(&track, subscribers, target);
+            router = router_with(&track, subscribers);
         }
-        let _ = router.handle_rtp(now, packets[next].clone());
+        let accepted = router.handle_rtp(now, packets[next].clone());
+        assert!(accepted.is_ok(), "{name}: packet {next} refused");
         next += 1;
+        let mut sent = 0;
         while let Some(out) = router.poll_transmit(&mut buf) {
             std::hint::black_box(&out);
+            sent += 1;
         }
+        assert!(sent >= full, "{name}: {sent} subscriber packets");
     })
+    .over(stream)
 }
 
 /// Parse and store only: a track without subscribers.
 fn receive() -> Case {
-    replay(
-        "receive/av1_l3t3",
-        l3t3_track(),
-        l3t3_packets(),
-        0,
-        Layer::MAX,
-    )
+    replay("receive/av1_l3t3", l3t3_track(), l3t3_packets(), 0)
 }
 
 /// One subscriber's share only: each op is one packet, parsed beforehand by a Receiver,
 /// through one DownTrack (select, DD rewrite, munge, header write into the caller's buffer).
 /// A pass is [`FORWARD_PASS`] packets, then a fresh DownTrack starts over.
-fn forward(name: &'static str, track: TrackConfig, packets: Vec<Bytes>, target: Layer) -> Case {
+fn forward(name: &'static str, track: TrackConfig, packets: Packets) -> Case {
     let now = Instant::now();
     let mut receiver = Receiver::new(track.clone());
     let parsed: Vec<(ParsedPacket, PacketRef)> = packets
+        .bytes
         .into_iter()
         .filter_map(|bytes| {
             let at = receiver.receive(now, bytes).ok()?;
@@ -273,11 +293,20 @@ fn forward(name: &'static str, track: TrackConfig, packets: Vec<Bytes>, target: 
         })
         .take(FORWARD_PASS)
         .collect();
+    let stream = Stream {
+        pass: parsed.len(),
+        structures: (0..parsed.len())
+            .filter(|&i| {
+                let dd = parsed[i].0.dd.as_ref();
+                dd.is_some_and(|dd| dd.attached_structure.is_some())
+            })
+            .collect(),
+    };
     let down_track = move || {
         let mut config = DownTrackConfig::new(0x5000, 45);
         config.dd_ext_id = Some(DD_EXT);
         let limits = LayerLimits {
-            target,
+            target: Layer::MAX,
             max: Layer::MAX,
         };
         DownTrack::new(TrackId(0), &track, config, limits)
@@ -291,9 +320,15 @@ fn forward(name: &'static str, track: TrackConfig, packets: Vec<Bytes>, target: 
             subscriber = down_track();
         }
         let (packet, at) = &parsed[next];
-        std::hint::black_box(subscriber.write(packet, *at, &mut buf));
+        let written = std::hint::black_box(subscriber.write(packet, *at, &mut buf));
+        // Every layer is forwarded: every packet goes out.
+        assert!(
+            matches!(written.result, Ok(Some(_))),
+            "{name}: packet {next} not written"
+        );
         next += 1;
     })
+    .over(stream)
 }
 
 fn fanout(subscribers: usize) -> Case {
@@ -303,5 +338,5 @@ fn fanout(subscribers: usize) -> Case {
         100 => "fanout/av1_l3t3/100",
         _ => "fanout/av1_l3t3/1000",
     };
-    replay(name, l3t3_track(), l3t3_packets(), subscribers, Layer::MAX)
+    replay(name, l3t3_track(), l3t3_packets(), subscribers)
 }

@@ -19,6 +19,19 @@ pub struct Case {
     /// Units of work one operation does (subscriber packets of a fan-out), for per-unit figures.
     pub units: u64,
     pub op: Box<dyn FnMut()>,
+    /// For a case that replays a stream: how its operations go through it.
+    pub stream: Option<Stream>,
+}
+
+/// A case replaying a stream of packets, one per operation, from the stream's start. The
+/// allocation test counts every operation of it by what its packet is.
+#[derive(Debug, Clone, Default)]
+pub struct Stream {
+    /// Operations before the case starts the stream over on fresh state (a new router,
+    /// DownTrack or session, built by that operation).
+    pub pass: usize,
+    /// The operations of a pass whose packet carries a keyframe's dependency structure.
+    pub structures: Vec<usize>,
 }
 
 impl std::fmt::Debug for Case {
@@ -39,6 +52,15 @@ impl Case {
             name,
             units,
             op: Box::new(op),
+            stream: None,
+        }
+    }
+
+    /// Marks the case as replaying `stream`.
+    pub fn over(self, stream: Stream) -> Self {
+        Self {
+            stream: Some(stream),
+            ..self
         }
     }
 }

@@ -1,15 +1,15 @@
 //! The node's send path per packet: write the RTP header, SRTP-protect (AES-128-GCM) and send
 //! the datagram over loopback UDP, once through the SRTP library and once through the node's
-//! in-place AES-GCM.
+//! in-place AES-GCM. And its receive path: a publisher's packets decrypted by the session.
 
 use std::hint::black_box;
 use std::net::{SocketAddr, UdpSocket};
 
 use rtp_ext::rtp::RtpPacket;
-use sfu::node::srtp::{Egress, SrtpContext, SrtpKeys, SrtpProfile, SrtpSession};
+use sfu::node::srtp::{session, Egress, SrtpContext, SrtpKeys, SrtpProfile, SrtpSession};
 
 use crate::fixtures::av1_packet_with_dd;
-use crate::Case;
+use crate::{Case, Stream};
 
 /// A full-size video packet, as a browser sends it under a 1200-byte MTU budget.
 pub const PACKET_LEN: usize = 1200;
@@ -20,8 +20,14 @@ pub fn cases() -> Vec<Case> {
         egress("node/egress_srtp/in_place", Egress::Fastest, Then::Send),
         egress("node/protect_srtp/library", Egress::Library, Then::Stop),
         egress("node/protect_srtp/in_place", Egress::Fastest, Then::Stop),
+        ingress("node/unprotect_srtp/gcm", gcm_keys()),
+        ingress("node/unprotect_srtp/aes_cm", cm_keys()),
     ]
 }
+
+/// Inbound packets decrypted per pass; a fresh session starts each pass (its replay windows
+/// would refuse the repeated sequence numbers).
+const INGRESS_PASS: usize = 2_000;
 
 /// Whether an operation ends with the socket send, or stops after protection so the crypto's
 /// own cost shows.
@@ -54,6 +60,55 @@ pub fn gcm_keys() -> SrtpKeys {
         remote_key: (31..47).collect(),
         remote_salt: (47..59).collect(),
     }
+}
+
+/// Keys as a DTLS handshake would have exported them for AES-128-CM with HMAC-SHA1-80.
+pub fn cm_keys() -> SrtpKeys {
+    SrtpKeys {
+        profile: SrtpProfile::Aes128CmHmacSha1_80,
+        local_key: (1..=16).collect(),
+        local_salt: (17..31).collect(),
+        remote_key: (31..47).collect(),
+        remote_salt: (47..61).collect(),
+    }
+}
+
+/// `count` consecutive packets protected with the peer's (remote) keys, from sequence 0.
+pub fn inbound_packets(keys: &SrtpKeys, count: usize) -> Vec<Vec<u8>> {
+    let mut peer = SrtpSession::new(&keys.mirrored(), Egress::Library).expect("valid keys");
+    let mut packet = av1_packet_1200();
+    (0..count)
+        .map(|i| {
+            packet[2..4].copy_from_slice(&(i as u16).to_be_bytes());
+            let mut out = Vec::new();
+            peer.protect_rtp(&packet, &mut out).expect("protects");
+            out
+        })
+        .collect()
+}
+
+/// A publisher's packets through the node's session: authenticated and decrypted.
+fn ingress(name: &'static str, keys: SrtpKeys) -> Case {
+    let packets = inbound_packets(&keys, INGRESS_PASS);
+    let fresh = move || session(&keys).expect("valid keys");
+    let mut ours = fresh();
+    let mut out = Vec::with_capacity(PACKET_LEN);
+    let mut next = 0;
+    let stream = Stream {
+        pass: packets.len(),
+        structures: Vec::new(),
+    };
+    Case::new(name, move || {
+        if next == packets.len() {
+            next = 0;
+            ours = fresh();
+        }
+        ours.unprotect_rtp(black_box(&packets[next]), &mut out)
+            .expect("authentic");
+        assert_eq!(out.len(), PACKET_LEN, "{name}: the whole packet");
+        next += 1;
+    })
+    .over(stream)
 }
 
 /// A socket pair on loopback: the node's sending socket and the peer address it sends to.

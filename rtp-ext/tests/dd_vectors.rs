@@ -296,7 +296,17 @@ fn truncated_vectors_error_cleanly() {
                     "{}",
                     v["id"]
                 ),
-                3 => {}
+                3 => {
+                    let mandatory = result.unwrap_or_else(|e| panic!("{}: {e:?}", v["id"]));
+                    assert_eq!(
+                        mandatory.mandatory_fields(),
+                        dd.mandatory_fields(),
+                        "{}",
+                        v["id"]
+                    );
+                    assert_eq!(mandatory.attached_structure, None, "{}", v["id"]);
+                    assert_eq!(mandatory.active_decode_targets, None, "{}", v["id"]);
+                }
                 _ => assert_eq!(
                     result,
                     Err(rtp_ext::dd::ReadError::Truncated),

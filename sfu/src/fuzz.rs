@@ -18,7 +18,7 @@ use crate::node::auth::{Auth, Grant};
 use crate::node::core::NodeCore;
 use crate::node::ice::BindingRequest;
 use crate::node::peer::{
-    IceCredentials, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
+    IceCredentials, Join, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
 };
 use crate::node::sdp::{
     build_answer, negotiate_publisher, negotiate_viewer, parse_description, parse_offer,
@@ -434,9 +434,11 @@ pub fn node_binding_request(index: usize, nominate: bool) -> Vec<u8> {
 fn node_with_peers(now: Instant) -> (NodeCore, PeerId) {
     let mut core = NodeCore::new(RouterConfig::default(), NODE_PEER_TIMEOUT);
     let publisher = core
-        .add_publisher(now, "room", node_ice(0), node_publisher())
+        .add_publisher(now, Join::new("room", node_ice(0)), node_publisher())
         .expect("free SSRCs");
-    let viewer = core.add_viewer(now, "room", node_ice(1), node_viewer());
+    let viewer = core
+        .add_viewer(now, Join::new("room", node_ice(1)), node_viewer())
+        .expect("an empty node has room");
     for (index, id) in [publisher, viewer].into_iter().enumerate() {
         core.handle_datagram(now, NODE_ADDRS[index], &node_binding_request(index, true));
         core.set_srtp(id, Box::new(Unprotected));
@@ -475,6 +477,7 @@ fn node_publisher() -> Publisher {
         rid_ext: None,
         repaired_rid_ext: None,
         mid_ext: None,
+        codecs: Vec::new(),
     }
 }
 

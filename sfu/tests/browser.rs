@@ -79,7 +79,10 @@ fn av1_svc(page: &Page) {
         (4.0..=12.0).contains(&fps),
         "temporal layer 0 of 30 fps decodes at {fps} fps"
     );
+    // AV1 SVC without the DD cannot be selected by layer: such a viewer gets the base
+    // spatial layer alone (README), and decodes its size.
     assert_decoding(page, &no_dd, "a viewer without the Dependency Descriptor");
+    wait_sizes(page, &[(&no_dd, SIZES[0])]);
     assert_audio(page, &viewers[0]);
     switch_round_trip(page, &viewers[2]);
 }

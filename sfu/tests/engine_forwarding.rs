@@ -19,8 +19,8 @@ use sfu::engine::rtcp::{
     ReportBlock, ReportBlocks, RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport,
 };
 use sfu::engine::{
-    DownTrackConfig, DownTrackId, Event, KeyframeRequest, Router, RouterConfig, RouterError,
-    RtcpTarget, StreamConfig, TrackConfig, TrackId, TransportCc,
+    DownTrackConfig, DownTrackId, Event, KeyframeRequest, ReceiveError, Router, RouterConfig,
+    RouterError, RtcpTarget, StreamConfig, TrackConfig, TrackId, TransportCc,
 };
 
 mod common;
@@ -90,17 +90,32 @@ impl Session {
         id
     }
 
-    /// Feeds packets in and drains every output; `lose_out` drops output packets to a
-    /// subscriber (by its output sequence number) before they arrive.
+    /// Feeds packets the router must take, draining every output after each; `lose_out`
+    /// drops output packets to a subscriber (by its output sequence number) before they arrive.
     fn feed(
         &mut self,
         packets: impl IntoIterator<Item = Bytes>,
         lose_out: &dyn Fn(DownTrackId, u16) -> bool,
     ) {
+        let refused = self.feed_refusable(packets, lose_out);
+        assert_eq!(refused, [], "packets the router refused");
+    }
+
+    /// Feeds packets of which the router may refuse some, as [`feed`](Self::feed) does;
+    /// returns why it refused each it refused, in order.
+    fn feed_refusable(
+        &mut self,
+        packets: impl IntoIterator<Item = Bytes>,
+        lose_out: &dyn Fn(DownTrackId, u16) -> bool,
+    ) -> Vec<ReceiveError> {
+        let mut refused = Vec::new();
         for packet in packets {
-            let _ = self.router.handle_rtp(self.now, packet);
+            if let Err(e) = self.router.handle_rtp(self.now, packet) {
+                refused.push(e);
+            }
             self.drain(lose_out);
         }
+        refused
     }
 
     fn drain(&mut self, lose_out: &dyn Fn(DownTrackId, u16) -> bool) {
@@ -492,7 +507,8 @@ fn packets_ahead_of_their_structure_are_recovered_not_forwarded_blind() {
     // The keyframe's first packet (with the structure) arrives after the next three.
     let mut reordered = bytes.clone();
     reordered[..4].rotate_left(1);
-    session.feed(reordered, &|_, _| false);
+    let refused = session.feed_refusable(reordered, &|_, _| false);
+    assert_eq!(refused, [ReceiveError::UnreadableDd { stream: 0 }; 3]);
     let counters = session
         .router
         .receiver_counters(session.track)
@@ -549,14 +565,17 @@ fn bad_input_is_counted_and_dropped_without_touching_other_tracks() {
     garbage.push(Bytes::from_static(&[
         0x80, 45, 0x80, 0, 0, 0, 0, 1, 0, 0, 0x10, 0, 1, 2,
     ]));
-    let mut interleaved = Vec::new();
     for (i, b) in bytes.into_iter().enumerate() {
-        interleaved.push(b);
+        session.feed([b], &|_, _| false);
         if let Some(g) = garbage.get(i % 40) {
-            interleaved.push(g.clone());
+            let refused = session.feed_refusable([g.clone()], &|_, _| false);
+            // The jump is taken or refused depending on where the stream is; the rest never
+            // parse, or name no track's SSRC.
+            if i % 40 < 5 {
+                assert_eq!(refused.len(), 1, "garbage {}: {refused:?}", i % 40);
+            }
         }
     }
-    session.feed(interleaved, &|_, _| false);
     let counters = session.router.counters();
     assert!(
         counters.unknown_ssrc + counters.dropped_in >= 4,
@@ -673,7 +692,8 @@ fn simulcast_streams_bound_after_publishing_are_forwarded() {
     );
     let structure = g.structure().clone();
     let mut next = || rtp_bytes(&g.next().expect("endless"), &structure);
-    session.feed([next()], &|_, _| false);
+    let refused = session.feed_refusable([next()], &|_, _| false);
+    assert_eq!(refused, [ReceiveError::UnknownSsrc], "not bound yet");
     assert_eq!(session.router.counters().unknown_ssrc, 1);
     let bound = StreamConfig {
         ssrc: 0x102,
@@ -693,7 +713,15 @@ fn simulcast_streams_bound_after_publishing_are_forwarded() {
         Err(RouterError::SsrcInUse),
         "an SSRC bound to one track cannot move to another"
     );
-    session.feed((0..200).map(|_| next()), &|_, _| false);
+    // The first packet, with the structure, went to no stream: the stream's packets wait for
+    // the next keyframe's.
+    let refused = session.feed_refusable((0..200).map(|_| next()), &|_, _| false);
+    assert!(
+        refused
+            .iter()
+            .all(|&e| e == ReceiveError::UnreadableDd { stream: 2 }),
+        "{refused:?}"
+    );
     assert_eq!(session.router.counters().unknown_ssrc, 1);
     let before = session.received[&id].packets.len();
     assert!(before >= 30);
@@ -1286,7 +1314,13 @@ fn transport_wide_cc_reports_packets_the_receiver_drops_as_received() {
     for i in 0..10u16 {
         for copy in 0..2 {
             let twcc = 1000 + 2 * i + copy;
-            session.feed([opus_packet(i, 5, &twcc.to_be_bytes())], &|_, _| false);
+            let packet = opus_packet(i, 5, &twcc.to_be_bytes());
+            let refused = session.feed_refusable([packet], &|_, _| false);
+            let expected: &[ReceiveError] = match copy {
+                0 => &[],
+                _ => &[ReceiveError::Duplicate],
+            };
+            assert_eq!(refused, expected, "packet {i}, copy {copy}");
         }
         session.advance(Duration::from_millis(20));
     }

@@ -6,7 +6,7 @@
 //! - no frame is split: a frame that arrived at all arrived whole;
 //! - every frame that arrived has every frame it references arrived too: it decodes;
 //! - at most one marker per output timestamp;
-//! - the publisher was asked for keyframes no more often than the requester's interval;
+//! - the router asked the publisher for keyframes no more often than once per interval;
 //! - and the round trip to the publisher was measured from its RTX answers.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -24,8 +24,8 @@ use sfu::engine::rtcp::{
     parse_compound, Nack, NackPairs, RtcpCrateWriter, RtcpFeedback, RtcpWriter,
 };
 use sfu::engine::{
-    DownTrackConfig, DownTrackId, Router, RouterConfig, RtcpTarget, TrackConfig, TrackId,
-    DEFAULT_KEYFRAME_INTERVAL,
+    DownTrackConfig, DownTrackId, ReceiveError, Router, RouterConfig, RtcpTarget, TrackConfig,
+    TrackId, DEFAULT_KEYFRAME_INTERVAL,
 };
 
 const DD_EXT: u8 = 11;
@@ -242,6 +242,8 @@ struct Network {
     to_publisher: Link<Vec<u8>>,
     subscribers: Vec<Leg>,
     rtcp_writer: RtcpCrateWriter,
+    /// When the router sent each keyframe request (ms).
+    keyframe_requests: Vec<u64>,
 }
 
 impl Network {
@@ -278,6 +280,7 @@ impl Network {
             to_publisher: Link::new(seed ^ 2, loss, duplicate),
             subscribers,
             rtcp_writer: RtcpCrateWriter::new(b"subscriber").expect("a short CNAME"),
+            keyframe_requests: Vec::new(),
         }
     }
 
@@ -291,7 +294,16 @@ impl Network {
                 }
             }
             for packet in self.uplink.arrivals(ms) {
-                let _ = self.router.handle_rtp(now, packet);
+                match self.router.handle_rtp(now, packet) {
+                    // What the network does to well-formed packets: a copy or a repair of
+                    // one that arrived, one from far behind, one ahead of its keyframe's
+                    // structure.
+                    Ok(())
+                    | Err(ReceiveError::Duplicate)
+                    | Err(ReceiveError::OutOfWindow)
+                    | Err(ReceiveError::UnreadableDd { .. }) => {}
+                    Err(e) => panic!("at {ms} ms the router refused a packet: {e:?}"),
+                }
             }
             for datagram in self.to_publisher.arrivals(ms) {
                 for packet in self.publisher.on_rtcp(&datagram) {
@@ -348,7 +360,16 @@ impl Network {
         }
         while let Some(rtcp) = self.router.poll_rtcp(&mut buf) {
             if let RtcpTarget::Publisher(_) = rtcp.to {
-                self.to_publisher.send(ms, buf[..rtcp.len].to_vec());
+                let datagram = &buf[..rtcp.len];
+                let mut keyframe = false;
+                parse_compound(datagram, |item| {
+                    keyframe |= matches!(item, RtcpFeedback::Pli(_) | RtcpFeedback::Fir(_));
+                })
+                .expect("the router's RTCP parses");
+                if keyframe {
+                    self.keyframe_requests.push(ms);
+                }
+                self.to_publisher.send(ms, datagram.to_vec());
             }
         }
     }
@@ -357,11 +378,19 @@ impl Network {
         for (id, subscriber, _, _) in &self.subscribers {
             self.check_subscriber(*id, subscriber);
         }
-        let seconds = (LOSSY_MS + CLEAN_TAIL_MS) / 1000;
         let interval_ms = DEFAULT_KEYFRAME_INTERVAL.as_millis() as u64;
+        for pair in self.keyframe_requests.windows(2) {
+            assert!(
+                pair[1] - pair[0] >= interval_ms,
+                "keyframe requests at {pair:?} ms: {:?}",
+                self.keyframe_requests
+            );
+        }
+        // Each the publisher got (the uplink may lose or duplicate some) was one of these.
+        let sent = self.keyframe_requests.len() as u64;
         assert!(
-            self.publisher.keyframe_requests <= seconds * 1000 / interval_ms + 1,
-            "{} keyframe requests in {seconds} s",
+            self.publisher.keyframe_requests <= 2 * sent,
+            "{} requests arrived, {sent} sent",
             self.publisher.keyframe_requests
         );
         // Each way 20-44 ms, and the router polls every millisecond.

@@ -264,9 +264,20 @@ fn bodies_run_over_their_seed_corpora() {
 #[test]
 fn bodies_run_over_their_regressions() {
     let regressions = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions");
-    for (target, body, _) in TARGETS {
-        run_dir(&regressions.join(target), body);
+    // A directory no target reads would keep its crashes out of the run.
+    for entry in std::fs::read_dir(&regressions).expect("fuzz/regressions") {
+        let name = entry.expect("entry").file_name();
+        assert!(
+            TARGETS.iter().any(|(target, ..)| name == *target),
+            "{name:?} is no fuzz target"
+        );
     }
+    // A moved or emptied directory would otherwise make this pass with nothing run.
+    let ran: usize = TARGETS
+        .iter()
+        .map(|(target, body, _)| run_dir(&regressions.join(target), *body))
+        .sum();
+    assert!(ran >= 1, "no regression input ran");
 }
 
 #[test]

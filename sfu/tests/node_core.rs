@@ -13,10 +13,12 @@ use rtp_ext::rtp::RtpPacket;
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::Layer;
 use sfu::engine::{RouterConfig, StreamConfig, TrackConfig};
-use sfu::node::core::NodeCore;
+use sfu::node::core::{CoreError, NodeCore, Resource};
+use sfu::node::limits::{LimitError, Limits};
 use sfu::node::metrics::DropReason;
 use sfu::node::peer::{
-    IceCredentials, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
+    IceCredentials, Join, Kind, Owner, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec,
+    ViewerMedia,
 };
 use sfu::node::srtp::Unprotected;
 use stun::message::{Message, BINDING_SUCCESS};
@@ -72,7 +74,7 @@ impl Harness {
         let ice = ice(self.next);
         let id = self
             .core
-            .add_publisher(self.now, room, ice.clone(), publisher)
+            .add_publisher(self.now, Join::new(room, ice.clone()), publisher)
             .expect("free SSRCs");
         self.connect(id, &ice, at);
         id
@@ -81,7 +83,10 @@ impl Harness {
     fn viewer(&mut self, room: &str, viewer: Viewer, at: SocketAddr) -> PeerId {
         self.next += 1;
         let ice = ice(self.next);
-        let id = self.core.add_viewer(self.now, room, ice.clone(), viewer);
+        let id = self
+            .core
+            .add_viewer(self.now, Join::new(room, ice.clone()), viewer)
+            .expect("room for a viewer");
         self.connect(id, &ice, at);
         id
     }
@@ -129,6 +134,7 @@ fn publisher_of(config: TrackConfig, rids: &[&str]) -> Publisher {
         rid_ext: Some(12),
         repaired_rid_ext: Some(13),
         mid_ext: None,
+        codecs: Vec::new(),
     }
 }
 
@@ -190,12 +196,14 @@ fn spatial_ids(packets: &[Vec<u8>], dd: u8) -> Vec<u8> {
 fn binding_requests_are_answered_and_latch_the_nominated_address() {
     let mut h = Harness::new();
     let credentials = ice(1);
-    let id = h.core.add_viewer(
-        h.now,
-        "room",
-        credentials.clone(),
-        av1_viewer(0x10, None, Layer::MAX),
-    );
+    let id = h
+        .core
+        .add_viewer(
+            h.now,
+            Join::new("room", credentials.clone()),
+            av1_viewer(0x10, None, Layer::MAX),
+        )
+        .expect("room for a viewer");
     h.send(addr(4000), &binding_request(&credentials, false));
     h.send(addr(4001), &binding_request(&credentials, true));
     for port in [4000, 4001] {
@@ -277,15 +285,14 @@ fn a_viewer_moves_to_the_next_publisher_when_the_first_leaves() {
     for packet in l3t3(0xB1, 10) {
         h.send(addr(6002), &packet);
     }
-    assert!(
-        !h.media_to(addr(6001)).is_empty(),
-        "the second publisher's media"
-    );
+    let from_the_room = h.media_to(addr(6001)).len();
+    assert!(from_the_room > 0, "the second publisher's media");
     for packet in l3t3(0xC1, 10) {
         h.send(addr(6003), &packet);
     }
-    assert!(
-        h.media_to(addr(6001)).len() < 100,
+    assert_eq!(
+        h.media_to(addr(6001)).len(),
+        from_the_room,
         "nothing from another room"
     );
 }
@@ -326,7 +333,7 @@ fn datagrams_from_strangers_and_before_keys_are_counted_and_dropped() {
     let credentials = ice(9);
     let publisher = publisher_of(av1_track(0xA1), &[]);
     h.core
-        .add_publisher(h.now, "room", credentials.clone(), publisher)
+        .add_publisher(h.now, Join::new("room", credentials.clone()), publisher)
         .expect("free SSRC");
     h.send(addr(8001), &binding_request(&credentials, true));
     h.send(addr(8001), &l3t3(0xA1, 1)[0]);
@@ -335,9 +342,13 @@ fn datagrams_from_strangers_and_before_keys_are_counted_and_dropped() {
     assert_eq!(h.core.counters().dropped(DropReason::NotWebRtc), 1);
     assert_eq!(
         h.core
-            .add_publisher(h.now, "room", ice(10), publisher_of(av1_track(0xA1), &[]))
+            .add_publisher(
+                h.now,
+                Join::new("room", ice(10)),
+                publisher_of(av1_track(0xA1), &[])
+            )
             .map(|_| ()),
-        Err(sfu::node::core::CoreError::SsrcInUse)
+        Err(CoreError::SsrcInUse)
     );
 }
 
@@ -358,4 +369,272 @@ fn with_rid(packet: &[u8], rid_ext: u8, rid: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&elements);
     out.extend_from_slice(parsed.payload());
     out
+}
+
+/// Whether a datagram is a PLI (RFC 4585 section 6.3.1: PSFB, FMT 1), alone or in a compound.
+fn has_pli(datagram: &[u8]) -> bool {
+    let mut rest = datagram;
+    while rest.len() >= 4 {
+        if rest[0] & 0x1F == 1 && rest[1] == 206 {
+            return true;
+        }
+        let words = usize::from(u16::from_be_bytes([rest[2], rest[3]]));
+        rest = rest.get((words + 1) * 4..).unwrap_or_default();
+    }
+    false
+}
+
+impl Harness {
+    /// What the media loop does on each input: the input, then whatever timer is due.
+    fn step(&mut self, from: SocketAddr, datagram: &[u8]) {
+        self.core.handle_datagram(self.now, from, datagram);
+        if self.core.poll_timeout().is_some_and(|at| at <= self.now) {
+            self.core.handle_timeout(self.now);
+        }
+        self.drain();
+    }
+}
+
+#[test]
+fn timers_run_on_time_under_an_input_every_100_ms() {
+    let mut h = Harness::new();
+    h.core = NodeCore::new(RouterConfig::default(), Duration::from_secs(3));
+    h.publisher("room", publisher_of(av1_track(0xA1), &[]), addr(9000));
+    h.viewer(
+        "room",
+        av1_viewer(0x10, Some(DD_OUT), Layer::MAX),
+        addr(9001),
+    );
+    // The stream without its first keyframe: the viewer can only start at a keyframe it has
+    // to ask for, and nothing but a timer sends that request upstream.
+    let packets = l3t3(0xA1, 60);
+    let skip = packets
+        .iter()
+        .position(|p| p[1] & 0x80 != 0)
+        .expect("a marker")
+        + 1;
+    let started = h.now;
+    let mut pli_at = None;
+    let mut removed_at = None;
+    for packet in packets[skip..].iter().cycle().take(60) {
+        h.now += Duration::from_millis(100);
+        h.step(addr(9000), packet);
+        if pli_at.is_none()
+            && h.sent
+                .get(&addr(9000))
+                .is_some_and(|d| d.iter().any(|d| has_pli(d)))
+        {
+            pli_at = Some(h.now - started);
+        }
+        if removed_at.is_none() && h.core.poll_removed().is_some() {
+            removed_at = Some(h.now - started);
+        }
+    }
+    assert_eq!(
+        pli_at,
+        Some(Duration::from_millis(100)),
+        "the keyframe request goes out with the first packet that needs it"
+    );
+    // Neither session sends STUN after connecting: both are silent for the 3 s timeout, and
+    // the once-a-second sweep removes them within a second after it.
+    let removed = removed_at.expect("the silent sessions are swept");
+    assert!(
+        removed > Duration::from_secs(3) && removed <= Duration::from_millis(4100),
+        "swept at {removed:?}"
+    );
+    assert_eq!(h.core.snapshot().publishers + h.core.snapshot().viewers, 0);
+}
+
+#[test]
+fn a_publisher_cannot_send_under_another_sessions_ssrc() {
+    let mut h = Harness::new();
+    h.publisher("a", publisher_of(av1_track(0xA1), &[]), addr(9100));
+    h.viewer("a", av1_viewer(0x10, Some(DD_OUT), Layer::MAX), addr(9101));
+    h.publisher("b", publisher_of(av1_track(0xB1), &[]), addr(9102));
+    h.viewer("b", av1_viewer(0x20, Some(DD_OUT), Layer::MAX), addr(9103));
+    for packet in l3t3(0xA1, 10) {
+        h.send(addr(9100), &packet);
+    }
+    let before = h.media_to(addr(9101)).len();
+    assert!(before > 0, "room a's own media flows");
+    // Room b's publisher sends under room a's SSRC, with sequence numbers following it.
+    let injected = l3t3(0xA1, 20);
+    for packet in &injected[before..] {
+        h.send(addr(9102), packet);
+    }
+    assert_eq!(
+        h.media_to(addr(9101)).len(),
+        before,
+        "nothing reached room a"
+    );
+    assert!(h.media_to(addr(9103)).is_empty(), "nor room b");
+    assert_eq!(
+        h.core.counters().dropped(DropReason::ForeignSsrc),
+        (injected.len() - before) as u64
+    );
+}
+
+#[test]
+fn sessions_that_come_and_go_leave_every_table_empty() {
+    let mut h = Harness::new();
+    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut live = Vec::new();
+    for i in 0..1000u32 {
+        let room = format!("room{}", next() % 7);
+        let at = addr(10_000 + (i % 50_000) as u16);
+        let id = if next() % 4 == 0 {
+            h.publisher(&room, publisher_of(av1_track(0x1000 + i), &[]), at)
+        } else {
+            h.viewer(&room, av1_viewer(0x10, Some(DD_OUT), Layer::MAX), at)
+        };
+        live.push(id);
+        if next() % 3 == 0 {
+            let index = (next() % live.len() as u64) as usize;
+            h.core.remove_peer(live.swap_remove(index)).expect("live");
+        }
+    }
+    assert!(h.core.table_entries() > 0);
+    while let Some(id) = live.pop() {
+        h.core.remove_peer(id).expect("live");
+    }
+    assert_eq!(h.core.table_entries(), 0, "every map is empty");
+    assert_eq!(h.core.room_count(), 0);
+    assert_eq!(h.core.remove_peer(PeerId(7)), Err(CoreError::UnknownPeer));
+}
+
+#[test]
+fn each_limit_refuses_with_its_reason_and_changes_nothing() {
+    let limits = Limits {
+        sessions: 4,
+        sessions_per_room: 2,
+        sessions_per_client: 3,
+        handshakes: 3,
+        ..Limits::default()
+    };
+    let mut core =
+        NodeCore::new(RouterConfig::default(), Duration::from_secs(30)).with_limits(limits);
+    let now = Instant::now();
+    let client = |n: u8| Some(std::net::IpAddr::from([10, 0, 0, n]));
+    let join = |room: &str, n: u32, c: u8| Join {
+        client: client(c),
+        ..Join::new(room, ice(n))
+    };
+    let viewer = || av1_viewer(0x10, None, Layer::MAX);
+    let a = core
+        .add_viewer(now, join("a", 1, 1), viewer())
+        .expect("room");
+    let b = core
+        .add_viewer(now, join("a", 2, 1), viewer())
+        .expect("room");
+    let full = |core: &mut NodeCore, join: Join, wanted: LimitError| {
+        let before = core.table_entries();
+        assert_eq!(
+            core.add_viewer(now, join.clone(), viewer()),
+            Err(CoreError::Limit(wanted))
+        );
+        let publisher = publisher_of(av1_track(0x77), &[]);
+        assert_eq!(
+            core.add_publisher(now, join, publisher),
+            Err(CoreError::Limit(wanted))
+        );
+        assert_eq!(core.table_entries(), before, "nothing changed");
+        assert_eq!(core.counters().refused(wanted), 2);
+    };
+    full(&mut core, join("a", 3, 2), LimitError::RoomFull(2));
+    core.add_viewer(now, join("b", 4, 1), viewer())
+        .expect("room");
+    full(&mut core, join("c", 5, 1), LimitError::ClientFull(3));
+    full(&mut core, join("c", 6, 2), LimitError::Handshakes(3));
+    core.set_srtp(a, Box::new(Unprotected));
+    core.add_viewer(now, join("c", 7, 2), viewer())
+        .expect("a handshake ended");
+    full(&mut core, join("d", 8, 3), LimitError::NodeFull(4));
+    core.remove_peer(b).expect("live");
+    core.add_viewer(now, join("d", 9, 3), viewer())
+        .expect("a session left");
+}
+
+#[test]
+fn a_resource_answers_only_its_kind_room_and_creator() {
+    let mut core = NodeCore::new(RouterConfig::default(), Duration::from_secs(30));
+    let now = Instant::now();
+    let alice = Owner::of("Bearer alice");
+    let join = Join {
+        owner: Some(alice),
+        ..Join::new("room", ice(1))
+    };
+    let id = core
+        .add_viewer(now, join, av1_viewer(0x10, None, Layer::MAX))
+        .expect("room");
+    let resource = |kind, room: &str, owner| Resource {
+        kind,
+        room: room.to_owned(),
+        id,
+        owner,
+    };
+    assert_eq!(
+        core.resource(&resource(Kind::Viewer, "room", Some(alice))),
+        Ok(id)
+    );
+    let mallory = Some(Owner::of("Bearer mallory"));
+    assert_eq!(
+        core.resource(&resource(Kind::Viewer, "room", mallory)),
+        Err(CoreError::NotOwner)
+    );
+    assert_eq!(
+        core.resource(&resource(Kind::Viewer, "room", None)),
+        Err(CoreError::NotOwner)
+    );
+    for (kind, room) in [(Kind::Publisher, "room"), (Kind::Viewer, "other")] {
+        assert_eq!(
+            core.resource(&resource(kind, room, Some(alice))),
+            Err(CoreError::UnknownPeer)
+        );
+    }
+    assert_eq!(id.to_string().len(), 32, "128 bits in hex");
+    assert_eq!(id.to_string().parse(), Ok(id));
+}
+
+#[test]
+fn a_packet_the_engine_refuses_is_counted_once() {
+    let mut h = Harness::new();
+    h.publisher("room", publisher_of(av1_track(0xA1), &[]), addr(9200));
+    let packets = l3t3(0xA1, 2);
+    h.send(addr(9200), &packets[0]);
+    h.send(addr(9200), &packets[0]);
+    let snapshot = h.core.snapshot();
+    assert_eq!(
+        snapshot.engine_dropped_in, 1,
+        "the duplicate, by the engine"
+    );
+    assert_eq!(
+        h.core.counters().dropped(DropReason::RtpRejected),
+        0,
+        "not again by the node"
+    );
+}
+
+#[test]
+fn a_viewer_negotiates_against_the_live_publisher_not_a_reaped_one() {
+    let mut h = Harness::new();
+    let codec = |codec| sfu::node::sdp::RoomCodec {
+        codec,
+        fmtp: String::new(),
+    };
+    let mut vp8 = publisher_of(TrackConfig::single(Codec::Vp8, 0xE1), &[]);
+    vp8.codecs = vec![codec(Codec::Vp8)];
+    let first = h.publisher("room", vp8, addr(9300));
+    let mut av1 = publisher_of(av1_track(0xE2), &[]);
+    av1.codecs = vec![codec(Codec::Av1)];
+    h.publisher("room", av1, addr(9301));
+    assert_eq!(h.core.room_codecs("room"), vec![codec(Codec::Vp8)]);
+    h.core.remove_peer(first).expect("live");
+    assert_eq!(h.core.room_codecs("room"), vec![codec(Codec::Av1)]);
+    assert!(h.core.room_codecs("elsewhere").is_empty());
 }

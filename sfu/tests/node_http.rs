@@ -359,3 +359,286 @@ fn sigterm_stops_the_node_gracefully() {
     };
     assert!(status.success(), "a clean exit: {status:?}");
 }
+
+/// A node started with these settings as its TOML file.
+fn node_with_config(toml: &str, extra: &[&str]) -> Node {
+    let path = std::env::temp_dir().join(format!(
+        "strata-test-{}-{}.toml",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::write(&path, toml).expect("a temporary file");
+    let path = path.to_string_lossy().into_owned();
+    let mut args = vec!["--config", path.as_str()];
+    args.extend_from_slice(extra);
+    Node::start(&args)
+}
+
+#[test]
+fn a_session_answers_only_the_credential_that_created_it() {
+    let node = Node::start(&["--token", "alice", "--token", "bob"]);
+    let alice = ("Authorization", "Bearer alice");
+    let bob = ("Authorization", "Bearer bob");
+    let json = ("Content-Type", "application/json");
+    let layer = r#"{"spatial":0,"temporal":0}"#;
+    let published = node.request("POST", "/whip/demo", &[SDP, alice], AV1_OFFER);
+    let whip = published.header("location").expect("a resource").to_owned();
+    let watched = node.request("POST", "/whep/demo", &[SDP, alice], VIEWER_OFFER);
+    let whep = watched.header("location").expect("a resource").to_owned();
+    let id = whep.rsplit('/').next().expect("an id");
+    assert_eq!(id.len(), 32, "128 random bits: {whep}");
+    assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_eq!(
+        node.request("PATCH", &whep, &[json, bob], layer).status,
+        403
+    );
+    assert_eq!(node.request("DELETE", &whep, &[bob], "").status, 403);
+    assert_eq!(node.request("DELETE", &whip, &[bob], "").status, 403);
+    assert_eq!(node.request("DELETE", &whep, &[], "").status, 401);
+    assert_eq!(
+        node.request("PATCH", &whep, &[json, alice], layer).status,
+        204
+    );
+    assert_eq!(node.request("DELETE", &whep, &[alice], "").status, 200);
+    assert_eq!(node.request("DELETE", &whep, &[alice], "").status, 404);
+    assert_eq!(
+        node.request("PATCH", &whep, &[json, alice], layer).status,
+        404
+    );
+    assert_eq!(node.request("DELETE", &whip, &[alice], "").status, 200);
+}
+
+#[test]
+fn on_an_open_node_only_the_resource_url_ends_a_session() {
+    let node = Node::start(&[]);
+    let watched = node.request("POST", "/whep/demo", &[SDP], VIEWER_OFFER);
+    let whep = watched.header("location").expect("a resource").to_owned();
+    for guess in [
+        "/whep/demo/1",
+        "/whep/demo/7",
+        "/whep/demo/00000000000000000000000000000001",
+    ] {
+        assert_eq!(
+            node.request("DELETE", guess, &[], "").status,
+            404,
+            "{guess}"
+        );
+    }
+    let metrics = node.request("GET", "/metrics", &[], "");
+    assert!(
+        metrics.body.contains("strata_subscribers 1"),
+        "{}",
+        metrics.body
+    );
+    assert_eq!(node.request("DELETE", &whep, &[], "").status, 200);
+}
+
+#[test]
+fn metrics_take_a_token_of_their_own_once_tokens_are_configured() {
+    let node = Node::start(&["--token", "alice", "--metrics-token", "scraper"]);
+    assert_eq!(node.request("GET", "/metrics", &[], "").status, 401);
+    let alice = ("Authorization", "Bearer alice");
+    assert_eq!(node.request("GET", "/metrics", &[alice], "").status, 401);
+    let scraper = ("Authorization", "Bearer scraper");
+    let metrics = node.request("GET", "/metrics", &[scraper], "");
+    assert_eq!(metrics.status, 200);
+    assert!(metrics.body.contains("strata_rooms 0"));
+    let node = Node::start(&["--token", "alice"]);
+    assert_eq!(
+        node.request("GET", "/metrics", &[alice], "").status,
+        401,
+        "no metrics token configured: a room token does not read the node"
+    );
+}
+
+#[test]
+fn room_names_either_round_trip_or_are_refused() {
+    let node = Node::start(&[]);
+    for bad in ["a%2Fb", "a%20b", "%C3%A9"] {
+        let refused = node.request("POST", &format!("/whip/{bad}"), &[SDP], AV1_OFFER);
+        assert_eq!(refused.status, 400, "{bad}");
+        assert!(refused.body.contains("room name"), "{}", refused.body);
+    }
+    let long = "r".repeat(65);
+    let refused = node.request("POST", &format!("/whep/{long}"), &[SDP], VIEWER_OFFER);
+    assert_eq!(refused.status, 400);
+    let name = "Room-1_a.b";
+    let watched = node.request("POST", &format!("/whep/{name}"), &[SDP], VIEWER_OFFER);
+    let whep = watched.header("location").expect("a resource").to_owned();
+    assert!(whep.starts_with(&format!("/whep/{name}/")), "{whep}");
+    assert_eq!(
+        node.request("DELETE", &whep, &[], "").status,
+        200,
+        "it reads back"
+    );
+}
+
+#[test]
+fn limits_refuse_with_their_status_retry_after_and_reason() {
+    let node = node_with_config(
+        "[limits]\nsessions_per_room = 1\nsections_per_offer = 2\n",
+        &[],
+    );
+    assert_eq!(
+        node.request("POST", "/whep/full", &[SDP], VIEWER_OFFER)
+            .status,
+        201
+    );
+    let full = node.request("POST", "/whep/full", &[SDP], VIEWER_OFFER);
+    assert_eq!(full.status, 503);
+    assert_eq!(full.header("retry-after"), Some("30"));
+    assert!(
+        full.body.contains("the room has its maximum of 1"),
+        "{}",
+        full.body
+    );
+    let metrics = node.request("GET", "/metrics", &[], "");
+    assert!(
+        metrics
+            .body
+            .contains("strata_sessions_refused_total{reason=\"room_full\"} 1"),
+        "{}",
+        metrics.body
+    );
+    assert!(
+        metrics.body.contains("strata_subscribers 1"),
+        "nothing else changed"
+    );
+    // A third section: the viewer offer's audio section under a new mid.
+    let audio = VIEWER_OFFER[VIEWER_OFFER.find("m=audio").expect("audio")..]
+        .split("m=video")
+        .next()
+        .expect("the audio section")
+        .replace("a=mid:0", "a=mid:2");
+    let third = AV1_OFFER.replace("a=group:BUNDLE 0 1", "a=group:BUNDLE 0 1 2") + &audio;
+    let large = node.request("POST", "/whip/other", &[SDP], &third);
+    assert_eq!(large.status, 400, "{}", large.body);
+    assert!(
+        large.body.contains("3 m-sections; at most 2"),
+        "{}",
+        large.body
+    );
+}
+
+#[test]
+fn a_session_that_never_connects_is_reaped_and_its_resource_gone() {
+    // The ICE timeout governs a session that never connects, not the DTLS one.
+    let node = node_with_config("peer_timeout_ms = 1500\ndtls_timeout_ms = 60000\n", &[]);
+    let watched = node.request("POST", "/whep/demo", &[SDP], VIEWER_OFFER);
+    let whep = watched.header("location").expect("a resource").to_owned();
+    let trickle = ("Content-Type", "application/trickle-ice-sdpfrag");
+    assert_eq!(
+        node.request("PATCH", &whep, &[trickle], "a=mid:0\r\n")
+            .status,
+        204
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    // Requests every 100 ms keep the loop busy: the sweep still runs.
+    while node
+        .request("PATCH", &whep, &[trickle], "a=mid:0\r\n")
+        .status
+        == 204
+    {
+        assert!(Instant::now() < deadline, "the silent session is reaped");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(node.request("DELETE", &whep, &[], "").status, 404);
+    let metrics = node.request("GET", "/metrics", &[], "");
+    assert!(
+        metrics.body.contains("strata_subscribers 0"),
+        "{}",
+        metrics.body
+    );
+    assert!(metrics.body.contains("strata_sessions_connecting 0"));
+}
+
+#[test]
+fn a_slowloris_of_500_connections_does_not_hold_the_node() {
+    let node = node_with_config("http_header_timeout_ms = 2000\n", &[]);
+    let stalled: Vec<TcpStream> = (0..500)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&node.http).expect("connects");
+            stream
+                .write_all(b"GET /metrics HTTP/1.1\r\nHo")
+                .expect("sent");
+            stream
+        })
+        .collect();
+    for _ in 0..5 {
+        let metrics = node.request("GET", "/metrics", &[], "");
+        assert_eq!(metrics.status, 200);
+    }
+    assert_eq!(
+        node.request("POST", "/whep/demo", &[SDP], VIEWER_OFFER)
+            .status,
+        201
+    );
+    drop(stalled);
+}
+
+#[test]
+fn slow_and_idle_connections_do_not_hold_the_node() {
+    let node = node_with_config(
+        "http_header_timeout_ms = 1000\nhttp_idle_timeout_ms = 1000\n[limits]\nhttp_connections = 8\n",
+        &[],
+    );
+    // Twice as many connections as the node takes, each stalled inside its request head.
+    let stalled: Vec<TcpStream> = (0..16)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&node.http).expect("connects");
+            stream
+                .write_all(b"POST /whip/demo HTTP/1.1\r\nHost: x\r\n")
+                .expect("sent");
+            stream
+        })
+        .collect();
+    let metrics = node.request("GET", "/metrics", &[], "");
+    assert_eq!(
+        metrics.status, 200,
+        "served once the stalled heads time out"
+    );
+    for mut stream in stalled {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("a timeout");
+        let mut rest = Vec::new();
+        let closed = stream.read_to_end(&mut rest);
+        assert!(
+            closed.is_ok()
+                || closed.is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+            "the node closed the stalled connection"
+        );
+    }
+}
+
+#[test]
+fn a_body_that_does_not_arrive_in_time_is_refused() {
+    let node = node_with_config("http_body_timeout_ms = 1000\n", &[]);
+    let mut stream = TcpStream::connect(&node.http).expect("connects");
+    let head = "POST /whip/demo HTTP/1.1\r\nHost: x\r\nContent-Type: application/sdp\r\n\
+                Content-Length: 1000\r\n\r\nv=0\r\n";
+    stream.write_all(head.as_bytes()).expect("sent");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("a timeout");
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+}
+
+#[test]
+fn an_offer_with_more_tracks_than_allowed_is_refused() {
+    let node = node_with_config("[limits]\ntracks_per_offer = 1\n", &[]);
+    let refused = node.request("POST", "/whip/demo", &[SDP], AV1_OFFER);
+    assert_eq!(refused.status, 400);
+    assert!(
+        refused.body.contains("2 sending m-sections; at most 1"),
+        "{}",
+        refused.body
+    );
+    let metrics = node.request("GET", "/metrics", &[], "");
+    assert!(
+        metrics.body.contains("strata_publishers 0"),
+        "nothing published"
+    );
+}

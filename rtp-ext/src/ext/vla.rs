@@ -339,8 +339,15 @@ mod tests {
         Ok(out[..len].to_vec())
     }
 
-    /// Chrome's portrait simulcast keyframe (the AV1 capture's 5th packet, id 12): three
-    /// streams of one spatial and one temporal layer each, shared bitmask, with resolutions.
+    /// Chrome's portrait simulcast keyframe: the VLA element (id 12) of packet 5 of
+    /// `../shared/captures/jitsi_av1dd_packets.pcap` (PROVENANCE.md there). The expected
+    /// values are decoded by hand from the extension's specification
+    /// (webrtc.org/experiments/rtp-hdrext/video-layers-allocation00), not by this parser:
+    /// - `a1` = 10 10 0001: RID 2, NS 2 (three streams), shared spatial bitmask 0001;
+    /// - `00`: a 2-bit temporal layer count per stream's layer, 00 = one each, then padding;
+    /// - LEB128 bitrates in kbps: `96 01` = 0x16 + 1 * 128 = 150, `f4 03` = 500, `dc 0b` = 1500;
+    /// - per layer width - 1, height - 1 (16 bits each), max framerate: `00b3 013f 06` =
+    ///   180x320 at 6 fps, `0167 027f 06` = 360x640, `02cf 04ff 06` = 720x1280.
     #[test]
     fn reads_chrome_three_stream_simulcast() {
         let bytes = hex::decode("a1009601f403dc0b00b3013f060167027f0602cf04ff06").unwrap();
@@ -356,7 +363,10 @@ mod tests {
         assert_eq!(write_vec(&expected).unwrap(), bytes);
     }
 
-    /// Chrome's VP9 single stream with three temporal layers (the VP9 capture's last packet).
+    /// Chrome's VP9 single stream with three temporal layers: the VLA element of the last
+    /// packet (19) of `../shared/captures/jitsi_vp9_packets.pcap`, decoded by hand as above:
+    /// `01` = RID 0, one stream, bitmask 0001; `80` = 10: three temporal layers; bitrates
+    /// `0f 14 1c` = 15, 20, 28 kbps; `00b3 013f 0b` = 180x320 at 11 fps.
     #[test]
     fn reads_chrome_three_temporal_layers() {
         let bytes = hex::decode("01800f141c00b3013f0b").unwrap();

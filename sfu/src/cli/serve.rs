@@ -30,6 +30,9 @@ pub struct ServeArgs {
     /// Secret of HS256 JWTs with room and publish/subscribe grants.
     #[arg(long, env = "STRATA_JWT_SECRET")]
     jwt_secret: Option<String>,
+    /// With tokens configured, the bearer token `/metrics` takes (it is refused without one).
+    #[arg(long, env = "STRATA_METRICS_TOKEN")]
+    metrics_token: Option<String>,
     /// Least time between keyframe requests to a publisher's stream, in ms [default: 500].
     #[arg(long, env = "STRATA_KEYFRAME_INTERVAL_MS")]
     keyframe_interval_ms: Option<u64>,
@@ -51,6 +54,7 @@ impl ServeArgs {
             config.tokens = self.tokens;
         }
         config.jwt_secret = self.jwt_secret.or(config.jwt_secret);
+        config.metrics_token = self.metrics_token.or(config.metrics_token);
         config.keyframe_interval_ms = self
             .keyframe_interval_ms
             .unwrap_or(config.keyframe_interval_ms);

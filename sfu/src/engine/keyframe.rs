@@ -10,8 +10,17 @@ pub const DEFAULT_KEYFRAME_INTERVAL: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone, Copy, Default)]
 struct StreamRequests {
-    pending: bool,
+    /// When the oldest unanswered need arose: a first request is due at once, so the host
+    /// learns of it through [`KeyframeRequester::next_timeout`] like any later one.
+    pending_since: Option<Instant>,
     last_sent: Option<Instant>,
+}
+
+impl StreamRequests {
+    fn due(&self, interval: Duration) -> Option<Instant> {
+        let since = self.pending_since?;
+        Some(self.last_sent.map_or(since, |at| since.max(at + interval)))
+    }
 }
 
 /// Counters: what subscribers asked for and what went to the publisher.
@@ -37,10 +46,10 @@ impl KeyframeRequester {
         }
     }
 
-    /// A subscriber (or the engine) needs a keyframe of `stream`.
-    pub fn request(&mut self, stream: u8) {
+    /// A subscriber (or the engine) needs a keyframe of `stream` as of `now`.
+    pub fn request(&mut self, now: Instant, stream: u8) {
         if let Some(s) = self.streams.get_mut(usize::from(stream)) {
-            s.pending = true;
+            s.pending_since.get_or_insert(now);
             self.counters.asked += 1;
         }
     }
@@ -52,8 +61,8 @@ impl KeyframeRequester {
             .streams
             .iter_mut()
             .enumerate()
-            .find(|(_, s)| s.pending && s.last_sent.is_none_or(|at| now >= at + interval))?;
-        stream.pending = false;
+            .find(|(_, s)| s.due(interval).is_some_and(|due| now >= due))?;
+        stream.pending_since = None;
         stream.last_sent = Some(now);
         self.counters.sent += 1;
         // At most four streams.
@@ -64,8 +73,7 @@ impl KeyframeRequester {
     pub fn next_timeout(&self) -> Option<Instant> {
         self.streams
             .iter()
-            .filter(|s| s.pending)
-            .filter_map(|s| s.last_sent.map(|at| at + self.interval))
+            .filter_map(|s| s.due(self.interval))
             .min()
     }
 
@@ -83,11 +91,12 @@ mod tests {
         let t0 = Instant::now();
         let mut k = KeyframeRequester::new(1, Duration::from_millis(500));
         for _ in 0..100 {
-            k.request(0);
+            k.request(t0, 0);
         }
+        assert_eq!(k.next_timeout(), Some(t0), "a first request is due at once");
         assert_eq!(k.poll(t0), Some(0));
         assert_eq!(k.poll(t0), None, "nothing pending any more");
-        k.request(0);
+        k.request(t0 + Duration::from_millis(100), 0);
         assert_eq!(k.poll(t0 + Duration::from_millis(499)), None, "throttled");
         assert_eq!(k.next_timeout(), Some(t0 + Duration::from_millis(500)));
         assert_eq!(k.poll(t0 + Duration::from_millis(500)), Some(0));
@@ -104,9 +113,9 @@ mod tests {
     fn streams_are_throttled_separately_and_unknown_ones_ignored() {
         let t0 = Instant::now();
         let mut k = KeyframeRequester::new(2, DEFAULT_KEYFRAME_INTERVAL);
-        k.request(0);
-        k.request(1);
-        k.request(7);
+        k.request(t0, 0);
+        k.request(t0, 1);
+        k.request(t0, 7);
         assert_eq!(k.poll(t0), Some(0));
         assert_eq!(k.poll(t0), Some(1));
         assert_eq!(k.poll(t0), None);

@@ -230,6 +230,9 @@ pub struct Router {
     /// gives none.
     wall_clock: Option<WallClock>,
     next_report: Option<Instant>,
+    /// The `now` of the latest input: work raised while polling (a keyframe a selector needs)
+    /// is due as of then, and the periodic timers start from it.
+    last_input: Option<Instant>,
     next_id: u32,
     counters: RouterCounters,
 }
@@ -252,6 +255,7 @@ impl Router {
             nack_scratch: Vec::new(),
             wall_clock: None,
             next_report: None,
+            last_input: None,
             next_id: 1,
             counters: RouterCounters::default(),
         }
@@ -337,6 +341,8 @@ impl Router {
             .remove(&track)
             .ok_or(RouterError::UnknownTrack)?;
         self.by_ssrc.retain(|_, t| *t != track);
+        self.twcc.retain(|_, t| t.track != track);
+        self.twcc_out.retain(|(t, _)| *t != track);
         for down_track in published.subscribers {
             self.down_tracks.remove(&down_track);
         }
@@ -358,6 +364,23 @@ impl Router {
         published.subscribers.push(id);
         self.down_tracks.insert(id, Box::new(down_track));
         Ok(id)
+    }
+
+    /// How many entries the router's tables hold, summed (tracks, subscriptions, SSRCs,
+    /// transport-wide CC state): zero once everything published is gone.
+    pub fn table_entries(&self) -> usize {
+        self.tracks.len()
+            + self.down_tracks.len()
+            + self.by_ssrc.len()
+            + self.twcc.len()
+            + self.twcc_out.len()
+    }
+
+    /// The subscriptions to a track.
+    pub fn subscribers(&self, track: TrackId) -> &[DownTrackId] {
+        self.tracks
+            .get(&track)
+            .map_or(&[], |p| p.subscribers.as_slice())
     }
 
     pub fn unsubscribe(&mut self, down_track: DownTrackId) -> Result<(), RouterError> {
@@ -431,6 +454,7 @@ impl Router {
     /// One RTP packet from a publisher. A bad packet is counted and dropped; nothing else
     /// changes.
     pub fn handle_rtp(&mut self, now: Instant, packet: Bytes) -> Result<(), ReceiveError> {
+        self.last_input = Some(now);
         self.counters.rtp_in += 1;
         let ssrc = packet
             .get(8..12)
@@ -462,7 +486,7 @@ impl Router {
             // Without the structure nothing of the stream can be selected: a keyframe brings
             // it (at most one request per interval, however many packets wait).
             if let ReceiveError::UnreadableDd { stream } = *e {
-                published.keyframes.request(stream);
+                published.keyframes.request(now, stream);
             }
         })?;
         self.jobs.extend(
@@ -489,6 +513,7 @@ impl Router {
             .down_tracks
             .get(&id)
             .ok_or(RouterError::UnknownDownTrack)?;
+        self.last_input = Some(now);
         self.counters.rtcp_in += 1;
         let mut keyframe = false;
         let mut estimate = None;
@@ -537,7 +562,7 @@ impl Router {
             if let Some(published) = self.tracks.get_mut(&track) {
                 published
                     .keyframes
-                    .request(if simulcast { stream } else { 0 });
+                    .request(now, if simulcast { stream } else { 0 });
             }
         }
         Ok(())
@@ -555,6 +580,7 @@ impl Router {
             .tracks
             .get_mut(&track)
             .ok_or(RouterError::UnknownTrack)?;
+        self.last_input = Some(now);
         self.counters.rtcp_in += 1;
         let receiver = &mut published.receiver;
         let parsed = parse_compound(datagram, |item| {
@@ -570,6 +596,7 @@ impl Router {
 
     /// Timers: NACKs due to publishers, keyframe requests due, reports due.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.last_input = Some(now);
         let rtt = self.config.rtt;
         for (&track, published) in &mut self.tracks {
             self.nack_scratch.clear();
@@ -643,15 +670,16 @@ impl Router {
         self.events.pop_front()
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) is next due.
+    /// When [`handle_timeout`](Self::handle_timeout) is next due: always a time once the
+    /// router has a track or a subscription and has seen an input (the reports are due at
+    /// the first one), so a host that sleeps until then never misses a duty.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let has_work = !self.tracks.is_empty() || !self.down_tracks.is_empty();
+        let reports = self.next_report.or(self.last_input.filter(|_| has_work));
         self.tracks
             .values()
             .flat_map(|p| [p.receiver.next_timeout(), p.keyframes.next_timeout()])
-            .chain([
-                self.next_report,
-                self.next_twcc.filter(|_| !self.twcc.is_empty()),
-            ])
+            .chain([reports, self.next_twcc.filter(|_| !self.twcc.is_empty())])
             .flatten()
             .min()
     }
@@ -785,8 +813,9 @@ impl Router {
             return Ok(None);
         };
         let written = down_track.write(packet, at, buf);
-        if let Some(stream) = written.keyframe {
-            published.keyframes.request(stream);
+        // A packet to forward came through `handle_rtp`, which set `last_input`.
+        if let (Some(stream), Some(now)) = (written.keyframe, self.last_input) {
+            published.keyframes.request(now, stream);
         }
         if let Some(layer) = written.layer_changed {
             self.events.push_back(Event::LayerChanged {

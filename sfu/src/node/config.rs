@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::limits::Limits;
+
 /// Everything `sfu serve` can be told. Every field has a default, so an empty file (or none)
 /// is a complete configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -32,8 +34,23 @@ pub struct NodeConfig {
     pub publisher_bitrate_kbps: u32,
     /// Largest signaling body accepted (an SDP offer is a few KiB).
     pub max_body_bytes: usize,
-    /// A peer that sends no STUN for this long is gone.
+    /// A peer that sends no STUN for this long is gone (ICE consent, RFC 7675; also a
+    /// session that never starts ICE).
     pub peer_timeout_ms: u64,
+    /// A DTLS handshake that has not finished this long after its first record fails, and
+    /// its session ends.
+    pub dtls_timeout_ms: u64,
+    /// With tokens configured, `/metrics` needs this bearer token (and is refused without
+    /// one configured). On an open node `/metrics` is open.
+    pub metrics_token: Option<String>,
+    /// A request's head must arrive within this long of its first byte (or of the
+    /// connection), and its body within `http_body_timeout_ms`.
+    pub http_header_timeout_ms: u64,
+    pub http_body_timeout_ms: u64,
+    /// A keep-alive connection with no request for this long is closed.
+    pub http_idle_timeout_ms: u64,
+    /// Sessions per node, room and client, handshakes, offer sizes, room names, connections.
+    pub limits: Limits,
 }
 
 impl Default for NodeConfig {
@@ -53,6 +70,12 @@ impl Default for NodeConfig {
             publisher_bitrate_kbps: 2500,
             max_body_bytes: 64 * 1024,
             peer_timeout_ms: 30_000,
+            dtls_timeout_ms: 10_000,
+            metrics_token: None,
+            http_header_timeout_ms: 5_000,
+            http_body_timeout_ms: 10_000,
+            http_idle_timeout_ms: 30_000,
+            limits: Limits::default(),
         }
     }
 }
@@ -105,6 +128,10 @@ impl NodeConfig {
 
     pub fn peer_timeout(&self) -> Duration {
         Duration::from_millis(self.peer_timeout_ms)
+    }
+
+    pub fn dtls_timeout(&self) -> Duration {
+        Duration::from_millis(self.dtls_timeout_ms)
     }
 }
 

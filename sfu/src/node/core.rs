@@ -3,54 +3,55 @@
 //! out. Only the DTLS handshake runs elsewhere (it is the `dtls` crate's async state
 //! machine): the core hands DTLS datagrams back to the caller and takes the SRTP context
 //! the handshake yields.
+//!
+//! The core is the one place a session lives: signaling asks it whether a resource exists
+//! and whose it is, and a session that ends for any reason (DELETE, silence, a failed
+//! handshake) is gone from every table here and from the engine at once.
+
+mod room;
+mod wire;
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use rtp_ext::rtp::RtpPacket;
 use selector::Layer;
 
-use super::ice::BindingRequest;
-use super::metrics::{DropReason, NodeCounters, Snapshot};
-use super::peer::{IceCredentials, Peer, PeerId, Publisher, Role, Viewer};
+use self::room::Room;
+use super::limits::{LimitError, Limits};
+use super::metrics::{NodeCounters, Snapshot};
+use super::peer::{Join, Kind, Owner, Peer, PeerId, Publisher, Role, Viewer};
+use super::sdp::RoomCodec;
 use super::srtp::SrtpContext;
-use crate::capture::{classify, PayloadKind};
-use crate::engine::{
-    DownTrackConfig, DownTrackId, Output, Router, RouterConfig, RouterError, RtcpTarget, TrackId,
-};
+use crate::engine::{DownTrackConfig, DownTrackId, Router, RouterConfig, RouterError, TrackId};
 
-/// Largest datagram the node writes: an MTU-sized packet plus the SRTP tag.
-pub const MAX_DATAGRAM: usize = 1500;
+pub use self::wire::{Inbound, MAX_DATAGRAM};
 
 /// How often sessions are checked for silence.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
-/// What to do with a datagram the core did not consume itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Inbound {
-    /// Consumed (or counted and dropped).
-    Done,
-    /// A DTLS record for this session's handshake.
-    Dtls(PeerId),
-}
-
-/// Misuse of the core's API by signaling.
+/// Why the core refused a request from signaling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum CoreError {
     #[error("no such session")]
     UnknownPeer,
+    #[error("the session was created with another credential")]
+    NotOwner,
     #[error("the session is not a viewer")]
     NotAViewer,
     #[error("an SSRC of the offer is already published")]
     SsrcInUse,
+    #[error(transparent)]
+    Limit(#[from] LimitError),
 }
 
-#[derive(Debug, Default)]
-struct Room {
-    /// Sessions in the order they joined: viewers watch the first publisher of each kind.
-    peers: Vec<PeerId>,
+/// A session's resource URL as a request names it, with the credential it came with.
+#[derive(Debug, Clone)]
+pub struct Resource {
+    pub kind: Kind,
+    pub room: String,
+    pub id: PeerId,
+    pub owner: Option<Owner>,
 }
 
 #[derive(Debug)]
@@ -62,14 +63,18 @@ pub struct NodeCore {
     by_addr: HashMap<SocketAddr, PeerId>,
     track_owner: HashMap<TrackId, PeerId>,
     down_track_owner: HashMap<DownTrackId, PeerId>,
+    /// Live sessions per HTTP client address.
+    clients: HashMap<IpAddr, usize>,
+    /// Sessions without SRTP keys yet.
+    connecting: usize,
     stun_out: VecDeque<(SocketAddr, Vec<u8>)>,
     removed: VecDeque<PeerId>,
     counters: NodeCounters,
     /// A decrypted inbound packet, or an outbound one before encryption.
     plain: Vec<u8>,
-    next_peer: u64,
     peer_timeout: Duration,
     next_sweep: Option<Instant>,
+    limits: Limits,
 }
 
 impl NodeCore {
@@ -82,14 +87,22 @@ impl NodeCore {
             by_addr: HashMap::new(),
             track_owner: HashMap::new(),
             down_track_owner: HashMap::new(),
+            clients: HashMap::new(),
+            connecting: 0,
             stun_out: VecDeque::new(),
             removed: VecDeque::new(),
             counters: NodeCounters::default(),
             plain: Vec::with_capacity(MAX_DATAGRAM),
-            next_peer: 1,
             peer_timeout,
             next_sweep: None,
+            limits: Limits::default(),
         }
+    }
+
+    /// The same core with other limits.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     pub fn router(&self) -> &Router {
@@ -109,18 +122,72 @@ impl NodeCore {
         self.rooms.len()
     }
 
-    fn add_peer(&mut self, now: Instant, room: &str, ice: IceCredentials, role: Role) -> PeerId {
-        let id = PeerId(self.next_peer);
-        self.next_peer += 1;
-        self.by_ufrag.insert(ice.local_ufrag.clone(), id);
-        self.rooms
-            .entry(room.to_owned())
-            .or_default()
-            .peers
-            .push(id);
+    /// How many entries every table of the core and the engine holds, summed: zero once
+    /// every session is gone, whatever they did.
+    pub fn table_entries(&self) -> usize {
+        self.peers.len()
+            + self.rooms.len()
+            + self.by_ufrag.len()
+            + self.by_addr.len()
+            + self.track_owner.len()
+            + self.down_track_owner.len()
+            + self.clients.len()
+            + self.connecting
+            + self.router.table_entries()
+    }
+
+    /// Refuses a new session past a limit (counted by reason).
+    fn admit(&mut self, join: &Join) -> Result<(), CoreError> {
+        let l = self.limits;
+        let room = self.rooms.get(&join.room).map_or(0, Room::len);
+        let client = join
+            .client
+            .and_then(|c| self.clients.get(&c).copied())
+            .unwrap_or(0);
+        let refused = if self.peers.len() >= l.sessions {
+            Some(LimitError::NodeFull(l.sessions))
+        } else if room >= l.sessions_per_room {
+            Some(LimitError::RoomFull(l.sessions_per_room))
+        } else if client >= l.sessions_per_client {
+            Some(LimitError::ClientFull(l.sessions_per_client))
+        } else if self.connecting >= l.handshakes {
+            Some(LimitError::Handshakes(l.handshakes))
+        } else {
+            None
+        };
+        match refused {
+            Some(limit) => {
+                self.counters.refuse(limit);
+                Err(limit.into())
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn add_peer(&mut self, now: Instant, join: Join, role: Role) -> PeerId {
+        let mut id = PeerId::random();
+        while self.peers.contains_key(&id) {
+            id = PeerId::random();
+        }
+        self.arm_sweep(now);
+        self.by_ufrag.insert(join.ice.local_ufrag.clone(), id);
+        if let Some(client) = join.client {
+            *self.clients.entry(client).or_default() += 1;
+        }
+        self.connecting += 1;
+        let room = self.rooms.entry(join.room.clone()).or_default();
+        match role {
+            Role::Publisher(_) => room.publishers.push(id),
+            Role::Viewer(_) => {
+                room.viewers.insert(id);
+            }
+        }
         let peer = Peer {
-            room: room.to_owned(),
-            ice,
+            room: join.room,
+            ice: join.ice,
+            fingerprint: join.fingerprint,
+            owner: join.owner,
+            client: join.client,
             addr: None,
             srtp: None,
             last_seen: now,
@@ -131,14 +198,14 @@ impl NodeCore {
     }
 
     /// A WHIP session: its tracks are published at once (simulcast streams get their SSRCs
-    /// when their first packets name their rids) and the room's viewers subscribed.
+    /// when their first packets name their rids) and the room's waiting viewers subscribed.
     pub fn add_publisher(
         &mut self,
         now: Instant,
-        room: &str,
-        ice: IceCredentials,
+        join: Join,
         mut publisher: Publisher,
     ) -> Result<PeerId, CoreError> {
+        self.admit(&join)?;
         let mut published = Vec::new();
         for track in &mut publisher.tracks {
             match self.router.publish(track.config.clone()) {
@@ -155,38 +222,78 @@ impl NodeCore {
                 }
             }
         }
-        let id = self.add_peer(now, room, ice, Role::Publisher(publisher));
+        let room = join.room.clone();
+        let id = self.add_peer(now, join, Role::Publisher(publisher));
         for track in published {
             self.track_owner.insert(track, id);
         }
-        self.connect_room(room);
+        self.serve_waiting(&room);
         Ok(id)
     }
 
-    /// A WHEP session, subscribed to what its room publishes now or later.
+    /// A WHEP session. It is subscribed once its keys are set (an unconnected viewer costs
+    /// the engine nothing) to what its room publishes then or later.
     pub fn add_viewer(
         &mut self,
         now: Instant,
-        room: &str,
-        ice: IceCredentials,
+        join: Join,
         viewer: Viewer,
-    ) -> PeerId {
-        let id = self.add_peer(now, room, ice, Role::Viewer(viewer));
-        self.connect_room(room);
-        id
+    ) -> Result<PeerId, CoreError> {
+        self.admit(&join)?;
+        Ok(self.add_peer(now, join, Role::Viewer(viewer)))
     }
 
-    /// Ends a session (DELETE, or silence).
+    /// Checks a resource URL and its credential: the session exists, is of that kind in that
+    /// room, and (when it has an owner) the credential is the one that created it.
+    pub fn resource(&self, resource: &Resource) -> Result<PeerId, CoreError> {
+        let peer = self
+            .peers
+            .get(&resource.id)
+            .filter(|p| p.role.kind() == resource.kind && p.room == resource.room)
+            .ok_or(CoreError::UnknownPeer)?;
+        match peer.owner {
+            Some(owner) if resource.owner != Some(owner) => Err(CoreError::NotOwner),
+            _ => Ok(resource.id),
+        }
+    }
+
+    /// What the room's first publisher sends: a new viewer's codecs must match it.
+    pub fn room_codecs(&self, room: &str) -> Vec<RoomCodec> {
+        self.rooms
+            .get(room)
+            .and_then(|r| r.publishers.first())
+            .and_then(|id| match &self.peers.get(id)?.role {
+                Role::Publisher(p) => Some(p.codecs.clone()),
+                Role::Viewer(_) => None,
+            })
+            .unwrap_or_default()
+    }
+
+    /// Ends a session (DELETE, silence, a failed handshake, shutdown): it leaves every table.
     pub fn remove_peer(&mut self, id: PeerId) -> Result<(), CoreError> {
         let peer = self.peers.remove(&id).ok_or(CoreError::UnknownPeer)?;
         self.by_ufrag.remove(&peer.ice.local_ufrag);
         if let Some(addr) = peer.addr {
             self.by_addr.remove(&addr);
         }
+        if let Some(client) = peer.client {
+            if let Some(n) = self.clients.get_mut(&client) {
+                *n -= 1;
+                if *n == 0 {
+                    self.clients.remove(&client);
+                }
+            }
+        }
+        if peer.srtp.is_none() {
+            self.connecting -= 1;
+        }
+        if let Some(room) = self.rooms.get_mut(&peer.room) {
+            room.remove(id);
+        }
         match &peer.role {
             Role::Publisher(publisher) => {
                 for track in publisher.tracks.iter().filter_map(|t| t.id) {
-                    self.unpublish(track);
+                    self.unpublish(&peer.room, track);
                 }
             }
             Role::Viewer(viewer) => {
@@ -198,51 +305,49 @@ impl NodeCore {
                 }
             }
         }
-        if let Some(room) = self.rooms.get_mut(&peer.room) {
-            room.peers.retain(|&p| p != id);
-            if room.peers.is_empty() {
-                self.rooms.remove(&peer.room);
-            }
+        if self.rooms.get(&peer.room).is_some_and(Room::is_empty) {
+            self.rooms.remove(&peer.room);
         }
         self.removed.push_back(id);
-        self.connect_room(&peer.room);
+        self.serve_waiting(&peer.room);
         Ok(())
     }
 
-    /// Unpublishes a track; its subscriptions go with it, and their viewers are free for the
+    /// Unpublishes a track; its subscriptions go with it, and their viewers wait for the
     /// room's next publisher.
-    fn unpublish(&mut self, track: TrackId) {
+    fn unpublish(&mut self, room: &str, track: TrackId) {
         self.track_owner.remove(&track);
+        let subscribers = self.router.subscribers(track).to_vec();
         let _ = self.router.unpublish(track);
-        let gone: Vec<DownTrackId> = self
-            .down_track_owner
-            .keys()
-            .copied()
-            .filter(|&d| self.router.down_track(d).is_none())
-            .collect();
-        for down_track in gone {
-            if let Some(viewer) = self
-                .down_track_owner
-                .remove(&down_track)
-                .and_then(|owner| self.peers.get_mut(&owner))
-                .and_then(|peer| peer.viewer_mut())
-            {
+        for down_track in subscribers {
+            let Some(owner) = self.down_track_owner.remove(&down_track) else {
+                continue;
+            };
+            if let Some(viewer) = self.peers.get_mut(&owner).and_then(Peer::viewer_mut) {
                 for media in [&mut viewer.video, &mut viewer.audio].into_iter().flatten() {
                     if media.down_track == Some(down_track) {
                         media.down_track = None;
                     }
                 }
+                if let Some(room) = self.rooms.get_mut(room) {
+                    room.waiting.insert(owner);
+                }
             }
         }
     }
 
-    /// Subscribes every viewer of the room lacking a track of some kind to the room's first
-    /// published track of that kind in a codec the viewer accepts.
-    fn connect_room(&mut self, room: &str) {
-        let Some(members) = self.rooms.get(room).map(|r| r.peers.clone()) else {
+    /// Subscribes each waiting viewer of the room to the room's first published track of
+    /// each kind it lacks, in a codec it accepts. Costs the waiting viewers, not the room.
+    fn serve_waiting(&mut self, room: &str) {
+        let Some(members) = self.rooms.get(room) else {
             return;
         };
+        if members.waiting.is_empty() {
+            return;
+        }
+        let waiting: Vec<PeerId> = members.waiting.iter().copied().collect();
         let tracks: Vec<TrackId> = members
+            .publishers
             .iter()
             .filter_map(|p| match &self.peers.get(p)?.role {
                 Role::Publisher(publisher) => Some(publisher.tracks.iter().filter_map(|t| t.id)),
@@ -250,9 +355,17 @@ impl NodeCore {
             })
             .flatten()
             .collect();
-        for viewer in members {
+        for viewer in waiting {
             for &track in &tracks {
                 self.connect(viewer, track);
+            }
+            let served = self
+                .peers
+                .get_mut(&viewer)
+                .and_then(Peer::viewer_mut)
+                .is_none_or(|v| v.is_served());
+            if let (true, Some(members)) = (served, self.rooms.get_mut(room)) {
+                members.waiting.remove(&viewer);
             }
         }
     }
@@ -266,7 +379,10 @@ impl NodeCore {
         let Some(viewer) = self.peers.get_mut(&viewer_id).and_then(Peer::viewer_mut) else {
             return;
         };
-        let target = viewer.target;
+        let Some(dd) = viewer.media_mut(codec.kind()).map(|m| m.dd_ext_id) else {
+            return;
+        };
+        let limits = viewer.limits(codec, dd);
         let Some(media) = viewer.media_mut(codec.kind()) else {
             return;
         };
@@ -282,13 +398,6 @@ impl NodeCore {
             two_byte_allowed: media.two_byte_allowed,
             ..DownTrackConfig::new(media.ssrc, accepted.payload_type)
         };
-        let dd = media.dd_ext_id;
-        let limits = Viewer {
-            video: None,
-            audio: None,
-            target,
-        }
-        .limits(codec, dd);
         if let Ok(down_track) = self.router.subscribe(track, down, limits) {
             media.down_track = Some(down_track);
             self.down_track_owner.insert(down_track, viewer_id);
@@ -332,154 +441,28 @@ impl NodeCore {
             .map_err(|_: RouterError| CoreError::UnknownPeer)
     }
 
-    /// A datagram the socket did not take (its send buffer was full).
-    pub fn count_send_failure(&mut self) {
-        self.counters.drop(DropReason::SendFailed);
-    }
-
-    /// The SRTP context the session's DTLS handshake produced.
+    /// The SRTP context the session's DTLS handshake produced: the session is connected, and
+    /// a viewer is subscribed to its room.
     pub fn set_srtp(&mut self, id: PeerId, srtp: Box<dyn SrtpContext>) {
-        if let Some(peer) = self.peers.get_mut(&id) {
-            peer.srtp = Some(srtp);
-        }
-    }
-
-    /// One datagram from the UDP socket.
-    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) -> Inbound {
-        self.counters.datagrams_in += 1;
-        self.counters.bytes_in += data.len() as u64;
-        let kind = classify(data);
-        if kind == PayloadKind::Stun {
-            self.handle_stun(now, from, data);
-            return Inbound::Done;
-        }
-        let Some(&id) = self.by_addr.get(&from) else {
-            self.counters.drop(DropReason::UnknownSource);
-            return Inbound::Done;
-        };
-        match kind {
-            PayloadKind::Dtls => Inbound::Dtls(id),
-            PayloadKind::Rtp => {
-                self.handle_srtp(now, id, data);
-                Inbound::Done
-            }
-            PayloadKind::Rtcp => {
-                self.handle_srtcp(now, id, data);
-                Inbound::Done
-            }
-            _ => {
-                self.counters.drop(DropReason::NotWebRtc);
-                Inbound::Done
-            }
-        }
-    }
-
-    fn handle_stun(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
-        let answered = BindingRequest::parse(data).and_then(|request| {
-            let id = *self
-                .by_ufrag
-                .get(&request.local_ufrag)
-                .ok_or(super::ice::IceError::UnknownUfrag)?;
-            let peer = self
-                .peers
-                .get(&id)
-                .ok_or(super::ice::IceError::UnknownUfrag)?;
-            let nominated = request.use_candidate;
-            let response = request.answer(&peer.ice.local_pwd, from)?;
-            Ok((id, nominated, response))
-        });
-        let Ok((id, nominated, response)) = answered else {
-            self.counters.drop(DropReason::BadStun);
-            return;
-        };
-        self.stun_out.push_back((from, response));
         let Some(peer) = self.peers.get_mut(&id) else {
             return;
         };
-        peer.last_seen = now;
-        // Latch the first address that proves it knows our password, and move to the one the
-        // browser nominates.
-        if peer.addr.is_none() || (nominated && peer.addr != Some(from)) {
-            if let Some(old) = peer.addr.replace(from) {
-                self.by_addr.remove(&old);
-            }
-            self.by_addr.insert(from, id);
+        if peer.srtp.replace(srtp).is_some() {
+            return;
+        }
+        self.connecting -= 1;
+        if let (Role::Viewer(_), Some(room)) = (&peer.role, self.rooms.get_mut(&peer.room)) {
+            room.waiting.insert(id);
+            let room = peer.room.clone();
+            self.serve_waiting(&room);
         }
     }
 
-    fn handle_srtp(&mut self, now: Instant, id: PeerId, data: &[u8]) {
-        if !self.unprotect(id, data, false) {
-            return;
-        }
-        let Some(peer) = self.peers.get_mut(&id) else {
-            return;
-        };
-        let Role::Publisher(publisher) = &mut peer.role else {
-            self.counters.drop(DropReason::NotAPublisher);
-            return;
-        };
-        if publisher.has_unbound() {
-            if let Ok(packet) = RtpPacket::parse(&self.plain) {
-                let known = self.router.ssrc_track(packet.fields().ssrc).is_some();
-                if let (false, Some(binding)) = (known, publisher.bind(&packet)) {
-                    let bound =
-                        self.router
-                            .bind_stream(binding.track, binding.index, binding.ssrcs);
-                    tracing::debug!(peer = %id, ?binding, ?bound, "stream bound from its packets");
-                }
-            }
-        }
-        let packet = Bytes::copy_from_slice(&self.plain);
-        if self.router.handle_rtp(now, packet).is_err() {
-            self.counters.drop(DropReason::RtpRejected);
-        }
+    fn arm_sweep(&mut self, now: Instant) {
+        self.next_sweep.get_or_insert(now + SWEEP_INTERVAL);
     }
 
-    fn handle_srtcp(&mut self, now: Instant, id: PeerId, data: &[u8]) {
-        if !self.unprotect(id, data, true) {
-            return;
-        }
-        let Some(peer) = self.peers.get(&id) else {
-            return;
-        };
-        match &peer.role {
-            Role::Publisher(publisher) => {
-                for track in publisher.tracks.iter().filter_map(|t| t.id) {
-                    let _ = self.router.handle_publisher_rtcp(now, track, &self.plain);
-                }
-            }
-            Role::Viewer(viewer) => {
-                let down_tracks = [&viewer.video, &viewer.audio]
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|m| m.down_track);
-                for down_track in down_tracks {
-                    let _ = self
-                        .router
-                        .handle_subscriber_rtcp(now, down_track, &self.plain);
-                }
-            }
-        }
-    }
-
-    /// Decrypts into `plain`; false (counted) when the session has no keys yet or the packet
-    /// fails authentication or replay protection.
-    fn unprotect(&mut self, id: PeerId, data: &[u8], rtcp: bool) -> bool {
-        let Some(srtp) = self.peers.get_mut(&id).and_then(|p| p.srtp.as_mut()) else {
-            self.counters.drop(DropReason::NoKeys);
-            return false;
-        };
-        let result = if rtcp {
-            srtp.unprotect_rtcp(data, &mut self.plain)
-        } else {
-            srtp.unprotect_rtp(data, &mut self.plain)
-        };
-        if result.is_err() {
-            self.counters.drop(DropReason::SrtpRejected);
-        }
-        result.is_ok()
-    }
-
+    /// The engine's timers, and the sweep of silent sessions once a second.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.router.handle_timeout(now);
         while self.router.poll_event().is_some() {}
@@ -499,6 +482,8 @@ impl NodeCore {
         }
     }
 
+    /// When [`handle_timeout`](Self::handle_timeout) is next due: always a time once the
+    /// core has seen a session or a datagram, so the sweep runs however busy the node is.
     pub fn poll_timeout(&self) -> Option<Instant> {
         [self.router.poll_timeout(), self.next_sweep]
             .into_iter()
@@ -511,90 +496,12 @@ impl NodeCore {
         self.removed.pop_front()
     }
 
-    /// The next datagram to send, written into `out`: STUN answers, then RTCP, then media.
-    pub fn poll_datagram(&mut self, out: &mut Vec<u8>) -> Option<SocketAddr> {
-        if let Some((to, response)) = self.stun_out.pop_front() {
-            out.clear();
-            out.extend_from_slice(&response);
-            return Some(to);
-        }
-        self.poll_rtcp(out).or_else(|| self.poll_media(out))
-    }
-
-    fn poll_rtcp(&mut self, out: &mut Vec<u8>) -> Option<SocketAddr> {
-        let mut buf = [0u8; MAX_DATAGRAM];
-        while let Some(rtcp) = self.router.poll_rtcp(&mut buf) {
-            let owner = match rtcp.to {
-                RtcpTarget::Publisher(track) => self.track_owner.get(&track),
-                RtcpTarget::Subscriber(down_track) => self.down_track_owner.get(&down_track),
-            };
-            let Some(&id) = owner else { continue };
-            if let Some(to) = self.protect(id, &buf[..rtcp.len], true, out) {
-                return Some(to);
-            }
-        }
-        None
-    }
-
-    fn poll_media(&mut self, out: &mut Vec<u8>) -> Option<SocketAddr> {
-        let mut header = [0u8; MAX_DATAGRAM];
-        while let Some(Output {
-            down_track,
-            transmit,
-        }) = self.router.poll_transmit(&mut header)
-        {
-            let Some(&id) = self.down_track_owner.get(&down_track) else {
-                continue;
-            };
-            let mut plain = std::mem::take(&mut self.plain);
-            plain.clear();
-            plain.extend_from_slice(&header[..transmit.len]);
-            plain.extend_from_slice(&transmit.payload);
-            let sent = self.protect(id, &plain, false, out);
-            self.plain = plain;
-            if let Some(to) = sent {
-                self.counters.rtp_out += 1;
-                return Some(to);
-            }
-        }
-        None
-    }
-
-    /// Encrypts for a connected session; None (counted) while it has no address or keys.
-    fn protect(
-        &mut self,
-        id: PeerId,
-        packet: &[u8],
-        rtcp: bool,
-        out: &mut Vec<u8>,
-    ) -> Option<SocketAddr> {
-        let peer = self.peers.get_mut(&id)?;
-        let (Some(to), Some(srtp)) = (peer.addr, peer.srtp.as_mut()) else {
-            self.counters.drop(DropReason::NotConnected);
-            return None;
-        };
-        let result = if rtcp {
-            srtp.protect_rtcp(packet, out)
-        } else {
-            srtp.protect_rtp(packet, out)
-        };
-        match result {
-            Ok(()) => {
-                self.counters.bytes_out += out.len() as u64;
-                Some(to)
-            }
-            Err(_) => {
-                self.counters.drop(DropReason::SrtpRejected);
-                None
-            }
-        }
-    }
-
     /// Sessions, subscriptions and counters of the node and the engine, for `/metrics`.
     pub fn snapshot(&self) -> Snapshot {
         let router = self.router.counters();
         let mut snapshot = Snapshot {
             rooms: self.rooms.len(),
+            connecting: self.connecting,
             node: self.counters,
             rtp_in: router.rtp_in,
             engine_dropped_in: router.dropped_in,

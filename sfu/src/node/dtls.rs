@@ -123,7 +123,7 @@ impl DtlsServer {
         Self::start_with_timeout(cert, remote_fingerprint, send, HANDSHAKE_TIMEOUT)
     }
 
-    fn start_with_timeout(
+    pub fn start_with_timeout(
         cert: &DtlsCertificate,
         remote_fingerprint: (&str, &str),
         send: SendDatagram,

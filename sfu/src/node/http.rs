@@ -1,11 +1,13 @@
 //! The HTTP side of the node: WHIP (RFC 9725) and WHEP endpoints, CORS, `/metrics` and the
 //! demo page. Handlers only translate HTTP to [`Signaling`] calls and back.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::{Method, StatusCode};
 use axum::middleware::{self, Next};
@@ -14,14 +16,20 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 use super::auth::Grant;
-use super::peer::PeerId;
-use super::signaling::{Kind, SignalError, Signaling};
+use super::media_loop::Action;
+use super::peer::{Kind, PeerId};
+use super::signaling::{Caller, SignalError, Signaling};
 use selector::Layer;
 
 const DEMO_PAGE: &str = include_str!("demo.html");
 
-/// The routes, sharing one [`Signaling`].
-pub fn routes(signaling: Arc<Signaling>, max_body_bytes: usize) -> axum::Router {
+/// The routes, sharing one [`Signaling`]. A request's body must arrive whole within
+/// `body_timeout` (408 otherwise), so a client trickling its body holds nothing for long.
+pub fn routes(
+    signaling: Arc<Signaling>,
+    max_body_bytes: usize,
+    body_timeout: Duration,
+) -> axum::Router {
     axum::Router::new()
         .route("/", get(|| async { Html(DEMO_PAGE) }))
         .route("/metrics", get(metrics))
@@ -36,8 +44,32 @@ pub fn routes(signaling: Arc<Signaling>, max_body_bytes: usize) -> axum::Router 
             axum::routing::delete(end_viewer).patch(patch_viewer),
         )
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn(move |request, next| {
+            read_body(request, next, max_body_bytes, body_timeout)
+        }))
         .layer(middleware::from_fn(cors))
         .with_state(signaling)
+}
+
+/// Reads the whole body first, within the size limit and the time allowed.
+async fn read_body(request: Request, next: Next, limit: usize, timeout: Duration) -> Response {
+    let (parts, body) = request.into_parts();
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Ok(Err(_)) => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is larger than {limit} bytes, or broken off\n"),
+        )
+            .into_response(),
+        Err(_) => (
+            StatusCode::REQUEST_TIMEOUT,
+            "the body did not arrive in time\n",
+        )
+            .into_response(),
+    }
 }
 
 /// Answers to a CORS preflight: what a page may send.
@@ -84,26 +116,40 @@ async fn cors(request: Request, next: Next) -> Response {
 
 impl IntoResponse for SignalError {
     fn into_response(self) -> Response {
-        let status = match self {
-            SignalError::BadOffer(_) | SignalError::BadBody(_) => StatusCode::BAD_REQUEST,
+        let status = match &self {
+            SignalError::BadOffer(_)
+            | SignalError::BadBody(_)
+            | SignalError::BadRoom(_)
+            | SignalError::OfferTooLarge { .. } => StatusCode::BAD_REQUEST,
             SignalError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            SignalError::Forbidden => StatusCode::FORBIDDEN,
             SignalError::NotSdp => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             SignalError::NotFound => StatusCode::NOT_FOUND,
             SignalError::Conflict => StatusCode::CONFLICT,
+            SignalError::Limit(limit) => {
+                StatusCode::from_u16(limit.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
+            }
             SignalError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
         };
         let mut response = (status, format!("{self}\n")).into_response();
+        let headers = response.headers_mut();
         if status == StatusCode::UNAUTHORIZED {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let SignalError::Limit(limit) = self {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(limit.retry_after()));
         }
         response
     }
 }
 
-fn authorization(headers: &HeaderMap) -> Option<&str> {
-    headers.get(header::AUTHORIZATION)?.to_str().ok()
+fn caller(headers: &HeaderMap, client: SocketAddr) -> Caller<'_> {
+    Caller {
+        authorization: headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+        client: Some(client.ip()),
+    }
 }
 
 fn content_type_is(headers: &HeaderMap, wanted: &str) -> bool {
@@ -146,13 +192,15 @@ fn created(kind: Kind, room: &str, id: PeerId, answer: String, refused: &[String
 
 async fn publish(
     State(signaling): State<Arc<Signaling>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(room): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, SignalError> {
-    signaling.authorize(authorization(&headers), &room, Grant::Publish)?;
+    let caller = caller(&headers, client);
+    signaling.authorize(caller, &room, Grant::Publish)?;
     let offer = offer_text(&headers, &body)?;
-    let (id, answer, refused) = signaling.publish(&room, &offer).await?;
+    let (id, answer, refused) = signaling.publish(&room, &offer, caller).await?;
     Ok(created(Kind::Publisher, &room, id, answer, &refused))
 }
 
@@ -174,56 +222,63 @@ impl LayerChoice {
 
 async fn watch(
     State(signaling): State<Arc<Signaling>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(room): Path<String>,
     choice: Result<Query<LayerChoice>, QueryRejection>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, SignalError> {
-    signaling.authorize(authorization(&headers), &room, Grant::Subscribe)?;
+    let caller = caller(&headers, client);
+    signaling.authorize(caller, &room, Grant::Subscribe)?;
     let Ok(Query(choice)) = choice else {
         return Err(SignalError::BadBody("spatial and temporal must be numbers"));
     };
     let offer = offer_text(&headers, &body)?;
-    let (id, answer, refused) = signaling.watch(&room, &offer, choice.layer()).await?;
+    let (id, answer, refused) = signaling
+        .watch(&room, &offer, choice.layer(), caller)
+        .await?;
     Ok(created(Kind::Viewer, &room, id, answer, &refused))
 }
 
-async fn end(
-    signaling: &Signaling,
-    kind: Kind,
-    (room, id): (String, u64),
-    headers: &HeaderMap,
-) -> Result<StatusCode, SignalError> {
-    signaling.authorize(authorization(headers), &room, kind.grant())?;
-    signaling.end(kind, &room, PeerId(id)).await?;
-    Ok(StatusCode::OK)
-}
+/// A resource URL's room and session id.
+type ResourcePath = Path<(String, String)>;
 
 async fn end_publisher(
     State(signaling): State<Arc<Signaling>>,
-    Path(resource): Path<(String, u64)>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path((room, id)): ResourcePath,
     headers: HeaderMap,
 ) -> Result<StatusCode, SignalError> {
-    end(&signaling, Kind::Publisher, resource, &headers).await
+    let resource = (Kind::Publisher, room.as_str(), id.as_str());
+    let caller = caller(&headers, client);
+    signaling.on_resource(resource, caller, Action::End).await?;
+    Ok(StatusCode::OK)
 }
 
 async fn end_viewer(
     State(signaling): State<Arc<Signaling>>,
-    Path(resource): Path<(String, u64)>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path((room, id)): ResourcePath,
     headers: HeaderMap,
 ) -> Result<StatusCode, SignalError> {
-    end(&signaling, Kind::Viewer, resource, &headers).await
+    let resource = (Kind::Viewer, room.as_str(), id.as_str());
+    let caller = caller(&headers, client);
+    signaling.on_resource(resource, caller, Action::End).await?;
+    Ok(StatusCode::OK)
 }
 
 /// Trickle ICE (`application/trickle-ice-sdpfrag`): an ICE-lite node learns the browser's
 /// addresses from its binding requests, so the fragment is accepted and needs nothing more.
 async fn patch_publisher(
     State(signaling): State<Arc<Signaling>>,
-    Path((room, id)): Path<(String, u64)>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path((room, id)): ResourcePath,
     headers: HeaderMap,
 ) -> Result<StatusCode, SignalError> {
-    signaling.authorize(authorization(&headers), &room, Grant::Publish)?;
-    signaling.exists(Kind::Publisher, &room, PeerId(id))?;
+    let resource = (Kind::Publisher, room.as_str(), id.as_str());
+    signaling
+        .on_resource(resource, caller(&headers, client), Action::Check)
+        .await?;
     trickle(&headers)
 }
 
@@ -240,22 +295,32 @@ fn trickle(headers: &HeaderMap) -> Result<StatusCode, SignalError> {
 /// `{"spatial":S,"temporal":T}` changes the viewer's layer; a trickle fragment is accepted.
 async fn patch_viewer(
     State(signaling): State<Arc<Signaling>>,
-    Path((room, id)): Path<(String, u64)>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path((room, id)): ResourcePath,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, SignalError> {
-    signaling.authorize(authorization(&headers), &room, Grant::Subscribe)?;
-    signaling.exists(Kind::Viewer, &room, PeerId(id))?;
+    let resource = (Kind::Viewer, room.as_str(), id.as_str());
+    let caller = caller(&headers, client);
     if !content_type_is(&headers, "application/json") {
+        signaling
+            .on_resource(resource, caller, Action::Check)
+            .await?;
         return trickle(&headers);
     }
     let choice: LayerChoice = serde_json::from_slice(&body)
         .map_err(|_| SignalError::BadBody("expected {\"spatial\":S,\"temporal\":T}"))?;
-    signaling.set_layer(PeerId(id), choice.layer()).await?;
+    let action = Action::SetLayer(choice.layer());
+    signaling.on_resource(resource, caller, action).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn metrics(State(signaling): State<Arc<Signaling>>) -> Result<Response, SignalError> {
+async fn metrics(
+    State(signaling): State<Arc<Signaling>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Result<Response, SignalError> {
+    signaling.authorize_metrics(caller(&headers, client))?;
     let text = signaling.metrics().await?.render();
     let mut response = text.into_response();
     response.headers_mut().insert(

@@ -1,6 +1,11 @@
 //! The thin loop around [`NodeCore`]: one task owns the core and the UDP socket, and reads
 //! the clock for it. Signaling talks to it through [`Command`]s; DTLS handshakes run as tasks
-//! of their own and hand their datagrams and keys back through channels.
+//! of their own, each started by its session's first DTLS record, and hand their datagrams
+//! and keys back through channels.
+//!
+//! Timers: after every input the loop serves whatever timer of the core is due, and it
+//! sleeps until the core's next one, so a stream of datagrams or requests never holds the
+//! periodic work (the sweep of silent sessions, keyframe requests, reports) back.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -12,48 +17,50 @@ use selector::Layer;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
-use super::core::{CoreError, Inbound, NodeCore, MAX_DATAGRAM};
+use super::core::{CoreError, Inbound, NodeCore, Resource, MAX_DATAGRAM};
 use super::dtls::{DtlsCertificate, DtlsError, DtlsInput, DtlsServer};
+use super::memory;
 use super::metrics::Snapshot;
-use super::peer::{IceCredentials, PeerId, Publisher, Viewer};
-use super::sdp::Fingerprint;
+use super::peer::{Join, PeerId, Publisher, Viewer};
+use super::sdp::RoomCodec;
 use super::srtp::{self, SrtpKeys};
-
-/// A new session's transport parameters from its offer.
-#[derive(Debug)]
-pub struct Transport {
-    pub ice: IceCredentials,
-    /// The browser's certificate fingerprint: its DTLS certificate must match.
-    pub fingerprint: Fingerprint,
-}
 
 /// What signaling asks of the media loop; each carries where the answer goes.
 #[derive(Debug)]
 pub enum Command {
     Publish {
-        room: String,
-        transport: Transport,
+        join: Join,
         publisher: Publisher,
         reply: oneshot::Sender<Result<PeerId, CoreError>>,
     },
     Watch {
-        room: String,
-        transport: Transport,
+        join: Join,
         viewer: Viewer,
-        reply: oneshot::Sender<PeerId>,
+        reply: oneshot::Sender<Result<PeerId, CoreError>>,
     },
-    End {
-        id: PeerId,
-        reply: oneshot::Sender<Result<(), CoreError>>,
+    /// What a room's first publisher sends, for a viewer's negotiation.
+    RoomCodecs {
+        room: String,
+        reply: oneshot::Sender<Vec<RoomCodec>>,
     },
-    SetLayer {
-        id: PeerId,
-        target: Layer,
+    /// Something done to a session through its resource URL.
+    Resource {
+        resource: Resource,
+        action: Action,
         reply: oneshot::Sender<Result<(), CoreError>>,
     },
     Metrics {
         reply: oneshot::Sender<Snapshot>,
     },
+}
+
+/// What a request does to an existing session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Only checks that the resource is the caller's (a trickle PATCH).
+    Check,
+    End,
+    SetLayer(Layer),
 }
 
 /// Something a DTLS handshake task reports.
@@ -62,15 +69,30 @@ enum DtlsEvent {
     Done(PeerId, Result<SrtpKeys, DtlsError>),
 }
 
+/// Longest sleep while the core has no timer (no session has come yet).
+const IDLE: Duration = Duration::from_secs(1);
+
+/// Least time between two hand-backs of freed memory after sessions left.
+pub const RELEASE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The loop's clock: tokio's, so tests can run the loop in paused (simulated) time.
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
 pub struct MediaLoop {
     core: NodeCore,
     socket: Arc<UdpSocket>,
     certificate: Arc<DtlsCertificate>,
+    dtls_timeout: Duration,
     commands: mpsc::Receiver<Command>,
     dtls_tx: mpsc::UnboundedSender<DtlsEvent>,
     dtls_rx: mpsc::UnboundedReceiver<DtlsEvent>,
     handshakes: HashMap<PeerId, DtlsInput>,
     out: Vec<u8>,
+    /// Sessions removed since memory was last handed back, and when it may be next.
+    reaped: usize,
+    next_release: Instant,
 }
 
 impl std::fmt::Debug for MediaLoop {
@@ -86,6 +108,7 @@ impl MediaLoop {
         core: NodeCore,
         socket: UdpSocket,
         certificate: Arc<DtlsCertificate>,
+        dtls_timeout: Duration,
         commands: mpsc::Receiver<Command>,
     ) -> Self {
         let (dtls_tx, dtls_rx) = mpsc::unbounded_channel();
@@ -93,11 +116,14 @@ impl MediaLoop {
             core,
             socket: Arc::new(socket),
             certificate,
+            dtls_timeout,
             commands,
             dtls_tx,
             dtls_rx,
             handshakes: HashMap::new(),
             out: Vec::with_capacity(MAX_DATAGRAM + 64),
+            reaped: 0,
+            next_release: now(),
         }
     }
 
@@ -105,10 +131,7 @@ impl MediaLoop {
     pub async fn run(mut self) {
         let mut buf = vec![0u8; 2048];
         loop {
-            let deadline = self
-                .core
-                .poll_timeout()
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+            let deadline = self.serve_timers();
             tokio::select! {
                 received = self.socket.recv_from(&mut buf) => match received {
                     Ok((len, from)) => self.on_datagram(from, &buf[..len]),
@@ -119,16 +142,33 @@ impl MediaLoop {
                     None => break,
                 },
                 Some(event) = self.dtls_rx.recv() => self.on_dtls(event),
-                () = tokio::time::sleep_until(deadline.into()) => {
-                    self.core.handle_timeout(Instant::now());
-                }
+                () = tokio::time::sleep_until(deadline.into()) => {}
             }
             self.flush();
         }
     }
 
+    /// Runs the core's timers if due and says when to wake next.
+    fn serve_timers(&mut self) -> Instant {
+        let now = now();
+        if self.core.poll_timeout().is_some_and(|at| at <= now) {
+            self.core.handle_timeout(now);
+            self.flush();
+        }
+        if self.reaped > 0 && now >= self.next_release {
+            self.reaped = 0;
+            self.next_release = now + RELEASE_INTERVAL;
+            // Off the media loop: trimming a large heap takes milliseconds.
+            tokio::task::spawn_blocking(memory::release_freed);
+        }
+        self.core.poll_timeout().unwrap_or(now + IDLE)
+    }
+
     fn on_datagram(&mut self, from: SocketAddr, data: &[u8]) {
-        if let Inbound::Dtls(id) = self.core.handle_datagram(Instant::now(), from, data) {
+        if let Inbound::Dtls(id) = self.core.handle_datagram(now(), from, data) {
+            if !self.handshakes.contains_key(&id) {
+                self.start_dtls(id);
+            }
             if let Some(handshake) = self.handshakes.get(&id) {
                 handshake.push(Bytes::copy_from_slice(data));
             }
@@ -136,40 +176,42 @@ impl MediaLoop {
     }
 
     fn on_command(&mut self, command: Command) {
-        let now = Instant::now();
+        let now = now();
         // A dropped reply means the HTTP request went away; nothing to tell.
         match command {
             Command::Publish {
-                room,
-                transport,
+                join,
                 publisher,
                 reply,
             } => {
-                let added = self
-                    .core
-                    .add_publisher(now, &room, transport.ice, publisher);
+                let room = join.room.clone();
+                let added = self.core.add_publisher(now, join, publisher);
                 if let Ok(id) = added {
-                    self.start_dtls(id, transport.fingerprint);
                     tracing::info!(peer = %id, room, "publisher joined");
                 }
                 let _ = reply.send(added);
             }
             Command::Watch {
-                room,
-                transport,
+                join,
                 viewer,
                 reply,
             } => {
-                let id = self.core.add_viewer(now, &room, transport.ice, viewer);
-                self.start_dtls(id, transport.fingerprint);
-                tracing::info!(peer = %id, room, "viewer joined");
-                let _ = reply.send(id);
+                let room = join.room.clone();
+                let added = self.core.add_viewer(now, join, viewer);
+                if let Ok(id) = added {
+                    tracing::info!(peer = %id, room, "viewer joined");
+                }
+                let _ = reply.send(added);
             }
-            Command::End { id, reply } => {
-                let _ = reply.send(self.core.remove_peer(id));
+            Command::RoomCodecs { room, reply } => {
+                let _ = reply.send(self.core.room_codecs(&room));
             }
-            Command::SetLayer { id, target, reply } => {
-                let _ = reply.send(self.core.set_target(id, target));
+            Command::Resource {
+                resource,
+                action,
+                reply,
+            } => {
+                let _ = reply.send(self.on_resource(&resource, action));
             }
             Command::Metrics { reply } => {
                 let _ = reply.send(self.core.snapshot());
@@ -177,13 +219,31 @@ impl MediaLoop {
         }
     }
 
-    fn start_dtls(&mut self, id: PeerId, fingerprint: Fingerprint) {
+    fn on_resource(&mut self, resource: &Resource, action: Action) -> Result<(), CoreError> {
+        let id = self.core.resource(resource)?;
+        match action {
+            Action::Check => Ok(()),
+            Action::End => {
+                tracing::info!(peer = %id, "session ended by its client");
+                self.core.remove_peer(id)
+            }
+            Action::SetLayer(target) => self.core.set_target(id, target),
+        }
+    }
+
+    /// Starts a session's DTLS handshake on its first record: a session that never gets
+    /// that far costs no handshake task, and the handshake's timeout counts from there.
+    fn start_dtls(&mut self, id: PeerId) {
+        let Some(fingerprint) = self.core.peer(id).and_then(|p| p.fingerprint.clone()) else {
+            return;
+        };
         let to_loop = self.dtls_tx.clone();
         let send = Box::new(move |datagram: Bytes| {
             let _ = to_loop.send(DtlsEvent::Send(id, datagram));
         });
         let remote = (fingerprint.algorithm.as_str(), fingerprint.value.as_str());
-        let (input, done) = DtlsServer::start(&self.certificate, remote, send);
+        let (input, done) =
+            DtlsServer::start_with_timeout(&self.certificate, remote, send, self.dtls_timeout);
         let to_loop = self.dtls_tx.clone();
         tokio::spawn(async move {
             // No result: the session was removed before its handshake ended.
@@ -207,7 +267,10 @@ impl MediaLoop {
                     tracing::info!(peer = %id, "DTLS-SRTP connected");
                     self.core.set_srtp(id, Box::new(context));
                 }
-                Err(e) => tracing::warn!(peer = %id, "SRTP keys unusable: {e}"),
+                Err(e) => {
+                    tracing::warn!(peer = %id, "SRTP keys unusable: {e}");
+                    let _ = self.core.remove_peer(id);
+                }
             },
             DtlsEvent::Done(id, Err(e)) => {
                 tracing::warn!(peer = %id, "DTLS handshake failed: {e}");
@@ -228,6 +291,64 @@ impl MediaLoop {
         }
         while let Some(id) = self.core.poll_removed() {
             self.handshakes.remove(&id);
+            self.reaped += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::RouterConfig;
+    use crate::node::peer::IceCredentials;
+
+    async fn metrics(commands: &mpsc::Sender<Command>) -> Snapshot {
+        let (reply, snapshot) = oneshot::channel();
+        commands
+            .send(Command::Metrics { reply })
+            .await
+            .expect("the loop runs");
+        snapshot.await.expect("answered")
+    }
+
+    /// A request every 100 ms, in simulated time: the loop still sweeps the silent session out
+    /// within a second of its timeout (before, each request re-armed a one-second sleep and
+    /// the sweep never ran).
+    #[tokio::test(start_paused = true)]
+    async fn the_sweep_runs_under_a_request_every_100_ms() {
+        let core = NodeCore::new(RouterConfig::default(), Duration::from_secs(3));
+        let socket = UdpSocket::bind("127.0.0.1:0").await.expect("a socket");
+        let certificate = Arc::new(DtlsCertificate::generate().expect("a certificate"));
+        let (commands, receiver) = mpsc::channel(8);
+        let media = MediaLoop::new(core, socket, certificate, Duration::from_secs(10), receiver);
+        tokio::spawn(media.run());
+        let ice = IceCredentials {
+            local_ufrag: "ufrag".into(),
+            local_pwd: "a-password-of-24-chars!!".into(),
+        };
+        let viewer = Viewer {
+            video: None,
+            audio: None,
+            target: Layer::MAX,
+        };
+        let (reply, added) = oneshot::channel();
+        let join = Join::new("room", ice);
+        let watch = Command::Watch {
+            join,
+            viewer,
+            reply,
+        };
+        commands.send(watch).await.expect("the loop runs");
+        added.await.expect("answered").expect("room for a viewer");
+        let started = tokio::time::Instant::now();
+        while metrics(&commands).await.viewers == 1 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert!(started.elapsed() < Duration::from_secs(10), "never swept");
+        }
+        let swept = started.elapsed();
+        assert!(
+            swept > Duration::from_secs(3) && swept <= Duration::from_millis(4100),
+            "swept at {swept:?}"
+        );
     }
 }

@@ -2,6 +2,8 @@
 
 use std::fmt::Write;
 
+use super::limits::LimitError;
+
 /// Why the node dropped a datagram or a packet before the engine saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropReason {
@@ -17,8 +19,11 @@ pub enum DropReason {
     SrtpRejected,
     /// RTP from a viewer.
     NotAPublisher,
-    /// RTP the engine refused (malformed, unknown SSRC, duplicate, ...).
+    /// RTP the engine could not place (a simulcast stream not bound yet) or too short to
+    /// name an SSRC. What the engine's receivers refuse is counted as `engine`.
     RtpRejected,
+    /// RTP under an SSRC the sending session did not announce or bind.
+    ForeignSsrc,
     /// A packet for a session not connected yet (no nominated address or no keys).
     NotConnected,
     /// A datagram the socket would not take (send buffer full).
@@ -26,7 +31,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    const ALL: [DropReason; 9] = [
+    const ALL: [DropReason; 10] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -34,6 +39,7 @@ impl DropReason {
         Self::SrtpRejected,
         Self::NotAPublisher,
         Self::RtpRejected,
+        Self::ForeignSsrc,
         Self::NotConnected,
         Self::SendFailed,
     ];
@@ -47,6 +53,7 @@ impl DropReason {
             Self::SrtpRejected => "srtp_rejected",
             Self::NotAPublisher => "not_a_publisher",
             Self::RtpRejected => "rtp_rejected",
+            Self::ForeignSsrc => "foreign_ssrc",
             Self::NotConnected => "not_connected",
             Self::SendFailed => "send_failed",
         }
@@ -61,9 +68,18 @@ pub struct NodeCounters {
     pub rtp_out: u64,
     pub bytes_out: u64,
     dropped: [u64; DropReason::ALL.len()],
+    refused: [u64; LimitError::LABELS.len()],
 }
 
 impl NodeCounters {
+    pub fn refuse(&mut self, limit: LimitError) {
+        self.refused[limit.index()] += 1;
+    }
+
+    pub fn refused(&self, limit: LimitError) -> u64 {
+        self.refused[limit.index()]
+    }
+
     pub fn drop(&mut self, reason: DropReason) {
         self.dropped[reason as usize] += 1;
     }
@@ -79,6 +95,8 @@ pub struct Snapshot {
     pub rooms: usize,
     pub publishers: usize,
     pub viewers: usize,
+    /// Sessions whose ICE and DTLS have not completed.
+    pub connecting: usize,
     pub tracks: usize,
     pub subscriptions: usize,
     pub node: NodeCounters,
@@ -123,6 +141,8 @@ impl Snapshot {
         gauge(&mut out, "rooms", "Rooms with a session.", self.rooms);
         gauge(&mut out, "publishers", "WHIP sessions.", self.publishers);
         gauge(&mut out, "subscribers", "WHEP sessions.", self.viewers);
+        let connecting = "Sessions whose ICE and DTLS have not completed.";
+        gauge(&mut out, "sessions_connecting", connecting, self.connecting);
         gauge(&mut out, "tracks", "Published tracks.", self.tracks);
         let subs = "Subscriptions (one per viewer track).";
         gauge(&mut out, "subscriptions", subs, self.subscriptions);
@@ -174,6 +194,16 @@ impl Snapshot {
             },
             &drops,
         );
+        let refused: Vec<(String, u64)> = LimitError::LABELS
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (format!("{{reason=\"{l}\"}}"), n.refused[i]))
+            .collect();
+        let refused: Vec<(&str, u64)> = refused.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+        let help = "New sessions refused at a limit, by limit.";
+        let kind = "counter";
+        let name = "sessions_refused_total";
+        family(&mut out, Family { name, help, kind }, &refused);
         let nacks = "NACKs sent to publishers.";
         counter(&mut out, "nacks_sent_total", nacks, self.nacks_sent);
         let rtx = "Packets retransmitted to subscribers on their NACKs.";

@@ -10,9 +10,12 @@
 //! - [`peer`]: one WHIP or WHEP session.
 //! - [`core`]: the sessions and the engine behind one UDP port, sans-IO.
 //! - [`media_loop`]: the task that owns the core, the socket and the clock.
+//! - [`memory`]: freed memory handed back to the system after sessions leave.
 //! - [`signaling`]: an offer to a session and an answer.
 //! - [`http`]: the WHIP/WHEP routes, CORS, `/metrics`, the demo page.
 //! - [`metrics`]: counters and the Prometheus text format.
+//! - [`limits`]: what one node holds at most, and how a refusal reads.
+//! - [`listener`]: the HTTP connections: a cap, and timeouts for slow or idle clients.
 //! - [`server`]: start, run, shut down.
 
 pub mod auth;
@@ -21,7 +24,10 @@ pub mod core;
 pub mod dtls;
 pub mod http;
 pub mod ice;
+pub mod limits;
+pub mod listener;
 pub mod media_loop;
+pub mod memory;
 pub mod metrics;
 pub mod peer;
 pub mod replay;

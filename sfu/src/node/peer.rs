@@ -2,24 +2,112 @@
 //! context once DTLS is done, and what it publishes or watches.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
 use std::time::Instant;
 
 use rtp_ext::codec::{Codec, MediaKind};
 use rtp_ext::rtp::RtpPacket;
 use selector::{Layer, LayerLimits};
 
-use super::sdp::format;
+use super::sdp::{format, Fingerprint, RoomCodec};
 use super::srtp::SrtpContext;
 use crate::engine::{DownTrackId, StreamConfig, TrackConfig, TrackId};
 
-/// A session, as the node names it (and its resource URL shows it).
+/// A session, as the node names it and its resource URL shows it: 128 random bits, so
+/// knowing a resource URL is knowing the session (nobody can walk to another's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PeerId(pub u64);
+pub struct PeerId(pub u128);
+
+impl PeerId {
+    pub fn random() -> Self {
+        Self(rand::random())
+    }
+}
 
 impl fmt::Display for PeerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+/// A resource URL's last segment that is not a session id of ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotAPeerId;
+
+impl FromStr for PeerId {
+    type Err = NotAPeerId;
+
+    /// Exactly the 32 lower-case hex digits [`Display`](fmt::Display) writes.
+    fn from_str(s: &str) -> Result<Self, NotAPeerId> {
+        let hex = s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        hex.then(|| u128::from_str_radix(s, 16).ok())
+            .flatten()
+            .map(Self)
+            .ok_or(NotAPeerId)
+    }
+}
+
+/// Which side of a room a session is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Publisher,
+    Viewer,
+}
+
+impl Kind {
+    /// The first segment of the session's resource URL.
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::Publisher => "whip",
+            Self::Viewer => "whep",
+        }
+    }
+}
+
+/// Who created a session: a digest of the credential (the `Authorization` header) it was
+/// created with. Changing or ending the session takes the same credential.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Owner([u8; 32]);
+
+impl Owner {
+    pub fn of(credential: &str) -> Self {
+        use sha2::{Digest, Sha256};
+        Self(Sha256::digest(credential.as_bytes()).into())
+    }
+}
+
+impl fmt::Debug for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The digest of a secret is not for logs.
+        f.write_str("Owner(..)")
+    }
+}
+
+/// Everything about a new session besides its media.
+#[derive(Debug, Clone)]
+pub struct Join {
+    pub room: String,
+    pub ice: IceCredentials,
+    /// The client's certificate fingerprint from its offer: its DTLS handshake starts with
+    /// its first DTLS record and must show that certificate. None: keys come some other way.
+    pub fingerprint: Option<Fingerprint>,
+    /// Whose credential may change or end it; None on an open node (the URL is the key).
+    pub owner: Option<Owner>,
+    /// The HTTP client's address, counted against the per-client limit.
+    pub client: Option<IpAddr>,
+}
+
+impl Join {
+    /// A session in `room` with nothing but its ICE credentials.
+    pub fn new(room: &str, ice: IceCredentials) -> Self {
+        Self {
+            room: room.to_owned(),
+            ice,
+            fingerprint: None,
+            owner: None,
+            client: None,
+        }
     }
 }
 
@@ -33,6 +121,9 @@ pub struct IceCredentials {
 pub struct Peer {
     pub room: String,
     pub ice: IceCredentials,
+    pub fingerprint: Option<Fingerprint>,
+    pub owner: Option<Owner>,
+    pub client: Option<IpAddr>,
     /// Where the browser nominated (or, before nomination, first proved it knows our
     /// password from): all our packets to it go there.
     pub addr: Option<SocketAddr>,
@@ -59,6 +150,15 @@ pub enum Role {
     Viewer(Viewer),
 }
 
+impl Role {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Self::Publisher(_) => Kind::Publisher,
+            Self::Viewer(_) => Kind::Viewer,
+        }
+    }
+}
+
 /// What a WHIP session sends.
 #[derive(Debug, Default)]
 pub struct Publisher {
@@ -68,6 +168,8 @@ pub struct Publisher {
     pub repaired_rid_ext: Option<u8>,
     /// Extension id of the mid (RFC 8843 section 15), to bind streams the SDP gave no SSRC.
     pub mid_ext: Option<u8>,
+    /// What its answer accepted: a viewer joining the room negotiates against it.
+    pub codecs: Vec<RoomCodec>,
 }
 
 /// A track as the publisher's SDP described it.
@@ -119,6 +221,15 @@ pub struct Binding {
 }
 
 impl Publisher {
+    /// Whether `ssrc` is one this session announced or bound (media or RTX): RTP under any
+    /// other SSRC is not its to send, whatever track of the node has it.
+    pub fn owns(&self, ssrc: u32) -> bool {
+        self.tracks
+            .iter()
+            .flat_map(|t| &t.config.streams)
+            .any(|s| s.ssrc == ssrc || s.rtx_ssrc == Some(ssrc))
+    }
+
     /// Whether some stream may still get an SSRC from its packets: a simulcast stream, or one
     /// the SDP gave no SSRC. Their SSRC (or RTX SSRC) may also change when the publisher
     /// restarts a stream, so this stays true.
@@ -247,6 +358,14 @@ impl Viewer {
         }
     }
 
+    /// Whether every section it receives has its subscription.
+    pub fn is_served(&self) -> bool {
+        [&self.video, &self.audio]
+            .into_iter()
+            .flatten()
+            .all(|m| m.down_track.is_some())
+    }
+
     /// The limits of the video subscription. AV1 carries its layers only in the DD, so a
     /// viewer without it gets the base spatial layer alone: its frames depend on nothing
     /// else, and a decoder fed several spatial layers without their DD cannot sort them.
@@ -295,6 +414,7 @@ mod tests {
             rid_ext: Some(RID),
             repaired_rid_ext: Some(RRID),
             mid_ext: None,
+            codecs: Vec::new(),
         }
     }
 
@@ -363,6 +483,7 @@ mod tests {
             rid_ext: None,
             repaired_rid_ext: None,
             mid_ext: Some(RID),
+            codecs: Vec::new(),
         }
     }
 

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, UdpSocket};
@@ -13,8 +14,9 @@ use super::config::NodeConfig;
 use super::core::NodeCore;
 use super::dtls::DtlsCertificate;
 use super::http;
+use super::listener::{self, HttpLimits};
 use super::media_loop::MediaLoop;
-use super::signaling::Signaling;
+use super::signaling::{Signaling, SignalingConfig};
 use crate::engine::RouterConfig;
 
 /// Why the node could not start.
@@ -61,38 +63,46 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
         keyframe_interval: config.keyframe_interval(),
         ..RouterConfig::default()
     };
-    let core = NodeCore::new(router, config.peer_timeout());
+    let core = NodeCore::new(router, config.peer_timeout()).with_limits(config.limits);
     let (commands, command_rx) = mpsc::channel(COMMAND_QUEUE);
-    let media = MediaLoop::new(core, socket, certificate.clone(), command_rx);
+    let dtls_timeout = config.dtls_timeout();
+    let media = MediaLoop::new(core, socket, certificate.clone(), dtls_timeout, command_rx);
     let mut media = tokio::spawn(media.run());
     let candidate = SocketAddr::new(config.announced_ip(), udp_addr.port());
     let auth = Auth::new(
         config.tokens.clone(),
         config.jwt_secret.clone().map(String::into_bytes),
-    );
+    )
+    .with_metrics_token(config.metrics_token.clone());
     // The answer names the hash itself: it takes the hex value alone.
     let fingerprint = certificate.fingerprint();
     let fingerprint = fingerprint
         .split_once(' ')
         .map_or(fingerprint.as_str(), |(_, hex)| hex)
         .to_owned();
-    let signaling = Arc::new(Signaling::new(
-        commands,
-        auth,
+    let signaling = SignalingConfig {
         fingerprint,
         candidate,
-        config.publisher_bitrate_kbps,
-    ));
-    let app = http::routes(signaling, config.max_body_bytes);
+        publisher_bitrate_kbps: config.publisher_bitrate_kbps,
+        limits: config.limits,
+    };
+    let signaling = Arc::new(Signaling::new(commands, auth, signaling));
+    let body_timeout = Duration::from_millis(config.http_body_timeout_ms);
+    let app = http::routes(signaling, config.max_body_bytes, body_timeout);
     tracing::info!(%udp_addr, %candidate, "media on one UDP port");
     println!("Strata is serving: open http://{http_addr}/ to publish and watch");
-    let http = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal());
+    let limits = HttpLimits {
+        connections: config.limits.http_connections,
+        header_timeout: Duration::from_millis(config.http_header_timeout_ms),
+        idle_timeout: Duration::from_millis(config.http_idle_timeout_ms),
+    };
+    let http = listener::serve(listener, app, limits, shutdown_signal());
     tokio::select! {
-        served = http => {
+        () = http => {
             // The HTTP side is gone with its command senders: the media loop ends after them.
             let _ = media.await;
             tracing::info!("stopped");
-            served.map_err(ServeError::Serve)
+            Ok(())
         }
         // The media loop only ends on its own through a bug: stop rather than keep answering
         // signaling for media that no longer flows.

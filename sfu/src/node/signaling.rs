@@ -1,25 +1,27 @@
 //! WHIP and WHEP sessions from signaling's side: an offer becomes a session of the media loop
 //! and an answer. Independent of HTTP (the routes in `http` translate), so the flow can be
-//! driven directly.
+//! driven directly. Signaling keeps no session state of its own: the media loop's core is
+//! the one place a session lives, so one that ends there is gone here too.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::net::{IpAddr, SocketAddr};
 
-use parking_lot::Mutex;
 use rtp_ext::codec::MediaKind;
 use rtp_ext::dd;
 use rtp_ext::ext::TransportSequenceNumber;
 use rtp_ext::ext::{AudioLevel, HeaderExtension, Mid, RepairedRtpStreamId, RtpStreamId};
 use selector::Layer;
 use smallvec::SmallVec;
+use std::sync::atomic::{AtomicU32, Ordering};
 use tokio::sync::{mpsc, oneshot};
 
 use super::auth::{Auth, AuthError, Grant};
-use super::core::CoreError;
-use super::media_loop::{Command, Transport};
+use super::core::{CoreError, Resource};
+use super::limits::{LimitError, Limits, RoomNameError};
+use super::media_loop::{Action, Command};
 use super::peer::{
-    IceCredentials, PeerId, PublishedTrack, Publisher, Unsignaled, Viewer, ViewerCodec, ViewerMedia,
+    IceCredentials, Join, Kind, Owner, PeerId, PublishedTrack, Publisher, Unsignaled, Viewer,
+    ViewerCodec, ViewerMedia,
 };
 use super::sdp::{
     self, AnswerMedia, AnswerParams, Demux, Extmap, Offer, PublishedMedia, RoomCodec, SdpError,
@@ -27,22 +29,7 @@ use super::sdp::{
 };
 use crate::engine::{StreamConfig, TrackConfig, TransportCc};
 
-/// Which side of a room a session is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Publisher,
-    Viewer,
-}
-
 impl Kind {
-    /// The first segment of the session's resource URL.
-    pub fn path(self) -> &'static str {
-        match self {
-            Self::Publisher => "whip",
-            Self::Viewer => "whep",
-        }
-    }
-
     pub fn grant(self) -> Grant {
         match self {
             Self::Publisher => Grant::Publish,
@@ -58,14 +45,26 @@ pub enum SignalError {
     BadOffer(#[from] SdpError),
     #[error("bad request: {0}")]
     BadBody(&'static str),
+    #[error("bad room name: {0}")]
+    BadRoom(#[from] RoomNameError),
+    #[error("the offer has {found} {what}; at most {limit} are accepted")]
+    OfferTooLarge {
+        what: &'static str,
+        found: usize,
+        limit: usize,
+    },
     #[error("unauthorized: {0}")]
     Unauthorized(#[from] AuthError),
+    #[error("forbidden: the session belongs to another credential")]
+    Forbidden,
     #[error("the offer must be sent as application/sdp")]
     NotSdp,
     #[error("no such session")]
     NotFound,
     #[error("the offer's SSRCs are already published")]
     Conflict,
+    #[error("{0}")]
+    Limit(#[from] LimitError),
     #[error("the node is shutting down")]
     ShuttingDown,
 }
@@ -74,62 +73,67 @@ impl From<CoreError> for SignalError {
     fn from(e: CoreError) -> Self {
         match e {
             CoreError::UnknownPeer | CoreError::NotAViewer => Self::NotFound,
+            CoreError::NotOwner => Self::Forbidden,
             CoreError::SsrcInUse => Self::Conflict,
+            CoreError::Limit(limit) => Self::Limit(limit),
         }
     }
 }
 
-/// A session as signaling knows it: enough to check a resource URL and to match a viewer's
-/// codecs to what its room publishes.
+/// Who is asking: the request's credential and the address it came from.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Caller<'a> {
+    pub authorization: Option<&'a str>,
+    pub client: Option<IpAddr>,
+}
+
+/// What signaling needs besides the media loop: what to put in answers, and what to check.
 #[derive(Debug, Clone)]
-struct Session {
-    kind: Kind,
-    room: String,
-    published: Vec<RoomCodec>,
+pub struct SignalingConfig {
+    /// Our DTLS certificate's SHA-256 fingerprint, `AB:CD:...`.
+    pub fingerprint: String,
+    pub candidate: SocketAddr,
+    pub publisher_bitrate_kbps: u32,
+    pub limits: Limits,
 }
 
 #[derive(Debug)]
 pub struct Signaling {
     commands: mpsc::Sender<Command>,
     auth: Auth,
-    /// Our DTLS certificate's SHA-256 fingerprint, `AB:CD:...`.
-    fingerprint: String,
-    candidate: SocketAddr,
-    publisher_bitrate_kbps: u32,
-    sessions: Mutex<HashMap<PeerId, Session>>,
+    config: SignalingConfig,
     /// Names publisher transports for transport-wide congestion control feedback.
     next_transport: AtomicU32,
 }
 
 impl Signaling {
-    pub fn new(
-        commands: mpsc::Sender<Command>,
-        auth: Auth,
-        fingerprint: String,
-        candidate: SocketAddr,
-        publisher_bitrate_kbps: u32,
-    ) -> Self {
+    pub fn new(commands: mpsc::Sender<Command>, auth: Auth, config: SignalingConfig) -> Self {
         Self {
             commands,
             auth,
-            fingerprint,
-            candidate,
-            publisher_bitrate_kbps,
-            sessions: Mutex::new(HashMap::new()),
+            config,
             next_transport: AtomicU32::new(1),
         }
     }
 
+    /// Checks the caller's grant in a room whose name is one the node serves.
     pub fn authorize(
         &self,
-        header: Option<&str>,
+        caller: Caller<'_>,
         room: &str,
         grant: Grant,
     ) -> Result<(), SignalError> {
+        self.config.limits.check_room_name(room)?;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        Ok(self.auth.authorize(header, room, grant, now)?)
+        Ok(self
+            .auth
+            .authorize(caller.authorization, room, grant, now)?)
+    }
+
+    pub fn authorize_metrics(&self, caller: Caller<'_>) -> Result<(), SignalError> {
+        Ok(self.auth.authorize_metrics(caller.authorization)?)
     }
 
     /// A WHIP offer: publishes its tracks and answers, with why each section not served is
@@ -138,25 +142,33 @@ impl Signaling {
         &self,
         room: &str,
         offer: &str,
+        caller: Caller<'_>,
     ) -> Result<(PeerId, String, Vec<String>), SignalError> {
-        let offer = sdp::parse_offer(offer)?;
+        let offer = self.parse_offer(offer)?;
         let plan = sdp::negotiate_publisher(&offer)?;
-        let transport = self.next_transport.fetch_add(1, Ordering::Relaxed);
         let accepted: Vec<&PublishedMedia> =
             plan.sections.iter().filter_map(|s| s.accepted()).collect();
-        let publisher = publisher_of(&accepted, transport)?;
-        let (ice, transport) = transport_of(&offer);
-        let local = ice.clone();
+        self.check_tracks(accepted.len())?;
+        let transport = self.next_transport.fetch_add(1, Ordering::Relaxed);
+        let mut publisher = publisher_of(&accepted, transport)?;
+        publisher.codecs = accepted
+            .iter()
+            .map(|m| RoomCodec {
+                codec: m.codec.codec,
+                fmtp: m.codec.fmtp.clone(),
+            })
+            .collect();
+        let join = self.join(room, &offer, caller);
+        let local = join.ice.clone();
         let (reply, answer) = oneshot::channel();
         let command = Command::Publish {
-            room: room.to_owned(),
-            transport,
+            join,
             publisher,
             reply,
         };
         let id = self.ask(command, answer).await??;
-        let suffix = (self.publisher_bitrate_kbps > 0).then(|| {
-            let kbps = self.publisher_bitrate_kbps;
+        let suffix = (self.config.publisher_bitrate_kbps > 0).then(|| {
+            let kbps = self.config.publisher_bitrate_kbps;
             format!("x-google-min-bitrate={kbps};x-google-start-bitrate={kbps}")
         });
         let answer = sdp::build_answer(&AnswerParams {
@@ -167,14 +179,6 @@ impl Signaling {
                 AnswerMedia::for_publisher(&plan),
             )
         });
-        let published = accepted
-            .iter()
-            .map(|m| RoomCodec {
-                codec: m.codec.codec,
-                fmtp: m.codec.fmtp.clone(),
-            })
-            .collect();
-        self.remember(id, Kind::Publisher, room, published);
         Ok((id, answer, refused(id, &plan.sections)))
     }
 
@@ -185,9 +189,16 @@ impl Signaling {
         room: &str,
         offer: &str,
         target: Layer,
+        caller: Caller<'_>,
     ) -> Result<(PeerId, String, Vec<String>), SignalError> {
-        let offer = sdp::parse_offer(offer)?;
-        let plan = sdp::negotiate_viewer(&offer, &self.room_codecs(room))?;
+        let offer = self.parse_offer(offer)?;
+        let (reply, codecs) = oneshot::channel();
+        let room_codecs = Command::RoomCodecs {
+            room: room.to_owned(),
+            reply,
+        };
+        let codecs = self.ask(room_codecs, codecs).await?;
+        let plan = sdp::negotiate_viewer(&offer, &codecs)?;
         let mut viewer = Viewer {
             video: None,
             audio: None,
@@ -205,16 +216,15 @@ impl Signaling {
                 *slot = Some(receiving);
             }
         }
-        let (ice, transport) = transport_of(&offer);
-        let local = ice.clone();
+        let join = self.join(room, &offer, caller);
+        let local = join.ice.clone();
         let (reply, answer) = oneshot::channel();
         let command = Command::Watch {
-            room: room.to_owned(),
-            transport,
+            join,
             viewer,
             reply,
         };
-        let id = self.ask(command, answer).await?;
+        let id = self.ask(command, answer).await??;
         let source_of = |media: &ViewedMedia| {
             let &(ssrc, rtx_ssrc) = sources.get(&media.mid)?;
             let has_rtx = media.codecs.iter().any(|c| c.rtx_payload_type.is_some());
@@ -228,32 +238,32 @@ impl Signaling {
         };
         let media = AnswerMedia::for_viewer(&plan, source_of);
         let answer = sdp::build_answer(&self.answer_params(&local, plan.extmap_allow_mixed, media));
-        self.remember(id, Kind::Viewer, room, Vec::new());
         Ok((id, answer, refused(id, &plan.sections)))
     }
 
-    /// DELETE on a resource.
-    pub async fn end(&self, kind: Kind, room: &str, id: PeerId) -> Result<(), SignalError> {
-        self.exists(kind, room, id)?;
-        self.sessions.lock().remove(&id);
+    /// A PATCH or DELETE on a resource: the session must exist as that kind in that room, and
+    /// the caller must hold the credential that created it.
+    pub async fn on_resource(
+        &self,
+        (kind, room, id): (Kind, &str, &str),
+        caller: Caller<'_>,
+        action: Action,
+    ) -> Result<(), SignalError> {
+        self.authorize(caller, room, kind.grant())?;
+        let id: PeerId = id.parse().map_err(|_| SignalError::NotFound)?;
+        let resource = Resource {
+            kind,
+            room: room.to_owned(),
+            id,
+            owner: self.owner(caller),
+        };
         let (reply, answer) = oneshot::channel();
-        self.ask(Command::End { id, reply }, answer).await??;
-        Ok(())
-    }
-
-    /// Whether `id` is a session of that kind in that room (its resource URL is right).
-    pub fn exists(&self, kind: Kind, room: &str, id: PeerId) -> Result<(), SignalError> {
-        match self.sessions.lock().get(&id) {
-            Some(s) if s.kind == kind && s.room == room => Ok(()),
-            _ => Err(SignalError::NotFound),
-        }
-    }
-
-    pub async fn set_layer(&self, id: PeerId, target: Layer) -> Result<(), SignalError> {
-        let (reply, answer) = oneshot::channel();
-        let command = Command::SetLayer { id, target, reply };
-        self.ask(command, answer).await??;
-        Ok(())
+        let command = Command::Resource {
+            resource,
+            action,
+            reply,
+        };
+        Ok(self.ask(command, answer).await??)
     }
 
     pub async fn metrics(&self) -> Result<super::metrics::Snapshot, SignalError> {
@@ -273,27 +283,54 @@ impl Signaling {
         answer.await.map_err(|_| SignalError::ShuttingDown)
     }
 
-    fn remember(&self, id: PeerId, kind: Kind, room: &str, published: Vec<RoomCodec>) {
-        let session = Session {
-            kind,
-            room: room.to_owned(),
-            published,
-        };
-        self.sessions.lock().insert(id, session);
+    /// Parses an offer within the node's limits on its size.
+    fn parse_offer(&self, text: &str) -> Result<Offer, SignalError> {
+        let offer = sdp::parse_offer(text)?;
+        let limit = self.config.limits.sections_per_offer;
+        if offer.media.len() > limit {
+            return Err(SignalError::OfferTooLarge {
+                what: "m-sections",
+                found: offer.media.len(),
+                limit,
+            });
+        }
+        Ok(offer)
     }
 
-    /// What the room's first publisher sends: a viewer's codecs must match it.
-    fn room_codecs(&self, room: &str) -> Vec<RoomCodec> {
-        let sessions = self.sessions.lock();
-        let mut publishers: Vec<(&PeerId, &Session)> = sessions
-            .iter()
-            .filter(|(_, s)| s.kind == Kind::Publisher && s.room == room)
-            .collect();
-        publishers.sort_by_key(|(id, _)| **id);
-        publishers
-            .first()
-            .map(|(_, s)| s.published.clone())
-            .unwrap_or_default()
+    fn check_tracks(&self, found: usize) -> Result<(), SignalError> {
+        let limit = self.config.limits.tracks_per_offer;
+        if found > limit {
+            return Err(SignalError::OfferTooLarge {
+                what: "sending m-sections",
+                found,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// A session's owner: the credential it was created with, unless the node is open (then
+    /// the unguessable resource URL is what proves it).
+    fn owner(&self, caller: Caller<'_>) -> Option<Owner> {
+        if self.auth.is_open() {
+            return None;
+        }
+        caller.authorization.map(|a| Owner::of(a.trim()))
+    }
+
+    /// Our ICE credentials for a new session, and what else the core keeps of it.
+    fn join(&self, room: &str, offer: &Offer, caller: Caller<'_>) -> Join {
+        let (local_ufrag, local_pwd) = sdp::random_ice_credentials();
+        let ice = IceCredentials {
+            local_ufrag,
+            local_pwd,
+        };
+        Join {
+            fingerprint: Some(offer.fingerprint.clone()),
+            owner: self.owner(caller),
+            client: caller.client,
+            ..Join::new(room, ice)
+        }
     }
 
     fn answer_params(
@@ -305,27 +342,13 @@ impl Signaling {
         AnswerParams {
             ice_ufrag: ice.local_ufrag.clone(),
             ice_pwd: ice.local_pwd.clone(),
-            fingerprint: self.fingerprint.clone(),
-            candidates: vec![self.candidate],
+            fingerprint: self.config.fingerprint.clone(),
+            candidates: vec![self.config.candidate],
             extmap_allow_mixed,
             video_fmtp_suffix: None,
             media,
         }
     }
-}
-
-/// Our ICE credentials for a new session, and its transport parameters.
-fn transport_of(offer: &Offer) -> (IceCredentials, Transport) {
-    let (local_ufrag, local_pwd) = sdp::random_ice_credentials();
-    let ice = IceCredentials {
-        local_ufrag,
-        local_pwd,
-    };
-    let transport = Transport {
-        ice: ice.clone(),
-        fingerprint: offer.fingerprint.clone(),
-    };
-    (ice, transport)
 }
 
 /// The reasons of the sections a session is not served, logged: a client that misses a track
@@ -341,7 +364,6 @@ fn refused<T>(id: PeerId, sections: &[sdp::Section<T>]) -> Vec<String> {
 fn extension_id(extensions: &[Extmap], uri: &str) -> Option<u8> {
     extensions.iter().find(|e| e.uri == uri).map(|e| e.id)
 }
-
 /// The engine's view of a publisher's accepted sections.
 fn publisher_of(accepted: &[&PublishedMedia], transport: u32) -> Result<Publisher, SignalError> {
     let mut publisher = Publisher::default();

@@ -132,16 +132,31 @@ async fn garbage_datagrams_do_not_stop_a_handshake() {
         peers.server_input.push(Bytes::copy_from_slice(datagram));
     }
     let input = Arc::clone(&peers.server_input);
+    let alive = Arc::clone(&peers.server_alive);
     let (client, server) = handshake(peers, BOTH.to_vec()).await;
     assert_eq!(
         client.expect("client keys"),
         server.expect("server keys").mirrored()
     );
-    // After the handshake too: the connection task keeps reading.
+    // After the handshake too: the connection reads the garbage off its queue and stays up.
     for datagram in garbage {
         input.push(Bytes::copy_from_slice(datagram));
     }
-    tokio::task::yield_now().await;
+    let queue = &input.datagrams;
+    assert!(queue.capacity() < queue.max_capacity(), "queued");
+    let drained = async {
+        while queue.capacity() < queue.max_capacity() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), drained)
+        .await
+        .expect("the connection reads on after the handshake");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        Arc::strong_count(&alive) > 1,
+        "garbage after the handshake ended the connection"
+    );
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
-//! Offers as Chromium writes them for WHIP and WHEP, the plans made from them and the answers
-//! written, read back both with the SDP crate and with [`parse_description`].
+//! Offers for WHIP and WHEP (hand-made in Chromium's form, and three Chromium 156 wrote: see
+//! `fixtures/PROVENANCE.md`), the plans made from them and the answers written, read back both
+//! with the SDP crate and with [`parse_description`].
 
 use std::io::Cursor;
 use std::net::SocketAddr;
@@ -761,4 +762,76 @@ proptest! {
             prop_assert_eq!(&codec.feedback, &sent.codec.feedback);
         }
     }
+}
+
+const CHROMIUM_PUBLISHER: &str = include_str!("fixtures/chromium156_publisher_av1_l3t3.sdp");
+const CHROMIUM_SIMULCAST: &str = include_str!("fixtures/chromium156_publisher_simulcast.sdp");
+const CHROMIUM_VIEWER: &str = include_str!("fixtures/chromium156_viewer_recvonly.sdp");
+
+/// The values after `prefix` on the lines of the video section of `sdp` that start with it.
+fn video_lines<'a>(sdp: &'a str, prefix: &'a str) -> impl Iterator<Item = &'a str> {
+    sdp.lines()
+        .skip_while(|l| !l.starts_with("m=video"))
+        .filter_map(move |l| l.strip_prefix(prefix))
+}
+
+/// Offers Chromium 156 wrote (fixtures/PROVENANCE.md). Each expectation is read off the
+/// offer's own lines, so what the parser makes of them is checked against the browser's text.
+#[test]
+fn offers_chromium_wrote_are_read_as_their_lines_say() {
+    let text = CHROMIUM_PUBLISHER;
+    let publisher = offer(text);
+    let video = section(&publisher, MediaKind::Video);
+    assert_eq!(video.direction, Direction::SendOnly);
+    let dd_id: Vec<u8> = video_lines(text, "a=extmap:")
+        .filter_map(|l| l.strip_suffix(&format!(" {}", dd::URI)))
+        .map(|id| id.parse().unwrap())
+        .collect();
+    assert_eq!(dd_id.len(), 1, "one DD extmap in the offer");
+    assert!(video.extensions.contains(&Extmap {
+        id: dd_id[0],
+        uri: dd::URI.to_owned()
+    }));
+    // The m= line's media codecs, in its order: its RTX, RED and FEC formats are left out.
+    let m_line = video_lines(text, "m=video 9 UDP/TLS/RTP/SAVPF ")
+        .next()
+        .unwrap();
+    let codec_of = |pt: &str| {
+        video_lines(text, &format!("a=rtpmap:{pt} "))
+            .next()
+            .map(|name| name.split('/').next().unwrap().to_owned())
+    };
+    let media: Vec<u8> = m_line
+        .split(' ')
+        .filter(|pt| {
+            codec_of(pt).is_some_and(|c| ["VP8", "VP9", "AV1", "H264"].contains(&c.as_str()))
+        })
+        .map(|pt| pt.parse().unwrap())
+        .collect();
+    assert_eq!(payload_types(&video.codecs), media);
+    let plan = negotiate_publisher(&publisher).unwrap();
+    assert!(plan.extmap_allow_mixed, "{text}");
+    let video = &accepted(&plan.sections)[1];
+    assert_eq!(
+        video.codec.payload_type, media[0],
+        "the first the browser lists"
+    );
+    assert_eq!(video.extension_id(dd::URI), Some(dd_id[0]));
+
+    let rids: Vec<&str> = video_lines(CHROMIUM_SIMULCAST, "a=rid:")
+        .map(|l| l.strip_suffix(" send").unwrap())
+        .collect();
+    let simulcast = offer(CHROMIUM_SIMULCAST);
+    let video = section(&simulcast, MediaKind::Video);
+    assert_eq!(video.send_rids, rids);
+    assert!(video.ssrcs.is_empty());
+
+    // A recvonly offer names no sources and, as design/browser-tests.md says, no DD.
+    assert!(!CHROMIUM_VIEWER.contains(dd::URI));
+    let viewer = offer(CHROMIUM_VIEWER);
+    for media in &viewer.media {
+        assert_eq!(media.direction, Direction::RecvOnly);
+        assert!(media.ssrcs.is_empty());
+    }
+    assert!(negotiate_viewer(&viewer, &[]).is_ok());
 }

@@ -1,0 +1,263 @@
+//! The core's datagrams: STUN answered, SRTP and SRTCP from sessions into the engine, and
+//! what the engine sends out encrypted to its session's address.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bytes::Bytes;
+use rtp_ext::rtp::RtpPacket;
+
+use super::NodeCore;
+use crate::capture::{classify, PayloadKind};
+use crate::engine::{Output, ReceiveError, RtcpTarget};
+use crate::node::ice::{BindingRequest, IceError};
+use crate::node::metrics::DropReason;
+use crate::node::peer::{PeerId, Role};
+
+/// Largest datagram the node writes: an MTU-sized packet plus the SRTP tag.
+pub const MAX_DATAGRAM: usize = 1500;
+
+/// What to do with a datagram the core did not consume itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inbound {
+    /// Consumed (or counted and dropped).
+    Done,
+    /// A DTLS record for this session's handshake.
+    Dtls(PeerId),
+}
+
+impl NodeCore {
+    /// A datagram the socket did not take (its send buffer was full).
+    pub fn count_send_failure(&mut self) {
+        self.counters.drop(DropReason::SendFailed);
+    }
+
+    /// One datagram from the UDP socket.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) -> Inbound {
+        self.arm_sweep(now);
+        self.counters.datagrams_in += 1;
+        self.counters.bytes_in += data.len() as u64;
+        let kind = classify(data);
+        if kind == PayloadKind::Stun {
+            self.handle_stun(now, from, data);
+            return Inbound::Done;
+        }
+        let Some(&id) = self.by_addr.get(&from) else {
+            self.counters.drop(DropReason::UnknownSource);
+            return Inbound::Done;
+        };
+        match kind {
+            PayloadKind::Dtls => return Inbound::Dtls(id),
+            PayloadKind::Rtp => self.handle_srtp(now, id, data),
+            PayloadKind::Rtcp => self.handle_srtcp(now, id, data),
+            _ => self.counters.drop(DropReason::NotWebRtc),
+        }
+        Inbound::Done
+    }
+
+    fn handle_stun(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        let answered = BindingRequest::parse(data).and_then(|request| {
+            let id = *self
+                .by_ufrag
+                .get(&request.local_ufrag)
+                .ok_or(IceError::UnknownUfrag)?;
+            let peer = self.peers.get(&id).ok_or(IceError::UnknownUfrag)?;
+            let nominated = request.use_candidate;
+            let response = request.answer(&peer.ice.local_pwd, from)?;
+            Ok((id, nominated, response))
+        });
+        let Ok((id, nominated, response)) = answered else {
+            self.counters.drop(DropReason::BadStun);
+            return;
+        };
+        self.stun_out.push_back((from, response));
+        let Some(peer) = self.peers.get_mut(&id) else {
+            return;
+        };
+        peer.last_seen = now;
+        // Latch the first address that proves it knows our password, and move to the one the
+        // browser nominates.
+        if peer.addr.is_none() || (nominated && peer.addr != Some(from)) {
+            if let Some(old) = peer.addr.replace(from) {
+                self.by_addr.remove(&old);
+            }
+            if let Some(other) = self.by_addr.insert(from, id).filter(|&o| o != id) {
+                // Another session had that address (a client that reconnected from the same
+                // port): it is not reachable there any more.
+                if let Some(peer) = self.peers.get_mut(&other) {
+                    peer.addr = None;
+                }
+            }
+        }
+    }
+
+    fn handle_srtp(&mut self, now: Instant, id: PeerId, data: &[u8]) {
+        if !self.unprotect(id, data, false) {
+            return;
+        }
+        let Some(peer) = self.peers.get_mut(&id) else {
+            return;
+        };
+        let Role::Publisher(publisher) = &mut peer.role else {
+            self.counters.drop(DropReason::NotAPublisher);
+            return;
+        };
+        let Some(ssrc) = self
+            .plain
+            .get(8..12)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        else {
+            self.counters.drop(DropReason::RtpRejected);
+            return;
+        };
+        // A stream the SDP named by rid or mid only (or not at all) takes its SSRC from its
+        // packets, unless another track of the node has that SSRC: binding it would let this
+        // session write into that track.
+        let free = self.router.ssrc_track(ssrc).is_none();
+        if free && !publisher.owns(ssrc) && publisher.has_unbound() {
+            let packet = RtpPacket::parse(&self.plain).ok();
+            if let Some(binding) = packet.and_then(|p| publisher.bind(&p)) {
+                let bound = self
+                    .router
+                    .bind_stream(binding.track, binding.index, binding.ssrcs);
+                tracing::debug!(peer = %id, ?binding, ?bound, "stream bound from its packets");
+            }
+        }
+        // Each session sends only under the SSRCs it announced or bound: a packet under
+        // another session's SSRC (another room's, say) is not taken for it.
+        if !publisher.owns(ssrc) {
+            self.counters.drop(DropReason::ForeignSsrc);
+            return;
+        }
+        let packet = Bytes::copy_from_slice(&self.plain);
+        // The engine counts the packets its receivers refuse; only a packet it could not
+        // place at all (a stream not bound yet) is the node's to count.
+        if let Err(ReceiveError::UnknownSsrc) = self.router.handle_rtp(now, packet) {
+            self.counters.drop(DropReason::RtpRejected);
+        }
+    }
+
+    fn handle_srtcp(&mut self, now: Instant, id: PeerId, data: &[u8]) {
+        if !self.unprotect(id, data, true) {
+            return;
+        }
+        let Some(peer) = self.peers.get(&id) else {
+            return;
+        };
+        match &peer.role {
+            Role::Publisher(publisher) => {
+                for track in publisher.tracks.iter().filter_map(|t| t.id) {
+                    let _ = self.router.handle_publisher_rtcp(now, track, &self.plain);
+                }
+            }
+            Role::Viewer(viewer) => {
+                let down_tracks = [&viewer.video, &viewer.audio]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|m| m.down_track);
+                for down_track in down_tracks {
+                    let _ = self
+                        .router
+                        .handle_subscriber_rtcp(now, down_track, &self.plain);
+                }
+            }
+        }
+    }
+
+    /// Decrypts into `plain`; false (counted) when the session has no keys yet or the packet
+    /// fails authentication or replay protection.
+    fn unprotect(&mut self, id: PeerId, data: &[u8], rtcp: bool) -> bool {
+        let Some(srtp) = self.peers.get_mut(&id).and_then(|p| p.srtp.as_mut()) else {
+            self.counters.drop(DropReason::NoKeys);
+            return false;
+        };
+        let result = if rtcp {
+            srtp.unprotect_rtcp(data, &mut self.plain)
+        } else {
+            srtp.unprotect_rtp(data, &mut self.plain)
+        };
+        if result.is_err() {
+            self.counters.drop(DropReason::SrtpRejected);
+        }
+        result.is_ok()
+    }
+
+    /// The next datagram to send, written into `out`: STUN answers, then RTCP, then media.
+    pub fn poll_datagram(&mut self, out: &mut Vec<u8>) -> Option<SocketAddr> {
+        if let Some((to, response)) = self.stun_out.pop_front() {
+            out.clear();
+            out.extend_from_slice(&response);
+            return Some(to);
+        }
+        self.poll_rtcp(out).or_else(|| self.poll_media(out))
+    }
+
+    fn poll_rtcp(&mut self, out: &mut Vec<u8>) -> Option<SocketAddr> {
+        let mut buf = [0u8; MAX_DATAGRAM];
+        while let Some(rtcp) = self.router.poll_rtcp(&mut buf) {
+            let owner = match rtcp.to {
+                RtcpTarget::Publisher(track) => self.track_owner.get(&track),
+                RtcpTarget::Subscriber(down_track) => self.down_track_owner.get(&down_track),
+            };
+            let Some(&id) = owner else { continue };
+            if let Some(to) = self.protect(id, &buf[..rtcp.len], true, out) {
+                return Some(to);
+            }
+        }
+        None
+    }
+
+    fn poll_media(&mut self, out: &mut Vec<u8>) -> Option<SocketAddr> {
+        let mut header = [0u8; MAX_DATAGRAM];
+        while let Some(Output {
+            down_track,
+            transmit,
+        }) = self.router.poll_transmit(&mut header)
+        {
+            let Some(&id) = self.down_track_owner.get(&down_track) else {
+                continue;
+            };
+            let mut plain = std::mem::take(&mut self.plain);
+            plain.clear();
+            plain.extend_from_slice(&header[..transmit.len]);
+            plain.extend_from_slice(&transmit.payload);
+            let sent = self.protect(id, &plain, false, out);
+            self.plain = plain;
+            if let Some(to) = sent {
+                self.counters.rtp_out += 1;
+                return Some(to);
+            }
+        }
+        None
+    }
+
+    /// Encrypts for a connected session; None (counted) while it has no address or keys.
+    fn protect(
+        &mut self,
+        id: PeerId,
+        packet: &[u8],
+        rtcp: bool,
+        out: &mut Vec<u8>,
+    ) -> Option<SocketAddr> {
+        let peer = self.peers.get_mut(&id)?;
+        let (Some(to), Some(srtp)) = (peer.addr, peer.srtp.as_mut()) else {
+            self.counters.drop(DropReason::NotConnected);
+            return None;
+        };
+        let result = if rtcp {
+            srtp.protect_rtcp(packet, out)
+        } else {
+            srtp.protect_rtp(packet, out)
+        };
+        match result {
+            Ok(()) => {
+                self.counters.bytes_out += out.len() as u64;
+                Some(to)
+            }
+            Err(_) => {
+                self.counters.drop(DropReason::SrtpRejected);
+                None
+            }
+        }
+    }
+}

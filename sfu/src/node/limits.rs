@@ -1,0 +1,166 @@
+//! What one node holds at most, and how a refusal reads: every limit a client can run into
+//! answers with its status, a `Retry-After` where waiting helps, and a reason.
+
+use serde::Deserialize;
+
+/// The node's limits (settings `[limits]`); each has a default that fits a 2-core node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Sessions (publishers and viewers) on the node.
+    pub sessions: usize,
+    /// Sessions in one room.
+    pub sessions_per_room: usize,
+    /// Sessions created from one client address (HTTP peer) and still alive.
+    pub sessions_per_client: usize,
+    /// Sessions whose ICE and DTLS have not completed yet: what a flood of offers that never
+    /// connect costs is bounded by this.
+    pub handshakes: usize,
+    /// m-sections in one offer.
+    pub sections_per_offer: usize,
+    /// Sending m-sections (published tracks) in one offer.
+    pub tracks_per_offer: usize,
+    /// Bytes of a room name (which may hold only `A-Z a-z 0-9 - _ .`, so that it round-trips
+    /// through the resource URL unchanged).
+    pub room_name_bytes: usize,
+    /// HTTP connections open at once; past it new connections are closed at once.
+    pub http_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            // A viewer costs tens of KB and a publisher's track a few hundred: these keep a
+            // full node within a few hundred MB.
+            sessions: 2000,
+            sessions_per_room: 1000,
+            sessions_per_client: 100,
+            handshakes: 200,
+            sections_per_offer: 16,
+            tracks_per_offer: 6,
+            room_name_bytes: 64,
+            http_connections: 1000,
+        }
+    }
+}
+
+/// A capacity limit a new session ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    #[error("the node has its maximum of {0} sessions")]
+    NodeFull(usize),
+    #[error("the room has its maximum of {0} sessions")]
+    RoomFull(usize),
+    #[error("this client has its maximum of {0} sessions")]
+    ClientFull(usize),
+    #[error("{0} sessions are connecting already; try again shortly")]
+    Handshakes(usize),
+}
+
+impl LimitError {
+    /// 429 when the client itself holds too much, 503 when the node or room is full.
+    pub fn status(self) -> u16 {
+        match self {
+            Self::ClientFull(_) => 429,
+            Self::NodeFull(_) | Self::RoomFull(_) | Self::Handshakes(_) => 503,
+        }
+    }
+
+    /// Seconds after which trying again may succeed: handshakes end within seconds, sessions
+    /// last longer.
+    pub fn retry_after(self) -> u32 {
+        match self {
+            Self::Handshakes(_) => 2,
+            Self::ClientFull(_) => 10,
+            Self::NodeFull(_) | Self::RoomFull(_) => 30,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::NodeFull(_) => "node_full",
+            Self::RoomFull(_) => "room_full",
+            Self::ClientFull(_) => "client_full",
+            Self::Handshakes(_) => "handshakes",
+        }
+    }
+
+    pub const LABELS: [&'static str; 4] = ["node_full", "room_full", "client_full", "handshakes"];
+
+    pub fn index(self) -> usize {
+        match self {
+            Self::NodeFull(_) => 0,
+            Self::RoomFull(_) => 1,
+            Self::ClientFull(_) => 2,
+            Self::Handshakes(_) => 3,
+        }
+    }
+}
+
+/// Why a room name is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RoomNameError {
+    #[error("a room name must not be empty")]
+    Empty,
+    #[error("a room name has at most {0} bytes")]
+    TooLong(usize),
+    #[error("a room name may hold only A-Z, a-z, 0-9, '-', '_' and '.'")]
+    BadCharacter,
+}
+
+impl Limits {
+    /// A room name that reads back the same from its resource URL: unreserved characters
+    /// only (RFC 3986 section 2.3, less `~`), so no percent-encoding is ever needed.
+    pub fn check_room_name(&self, name: &str) -> Result<(), RoomNameError> {
+        if name.is_empty() {
+            return Err(RoomNameError::Empty);
+        }
+        if name.len() > self.room_name_bytes {
+            return Err(RoomNameError::TooLong(self.room_name_bytes));
+        }
+        let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');
+        if !name.bytes().all(allowed) || name == "." || name == ".." {
+            return Err(RoomNameError::BadCharacter);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_names_round_trip_or_are_refused() {
+        let limits = Limits::default();
+        for good in ["room", "a-b_c.d", "A1", &"x".repeat(64)] {
+            assert_eq!(limits.check_room_name(good), Ok(()), "{good}");
+        }
+        assert_eq!(limits.check_room_name(""), Err(RoomNameError::Empty));
+        assert_eq!(
+            limits.check_room_name(&"x".repeat(65)),
+            Err(RoomNameError::TooLong(64))
+        );
+        for bad in ["a/b", "a%2Fb", "a b", "é", "..", ".", "a?b", "a#b"] {
+            assert_eq!(
+                limits.check_room_name(bad),
+                Err(RoomNameError::BadCharacter),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_client_over_its_share_is_told_429_and_a_full_node_503() {
+        assert_eq!(LimitError::ClientFull(1).status(), 429);
+        for full in [
+            LimitError::NodeFull(1),
+            LimitError::RoomFull(1),
+            LimitError::Handshakes(1),
+        ] {
+            assert_eq!(full.status(), 503);
+            assert!(full.retry_after() > 0);
+            assert_eq!(LimitError::LABELS[full.index()], full.label());
+        }
+    }
+}

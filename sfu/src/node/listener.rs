@@ -1,0 +1,208 @@
+//! The HTTP side's connections: at most a fixed number open at once (the rest wait in the
+//! kernel's backlog, so the node never runs out of file descriptors), a request head that
+//! must arrive in time (a slow-header client is dropped), and keep-alive connections closed
+//! once idle. The routes themselves are in [`http`](super::http).
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::{Instant, Sleep};
+use tower::ServiceExt;
+
+/// How the listener treats connections.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpLimits {
+    /// Open at once; the next connection is accepted when one closes.
+    pub connections: usize,
+    /// From the connection's start (or a request's first byte) to its complete head.
+    pub header_timeout: Duration,
+    /// A keep-alive connection with nothing read or written for this long is closed.
+    pub idle_timeout: Duration,
+}
+
+/// Descriptors kept free for everything besides HTTP connections (sockets, files, logs).
+const FD_RESERVE: usize = 64;
+
+/// How long a graceful stop waits for requests in flight.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Serves `app` until `shutdown` completes, then lets requests in flight finish.
+pub async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    limits: HttpLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let cap = limits.connections.min(fd_budget()).max(1);
+    let permits = Arc::new(Semaphore::new(cap));
+    let (stop, stopped) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            permit = Arc::clone(&permits).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+        };
+        let (stream, remote) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors or memory for a moment: wait rather than spin.
+                    tracing::warn!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let app = app.clone();
+        connections.spawn(connection(
+            stream,
+            remote,
+            app,
+            limits,
+            stopped.clone(),
+            permit,
+        ));
+    }
+    let _ = stop.send(true);
+    let drained = async { while connections.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(DRAIN, drained).await;
+}
+
+/// One connection, HTTP/1.1, until the client closes, a timeout, or the node stops.
+async fn connection(
+    stream: TcpStream,
+    remote: SocketAddr,
+    app: axum::Router,
+    limits: HttpLimits,
+    mut stop: watch::Receiver<bool>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let _ = stream.set_nodelay(true);
+    let io = TokioIo::new(Idle::new(stream, limits));
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        request.extensions_mut().insert(ConnectInfo(remote));
+        app.clone().oneshot(request)
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    tokio::select! {
+        served = conn.as_mut() => {
+            if let Err(e) = served {
+                tracing::debug!(%remote, "http connection: {e}");
+            }
+        }
+        _ = stop.changed() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// File descriptors this process may still open for connections (Linux: from its soft
+/// limit); elsewhere no bound beyond the configured one.
+fn fd_budget() -> usize {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|soft| soft.parse::<usize>().ok())
+        .map_or(usize::MAX, |soft| soft.saturating_sub(FD_RESERVE))
+}
+
+/// A TCP stream that fails once nothing has moved for too long: first the header timeout
+/// (a connection that never sends a request), then the idle timeout between requests.
+#[derive(Debug)]
+struct Idle {
+    stream: TcpStream,
+    deadline: Pin<Box<Sleep>>,
+    idle: Duration,
+}
+
+impl Idle {
+    fn new(stream: TcpStream, limits: HttpLimits) -> Self {
+        Self {
+            stream,
+            deadline: Box::pin(tokio::time::sleep(limits.header_timeout)),
+            idle: limits.idle_timeout,
+        }
+    }
+
+    fn progressed(&mut self) {
+        self.deadline.as_mut().reset(Instant::now() + self.idle);
+    }
+
+    fn expired(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        self.deadline
+            .as_mut()
+            .poll(cx)
+            .map(|()| io::Error::new(io::ErrorKind::TimedOut, "idle connection"))
+    }
+}
+
+impl AsyncRead for Idle {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        match Pin::new(&mut this.stream).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                if buf.filled().len() > before {
+                    this.progressed();
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending => this.expired(cx).map(Err),
+        }
+    }
+}
+
+impl AsyncWrite for Idle {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.stream).poll_write(cx, data) {
+            Poll::Ready(result) => {
+                this.progressed();
+                Poll::Ready(result)
+            }
+            Poll::Pending => this.expired(cx).map(Err),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
