@@ -11,7 +11,7 @@ use selector::{Layer, LayerLimits};
 use sfu::engine::rtcp::{Nack, NackPairs, RtcpCrateWriter, RtcpFeedback, RtcpWriter};
 use sfu::engine::{
     DownTrack, DownTrackConfig, PacketRef, ParsedPacket, Receiver, Router, RouterConfig,
-    TrackConfig, TrackId,
+    TrackConfig, TrackId, TransportId,
 };
 
 use crate::{Case, Stream};
@@ -57,18 +57,24 @@ fn nack_answer() -> Case {
     const SENT: usize = 200;
     let now = Instant::now();
     let mut router = Router::new(RouterConfig::default());
-    let track = router.publish(l3t3_track()).expect("fresh router");
+    let publisher = router.add_transport();
+    let track = router
+        .publish(publisher, l3t3_track())
+        .expect("fresh router");
     let mut config = DownTrackConfig::new(0x5000, 45);
     config.dd_ext_id = Some(DD_EXT);
     let limits = LayerLimits {
         target: Layer::MAX,
         max: Layer::MAX,
     };
-    let id = router.subscribe(track, config, limits).expect("track");
+    let viewer = router.add_transport();
+    router
+        .subscribe(viewer, track, config, limits)
+        .expect("track");
     let mut buf = [0u8; 1500];
     let mut sent = Vec::new();
     for packet in l3t3_packets().bytes.into_iter().take(SENT) {
-        let _ = router.handle_rtp(now, packet);
+        let _ = router.handle_rtp(now, publisher, packet);
         while let Some(out) = router.poll_transmit(&mut buf) {
             let header = RtpPacket::parse(&buf[..out.transmit.len]).expect("our header");
             sent.push(header.fields().sequence_number);
@@ -90,7 +96,7 @@ fn nack_answer() -> Case {
         })
         .collect();
     router
-        .handle_subscriber_rtcp(now, id, &nacks[0])
+        .handle_rtcp(now, viewer, &nacks[0])
         .expect("a known subscriber");
     let answered = router.poll_transmit(&mut buf);
     assert!(
@@ -100,7 +106,7 @@ fn nack_answer() -> Case {
     let mut next = 1;
     Case::new("nack/answer/av1_l3t3", move || {
         router
-            .handle_subscriber_rtcp(now, id, &nacks[next % nacks.len()])
+            .handle_rtcp(now, viewer, &nacks[next % nacks.len()])
             .expect("a known subscriber");
         next += 1;
         let mut answered = 0;
@@ -218,17 +224,22 @@ const TARGETS: [Layer; 4] = [
     Layer::new(2, 0),
 ];
 
-/// A router with `subscribers` subscriptions to one track, their targets spread over the
-/// layers.
-fn router_with(track: &TrackConfig, subscribers: usize) -> Router {
+/// A router with `subscribers` subscriptions to one track, each on a transport of its own,
+/// their targets spread over the layers; and the publisher's transport.
+fn router_with(track: &TrackConfig, subscribers: usize) -> (Router, TransportId) {
     let mut router = Router::new(RouterConfig::default());
-    let id = router.publish(track.clone()).expect("fresh router");
+    let publisher = router.add_transport();
+    let id = router
+        .publish(publisher, track.clone())
+        .expect("fresh router");
     for s in 0..subscribers {
+        let viewer = router.add_transport();
         let mut config = DownTrackConfig::new(0x5000 + s as u32, 45);
         config.dd_ext_id = Some(DD_EXT);
         let target = TARGETS[s % TARGETS.len()];
         router
             .subscribe(
+                viewer,
                 id,
                 config,
                 LayerLimits {
@@ -238,14 +249,14 @@ fn router_with(track: &TrackConfig, subscribers: usize) -> Router {
             )
             .expect("track");
     }
-    router
+    (router, publisher)
 }
 
 /// Replays `packets` through a router; each op is one publisher packet and every subscriber
 /// packet it yields, headers written into one buffer.
 fn replay(name: &'static str, track: TrackConfig, packets: Packets, subscribers: usize) -> Case {
     let now = Instant::now();
-    let mut router = router_with(&track, subscribers);
+    let (mut router, mut publisher) = router_with(&track, subscribers);
     let mut next = 0;
     let mut buf = [0u8; 1500];
     let stream = Stream {
@@ -258,9 +269,9 @@ fn replay(name: &'static str, track: TrackConfig, packets: Packets, subscribers:
     Case::per_unit(name, subscribers.max(1) as u64, move || {
         if next == packets.len() {
             next = 0;
-            router = router_with(&track, subscribers);
+            (router, publisher) = router_with(&track, subscribers);
         }
-        let accepted = router.handle_rtp(now, packets[next].clone());
+        let accepted = router.handle_rtp(now, publisher, packets[next].clone());
         assert!(accepted.is_ok(), "{name}: packet {next} refused");
         next += 1;
         let mut sent = 0;
@@ -309,7 +320,7 @@ fn forward(name: &'static str, track: TrackConfig, packets: Packets) -> Case {
             target: Layer::MAX,
             max: Layer::MAX,
         };
-        DownTrack::new(TrackId(0), &track, config, limits)
+        DownTrack::new(TransportId(0), TrackId(0), &track, config, limits)
     };
     let mut subscriber = down_track();
     let mut next = 0;

@@ -18,7 +18,7 @@ use sfu::engine::rtcp::{
 };
 use sfu::engine::{
     DownTrackConfig, DownTrackId, Router, RouterConfig, RtcpTarget, TrackConfig, TrackId,
-    TransportCc,
+    TransportCc, TransportId,
 };
 
 #[global_allocator]
@@ -132,7 +132,10 @@ fn add(kind: &mut (u64, u64), allocs: u64) {
 struct Call {
     router: Router,
     track: TrackId,
+    publisher: TransportId,
     subscribers: Vec<DownTrackId>,
+    /// Each subscriber's transport, in the order of `subscribers`.
+    viewers: Vec<TransportId>,
     /// The latest sequence number sent to each subscriber, which its NACK asks again.
     last_sent: Vec<Option<u16>>,
     writer: RtcpCrateWriter,
@@ -146,11 +149,11 @@ impl Call {
         let mut router = Router::new(RouterConfig::default());
         let mut track = TrackConfig::single(Codec::Av1, SSRC);
         track.dd_ext_id = Some(DD_EXT);
-        track.transport_cc = Some(TransportCc {
-            ext_id: TWCC_EXT,
-            transport: 1,
-        });
-        let track = router.publish(track).expect("fresh router");
+        track.transport_cc = Some(TransportCc { ext_id: TWCC_EXT });
+        let publisher = router.add_transport();
+        let track = router.publish(publisher, track).expect("fresh router");
+        let viewers: Vec<TransportId> =
+            SUBSCRIBERS.iter().map(|_| router.add_transport()).collect();
         let subscribers = (0..SUBSCRIBERS.len())
             .map(|i| {
                 let mut config = DownTrackConfig::new(0x5000 + i as u32, 45);
@@ -159,13 +162,17 @@ impl Call {
                     target: SUBSCRIBERS[i],
                     max: Layer::MAX,
                 };
-                router.subscribe(track, config, limits).expect("track")
+                router
+                    .subscribe(viewers[i], track, config, limits)
+                    .expect("track")
             })
             .collect();
         Self {
             router,
             track,
+            publisher,
             subscribers,
+            viewers,
             last_sent: vec![None; SUBSCRIBERS.len()],
             writer: RtcpCrateWriter::new(b"viewer").expect("a short CNAME"),
             buf: [0; 1500],
@@ -195,7 +202,7 @@ impl Call {
         let mut forwarded = 0;
         let allocs = AllocCount::during(|| {
             self.router
-                .handle_rtp(now, packet.bytes.clone())
+                .handle_rtp(now, self.publisher, packet.bytes.clone())
                 .expect("a packet of the track");
             forwarded = self.drain_media().0;
         })
@@ -286,11 +293,11 @@ impl Call {
             let len =
                 write_compound(&mut self.writer, &[report], &[nack], &mut self.buf).expect("fits");
             let datagram = self.buf[..len].to_vec();
-            let id = self.subscribers[i];
+            let viewer = self.viewers[i];
             let mut retransmitted = 0;
             let allocs = AllocCount::during(|| {
                 self.router
-                    .handle_subscriber_rtcp(now, id, &datagram)
+                    .handle_rtcp(now, viewer, &datagram)
                     .expect("a subscriber");
                 retransmitted = self.drain_media().1;
             })
@@ -313,10 +320,10 @@ impl Call {
         });
         let len = write_compound(&mut self.writer, &[report], &[], &mut self.buf).expect("fits");
         let datagram = self.buf[..len].to_vec();
-        let track = self.track;
+        let publisher = self.publisher;
         let allocs = AllocCount::during(|| {
             self.router
-                .handle_publisher_rtcp(now, track, &datagram)
+                .handle_rtcp(now, publisher, &datagram)
                 .expect("the track");
         })
         .allocs;

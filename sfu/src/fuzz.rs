@@ -12,7 +12,7 @@ use selector::{Layer, LayerLimits};
 use crate::capture::{classify, udp_datagram, Capture, PayloadKind};
 use crate::engine::rtcp::{parse_compound, RtcpCrateWriter, RtcpFeedback, RtcpWriter};
 use crate::engine::{
-    DownTrackConfig, DownTrackId, Router, RouterConfig, TrackConfig, TrackId, TransportCc,
+    DownTrackConfig, DownTrackId, Router, RouterConfig, TrackConfig, TransportCc, TransportId,
 };
 use crate::node::auth::{Auth, Grant};
 use crate::node::core::NodeCore;
@@ -85,7 +85,7 @@ pub const ENGINE_SSRCS: [u32; 5] = [0x114e_d316, 0x2ab2_873c, 0x481d_4dca, 0x200
 /// out parses as RTP with its subscriber's SSRC, every RTCP datagram out parses, and each RTP
 /// packet in is counted once.
 pub fn engine(data: &[u8]) {
-    let (mut router, tracks, subscribers) = engine_router();
+    let (mut router, publisher, subscribers) = engine_router();
     let mut now = Instant::now();
     let mut rtp_in = 0;
     let mut rest = data;
@@ -95,15 +95,14 @@ pub fn engine(data: &[u8]) {
         match op % 4 {
             0 => {
                 rtp_in += 1;
-                let _ = router.handle_rtp(now, Bytes::copy_from_slice(bytes));
+                let _ = router.handle_rtp(now, publisher, Bytes::copy_from_slice(bytes));
             }
             1 => {
-                let (id, _) = subscribers[usize::from(op / 4) % subscribers.len()];
-                let _ = router.handle_subscriber_rtcp(now, id, bytes);
+                let (transport, ..) = subscribers[usize::from(op / 4) % subscribers.len()];
+                let _ = router.handle_rtcp(now, transport, bytes);
             }
             2 => {
-                let track = tracks[usize::from(op / 4) % tracks.len()];
-                let _ = router.handle_publisher_rtcp(now, track, bytes);
+                let _ = router.handle_rtcp(now, publisher, bytes);
             }
             _ => {
                 now += Duration::from_millis(u64::from(*len));
@@ -119,10 +118,14 @@ pub fn engine(data: &[u8]) {
     }
 }
 
-/// A router with the `ENGINE_SSRCS` tracks and subscribers at several layers, some with RTX.
-fn engine_router() -> (Router, Vec<TrackId>, Vec<(DownTrackId, u32)>) {
+/// A subscriber of the `engine` body: its transport, its subscription and the SSRC it gets.
+type EngineSubscriber = (TransportId, DownTrackId, u32);
+
+/// A router with the `ENGINE_SSRCS` tracks on one publisher transport and subscribers at
+/// several layers, some with RTX, each on a transport of its own.
+fn engine_router() -> (Router, TransportId, Vec<EngineSubscriber>) {
     let mut router = Router::new(RouterConfig::default());
-    let mut tracks = Vec::new();
+    let publisher = router.add_transport();
     let mut subscribers = Vec::new();
     for (i, &ssrc) in ENGINE_SSRCS.iter().enumerate() {
         let codec = [Codec::Av1, Codec::Av1, Codec::Av1, Codec::Vp8, Codec::Opus][i];
@@ -130,14 +133,10 @@ fn engine_router() -> (Router, Vec<TrackId>, Vec<(DownTrackId, u32)>) {
         if codec == Codec::Av1 {
             track.dd_ext_id = Some(11);
             track.streams[0].rtx_ssrc = Some(ssrc ^ 1);
-            track.transport_cc = Some(TransportCc {
-                ext_id: 5,
-                transport: 1,
-            });
+            track.transport_cc = Some(TransportCc { ext_id: 5 });
         }
         track.audio_level_ext_id = (codec == Codec::Opus).then_some(1);
-        let track = router.publish(track).expect("distinct SSRCs");
-        tracks.push(track);
+        let track = router.publish(publisher, track).expect("distinct SSRCs");
         for (j, target) in [Layer::MAX, Layer::new(0, 0)].into_iter().enumerate() {
             let out_ssrc = 0x5000 + 16 * i as u32 + 2 * j as u32;
             let mut config = DownTrackConfig::new(out_ssrc, 96);
@@ -147,14 +146,17 @@ fn engine_router() -> (Router, Vec<TrackId>, Vec<(DownTrackId, u32)>) {
                 target,
                 max: Layer::MAX,
             };
-            let id = router.subscribe(track, config, limits).expect("published");
-            subscribers.push((id, out_ssrc));
+            let transport = router.add_transport();
+            let id = router
+                .subscribe(transport, track, config, limits)
+                .expect("published");
+            subscribers.push((transport, id, out_ssrc));
         }
     }
-    (router, tracks, subscribers)
+    (router, publisher, subscribers)
 }
 
-fn drain(router: &mut Router, subscribers: &[(DownTrackId, u32)]) {
+fn drain(router: &mut Router, subscribers: &[EngineSubscriber]) {
     let mut buf = [0u8; 1500];
     while let Some(out) = router.poll_transmit(&mut buf) {
         let mut packet = buf[..out.transmit.len].to_vec();
@@ -163,10 +165,11 @@ fn drain(router: &mut Router, subscribers: &[(DownTrackId, u32)]) {
             .expect("what the router sends parses")
             .fields()
             .ssrc;
-        let (_, out_ssrc) = subscribers
+        let (transport, _, out_ssrc) = subscribers
             .iter()
-            .find(|(id, _)| *id == out.down_track)
+            .find(|(_, id, _)| *id == out.down_track)
             .expect("a known subscriber");
+        assert_eq!(*transport, out.transport, "on the subscriber's transport");
         assert!(
             ssrc == *out_ssrc || ssrc == out_ssrc + 1,
             "the subscriber's own SSRC"

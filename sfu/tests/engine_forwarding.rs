@@ -20,7 +20,7 @@ use sfu::engine::rtcp::{
 };
 use sfu::engine::{
     DownTrackConfig, DownTrackId, Event, KeyframeRequest, ReceiveError, Router, RouterConfig,
-    RouterError, RtcpTarget, StreamConfig, TrackConfig, TrackId, TransportCc,
+    RouterError, RtcpTarget, StreamConfig, TrackConfig, TrackId, TransportCc, TransportId,
 };
 
 mod common;
@@ -57,8 +57,11 @@ impl Received {
 struct Session {
     now: Instant,
     router: Router,
+    /// The publisher's transport; each subscriber has its own.
+    publisher: TransportId,
     track: TrackId,
     subscribers: Vec<DownTrackId>,
+    transports: HashMap<DownTrackId, TransportId>,
     received: HashMap<DownTrackId, Received>,
     rtcp_to_publisher: Vec<Vec<u8>>,
     rtcp_to_subscribers: Vec<(DownTrackId, Vec<u8>)>,
@@ -67,12 +70,15 @@ struct Session {
 impl Session {
     fn new(config: TrackConfig) -> Self {
         let mut router = Router::new(RouterConfig::default());
-        let track = router.publish(config).expect("new SSRCs");
+        let publisher = router.add_transport();
+        let track = router.publish(publisher, config).expect("new SSRCs");
         Self {
             now: Instant::now(),
             router,
+            publisher,
             track,
             subscribers: Vec::new(),
+            transports: HashMap::new(),
             received: HashMap::new(),
             rtcp_to_publisher: Vec::new(),
             rtcp_to_subscribers: Vec::new(),
@@ -82,12 +88,35 @@ impl Session {
     fn subscribe(&mut self, target: Layer) -> DownTrackId {
         let mut config = DownTrackConfig::new(0x5000 + self.subscribers.len() as u32, 45);
         config.dd_ext_id = Some(DD_EXT);
+        self.subscribe_with(config, limits(target))
+    }
+
+    /// A subscriber on a transport of its own.
+    fn subscribe_with(&mut self, config: DownTrackConfig, limits: LayerLimits) -> DownTrackId {
+        let transport = self.router.add_transport();
         let id = self
             .router
-            .subscribe(self.track, config, limits(target))
+            .subscribe(transport, self.track, config, limits)
             .expect("track exists");
         self.subscribers.push(id);
+        self.transports.insert(id, transport);
         id
+    }
+
+    /// RTCP from the subscriber of `id`, on its transport.
+    fn subscriber_rtcp(&mut self, id: DownTrackId, rtcp: &[u8]) {
+        let transport = self.transports[&id];
+        self.router
+            .handle_rtcp(self.now, transport, rtcp)
+            .expect("known");
+    }
+
+    /// RTCP from the publisher.
+    fn publisher_rtcp(&mut self, rtcp: &[u8]) {
+        let publisher = self.publisher;
+        self.router
+            .handle_rtcp(self.now, publisher, rtcp)
+            .expect("known");
     }
 
     /// Feeds packets the router must take, draining every output after each; `lose_out`
@@ -110,7 +139,7 @@ impl Session {
     ) -> Vec<ReceiveError> {
         let mut refused = Vec::new();
         for packet in packets {
-            if let Err(e) = self.router.handle_rtp(self.now, packet) {
+            if let Err(e) = self.router.handle_rtp(self.now, self.publisher, packet) {
                 refused.push(e);
             }
             self.drain(lose_out);
@@ -156,9 +185,7 @@ impl Session {
             media_ssrc,
             pairs,
         });
-        self.router
-            .handle_subscriber_rtcp(self.now, id, &rtcp_bytes(&nack))
-            .expect("known");
+        self.subscriber_rtcp(id, &rtcp_bytes(&nack));
         self.drain(&|_, _| false);
     }
 
@@ -462,10 +489,7 @@ fn subscriber_pli_becomes_one_throttled_request() {
     });
     let rtcp = rtcp_bytes(&pli);
     for id in ids {
-        session
-            .router
-            .handle_subscriber_rtcp(session.now, id, &rtcp)
-            .expect("known");
+        session.subscriber_rtcp(id, &rtcp);
     }
     let before = session.router.counters().keyframe_requests_sent;
     session.advance(Duration::from_millis(1));
@@ -552,7 +576,7 @@ fn bad_input_is_counted_and_dropped_without_touching_other_tracks() {
     let id = session.subscribe(Layer::MAX);
     let other = session
         .router
-        .publish(TrackConfig::single(Codec::Opus, 0x2000))
+        .publish(session.publisher, TrackConfig::single(Codec::Opus, 0x2000))
         .expect("new");
     let mut garbage: Vec<Bytes> = vec![
         Bytes::from_static(b""),
@@ -707,7 +731,10 @@ fn simulcast_streams_bound_after_publishing_are_forwarded() {
         session.router.bind_stream(session.track, 3, bound),
         Err(RouterError::UnknownStream)
     );
-    let other = session.router.publish(dd_track(0x300)).expect("free SSRC");
+    let other = session
+        .router
+        .publish(session.publisher, dd_track(0x300))
+        .expect("free SSRC");
     assert_eq!(
         session.router.bind_stream(other, 0, bound),
         Err(RouterError::SsrcInUse),
@@ -844,12 +871,7 @@ fn reports_both_ways_and_round_trip_time() {
         packet_count: 0,
         octet_count: 0,
     });
-    let rtcp = rtcp_bytes(&publisher_sr);
-    let track = session.track;
-    session
-        .router
-        .handle_publisher_rtcp(session.now, track, &rtcp)
-        .expect("known");
+    session.publisher_rtcp(&rtcp_bytes(&publisher_sr));
     session.feed(bytes, &|_, _| false);
     session.rtcp_to_publisher.clear();
     session.rtcp_to_subscribers.clear();
@@ -907,11 +929,7 @@ fn reports_both_ways_and_round_trip_time() {
         sender_ssrc: 9,
         blocks,
     });
-    let rtcp = rtcp_bytes(&rr);
-    session
-        .router
-        .handle_subscriber_rtcp(session.now, id, &rtcp)
-        .expect("known");
+    session.subscriber_rtcp(id, &rtcp_bytes(&rr));
     let reception = session.router.down_track_reception(id).expect("reported");
     let rtt = reception.rtt.expect("measured");
     assert_eq!(
@@ -959,12 +977,7 @@ fn simulcast_switch_aligns_timestamps_by_sender_reports() {
                 packet_count: 0,
                 octet_count: 0,
             });
-            let rtcp = rtcp_bytes(&sr);
-            let track = session.track;
-            session
-                .router
-                .handle_publisher_rtcp(session.now, track, &rtcp)
-                .expect("known");
+            session.publisher_rtcp(&rtcp_bytes(&sr));
             let structure = g.structure().clone();
             (g, structure)
         })
@@ -1031,10 +1044,7 @@ fn rtx_both_ways_and_padding() {
     let mut sub = DownTrackConfig::new(0x5000, 45);
     sub.dd_ext_id = Some(DD_EXT);
     sub.rtx = Some((0x5001, 46));
-    let id = session
-        .router
-        .subscribe(session.track, sub, limits(Layer::MAX))
-        .expect("track");
+    let id = session.subscribe_with(sub, limits(Layer::MAX));
     let lost = packets[20].sequence_number;
     // After packet 25 the publisher sends a padding-only probe: later packets are numbered
     // one higher.
@@ -1212,7 +1222,11 @@ fn layer_changes_are_events_and_fir_can_replace_pli() {
         keyframe_request: KeyframeRequest::Fir,
         ..Default::default()
     });
-    session.track = session.router.publish(dd_track(0x1000)).expect("fresh");
+    session.publisher = session.router.add_transport();
+    session.track = session
+        .router
+        .publish(session.publisher, dd_track(0x1000))
+        .expect("fresh");
     let id = session.subscribe(Layer::new(0, 2));
     let (first, rest) = bytes.split_at(bytes.len() / 2);
     session.feed(first.to_vec(), &|_, _| false);
@@ -1258,10 +1272,7 @@ fn layer_changes_are_events_and_fir_can_replace_pli() {
 /// extension 5.
 fn opus_track_with_transport_cc() -> TrackConfig {
     let mut config = TrackConfig::single(Codec::Opus, 0x3000);
-    config.transport_cc = Some(TransportCc {
-        ext_id: 5,
-        transport: 77,
-    });
+    config.transport_cc = Some(TransportCc { ext_id: 5 });
     config
 }
 
@@ -1349,15 +1360,12 @@ fn a_subscriber_remb_becomes_a_bandwidth_event() {
         bitrate_bps: 1_500_000,
         ssrcs,
     });
-    session
-        .router
-        .handle_subscriber_rtcp(session.now, id, &rtcp_bytes(&remb))
-        .expect("known");
+    session.subscriber_rtcp(id, &rtcp_bytes(&remb));
     let event = session.router.poll_event();
     assert_eq!(
         event,
         Some(Event::BandwidthEstimate {
-            down_track: id,
+            transport: session.transports[&id],
             bitrate_bps: 1_500_000
         })
     );

@@ -25,7 +25,7 @@ use sfu::engine::rtcp::{
 };
 use sfu::engine::{
     DownTrackConfig, DownTrackId, ReceiveError, Router, RouterConfig, RtcpTarget, TrackConfig,
-    TrackId, DEFAULT_KEYFRAME_INTERVAL,
+    TrackId, TransportId, DEFAULT_KEYFRAME_INTERVAL,
 };
 
 const DD_EXT: u8 = 11;
@@ -229,12 +229,21 @@ impl Subscriber {
     }
 }
 
-/// A subscription: its DownTrack, the subscriber, the link to it and the link back.
-type Leg = (DownTrackId, Subscriber, Link<Vec<u8>>, Link<Vec<u8>>);
+/// A subscription: its transport and DownTrack, the subscriber, the link to it and the link
+/// back.
+type Leg = (
+    TransportId,
+    DownTrackId,
+    Subscriber,
+    Link<Vec<u8>>,
+    Link<Vec<u8>>,
+);
 
 struct Network {
     now: Instant,
     router: Router,
+    /// The publisher's transport (each subscriber's is in its leg).
+    publishing: TransportId,
     track: TrackId,
     loss: u32,
     publisher: Publisher,
@@ -252,7 +261,8 @@ impl Network {
         let mut track = TrackConfig::single(Codec::Av1, SSRC);
         track.dd_ext_id = Some(DD_EXT);
         track.streams[0].rtx_ssrc = Some(RTX_SSRC);
-        let track = router.publish(track).expect("a fresh router");
+        let publishing = router.add_transport();
+        let track = router.publish(publishing, track).expect("a fresh router");
         let subscribers = targets
             .iter()
             .enumerate()
@@ -263,16 +273,20 @@ impl Network {
                     target,
                     max: Layer::MAX,
                 };
-                let id = router.subscribe(track, config, limits).expect("track");
+                let transport = router.add_transport();
+                let id = router
+                    .subscribe(transport, track, config, limits)
+                    .expect("track");
                 let seed = seed ^ (i as u64 + 1) << 32;
                 let down = Link::new(seed, loss, duplicate);
                 let up = Link::new(seed ^ 0xFF, loss, duplicate);
-                (id, Subscriber::default(), down, up)
+                (transport, id, Subscriber::default(), down, up)
             })
             .collect();
         Self {
             now: Instant::now(),
             router,
+            publishing,
             track,
             loss,
             publisher: Publisher::new(seed),
@@ -294,7 +308,7 @@ impl Network {
                 }
             }
             for packet in self.uplink.arrivals(ms) {
-                match self.router.handle_rtp(now, packet) {
+                match self.router.handle_rtp(now, self.publishing, packet) {
                     // What the network does to well-formed packets: a copy or a repair of
                     // one that arrived, one from far behind, one ahead of its keyframe's
                     // structure.
@@ -319,7 +333,7 @@ impl Network {
     /// Subscribers receive what arrived, then NACK their gaps over their uplinks.
     fn subscribers_step(&mut self, now: Instant, ms: u64) {
         let mut buf = [0u8; 1500];
-        for (id, subscriber, down, up) in &mut self.subscribers {
+        for (transport, id, subscriber, down, up) in &mut self.subscribers {
             for packet in down.arrivals(ms) {
                 subscriber.receive(packet);
             }
@@ -341,7 +355,7 @@ impl Network {
             }
             for datagram in up.arrivals(ms) {
                 self.router
-                    .handle_subscriber_rtcp(now, *id, &datagram)
+                    .handle_rtcp(now, *transport, &datagram)
                     .expect("a known subscriber");
             }
         }
@@ -352,8 +366,7 @@ impl Network {
         while let Some(out) = self.router.poll_transmit(&mut buf) {
             let mut bytes = buf[..out.transmit.len].to_vec();
             bytes.extend_from_slice(&out.transmit.payload);
-            if let Some((_, _, down, _)) =
-                self.subscribers.iter_mut().find(|s| s.0 == out.down_track)
+            if let Some((.., down, _)) = self.subscribers.iter_mut().find(|s| s.0 == out.transport)
             {
                 down.send(ms, bytes);
             }
@@ -375,7 +388,7 @@ impl Network {
     }
 
     fn check(&self) {
-        for (id, subscriber, _, _) in &self.subscribers {
+        for (_, id, subscriber, _, _) in &self.subscribers {
             self.check_subscriber(*id, subscriber);
         }
         let interval_ms = DEFAULT_KEYFRAME_INTERVAL.as_millis() as u64;

@@ -322,7 +322,7 @@ fn simulcast_streams_are_bound_by_rid() {
         "stream f is bound and forwarded"
     );
     let stats = h.core.snapshot();
-    assert_eq!(stats.node.dropped(DropReason::RtpRejected), 0);
+    assert_eq!(stats.node.dropped(DropReason::UnknownSsrc), 0);
 }
 
 #[test]
@@ -340,16 +340,23 @@ fn datagrams_from_strangers_and_before_keys_are_counted_and_dropped() {
     assert_eq!(h.core.counters().dropped(DropReason::NoKeys), 1);
     h.send(addr(8001), &[0x41, 0x00]);
     assert_eq!(h.core.counters().dropped(DropReason::NotWebRtc), 1);
+    // SSRCs are the publisher's own (RFC 3550 section 8): another session may use the same,
+    // but one session cannot announce one twice.
+    let again = publisher_of(av1_track(0xA1), &[]);
+    assert!(h
+        .core
+        .add_publisher(h.now, Join::new("room", ice(10)), again)
+        .is_ok());
+    let mut twice = publisher_of(av1_track(0xB1), &[]);
+    twice.tracks.push(twice.tracks[0].clone());
+    let before = h.core.table_entries();
     assert_eq!(
         h.core
-            .add_publisher(
-                h.now,
-                Join::new("room", ice(10)),
-                publisher_of(av1_track(0xA1), &[])
-            )
+            .add_publisher(h.now, Join::new("room", ice(11)), twice)
             .map(|_| ()),
         Err(CoreError::SsrcInUse)
     );
+    assert_eq!(h.core.table_entries(), before, "nothing of it stays");
 }
 
 /// The packet with its extension block replaced by a two-byte-form one (RFC 8285 section
@@ -469,7 +476,7 @@ fn a_publisher_cannot_send_under_another_sessions_ssrc() {
     );
     assert!(h.media_to(addr(9103)).is_empty(), "nor room b");
     assert_eq!(
-        h.core.counters().dropped(DropReason::ForeignSsrc),
+        h.core.counters().dropped(DropReason::UnknownSsrc),
         (injected.len() - before) as u64
     );
 }
@@ -614,7 +621,7 @@ fn a_packet_the_engine_refuses_is_counted_once() {
         "the duplicate, by the engine"
     );
     assert_eq!(
-        h.core.counters().dropped(DropReason::RtpRejected),
+        h.core.counters().dropped(DropReason::UnknownSsrc),
         0,
         "not again by the node"
     );

@@ -18,6 +18,7 @@ use super::packet::ParsedPacket;
 use super::receiver::PacketRef;
 use super::rtcp::{ReportBlock, SenderReport};
 use super::track::{DownTrackConfig, TrackConfig, TrackId};
+use super::transport::TransportId;
 
 /// Packets remembered per DownTrack for retransmission, by output sequence number.
 pub const SEND_HISTORY: usize = 512;
@@ -141,6 +142,7 @@ pub struct Written {
 
 #[derive(Debug)]
 pub struct DownTrack {
+    transport: TransportId,
     track: TrackId,
     config: DownTrackConfig,
     state: Mutex<State>,
@@ -149,12 +151,14 @@ pub struct DownTrack {
 
 impl DownTrack {
     pub fn new(
+        transport: TransportId,
         track: TrackId,
         track_config: &TrackConfig,
         config: DownTrackConfig,
         limits: LayerLimits,
     ) -> Self {
         Self {
+            transport,
             track,
             config,
             state: Mutex::new(State {
@@ -178,6 +182,11 @@ impl DownTrack {
 
     pub fn track(&self) -> TrackId {
         self.track
+    }
+
+    /// The subscriber's peer connection.
+    pub fn transport(&self) -> TransportId {
+        self.transport
     }
 
     pub fn config(&self) -> &DownTrackConfig {

@@ -26,6 +26,7 @@ mod receiver;
 mod router;
 pub mod rtcp;
 mod track;
+mod transport;
 mod twcc;
 
 pub use down_track::{
@@ -39,3 +40,4 @@ pub use router::{
     RtcpTransmit,
 };
 pub use track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId, TransportCc};
+pub use transport::TransportId;

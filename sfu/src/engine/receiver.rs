@@ -30,8 +30,10 @@ pub const RECEIVE_RING: usize = 512;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReceiveError {
     Malformed(ParseError),
-    /// No stream of this track has the SSRC.
+    /// No stream of this track (or no track of the transport) has the SSRC.
     UnknownSsrc,
+    /// The host named a transport the router does not have.
+    UnknownTransport,
     /// An RTX packet without an original sequence number.
     BadRtx,
     /// Seen already (a duplicate, or a retransmission of a packet that arrived).
@@ -52,6 +54,7 @@ impl fmt::Display for ReceiveError {
         match self {
             Self::Malformed(e) => write!(f, "malformed RTP: {e}"),
             Self::UnknownSsrc => f.write_str("unknown SSRC"),
+            Self::UnknownTransport => f.write_str("unknown transport"),
             Self::BadRtx => f.write_str("RTX packet without an original sequence number"),
             Self::Duplicate => f.write_str("duplicate packet"),
             Self::OutOfWindow => f.write_str("sequence number out of window"),
@@ -166,7 +169,10 @@ impl Receiver {
         match result {
             Ok(_) => self.counters.received += 1,
             Err(ReceiveError::Malformed(_) | ReceiveError::BadRtx) => self.counters.malformed += 1,
-            Err(ReceiveError::UnknownSsrc) => self.counters.unknown_ssrc += 1,
+            // A receiver is never handed a packet for no transport.
+            Err(ReceiveError::UnknownSsrc | ReceiveError::UnknownTransport) => {
+                self.counters.unknown_ssrc += 1
+            }
             Err(ReceiveError::Duplicate) => self.counters.duplicates += 1,
             Err(ReceiveError::OutOfWindow) => self.counters.out_of_window += 1,
             Err(ReceiveError::UnreadableDd { .. }) => self.counters.bad_dd += 1,

@@ -5,8 +5,9 @@
 //! [`handle_timeout`](Router::handle_timeout) at [`poll_timeout`](Router::poll_timeout).
 //! Nothing here reads a clock or touches a socket: every input carries `now`.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+mod feedback;
+
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -17,11 +18,9 @@ use selector::{Layer, LayerLimits};
 use super::down_track::{DownTrack, DownTrackCounters, SubscriberReception, Transmit, WriteError};
 use super::keyframe::{KeyframeCounters, KeyframeRequester, DEFAULT_KEYFRAME_INTERVAL};
 use super::receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters};
-use super::rtcp::{
-    compact_ntp, parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, NackPairs, Pli,
-    ReceiverReport, RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport, WallClock,
-};
+use super::rtcp::{NackPairs, ReceiverReport, RtcpCrateWriter, SenderReport, WallClock};
 use super::track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};
+use super::transport::{IdMap, Transport, TransportId, Twcc};
 use super::twcc::{TwccRecorder, TWCC_INTERVAL};
 
 /// Router settings.
@@ -53,9 +52,11 @@ impl Default for RouterConfig {
 /// Misuse of the router's API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RouterError {
+    UnknownTransport,
     UnknownTrack,
     UnknownDownTrack,
-    /// An SSRC already belongs to another published track.
+    /// An SSRC is already the transport's: another track it publishes has it, or another
+    /// subscription sends to it under it.
     SsrcInUse,
     /// The track has no stream at that index.
     UnknownStream,
@@ -71,6 +72,8 @@ pub enum RtcpTarget {
 /// An RTCP packet written into the caller's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RtcpTransmit {
+    /// The peer connection it goes out on.
+    pub transport: TransportId,
     pub to: RtcpTarget,
     pub len: usize,
 }
@@ -78,6 +81,8 @@ pub struct RtcpTransmit {
 /// A media packet for one subscriber, written into the caller's buffer plus a shared payload.
 #[derive(Debug, Clone)]
 pub struct Output {
+    /// The subscriber's peer connection.
+    pub transport: TransportId,
     pub down_track: DownTrackId,
     pub transmit: Transmit,
 }
@@ -94,9 +99,9 @@ pub enum Event {
     /// A keyframe request went to a publisher.
     KeyframeRequested { track: TrackId },
     /// A subscriber's receiver estimated its bandwidth (REMB): the host may lower or raise the
-    /// subscription's layer limits to fit.
+    /// layer limits of the transport's subscriptions to fit.
     BandwidthEstimate {
-        down_track: DownTrackId,
+        transport: TransportId,
         bitrate_bps: u64,
     },
 }
@@ -123,17 +128,9 @@ enum Job {
     },
 }
 
-/// Transport-wide CC feedback state of one publisher transport.
-#[derive(Debug)]
-struct Twcc {
-    recorder: TwccRecorder,
-    /// A track of the transport: where the feedback goes, and its media SSRC.
-    track: TrackId,
-    media_ssrc: u32,
-}
-
 #[derive(Debug)]
 struct Published {
+    transport: TransportId,
     receiver: Receiver,
     keyframes: KeyframeRequester,
     subscribers: Vec<DownTrackId>,
@@ -188,30 +185,6 @@ pub struct RouterCounters {
     pub keyframe_requests_sent: u64,
 }
 
-/// Hashes a `u32` key (an id the router handed out, or an SSRC) as itself: ids are distinct
-/// and SSRCs random, so a keyed hash buys nothing on a lookup done per packet per subscriber.
-#[derive(Debug, Default, Clone, Copy)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        // Spread the key over the high bits too: the table uses the top 7 bits as tags.
-        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n);
-    }
-}
-
-type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
-
 #[derive(Debug)]
 pub struct Router {
     config: RouterConfig,
@@ -219,12 +192,11 @@ pub struct Router {
     /// Boxed: a DownTrack is kilobytes (its selector's frame history), and the map probed per
     /// subscriber-packet stays small enough to stay in cache.
     down_tracks: IdMap<DownTrackId, Box<DownTrack>>,
-    by_ssrc: IdMap<u32, TrackId>,
+    transports: IdMap<TransportId, Transport>,
     jobs: VecDeque<Job>,
     rtcp: VecDeque<PendingRtcp>,
     events: VecDeque<Event>,
-    /// Transport-wide CC per publisher transport, and feedback waiting to go out (marshalled).
-    twcc: IdMap<u32, Twcc>,
+    /// Transport-wide CC feedback waiting to go out (marshalled), by the track it is sent for.
     twcc_out: VecDeque<(TrackId, Vec<u8>)>,
     next_twcc: Option<Instant>,
     rtcp_writer: RtcpCrateWriter,
@@ -246,13 +218,12 @@ impl Router {
             config,
             tracks: IdMap::default(),
             down_tracks: IdMap::default(),
-            by_ssrc: IdMap::default(),
+            transports: IdMap::default(),
             jobs: VecDeque::new(),
             // Room for a round of reports and requests from the start: the queues grow only when
             // a router has more tracks and subscriptions than that, not in steady state.
             rtcp: VecDeque::with_capacity(QUEUE_CAPACITY),
             events: VecDeque::with_capacity(QUEUE_CAPACITY),
-            twcc: IdMap::default(),
             twcc_out: VecDeque::new(),
             next_twcc: None,
             // A fixed CNAME of valid length: cannot fail.
@@ -276,24 +247,63 @@ impl Router {
         self.wall_clock = Some(clock);
     }
 
-    pub fn publish(&mut self, config: TrackConfig) -> Result<TrackId, RouterError> {
+    /// A new peer connection: what it publishes and receives is named by it from now on.
+    pub fn add_transport(&mut self) -> TransportId {
+        let id = TransportId(self.next_id());
+        self.transports.insert(id, Transport::default());
+        id
+    }
+
+    /// Removes a peer connection and everything it had: its tracks (and every subscription
+    /// to them, on any transport), its subscriptions and its congestion control state.
+    pub fn remove_transport(&mut self, id: TransportId) -> Result<(), RouterError> {
+        let transport = self
+            .transports
+            .get(&id)
+            .ok_or(RouterError::UnknownTransport)?;
+        let tracks = transport.tracks.clone();
+        let mut down_tracks: Vec<DownTrackId> = transport.down_tracks.values().copied().collect();
+        down_tracks.dedup();
+        for track in tracks {
+            self.unpublish(track)?;
+        }
+        for down_track in down_tracks {
+            // Some went with the tracks just unpublished.
+            let _ = self.unsubscribe(down_track);
+        }
+        self.transports.remove(&id);
+        Ok(())
+    }
+
+    /// Publishes a track received on `transport`; its SSRCs must be new to that transport.
+    pub fn publish(
+        &mut self,
+        transport: TransportId,
+        config: TrackConfig,
+    ) -> Result<TrackId, RouterError> {
+        let id = TrackId(self.next_id());
+        let on = self
+            .transports
+            .get_mut(&transport)
+            .ok_or(RouterError::UnknownTransport)?;
         let ssrcs = config
             .streams
             .iter()
             .flat_map(|s| [Some(s.ssrc), s.rtx_ssrc])
             .flatten();
-        if ssrcs.clone().any(|ssrc| self.by_ssrc.contains_key(&ssrc)) {
+        if ssrcs.clone().any(|ssrc| on.ssrcs.contains_key(&ssrc)) {
             return Err(RouterError::SsrcInUse);
         }
-        let id = TrackId(self.next_id());
         for ssrc in ssrcs {
-            self.by_ssrc.insert(ssrc, id);
+            on.ssrcs.insert(ssrc, id);
         }
+        on.tracks.push(id);
         let keyframes = KeyframeRequester::new(config.streams.len(), self.config.keyframe_interval);
         let receiver = Receiver::new(config);
         self.tracks.insert(
             id,
             Published {
+                transport,
                 receiver,
                 keyframes,
                 subscribers: Vec::new(),
@@ -312,17 +322,21 @@ impl Router {
         index: usize,
         ssrcs: StreamConfig,
     ) -> Result<(), RouterError> {
-        let taken = [Some(ssrcs.ssrc), ssrcs.rtx_ssrc]
-            .into_iter()
-            .flatten()
-            .any(|ssrc| self.by_ssrc.get(&ssrc).is_some_and(|&t| t != track));
-        if taken {
-            return Err(RouterError::SsrcInUse);
-        }
         let published = self
             .tracks
             .get_mut(&track)
             .ok_or(RouterError::UnknownTrack)?;
+        let on = self
+            .transports
+            .get_mut(&published.transport)
+            .ok_or(RouterError::UnknownTransport)?;
+        let taken = [Some(ssrcs.ssrc), ssrcs.rtx_ssrc]
+            .into_iter()
+            .flatten()
+            .any(|ssrc| on.ssrcs.get(&ssrc).is_some_and(|&t| t != track));
+        if taken {
+            return Err(RouterError::SsrcInUse);
+        }
         let old = *published
             .receiver
             .config()
@@ -330,11 +344,11 @@ impl Router {
             .get(index)
             .ok_or(RouterError::UnknownStream)?;
         for ssrc in [Some(old.ssrc), old.rtx_ssrc].into_iter().flatten() {
-            self.by_ssrc.remove(&ssrc);
+            on.ssrcs.remove(&ssrc);
         }
         published.receiver.bind_stream(index, ssrcs);
         for ssrc in [Some(ssrcs.ssrc), ssrcs.rtx_ssrc].into_iter().flatten() {
-            self.by_ssrc.insert(ssrc, track);
+            on.ssrcs.insert(ssrc, track);
         }
         Ok(())
     }
@@ -345,47 +359,57 @@ impl Router {
             .tracks
             .remove(&track)
             .ok_or(RouterError::UnknownTrack)?;
-        self.by_ssrc.retain(|_, t| *t != track);
-        self.twcc.retain(|_, t| t.track != track);
+        if let Some(on) = self.transports.get_mut(&published.transport) {
+            on.ssrcs.retain(|_, t| *t != track);
+            on.tracks.retain(|&t| t != track);
+            if on.twcc.as_ref().is_some_and(|t| t.track == track) {
+                on.twcc = None;
+            }
+        }
         self.twcc_out.retain(|(t, _)| *t != track);
         for down_track in published.subscribers {
-            self.down_tracks.remove(&down_track);
+            if let Some(removed) = self.down_tracks.remove(&down_track) {
+                self.forget_down_track(&removed, down_track);
+            }
         }
         Ok(())
     }
 
+    /// Subscribes `transport` to a track: the DownTrack's SSRCs must be new to that transport.
     pub fn subscribe(
         &mut self,
+        transport: TransportId,
         track: TrackId,
         config: DownTrackConfig,
         limits: LayerLimits,
     ) -> Result<DownTrackId, RouterError> {
         let id = DownTrackId(self.next_id());
+        let on = self
+            .transports
+            .get_mut(&transport)
+            .ok_or(RouterError::UnknownTransport)?;
         let published = self
             .tracks
             .get_mut(&track)
             .ok_or(RouterError::UnknownTrack)?;
-        let down_track = DownTrack::new(track, published.receiver.config(), config, limits);
+        let ssrcs = [Some(config.ssrc), config.rtx.map(|(ssrc, _)| ssrc)];
+        let ssrcs = ssrcs.into_iter().flatten();
+        if ssrcs.clone().any(|ssrc| on.down_tracks.contains_key(&ssrc)) {
+            return Err(RouterError::SsrcInUse);
+        }
+        for ssrc in ssrcs {
+            on.down_tracks.insert(ssrc, id);
+        }
+        let down_track = DownTrack::new(
+            transport,
+            track,
+            published.receiver.config(),
+            config,
+            limits,
+        );
         published.subscribers.push(id);
         self.down_tracks.insert(id, Box::new(down_track));
         Ok(id)
-    }
-
-    /// How many entries the router's tables hold, summed (tracks, subscriptions, SSRCs,
-    /// transport-wide CC state): zero once everything published is gone.
-    pub fn table_entries(&self) -> usize {
-        self.tracks.len()
-            + self.down_tracks.len()
-            + self.by_ssrc.len()
-            + self.twcc.len()
-            + self.twcc_out.len()
-    }
-
-    /// The subscriptions to a track.
-    pub fn subscribers(&self, track: TrackId) -> &[DownTrackId] {
-        self.tracks
-            .get(&track)
-            .map_or(&[], |p| p.subscribers.as_slice())
     }
 
     pub fn unsubscribe(&mut self, down_track: DownTrackId) -> Result<(), RouterError> {
@@ -396,7 +420,41 @@ impl Router {
         if let Some(published) = self.tracks.get_mut(&removed.track()) {
             published.subscribers.retain(|&d| d != down_track);
         }
+        self.forget_down_track(&removed, down_track);
         Ok(())
+    }
+
+    /// How many entries the router's tables hold, summed (transports, tracks, subscriptions,
+    /// SSRCs, transport-wide CC state): zero once every transport is gone.
+    pub fn table_entries(&self) -> usize {
+        self.tracks.len()
+            + self.down_tracks.len()
+            + self.transports.len()
+            + self
+                .transports
+                .values()
+                .map(Transport::entries)
+                .sum::<usize>()
+            + self.twcc_out.len()
+    }
+
+    /// The transport that publishes a track.
+    pub fn track_transport(&self, track: TrackId) -> Option<TransportId> {
+        self.tracks.get(&track).map(|p| p.transport)
+    }
+
+    /// The subscriptions to a track.
+    pub fn subscribers(&self, track: TrackId) -> &[DownTrackId] {
+        self.tracks
+            .get(&track)
+            .map_or(&[], |p| p.subscribers.as_slice())
+    }
+
+    /// Takes a removed DownTrack's SSRCs off its transport.
+    fn forget_down_track(&mut self, removed: &DownTrack, id: DownTrackId) {
+        if let Some(on) = self.transports.get_mut(&removed.transport()) {
+            on.down_tracks.retain(|_, d| *d != id);
+        }
     }
 
     pub fn down_track(&self, id: DownTrackId) -> Option<&DownTrack> {
@@ -425,8 +483,9 @@ impl Router {
     }
 
     /// The published track an SSRC (media or RTX) belongs to.
-    pub fn ssrc_track(&self, ssrc: u32) -> Option<TrackId> {
-        self.by_ssrc.get(&ssrc).copied()
+    /// The track `transport` publishes under `ssrc`.
+    pub fn ssrc_track(&self, transport: TransportId, ssrc: u32) -> Option<TrackId> {
+        self.transports.get(&transport)?.ssrcs.get(&ssrc).copied()
     }
 
     pub fn receiver_counters(&self, track: TrackId) -> Option<ReceiverCounters> {
@@ -458,13 +517,23 @@ impl Router {
 
     /// One RTP packet from a publisher. A bad packet is counted and dropped; nothing else
     /// changes.
-    pub fn handle_rtp(&mut self, now: Instant, packet: Bytes) -> Result<(), ReceiveError> {
+    pub fn handle_rtp(
+        &mut self,
+        now: Instant,
+        transport: TransportId,
+        packet: Bytes,
+    ) -> Result<(), ReceiveError> {
         self.last_input = Some(now);
         self.counters.rtp_in += 1;
+        let Some(on) = self.transports.get_mut(&transport) else {
+            return Err(ReceiveError::UnknownTransport);
+        };
         let ssrc = packet
             .get(8..12)
             .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-        let Some(&track) = ssrc.and_then(|ssrc| self.by_ssrc.get(&ssrc)) else {
+        // Looked up in the transport's own table: a packet under an SSRC it did not publish
+        // is not taken for anybody else's track.
+        let Some(&track) = ssrc.and_then(|ssrc| on.ssrcs.get(&ssrc)) else {
             self.counters.unknown_ssrc += 1;
             return Err(ReceiveError::UnknownSsrc);
         };
@@ -478,12 +547,12 @@ impl Router {
         if let Some(cc) = published.receiver.config().transport_cc {
             if let Some(seq) = transport_seq(&packet, cc.ext_id) {
                 let media_ssrc = published.receiver.config().streams[0].ssrc;
-                let recorder = self.twcc.entry(cc.transport).or_insert_with(|| Twcc {
+                let twcc = on.twcc.get_or_insert_with(|| Twcc {
                     recorder: TwccRecorder::new(now),
                     track,
                     media_ssrc,
                 });
-                recorder.recorder.record(seq, now);
+                twcc.recorder.record(seq, now);
             }
         }
         let at = published.receiver.receive(now, packet).inspect_err(|e| {
@@ -500,102 +569,6 @@ impl Router {
                 .iter()
                 .map(|&down_track| Job::Forward { down_track, at }),
         );
-        Ok(())
-    }
-
-    /// RTCP from a subscriber about its DownTrack (items about other SSRCs are skipped, so the
-    /// host may hand one datagram to each of the subscriber's DownTracks): NACKs are answered
-    /// from what it was sent,
-    /// PLI and FIR become (throttled) keyframe requests to the publisher, receiver reports give
-    /// the round-trip time, REMB becomes a bandwidth event.
-    pub fn handle_subscriber_rtcp(
-        &mut self,
-        now: Instant,
-        id: DownTrackId,
-        datagram: &[u8],
-    ) -> Result<(), RouterError> {
-        let down_track = self
-            .down_tracks
-            .get(&id)
-            .ok_or(RouterError::UnknownDownTrack)?;
-        self.last_input = Some(now);
-        self.counters.rtcp_in += 1;
-        let mut keyframe = false;
-        let mut estimate = None;
-        let jobs = &mut self.jobs;
-        let arrival = compact_ntp(self.wall_clock.get_or_insert(anchor(now)).ntp(now));
-        let ssrc = down_track.config().ssrc;
-        let parsed =
-            parse_compound(datagram, |item| match item {
-                RtcpFeedback::ReceiverReport(report) => {
-                    for block in report.blocks.iter().filter(|b| b.ssrc == ssrc) {
-                        down_track.on_report_block(block, arrival);
-                    }
-                }
-                // A subscriber's compound RTCP covers all its streams: feedback about another
-                // SSRC (its audio, say) is not this DownTrack's.
-                RtcpFeedback::Nack(nack) => {
-                    let ours = nack.media_ssrc == ssrc;
-                    jobs.extend(nack.pairs.lost().filter(|_| ours).map(|out_seq| {
-                        Job::Retransmit {
-                            down_track: id,
-                            out_seq,
-                        }
-                    }));
-                }
-                RtcpFeedback::Pli(pli) => keyframe |= pli.media_ssrc == ssrc,
-                RtcpFeedback::Fir(fir) => keyframe |= fir.entries.iter().any(|e| e.ssrc == ssrc),
-                RtcpFeedback::Remb(remb) => estimate = Some(remb.bitrate_bps),
-                _ => {}
-            });
-        if parsed.is_err() {
-            self.counters.bad_rtcp += 1;
-        }
-        if let Some(bitrate_bps) = estimate {
-            self.events.push_back(Event::BandwidthEstimate {
-                down_track: id,
-                bitrate_bps,
-            });
-        }
-        if keyframe {
-            let stream = down_track.current_layer().map_or(0, |l| l.spatial);
-            let simulcast = self
-                .tracks
-                .get(&down_track.track())
-                .is_some_and(|p| p.receiver.config().is_simulcast());
-            let track = down_track.track();
-            if let Some(published) = self.tracks.get_mut(&track) {
-                published
-                    .keyframes
-                    .request(now, if simulcast { stream } else { 0 });
-            }
-        }
-        Ok(())
-    }
-
-    /// RTCP from a publisher: sender reports feed the reception statistics of the track's
-    /// receiver reports.
-    pub fn handle_publisher_rtcp(
-        &mut self,
-        now: Instant,
-        track: TrackId,
-        datagram: &[u8],
-    ) -> Result<(), RouterError> {
-        let published = self
-            .tracks
-            .get_mut(&track)
-            .ok_or(RouterError::UnknownTrack)?;
-        self.last_input = Some(now);
-        self.counters.rtcp_in += 1;
-        let receiver = &mut published.receiver;
-        let parsed = parse_compound(datagram, |item| {
-            if let RtcpFeedback::SenderReport(report) = item {
-                receiver.on_sender_report(&report, now);
-            }
-        });
-        if parsed.is_err() {
-            self.counters.bad_rtcp += 1;
-        }
         Ok(())
     }
 
@@ -640,7 +613,7 @@ impl Router {
     /// Transport-wide CC feedback for every publisher transport that received packets.
     fn queue_transport_cc(&mut self) {
         let sender_ssrc = self.config.rtcp_ssrc;
-        for twcc in self.twcc.values_mut() {
+        for twcc in self.transports.values_mut().filter_map(|t| t.twcc.as_mut()) {
             if let Some(feedback) = twcc.recorder.feedback(sender_ssrc, twcc.media_ssrc) {
                 self.twcc_out.push_back((twcc.track, feedback));
             }
@@ -684,9 +657,13 @@ impl Router {
         self.tracks
             .values()
             .flat_map(|p| [p.receiver.next_timeout(), p.keyframes.next_timeout()])
-            .chain([reports, self.next_twcc.filter(|_| !self.twcc.is_empty())])
+            .chain([reports, self.next_twcc.filter(|_| self.has_twcc())])
             .flatten()
             .min()
+    }
+
+    fn has_twcc(&self) -> bool {
+        self.transports.values().any(|t| t.twcc.is_some())
     }
 
     /// The next media packet for a subscriber, its header written into `buf`.
@@ -721,87 +698,6 @@ impl Router {
         }
     }
 
-    /// The next RTCP packet for a publisher or a subscriber, written into `buf`.
-    pub fn poll_rtcp(&mut self, buf: &mut [u8]) -> Option<RtcpTransmit> {
-        while let Some((track, feedback)) = self.twcc_out.pop_front() {
-            if let Some(out) = buf.get_mut(..feedback.len()) {
-                out.copy_from_slice(&feedback);
-                let to = RtcpTarget::Publisher(track);
-                return Some(RtcpTransmit {
-                    to,
-                    len: feedback.len(),
-                });
-            }
-        }
-        while let Some(pending) = self.rtcp.pop_front() {
-            let (to, item) = self.rtcp_item(pending);
-            // Reports go out as compound packets with the SDES CNAME RFC 3550 asks for.
-            let written = match item {
-                RtcpFeedback::ReceiverReport(_) | RtcpFeedback::SenderReport(_) => {
-                    write_compound(&mut self.rtcp_writer, &[item], &[], buf)
-                }
-                _ => self.rtcp_writer.write(&item, buf),
-            };
-            if let Ok(len) = written {
-                return Some(RtcpTransmit { to, len });
-            }
-        }
-        None
-    }
-
-    fn rtcp_item(&mut self, pending: PendingRtcp) -> (RtcpTarget, RtcpFeedback<'static>) {
-        let sender_ssrc = self.config.rtcp_ssrc;
-        match pending {
-            PendingRtcp::ReceiverReport { track, report } => (
-                RtcpTarget::Publisher(track),
-                RtcpFeedback::ReceiverReport(report),
-            ),
-            PendingRtcp::SenderReport { down_track, report } => (
-                RtcpTarget::Subscriber(down_track),
-                RtcpFeedback::SenderReport(report),
-            ),
-            PendingRtcp::Pli { track, media_ssrc } => {
-                self.counters.keyframe_requests_sent += 1;
-                let pli = Pli {
-                    sender_ssrc,
-                    media_ssrc,
-                };
-                (RtcpTarget::Publisher(track), RtcpFeedback::Pli(pli))
-            }
-            PendingRtcp::Fir {
-                track,
-                media_ssrc,
-                seq_nr,
-            } => {
-                self.counters.keyframe_requests_sent += 1;
-                let mut entries = FirEntries::default();
-                // One entry fits an empty list.
-                let _ = entries.push(FirEntry {
-                    ssrc: media_ssrc,
-                    seq_nr,
-                });
-                let fir = Fir {
-                    sender_ssrc,
-                    entries,
-                };
-                (RtcpTarget::Publisher(track), RtcpFeedback::Fir(fir))
-            }
-            PendingRtcp::Nack {
-                track,
-                media_ssrc,
-                pairs,
-            } => {
-                self.counters.nacks_sent += 1;
-                let nack = Nack {
-                    sender_ssrc,
-                    media_ssrc,
-                    pairs,
-                };
-                (RtcpTarget::Publisher(track), RtcpFeedback::Nack(nack))
-            }
-        }
-    }
-
     fn forward(
         &mut self,
         id: DownTrackId,
@@ -828,7 +724,9 @@ impl Router {
                 layer,
             });
         }
+        let transport = down_track.transport();
         Ok(written.result?.map(|transmit| Output {
+            transport,
             down_track: id,
             transmit,
         }))
@@ -855,6 +753,7 @@ impl Router {
         };
         let transmit = down_track.write_retransmission(out_seq, packet, buf)?;
         Ok(Some(Output {
+            transport: down_track.transport(),
             down_track: id,
             transmit,
         }))

@@ -38,12 +38,10 @@ pub struct TrackConfig {
 }
 
 /// The transport-wide sequence number extension of a publisher's transport. Tracks of one
-/// publisher connection share the transport (and so one sequence space and one feedback).
+/// transport share one sequence space and one feedback, kept by the transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TransportCc {
     pub ext_id: u8,
-    /// The host's name for the publisher's transport.
-    pub transport: u32,
 }
 
 impl TrackConfig {

@@ -23,7 +23,9 @@ use super::metrics::{NodeCounters, Snapshot};
 use super::peer::{Join, Kind, Owner, Peer, PeerId, Publisher, Role, Viewer};
 use super::sdp::RoomCodec;
 use super::srtp::SrtpContext;
-use crate::engine::{DownTrackConfig, DownTrackId, Router, RouterConfig, RouterError, TrackId};
+use crate::engine::{
+    DownTrackConfig, DownTrackId, Router, RouterConfig, RouterError, TrackId, TransportId,
+};
 
 pub use self::wire::{Inbound, MAX_DATAGRAM};
 
@@ -61,8 +63,8 @@ pub struct NodeCore {
     rooms: HashMap<String, Room>,
     by_ufrag: HashMap<String, PeerId>,
     by_addr: HashMap<SocketAddr, PeerId>,
-    track_owner: HashMap<TrackId, PeerId>,
-    down_track_owner: HashMap<DownTrackId, PeerId>,
+    /// Each session's engine transport: outputs name the transport they go out on.
+    by_transport: HashMap<TransportId, PeerId>,
     /// Live sessions per HTTP client address.
     clients: HashMap<IpAddr, usize>,
     /// Sessions without SRTP keys yet.
@@ -85,8 +87,7 @@ impl NodeCore {
             rooms: HashMap::new(),
             by_ufrag: HashMap::new(),
             by_addr: HashMap::new(),
-            track_owner: HashMap::new(),
-            down_track_owner: HashMap::new(),
+            by_transport: HashMap::new(),
             clients: HashMap::new(),
             connecting: 0,
             stun_out: VecDeque::new(),
@@ -129,8 +130,7 @@ impl NodeCore {
             + self.rooms.len()
             + self.by_ufrag.len()
             + self.by_addr.len()
-            + self.track_owner.len()
-            + self.down_track_owner.len()
+            + self.by_transport.len()
             + self.clients.len()
             + self.connecting
             + self.router.table_entries()
@@ -164,11 +164,12 @@ impl NodeCore {
         }
     }
 
-    fn add_peer(&mut self, now: Instant, join: Join, role: Role) -> PeerId {
+    fn add_peer(&mut self, now: Instant, transport: TransportId, join: Join, role: Role) -> PeerId {
         let mut id = PeerId::random();
         while self.peers.contains_key(&id) {
             id = PeerId::random();
         }
+        self.by_transport.insert(transport, id);
         self.arm_sweep(now);
         self.by_ufrag.insert(join.ice.local_ufrag.clone(), id);
         if let Some(client) = join.client {
@@ -183,6 +184,7 @@ impl NodeCore {
             }
         }
         let peer = Peer {
+            transport,
             room: join.room,
             ice: join.ice,
             fingerprint: join.fingerprint,
@@ -206,27 +208,19 @@ impl NodeCore {
         mut publisher: Publisher,
     ) -> Result<PeerId, CoreError> {
         self.admit(&join)?;
-        let mut published = Vec::new();
+        let transport = self.router.add_transport();
         for track in &mut publisher.tracks {
-            match self.router.publish(track.config.clone()) {
-                Ok(id) => {
-                    track.id = Some(id);
-                    published.push(id);
-                }
+            match self.router.publish(transport, track.config.clone()) {
+                Ok(id) => track.id = Some(id),
                 Err(_) => {
-                    for id in published {
-                        // Just published: known to the router.
-                        let _ = self.router.unpublish(id);
-                    }
+                    // Just added: known to the router, with what it published so far.
+                    let _ = self.router.remove_transport(transport);
                     return Err(CoreError::SsrcInUse);
                 }
             }
         }
         let room = join.room.clone();
-        let id = self.add_peer(now, join, Role::Publisher(publisher));
-        for track in published {
-            self.track_owner.insert(track, id);
-        }
+        let id = self.add_peer(now, transport, join, Role::Publisher(publisher));
         self.serve_waiting(&room);
         Ok(id)
     }
@@ -240,7 +234,8 @@ impl NodeCore {
         viewer: Viewer,
     ) -> Result<PeerId, CoreError> {
         self.admit(&join)?;
-        Ok(self.add_peer(now, join, Role::Viewer(viewer)))
+        let transport = self.router.add_transport();
+        Ok(self.add_peer(now, transport, join, Role::Viewer(viewer)))
     }
 
     /// Checks a resource URL and its credential: the session exists, is of that kind in that
@@ -290,21 +285,14 @@ impl NodeCore {
         if let Some(room) = self.rooms.get_mut(&peer.room) {
             room.remove(id);
         }
-        match &peer.role {
-            Role::Publisher(publisher) => {
-                for track in publisher.tracks.iter().filter_map(|t| t.id) {
-                    self.unpublish(&peer.room, track);
-                }
-            }
-            Role::Viewer(viewer) => {
-                for media in [&viewer.video, &viewer.audio].into_iter().flatten() {
-                    if let Some(down_track) = media.down_track {
-                        self.down_track_owner.remove(&down_track);
-                        let _ = self.router.unsubscribe(down_track);
-                    }
-                }
+        if let Role::Publisher(publisher) = &peer.role {
+            for track in publisher.tracks.iter().filter_map(|t| t.id) {
+                self.unpublish(&peer.room, track);
             }
         }
+        self.by_transport.remove(&peer.transport);
+        // Known to the router since the session was added: its subscriptions go with it.
+        let _ = self.router.remove_transport(peer.transport);
         if self.rooms.get(&peer.room).is_some_and(Room::is_empty) {
             self.rooms.remove(&peer.room);
         }
@@ -316,11 +304,15 @@ impl NodeCore {
     /// Unpublishes a track; its subscriptions go with it, and their viewers wait for the
     /// room's next publisher.
     fn unpublish(&mut self, room: &str, track: TrackId) {
-        self.track_owner.remove(&track);
-        let subscribers = self.router.subscribers(track).to_vec();
+        let subscribers: Vec<(DownTrackId, Option<PeerId>)> = self
+            .router
+            .subscribers(track)
+            .iter()
+            .map(|&d| (d, self.owner_of(d)))
+            .collect();
         let _ = self.router.unpublish(track);
-        for down_track in subscribers {
-            let Some(owner) = self.down_track_owner.remove(&down_track) else {
+        for (down_track, owner) in subscribers {
+            let Some(owner) = owner else {
                 continue;
             };
             if let Some(viewer) = self.peers.get_mut(&owner).and_then(Peer::viewer_mut) {
@@ -376,7 +368,11 @@ impl NodeCore {
         };
         let codec = config.codec;
         let format = self.track_format(track);
-        let Some(viewer) = self.peers.get_mut(&viewer_id).and_then(Peer::viewer_mut) else {
+        let Some(peer) = self.peers.get_mut(&viewer_id) else {
+            return;
+        };
+        let transport = peer.transport;
+        let Some(viewer) = peer.viewer_mut() else {
             return;
         };
         let Some(dd) = viewer.media_mut(codec.kind()).map(|m| m.dd_ext_id) else {
@@ -398,15 +394,24 @@ impl NodeCore {
             two_byte_allowed: media.two_byte_allowed,
             ..DownTrackConfig::new(media.ssrc, accepted.payload_type)
         };
-        if let Ok(down_track) = self.router.subscribe(track, down, limits) {
+        if let Ok(down_track) = self.router.subscribe(transport, track, down, limits) {
             media.down_track = Some(down_track);
-            self.down_track_owner.insert(down_track, viewer_id);
         }
+    }
+
+    /// The session a subscription sends to.
+    fn owner_of(&self, down_track: DownTrackId) -> Option<PeerId> {
+        let transport = self.router.down_track(down_track)?.transport();
+        self.by_transport.get(&transport).copied()
     }
 
     /// The format parameters the track's publisher announced it with.
     fn track_format(&self, track: TrackId) -> String {
-        let publisher = self.track_owner.get(&track).and_then(|p| self.peers.get(p));
+        let publisher = self
+            .router
+            .track_transport(track)
+            .and_then(|t| self.by_transport.get(&t))
+            .and_then(|p| self.peers.get(p));
         match publisher.map(|p| &p.role) {
             Some(Role::Publisher(publisher)) => publisher.format_of(track).unwrap_or_default(),
             _ => "",
@@ -515,19 +520,20 @@ impl NodeCore {
                 Role::Publisher(p) => {
                     snapshot.publishers += 1;
                     snapshot.tracks += p.tracks.len();
+                    for track in p.tracks.iter().filter_map(|t| t.id) {
+                        let asked = self.router.keyframe_counters(track).map(|k| k.asked);
+                        snapshot.keyframes_asked += asked.unwrap_or(0);
+                    }
                 }
-                Role::Viewer(_) => snapshot.viewers += 1,
-            }
-        }
-        snapshot.subscriptions = self.down_track_owner.len();
-        for &down_track in self.down_track_owner.keys() {
-            if let Some(c) = self.router.down_track_counters(down_track) {
-                snapshot.retransmissions += c.retransmitted;
-            }
-        }
-        for &track in self.track_owner.keys() {
-            if let Some(k) = self.router.keyframe_counters(track) {
-                snapshot.keyframes_asked += k.asked;
+                Role::Viewer(v) => {
+                    snapshot.viewers += 1;
+                    let subscriptions = [&v.video, &v.audio].into_iter().flatten();
+                    for down_track in subscriptions.filter_map(|m| m.down_track) {
+                        snapshot.subscriptions += 1;
+                        let counters = self.router.down_track_counters(down_track);
+                        snapshot.retransmissions += counters.map_or(0, |c| c.retransmitted);
+                    }
+                }
             }
         }
         snapshot

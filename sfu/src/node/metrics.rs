@@ -19,11 +19,10 @@ pub enum DropReason {
     SrtpRejected,
     /// RTP from a viewer.
     NotAPublisher,
-    /// RTP the engine could not place (a simulcast stream not bound yet) or too short to
-    /// name an SSRC. What the engine's receivers refuse is counted as `engine`.
-    RtpRejected,
-    /// RTP under an SSRC the sending session did not announce or bind.
-    ForeignSsrc,
+    /// RTP under an SSRC the sending session did not announce or bind (a simulcast stream
+    /// before its rid is read, another session's SSRC), or too short to name one. What the
+    /// engine's receivers refuse is counted as `engine`.
+    UnknownSsrc,
     /// A packet for a session not connected yet (no nominated address or no keys).
     NotConnected,
     /// A datagram the socket would not take (send buffer full).
@@ -31,15 +30,14 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    const ALL: [DropReason; 10] = [
+    const ALL: [DropReason; 9] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
         Self::NoKeys,
         Self::SrtpRejected,
         Self::NotAPublisher,
-        Self::RtpRejected,
-        Self::ForeignSsrc,
+        Self::UnknownSsrc,
         Self::NotConnected,
         Self::SendFailed,
     ];
@@ -52,8 +50,7 @@ impl DropReason {
             Self::NoKeys => "no_keys",
             Self::SrtpRejected => "srtp_rejected",
             Self::NotAPublisher => "not_a_publisher",
-            Self::RtpRejected => "rtp_rejected",
-            Self::ForeignSsrc => "foreign_ssrc",
+            Self::UnknownSsrc => "unknown_ssrc",
             Self::NotConnected => "not_connected",
             Self::SendFailed => "send_failed",
         }

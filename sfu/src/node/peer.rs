@@ -12,7 +12,7 @@ use selector::{Layer, LayerLimits};
 
 use super::sdp::{format, Fingerprint, RoomCodec};
 use super::srtp::SrtpContext;
-use crate::engine::{DownTrackId, StreamConfig, TrackConfig, TrackId};
+use crate::engine::{DownTrackId, StreamConfig, TrackConfig, TrackId, TransportId};
 
 /// A session, as the node names it and its resource URL shows it: 128 random bits, so
 /// knowing a resource URL is knowing the session (nobody can walk to another's).
@@ -119,6 +119,8 @@ pub struct IceCredentials {
 }
 
 pub struct Peer {
+    /// Its peer connection in the engine: what it publishes and receives.
+    pub transport: TransportId,
     pub room: String,
     pub ice: IceCredentials,
     pub fingerprint: Option<Fingerprint>,
@@ -221,15 +223,6 @@ pub struct Binding {
 }
 
 impl Publisher {
-    /// Whether `ssrc` is one this session announced or bound (media or RTX): RTP under any
-    /// other SSRC is not its to send, whatever track of the node has it.
-    pub fn owns(&self, ssrc: u32) -> bool {
-        self.tracks
-            .iter()
-            .flat_map(|t| &t.config.streams)
-            .any(|s| s.ssrc == ssrc || s.rtx_ssrc == Some(ssrc))
-    }
-
     /// Whether some stream may still get an SSRC from its packets: a simulcast stream, or one
     /// the SDP gave no SSRC. Their SSRC (or RTX SSRC) may also change when the publisher
     /// restarts a stream, so this stays true.

@@ -12,7 +12,6 @@ use rtp_ext::ext::TransportSequenceNumber;
 use rtp_ext::ext::{AudioLevel, HeaderExtension, Mid, RepairedRtpStreamId, RtpStreamId};
 use selector::Layer;
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicU32, Ordering};
 use tokio::sync::{mpsc, oneshot};
 
 use super::auth::{Auth, AuthError, Grant};
@@ -102,8 +101,6 @@ pub struct Signaling {
     commands: mpsc::Sender<Command>,
     auth: Auth,
     config: SignalingConfig,
-    /// Names publisher transports for transport-wide congestion control feedback.
-    next_transport: AtomicU32,
 }
 
 impl Signaling {
@@ -112,7 +109,6 @@ impl Signaling {
             commands,
             auth,
             config,
-            next_transport: AtomicU32::new(1),
         }
     }
 
@@ -149,8 +145,7 @@ impl Signaling {
         let accepted: Vec<&PublishedMedia> =
             plan.sections.iter().filter_map(|s| s.accepted()).collect();
         self.check_tracks(accepted.len())?;
-        let transport = self.next_transport.fetch_add(1, Ordering::Relaxed);
-        let mut publisher = publisher_of(&accepted, transport)?;
+        let mut publisher = publisher_of(&accepted)?;
         publisher.codecs = accepted
             .iter()
             .map(|m| RoomCodec {
@@ -365,7 +360,7 @@ fn extension_id(extensions: &[Extmap], uri: &str) -> Option<u8> {
     extensions.iter().find(|e| e.uri == uri).map(|e| e.id)
 }
 /// The engine's view of a publisher's accepted sections.
-fn publisher_of(accepted: &[&PublishedMedia], transport: u32) -> Result<Publisher, SignalError> {
+fn publisher_of(accepted: &[&PublishedMedia]) -> Result<Publisher, SignalError> {
     let mut publisher = Publisher::default();
     for media in accepted {
         let ext = |uri| extension_id(&media.extensions, uri);
@@ -379,8 +374,7 @@ fn publisher_of(accepted: &[&PublishedMedia], transport: u32) -> Result<Publishe
             streams,
             dd_ext_id: ext(dd::URI),
             audio_level_ext_id: ext(AudioLevel::URI),
-            transport_cc: ext(TransportSequenceNumber::URI)
-                .map(|ext_id| TransportCc { ext_id, transport }),
+            transport_cc: ext(TransportSequenceNumber::URI).map(|ext_id| TransportCc { ext_id }),
         };
         publisher.tracks.push(PublishedTrack {
             config,

@@ -9,7 +9,7 @@ use rtp_ext::rtp::RtpPacket;
 
 use super::NodeCore;
 use crate::capture::{classify, PayloadKind};
-use crate::engine::{Output, ReceiveError, RtcpTarget};
+use crate::engine::{Output, ReceiveError};
 use crate::node::ice::{BindingRequest, IceError};
 use crate::node::metrics::DropReason;
 use crate::node::peer::{PeerId, Role};
@@ -98,23 +98,19 @@ impl NodeCore {
         let Some(peer) = self.peers.get_mut(&id) else {
             return;
         };
+        let transport = peer.transport;
         let Role::Publisher(publisher) = &mut peer.role else {
             self.counters.drop(DropReason::NotAPublisher);
             return;
         };
-        let Some(ssrc) = self
+        let ssrc = self
             .plain
             .get(8..12)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        else {
-            self.counters.drop(DropReason::RtpRejected);
-            return;
-        };
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
         // A stream the SDP named by rid or mid only (or not at all) takes its SSRC from its
-        // packets, unless another track of the node has that SSRC: binding it would let this
-        // session write into that track.
-        let free = self.router.ssrc_track(ssrc).is_none();
-        if free && !publisher.owns(ssrc) && publisher.has_unbound() {
+        // packets, the first time the transport sees that SSRC.
+        let unknown = ssrc.is_some_and(|s| self.router.ssrc_track(transport, s).is_none());
+        if unknown && publisher.has_unbound() {
             let packet = RtpPacket::parse(&self.plain).ok();
             if let Some(binding) = packet.and_then(|p| publisher.bind(&p)) {
                 let bound = self
@@ -123,17 +119,11 @@ impl NodeCore {
                 tracing::debug!(peer = %id, ?binding, ?bound, "stream bound from its packets");
             }
         }
-        // Each session sends only under the SSRCs it announced or bound: a packet under
-        // another session's SSRC (another room's, say) is not taken for it.
-        if !publisher.owns(ssrc) {
-            self.counters.drop(DropReason::ForeignSsrc);
-            return;
-        }
         let packet = Bytes::copy_from_slice(&self.plain);
-        // The engine counts the packets its receivers refuse; only a packet it could not
-        // place at all (a stream not bound yet) is the node's to count.
-        if let Err(ReceiveError::UnknownSsrc) = self.router.handle_rtp(now, packet) {
-            self.counters.drop(DropReason::RtpRejected);
+        // The engine counts the packets its receivers refuse; one under an SSRC the session
+        // never announced or bound (another session's, say) the engine does not place at all.
+        if let Err(ReceiveError::UnknownSsrc) = self.router.handle_rtp(now, transport, packet) {
+            self.counters.drop(DropReason::UnknownSsrc);
         }
     }
 
@@ -141,26 +131,9 @@ impl NodeCore {
         if !self.unprotect(id, data, true) {
             return;
         }
-        let Some(peer) = self.peers.get(&id) else {
-            return;
-        };
-        match &peer.role {
-            Role::Publisher(publisher) => {
-                for track in publisher.tracks.iter().filter_map(|t| t.id) {
-                    let _ = self.router.handle_publisher_rtcp(now, track, &self.plain);
-                }
-            }
-            Role::Viewer(viewer) => {
-                let down_tracks = [&viewer.video, &viewer.audio]
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|m| m.down_track);
-                for down_track in down_tracks {
-                    let _ = self
-                        .router
-                        .handle_subscriber_rtcp(now, down_track, &self.plain);
-                }
-            }
+        if let Some(peer) = self.peers.get(&id) {
+            // Parsed once; the engine dispatches each item within the session's transport.
+            let _ = self.router.handle_rtcp(now, peer.transport, &self.plain);
         }
     }
 
@@ -195,11 +168,9 @@ impl NodeCore {
     fn poll_rtcp(&mut self, out: &mut Vec<u8>) -> Option<SocketAddr> {
         let mut buf = [0u8; MAX_DATAGRAM];
         while let Some(rtcp) = self.router.poll_rtcp(&mut buf) {
-            let owner = match rtcp.to {
-                RtcpTarget::Publisher(track) => self.track_owner.get(&track),
-                RtcpTarget::Subscriber(down_track) => self.down_track_owner.get(&down_track),
+            let Some(&id) = self.by_transport.get(&rtcp.transport) else {
+                continue;
             };
-            let Some(&id) = owner else { continue };
             if let Some(to) = self.protect(id, &buf[..rtcp.len], true, out) {
                 return Some(to);
             }
@@ -210,11 +181,12 @@ impl NodeCore {
     fn poll_media(&mut self, out: &mut Vec<u8>) -> Option<SocketAddr> {
         let mut header = [0u8; MAX_DATAGRAM];
         while let Some(Output {
-            down_track,
+            transport,
             transmit,
+            ..
         }) = self.router.poll_transmit(&mut header)
         {
-            let Some(&id) = self.down_track_owner.get(&down_track) else {
+            let Some(&id) = self.by_transport.get(&transport) else {
                 continue;
             };
             let mut plain = std::mem::take(&mut self.plain);

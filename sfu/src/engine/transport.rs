@@ -1,0 +1,68 @@
+//! One peer connection's share of the router: the SSRCs it publishes under (RFC 3550 section 8:
+//! SSRCs are unique within one RTP session, not across a node), the SSRCs the router sends to
+//! it, and its transport-wide congestion control state. Every packet and RTCP datagram comes in
+//! naming its transport and is looked up there only, so no peer can write into, or answer for,
+//! another's streams.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use super::track::{DownTrackId, TrackId};
+use super::twcc::TwccRecorder;
+
+/// A peer connection, as the router names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TransportId(pub u32);
+
+/// Hashes a `u32` key (an id the router handed out, or an SSRC) as itself: ids are distinct
+/// and SSRCs random, so a keyed hash buys nothing on a lookup done per packet per subscriber.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        // Spread the key over the high bits too: the table uses the top 7 bits as tags.
+        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n);
+    }
+}
+
+pub(super) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// Transport-wide CC feedback state of a transport that publishes with the extension.
+#[derive(Debug)]
+pub(super) struct Twcc {
+    pub recorder: TwccRecorder,
+    /// A track of the transport: where the feedback goes, and its media SSRC.
+    pub track: TrackId,
+    pub media_ssrc: u32,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Transport {
+    /// Media and RTX SSRCs of the tracks it publishes.
+    pub ssrcs: IdMap<u32, TrackId>,
+    pub tracks: Vec<TrackId>,
+    /// Media and RTX SSRCs the router sends to it, and whose they are.
+    pub down_tracks: IdMap<u32, DownTrackId>,
+    pub twcc: Option<Twcc>,
+}
+
+impl Transport {
+    /// Entries held: zero once it published and received nothing.
+    pub fn entries(&self) -> usize {
+        self.ssrcs.len()
+            + self.tracks.len()
+            + self.down_tracks.len()
+            + usize::from(self.twcc.is_some())
+    }
+}
