@@ -1,0 +1,208 @@
+//! The engine's transports: each peer connection's SSRCs are its own. A packet or an RTCP
+//! item under an SSRC that another transport has is dropped and counted, and reaches nobody;
+//! two transports may publish the same SSRC, each forwarded to its own viewers; and however
+//! transports come and go, nothing of them stays behind.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use rtp_ext::codec::Codec;
+use rtp_ext::rtp::RtpPacket;
+use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
+use selector::{Layer, LayerLimits};
+use sfu::engine::rtcp::{Pli, RtcpCrateWriter, RtcpFeedback, RtcpWriter};
+use sfu::engine::{
+    DownTrackConfig, ReceiveError, Router, RouterConfig, RouterError, TrackConfig, TrackId,
+    TransportId,
+};
+
+const DD_EXT: u8 = 11;
+
+/// `units` temporal units of an L3T3 stream under `ssrc`.
+fn l3t3(ssrc: u32, units: usize) -> Vec<Bytes> {
+    let config = GeneratorConfig {
+        ssrc,
+        ..GeneratorConfig::default()
+    };
+    let mut g = StreamGenerator::new(ScalabilityMode::L3T3, config);
+    let structure = g.structure().clone();
+    let mut packets = Vec::new();
+    let mut done = 0;
+    while done < units {
+        let p = g.next().expect("endless");
+        done += usize::from(p.marker);
+        packets.push(Bytes::from(p.rtp_bytes(DD_EXT, &structure)));
+    }
+    packets
+}
+
+fn av1(ssrc: u32) -> TrackConfig {
+    let mut config = TrackConfig::single(Codec::Av1, ssrc);
+    config.dd_ext_id = Some(DD_EXT);
+    config
+}
+
+fn all_layers() -> LayerLimits {
+    LayerLimits {
+        target: Layer::MAX,
+        max: Layer::MAX,
+    }
+}
+
+/// A room: a publisher's transport and track, and a viewer's transport subscribed to it.
+fn room(router: &mut Router, ssrc: u32, out_ssrc: u32) -> (TransportId, TrackId, TransportId) {
+    let publisher = router.add_transport();
+    let track = router
+        .publish(publisher, av1(ssrc))
+        .expect("a new transport");
+    let viewer = router.add_transport();
+    let mut config = DownTrackConfig::new(out_ssrc, 45);
+    config.dd_ext_id = Some(DD_EXT);
+    router
+        .subscribe(viewer, track, config, all_layers())
+        .expect("a new transport");
+    (publisher, track, viewer)
+}
+
+/// Media sent since the last call, as (transport, SSRC) pairs.
+fn sent(router: &mut Router) -> Vec<(TransportId, u32)> {
+    let mut buf = [0u8; 1500];
+    let mut out = Vec::new();
+    while let Some(o) = router.poll_transmit(&mut buf) {
+        let ssrc = RtpPacket::parse(&buf[..o.transmit.len])
+            .expect("our header")
+            .fields()
+            .ssrc;
+        out.push((o.transport, ssrc));
+    }
+    out
+}
+
+#[test]
+fn a_packet_under_another_transports_ssrc_reaches_nobody() {
+    let mut router = Router::new(RouterConfig::default());
+    let now = Instant::now();
+    let (a_pub, _, a_view) = room(&mut router, 0xA1, 0x10);
+    let (b_pub, _, b_view) = room(&mut router, 0xB1, 0x20);
+    let packets = l3t3(0xA1, 10);
+    for packet in &packets[..packets.len() / 2] {
+        router
+            .handle_rtp(now, a_pub, packet.clone())
+            .expect("a's own");
+    }
+    let before = sent(&mut router);
+    assert!(before.iter().all(|&(t, s)| (t, s) == (a_view, 0x10)));
+    assert!(!before.is_empty(), "room a's media flows");
+    // Room b's publisher sends under room a's SSRC, sequence numbers following on.
+    let injected = &packets[packets.len() / 2..];
+    for packet in injected {
+        assert_eq!(
+            router.handle_rtp(now, b_pub, packet.clone()),
+            Err(ReceiveError::UnknownSsrc)
+        );
+    }
+    assert_eq!(sent(&mut router), [], "nothing reached a's viewer, nor b's");
+    assert_eq!(router.counters().unknown_ssrc, injected.len() as u64);
+    // And a's own packets still go on.
+    for packet in injected {
+        router
+            .handle_rtp(now, a_pub, packet.clone())
+            .expect("a's own");
+    }
+    assert!(sent(&mut router).iter().all(|&(t, _)| t == a_view));
+    // RTCP from b's viewer about a's viewer's SSRC is not a's viewer's.
+    let mut writer = RtcpCrateWriter::new(b"b").expect("a short CNAME");
+    let mut buf = [0u8; 1500];
+    let pli = RtcpFeedback::Pli(Pli {
+        sender_ssrc: 9,
+        media_ssrc: 0x10,
+    });
+    let len = writer.write(&pli, &mut buf).expect("fits");
+    router.handle_timeout(now);
+    router.handle_timeout(now + Duration::from_secs(1));
+    let asked = router.counters().keyframe_requests_sent;
+    router
+        .handle_rtcp(now + Duration::from_secs(1), b_view, &buf[..len])
+        .expect("b's viewer");
+    router.handle_timeout(now + Duration::from_secs(2));
+    while router.poll_rtcp(&mut buf).is_some() {}
+    assert_eq!(
+        router.counters().keyframe_requests_sent,
+        asked,
+        "no keyframe asked of a for b's viewer"
+    );
+}
+
+#[test]
+fn the_same_ssrc_on_two_transports_goes_to_each_ones_viewers() {
+    let mut router = Router::new(RouterConfig::default());
+    let now = Instant::now();
+    let (a_pub, _, a_view) = room(&mut router, 0x77, 0x10);
+    let (b_pub, _, b_view) = room(&mut router, 0x77, 0x10);
+    for packet in l3t3(0x77, 5) {
+        router.handle_rtp(now, a_pub, packet).expect("a's");
+    }
+    let to_a = sent(&mut router);
+    assert!(!to_a.is_empty() && to_a.iter().all(|&(t, _)| t == a_view));
+    for packet in l3t3(0x77, 5) {
+        router.handle_rtp(now, b_pub, packet).expect("b's");
+    }
+    let to_b = sent(&mut router);
+    assert_eq!(
+        to_b.len(),
+        to_a.len(),
+        "the same stream, forwarded the same"
+    );
+    assert!(to_b.iter().all(|&(t, _)| t == b_view));
+    // Within one transport an SSRC is one track's, and one subscription's.
+    assert_eq!(
+        router.publish(a_pub, av1(0x77)),
+        Err(RouterError::SsrcInUse)
+    );
+    let config = DownTrackConfig::new(0x10, 45);
+    let track = router.ssrc_track(b_pub, 0x77).expect("b's track");
+    assert_eq!(
+        router.subscribe(a_view, track, config, all_layers()),
+        Err(RouterError::SsrcInUse)
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// 1,000 transports publish and subscribe, then leave in a random order: every table of
+    /// the router is empty after.
+    #[test]
+    fn transports_that_come_and_go_leave_nothing(order in Just((0..1000u32).collect::<Vec<_>>()).prop_shuffle()) {
+        let mut router = Router::new(RouterConfig::default());
+        let now = Instant::now();
+        let mut transports = Vec::new();
+        let mut tracks = Vec::new();
+        for i in 0..1000u32 {
+            let transport = router.add_transport();
+            if i % 4 == 0 || tracks.is_empty() {
+                let mut config = av1(0x1000 + i);
+                config.transport_cc = Some(sfu::engine::TransportCc { ext_id: 5 });
+                tracks.push(router.publish(transport, config).expect("new"));
+            } else {
+                let track = tracks[i as usize % tracks.len()];
+                let config = DownTrackConfig::new(0x10, 45);
+                router.subscribe(transport, track, config, all_layers()).expect("published");
+            }
+            transports.push(transport);
+        }
+        for packet in l3t3(0x1000, 3) {
+            router.handle_rtp(now, transports[0], packet).expect("its own");
+        }
+        router.handle_timeout(now + Duration::from_millis(200));
+        prop_assert!(router.table_entries() > 0);
+        for &i in &order {
+            router.remove_transport(transports[i as usize]).expect("present");
+        }
+        prop_assert_eq!(router.table_entries(), 0);
+        prop_assert_eq!(router.remove_transport(transports[0]), Err(RouterError::UnknownTransport));
+        let mut buf = [0u8; 1500];
+        prop_assert!(router.poll_transmit(&mut buf).is_none(), "nothing left to send");
+    }
+}
