@@ -13,8 +13,8 @@ use rtp_ext::rtp::{write_header, ExtensionElement, ExtensionIds, ExtensionSelect
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
 use sfu::engine::rtcp::{
-    write_compound, Nack, NackPairs, ReceiverReport, ReportBlock, ReportBlocks, RtcpCrateWriter,
-    RtcpFeedback, SenderReport,
+    write_compound, Nack, NackPairs, ReceiverReport, ReportBlock, ReportBlocks, RtcpFeedback,
+    RtcpWireWriter, SenderReport,
 };
 use sfu::engine::{
     DownTrackConfig, DownTrackId, Router, RouterConfig, RtcpTarget, TrackConfig, TrackId,
@@ -135,7 +135,7 @@ struct Call {
     subscribers: Vec<DownTrackId>,
     /// The latest sequence number sent to each subscriber, which its NACK asks again.
     last_sent: Vec<Option<u16>>,
-    writer: RtcpCrateWriter,
+    writer: RtcpWireWriter,
     buf: [u8; 1500],
     counting: bool,
     tally: Tally,
@@ -167,7 +167,7 @@ impl Call {
             track,
             subscribers,
             last_sent: vec![None; SUBSCRIBERS.len()],
-            writer: RtcpCrateWriter::new(b"viewer").expect("a short CNAME"),
+            writer: RtcpWireWriter::new(b"viewer").expect("a short CNAME"),
             buf: [0; 1500],
             counting: false,
             tally: Tally::default(),

@@ -19,7 +19,7 @@ use super::keyframe::{KeyframeCounters, KeyframeRequester, DEFAULT_KEYFRAME_INTE
 use super::receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters};
 use super::rtcp::{
     compact_ntp, parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, NackPairs, Pli,
-    ReceiverReport, RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport, WallClock,
+    ReceiverReport, RtcpFeedback, RtcpWireWriter, RtcpWriter, SenderReport, WallClock,
 };
 use super::track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};
 use super::twcc::{TwccRecorder, TWCC_INTERVAL};
@@ -224,7 +224,7 @@ pub struct Router {
     twcc: IdMap<u32, Twcc>,
     twcc_out: VecDeque<(TrackId, Vec<u8>)>,
     next_twcc: Option<Instant>,
-    rtcp_writer: RtcpCrateWriter,
+    rtcp_writer: RtcpWireWriter,
     nack_scratch: Vec<(u32, u16)>,
     /// Maps `now` to wall-clock NTP time for reports; anchored at the first use if the host
     /// gives none.
@@ -251,7 +251,7 @@ impl Router {
             twcc_out: VecDeque::new(),
             next_twcc: None,
             // A fixed CNAME of valid length: cannot fail.
-            rtcp_writer: RtcpCrateWriter::new(b"strata").expect("a short CNAME"),
+            rtcp_writer: RtcpWireWriter::new(b"strata").expect("a short CNAME"),
             nack_scratch: Vec::new(),
             wall_clock: None,
             next_report: None,
