@@ -50,14 +50,18 @@ impl Default for RouterConfig {
     }
 }
 
-/// Misuse of the router's API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Misuse of the router's API: all [`Fault::Host`](super::Fault::Host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RouterError {
+    #[error("unknown track")]
     UnknownTrack,
+    #[error("unknown down track")]
     UnknownDownTrack,
     /// An SSRC already belongs to another published track.
+    #[error("ssrc already in use by another track")]
     SsrcInUse,
     /// The track has no stream at that index.
+    #[error("unknown stream of the track")]
     UnknownStream,
 }
 
