@@ -204,12 +204,13 @@ pub fn sdp_offer(data: &[u8]) {
     }
 }
 
-/// The codec of the non-empty room: H.264, the only codec whose formats must match beyond
-/// its name, so the profile and packetization-mode comparison runs too.
+/// The codec of the non-empty room: H.264 as x264 announces it, whose formats must match by
+/// profile (read from `profile-level-id`), level and packetization mode, so that matching of
+/// every offered format runs too.
 fn sdp_room_codec() -> RoomCodec {
     RoomCodec {
         codec: Codec::H264,
-        fmtp: "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f".to_owned(),
+        fmtp: "packetization-mode=1;profile-level-id=42c01e;level-asymmetry-allowed=1".to_owned(),
     }
 }
 
@@ -466,6 +467,8 @@ fn node_publisher() -> Publisher {
                 config,
                 rids: Vec::new(),
                 id: None,
+                fmtp: String::new(),
+                unsignaled: None,
             }
         })
         .collect();
@@ -473,6 +476,7 @@ fn node_publisher() -> Publisher {
         tracks,
         rid_ext: None,
         repaired_rid_ext: None,
+        mid_ext: None,
         codecs: Vec::new(),
     }
 }
@@ -486,6 +490,7 @@ fn node_viewer() -> Viewer {
                 codec: Codec::Av1,
                 payload_type: 45,
                 rtx_payload_type: Some(46),
+                fmtp: String::new(),
             }],
             dd_ext_id: Some(5),
             two_byte_allowed: true,

@@ -128,9 +128,12 @@ fn publisher_of(config: TrackConfig, rids: &[&str]) -> Publisher {
             config,
             rids: rids.iter().map(|r| r.to_string()).collect(),
             id: None,
+            fmtp: String::new(),
+            unsignaled: None,
         }],
         rid_ext: Some(12),
         repaired_rid_ext: Some(13),
+        mid_ext: None,
         codecs: Vec::new(),
     }
 }
@@ -144,6 +147,7 @@ fn av1_viewer(ssrc: u32, dd: Option<u8>, target: Layer) -> Viewer {
                 codec: Codec::Av1,
                 payload_type: AV1_PT,
                 rtx_payload_type: Some(AV1_PT + 1),
+                fmtp: String::new(),
             }],
             dd_ext_id: dd,
             two_byte_allowed: true,

@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 const AV1_OFFER: &str = include_str!("../src/node/sdp/fixtures/publisher_av1.sdp");
 const VIEWER_OFFER: &str = include_str!("../src/node/sdp/fixtures/viewer_recvonly.sdp");
+const GSTREAMER_H264: &str = include_str!("../src/node/sdp/fixtures/gstreamer_h264.sdp");
+const GSTREAMER_BEFORE_CAPS: &str =
+    include_str!("../src/node/sdp/fixtures/gstreamer_before_caps.sdp");
 
 struct Node {
     child: Child,
@@ -166,6 +169,60 @@ fn whip_and_whep_sessions_over_http() {
         metrics.body.contains("strata_publishers 0"),
         "{}",
         metrics.body
+    );
+}
+
+#[test]
+fn non_browser_offers_are_served_and_refused_sections_say_why() {
+    let node = Node::start(&[]);
+    let x264 = node.request("POST", "/whip/x264", &[SDP], GSTREAMER_H264);
+    assert_eq!(x264.status, 201, "{}", x264.body);
+    assert!(
+        x264.body.contains("profile-level-id=42c01e"),
+        "{}",
+        x264.body
+    );
+    // At session level and in both sections.
+    assert_eq!(
+        x264.body.matches("a=fingerprint:").count(),
+        3,
+        "{}",
+        x264.body
+    );
+    let browser = node.request("POST", "/whep/x264", &[SDP], VIEWER_OFFER);
+    assert_eq!(browser.status, 201, "{}", browser.body);
+    assert!(
+        browser.body.contains("a=rtpmap:106 H264/90000"),
+        "{}",
+        browser.body
+    );
+    assert_eq!(browser.header("warning"), None);
+
+    let before_caps = node.request("POST", "/whip/vp8", &[SDP], GSTREAMER_BEFORE_CAPS);
+    assert_eq!(before_caps.status, 201, "{}", before_caps.body);
+    let no_vp8 = VIEWER_OFFER.replace("a=rtpmap:96 VP8/90000\n", "");
+    let watched = node.request("POST", "/whep/vp8", &[SDP], &no_vp8);
+    assert_eq!(watched.status, 201, "{}", watched.body);
+    assert_eq!(
+        watched.header("warning"),
+        Some("299 strata \"mid 1: no offered codec decodes the room's VP8\"")
+    );
+    assert!(watched.body.contains("a=inactive"), "{}", watched.body);
+    assert!(
+        watched.body.contains("a=group:BUNDLE 0 1"),
+        "{}",
+        watched.body
+    );
+
+    let shared = GSTREAMER_BEFORE_CAPS
+        .replace("SAVPF 111", "SAVPF 96")
+        .replace(":111 ", ":96 ");
+    let refused = node.request("POST", "/whip/shared", &[SDP], &shared);
+    assert_eq!(refused.status, 400);
+    assert!(
+        refused.body.contains("mid video0: no a=ssrc"),
+        "{}",
+        refused.body
     );
 }
 

@@ -129,6 +129,7 @@ fn viewer(core: &mut NodeCore, now: Instant, room: &str, serial: &mut u32) -> Pe
             codec,
             payload_type,
             rtx_payload_type: Some(payload_type + 1),
+            fmtp: String::new(),
         }],
         dd_ext_id: Some(5),
         two_byte_allowed: true,
@@ -159,6 +160,8 @@ fn publisher(core: &mut NodeCore, now: Instant, room: &str, serial: &mut u32) ->
             config,
             rids: Vec::new(),
             id: None,
+            fmtp: String::new(),
+            unsignaled: None,
         })
         .collect();
     let publisher = Publisher {

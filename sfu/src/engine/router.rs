@@ -176,6 +176,9 @@ enum PendingRtcp {
     },
 }
 
+/// Initial room in the RTCP and event queues.
+const QUEUE_CAPACITY: usize = 64;
+
 /// Router-wide counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RouterCounters {
@@ -249,8 +252,10 @@ impl Router {
             down_tracks: IdMap::default(),
             by_ssrc: IdMap::default(),
             jobs: VecDeque::new(),
-            rtcp: VecDeque::new(),
-            events: VecDeque::new(),
+            // Room for a round of reports and requests from the start: the queues grow only when
+            // a router has more tracks and subscriptions than that, not in steady state.
+            rtcp: VecDeque::with_capacity(QUEUE_CAPACITY),
+            events: VecDeque::with_capacity(QUEUE_CAPACITY),
             twcc: IdMap::default(),
             twcc_out: VecDeque::new(),
             next_twcc: None,

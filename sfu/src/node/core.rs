@@ -375,6 +375,7 @@ impl NodeCore {
             return;
         };
         let codec = config.codec;
+        let format = self.track_format(track);
         let Some(viewer) = self.peers.get_mut(&viewer_id).and_then(Peer::viewer_mut) else {
             return;
         };
@@ -388,7 +389,7 @@ impl NodeCore {
         if media.down_track.is_some() {
             return;
         }
-        let Some(accepted) = media.codecs.iter().find(|c| c.codec == codec) else {
+        let Some(accepted) = media.codec_for(codec, &format) else {
             return;
         };
         let down = DownTrackConfig {
@@ -401,6 +402,16 @@ impl NodeCore {
             media.down_track = Some(down_track);
             self.down_track_owner.insert(down_track, viewer_id);
         }
+    }
+
+    /// The format parameters the track's publisher announced it with.
+    fn track_format(&self, track: TrackId) -> String {
+        let publisher = self.track_owner.get(&track).and_then(|p| self.peers.get(p));
+        match publisher.map(|p| &p.role) {
+            Some(Role::Publisher(publisher)) => publisher.format_of(track).unwrap_or_default(),
+            _ => "",
+        }
+        .to_owned()
     }
 
     /// A new layer choice for a viewer's video (PATCH on its resource).

@@ -90,7 +90,7 @@ const EVERY_RESPONSE: [(header::HeaderName, &str); 2] = [
     (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
     (
         header::ACCESS_CONTROL_EXPOSE_HEADERS,
-        "Location, Link, ETag",
+        "Location, Link, ETag, Warning",
     ),
 ];
 
@@ -167,8 +167,10 @@ fn offer_text(headers: &HeaderMap, body: &Bytes) -> Result<String, SignalError> 
     String::from_utf8(body.to_vec()).map_err(|_| SignalError::BadBody("the offer is not UTF-8"))
 }
 
-/// 201 Created with the answer and the session's resource.
-fn created(kind: Kind, room: &str, id: PeerId, answer: String) -> Response {
+/// 201 Created with the answer and the session's resource, and a `Warning` (RFC 9111
+/// section 5.5, code 299: a persistent warning) for each section not served, so a client
+/// missing a track sees why.
+fn created(kind: Kind, room: &str, id: PeerId, answer: String, refused: &[String]) -> Response {
     let location = format!("/{}/{room}/{id}", kind.path());
     let mut response = (StatusCode::CREATED, answer).into_response();
     let headers = response.headers_mut();
@@ -178,6 +180,12 @@ fn created(kind: Kind, room: &str, id: PeerId, answer: String) -> Response {
     );
     if let Ok(value) = HeaderValue::from_str(&location) {
         headers.insert(header::LOCATION, value);
+    }
+    for reason in refused {
+        let text = reason.replace(['"', '\\'], "'");
+        if let Ok(value) = HeaderValue::from_str(&format!("299 strata \"{text}\"")) {
+            headers.append(header::WARNING, value);
+        }
     }
     response
 }
@@ -192,8 +200,8 @@ async fn publish(
     let caller = caller(&headers, client);
     signaling.authorize(caller, &room, Grant::Publish)?;
     let offer = offer_text(&headers, &body)?;
-    let (id, answer) = signaling.publish(&room, &offer, caller).await?;
-    Ok(created(Kind::Publisher, &room, id, answer))
+    let (id, answer, refused) = signaling.publish(&room, &offer, caller).await?;
+    Ok(created(Kind::Publisher, &room, id, answer, &refused))
 }
 
 /// `?spatial=S&temporal=T`; either left out means the best available.
@@ -226,10 +234,10 @@ async fn watch(
         return Err(SignalError::BadBody("spatial and temporal must be numbers"));
     };
     let offer = offer_text(&headers, &body)?;
-    let (id, answer) = signaling
+    let (id, answer, refused) = signaling
         .watch(&room, &offer, choice.layer(), caller)
         .await?;
-    Ok(created(Kind::Viewer, &room, id, answer))
+    Ok(created(Kind::Viewer, &room, id, answer, &refused))
 }
 
 /// A resource URL's room and session id.

@@ -10,7 +10,7 @@ use rtp_ext::codec::{Codec, MediaKind};
 use rtp_ext::rtp::RtpPacket;
 use selector::{Layer, LayerLimits};
 
-use super::sdp::{Fingerprint, RoomCodec};
+use super::sdp::{format, Fingerprint, RoomCodec};
 use super::srtp::SrtpContext;
 use crate::engine::{DownTrackId, StreamConfig, TrackConfig, TrackId};
 
@@ -166,6 +166,8 @@ pub struct Publisher {
     /// Extension ids of rid and repaired rid (RFC 8852), to bind simulcast streams.
     pub rid_ext: Option<u8>,
     pub repaired_rid_ext: Option<u8>,
+    /// Extension id of the mid (RFC 8843 section 15), to bind streams the SDP gave no SSRC.
+    pub mid_ext: Option<u8>,
     /// What its answer accepted: a viewer joining the room negotiates against it.
     pub codecs: Vec<RoomCodec>,
 }
@@ -178,6 +180,36 @@ pub struct PublishedTrack {
     pub rids: Vec<String>,
     /// The router's id once published.
     pub id: Option<TrackId>,
+    /// The codec's format parameters as the publisher wrote them: viewers get the track only
+    /// in a format that decodes it (an H.264 profile, a VP9 or AV1 profile).
+    pub fmtp: String,
+    /// How the single stream of a section without `a=ssrc` or `a=rid` lines is recognised;
+    /// `None` when the SDP named its SSRC or it is simulcast.
+    pub unsignaled: Option<Unsignaled>,
+}
+
+/// What tells apart the packets of a stream whose SSRC the SDP did not give (RFC 8843
+/// section 9.2): the mid they carry, or failing that a payload type unique in the bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsignaled {
+    /// The section's mid, when the mid header extension is negotiated.
+    pub mid: Option<String>,
+    /// No other section of the bundle offers these payload types.
+    pub by_payload_type: bool,
+    pub payload_type: u8,
+    pub rtx_payload_type: Option<u8>,
+}
+
+impl Unsignaled {
+    /// Whether a packet with this mid (when it carries one) and payload type is this stream's
+    /// or its RTX stream's.
+    fn claims(&self, mid: Option<&str>, payload_type: u8) -> bool {
+        let ours = payload_type == self.payload_type || Some(payload_type) == self.rtx_payload_type;
+        match (mid, &self.mid) {
+            (Some(mid), Some(own)) => ours && mid == own,
+            _ => ours && self.by_payload_type,
+        }
+    }
 }
 
 /// A simulcast stream whose SSRC a packet has just revealed.
@@ -198,14 +230,56 @@ impl Publisher {
             .any(|s| s.ssrc == ssrc || s.rtx_ssrc == Some(ssrc))
     }
 
-    /// Whether some simulcast stream still waits for its SSRC (or its RTX SSRC).
+    /// Whether some stream may still get an SSRC from its packets: a simulcast stream, or one
+    /// the SDP gave no SSRC. Their SSRC (or RTX SSRC) may also change when the publisher
+    /// restarts a stream, so this stays true.
     pub fn has_unbound(&self) -> bool {
-        self.tracks.iter().any(|t| !t.rids.is_empty())
+        self.tracks
+            .iter()
+            .any(|t| !t.rids.is_empty() || t.unsignaled.is_some())
     }
 
-    /// Reads the rid (or repaired rid) of a packet of unknown SSRC and names the simulcast
-    /// stream it belongs to, with that SSRC filled in.
+    /// Names the stream a packet of unknown SSRC belongs to, with that SSRC filled in: by its
+    /// rid (or repaired rid) under simulcast, else by its mid or payload type.
     pub fn bind(&mut self, packet: &RtpPacket<'_>) -> Option<Binding> {
+        self.bind_rid(packet)
+            .or_else(|| self.bind_unsignaled(packet))
+    }
+
+    /// The format parameters a published track was announced with.
+    pub fn format_of(&self, track: TrackId) -> Option<&str> {
+        self.tracks
+            .iter()
+            .find(|t| t.id == Some(track))
+            .map(|t| t.fmtp.as_str())
+    }
+
+    fn bind_unsignaled(&mut self, packet: &RtpPacket<'_>) -> Option<Binding> {
+        let fields = packet.fields();
+        let mid = self
+            .mid_ext
+            .and_then(|id| packet.extension(id))
+            .and_then(|value| std::str::from_utf8(value).ok());
+        let track = self.tracks.iter_mut().find(|t| {
+            t.unsignaled
+                .as_ref()
+                .is_some_and(|u| u.claims(mid, fields.payload_type))
+        })?;
+        let repair = track.unsignaled.as_ref()?.rtx_payload_type == Some(fields.payload_type);
+        let stream = track.config.streams.first_mut()?;
+        if repair {
+            stream.rtx_ssrc = Some(fields.ssrc);
+        } else {
+            stream.ssrc = fields.ssrc;
+        }
+        Some(Binding {
+            track: track.id?,
+            index: 0,
+            ssrcs: *stream,
+        })
+    }
+
+    fn bind_rid(&mut self, packet: &RtpPacket<'_>) -> Option<Binding> {
         let ssrc = packet.fields().ssrc;
         let (rid, repair) = self.rid_of(packet)?;
         let track = self.tracks.iter_mut().find(|t| t.rids.contains(&rid))?;
@@ -257,11 +331,23 @@ pub struct ViewerMedia {
 }
 
 /// A codec the viewer accepts, with its payload types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewerCodec {
     pub codec: Codec,
     pub payload_type: u8,
     pub rtx_payload_type: Option<u8>,
+    /// The viewer's format parameters for it.
+    pub fmtp: String,
+}
+
+impl ViewerMedia {
+    /// The first of the viewer's codecs that decodes a track of `codec` announced with
+    /// `fmtp`.
+    pub fn codec_for(&self, codec: Codec, fmtp: &str) -> Option<&ViewerCodec> {
+        self.codecs
+            .iter()
+            .find(|c| c.codec == codec && format::decodes(codec, fmtp, &c.fmtp))
+    }
 }
 
 impl Viewer {
@@ -322,9 +408,12 @@ mod tests {
                 config,
                 rids: vec!["q".into(), "f".into()],
                 id: Some(TrackId(7)),
+                fmtp: String::new(),
+                unsignaled: None,
             }],
             rid_ext: Some(RID),
             repaired_rid_ext: Some(RRID),
+            mid_ext: None,
             codecs: Vec::new(),
         }
     }
@@ -369,6 +458,114 @@ mod tests {
             publisher.bind(&RtpPacket::parse(&unknown).expect("rtp")),
             None
         );
+    }
+
+    /// A publisher whose two sections had no `a=ssrc` lines: video on payload type 96 (RTX
+    /// 97) and audio on 111, told apart by the mid "v" and "a" or, for video, by payload type.
+    fn unsignaled_publisher() -> Publisher {
+        let track = |mid: &str, pt, rtx, by_payload_type, id: u32| PublishedTrack {
+            config: TrackConfig::single(Codec::Vp8, 0xF000 + id),
+            rids: Vec::new(),
+            id: Some(TrackId(id)),
+            fmtp: String::new(),
+            unsignaled: Some(Unsignaled {
+                mid: Some(mid.to_owned()),
+                by_payload_type,
+                payload_type: pt,
+                rtx_payload_type: rtx,
+            }),
+        };
+        Publisher {
+            tracks: vec![
+                track("v", 96, Some(97), true, 1),
+                track("a", 111, None, false, 2),
+            ],
+            rid_ext: None,
+            repaired_rid_ext: None,
+            mid_ext: Some(RID),
+            codecs: Vec::new(),
+        }
+    }
+
+    fn with_payload_type(mut packet: Vec<u8>, payload_type: u8) -> Vec<u8> {
+        packet[1] = payload_type;
+        packet
+    }
+
+    #[test]
+    fn streams_without_ssrcs_bind_by_mid_or_unique_payload_type() {
+        let mut publisher = unsignaled_publisher();
+        assert!(publisher.has_unbound());
+        // By the mid: the audio track, whose payload type alone would not do.
+        let audio = with_payload_type(packet_with(0xA0, RID, "a"), 111);
+        let bound = publisher
+            .bind(&RtpPacket::parse(&audio).expect("rtp"))
+            .expect("mid a");
+        assert_eq!((bound.track, bound.ssrcs.ssrc), (TrackId(2), 0xA0));
+        // A packet naming another section's mid is not taken by payload type.
+        let wrong = with_payload_type(packet_with(0xB0, RID, "a"), 96);
+        assert_eq!(
+            publisher.bind(&RtpPacket::parse(&wrong).expect("rtp")),
+            None
+        );
+        // Without a mid, by payload type: media then RTX.
+        let mut video = with_payload_type(packet_with(0xC0, RID, "v"), 96);
+        video[0] = 0x80;
+        let bound = publisher
+            .bind(&RtpPacket::parse(&video).expect("rtp"))
+            .expect("payload type 96");
+        assert_eq!((bound.track, bound.ssrcs.ssrc), (TrackId(1), 0xC0));
+        let mut rtx = with_payload_type(packet_with(0xC1, RID, "v"), 97);
+        rtx[0] = 0x80;
+        let bound = publisher
+            .bind(&RtpPacket::parse(&rtx).expect("rtp"))
+            .expect("payload type 97");
+        assert_eq!(
+            bound.ssrcs,
+            StreamConfig {
+                ssrc: 0xC0,
+                rtx_ssrc: Some(0xC1)
+            }
+        );
+        // Audio has no unique payload type: without its mid it is not bound.
+        let mut bare = with_payload_type(packet_with(0xD0, RID, "a"), 111);
+        bare[0] = 0x80;
+        assert_eq!(publisher.bind(&RtpPacket::parse(&bare).expect("rtp")), None);
+    }
+
+    #[test]
+    fn an_h264_track_goes_out_in_the_viewers_format_that_decodes_its_profile() {
+        let h264 = |payload_type, fmtp: &str| ViewerCodec {
+            codec: Codec::H264,
+            payload_type,
+            rtx_payload_type: None,
+            fmtp: fmtp.to_owned(),
+        };
+        let media = ViewerMedia {
+            ssrc: 1,
+            rtx_ssrc: 2,
+            codecs: vec![
+                h264(102, "packetization-mode=1;profile-level-id=42001f"),
+                h264(104, "packetization-mode=0;profile-level-id=42e01f"),
+                h264(106, "packetization-mode=1;profile-level-id=42e01f"),
+            ],
+            dd_ext_id: None,
+            two_byte_allowed: false,
+            down_track: None,
+        };
+        let x264 = "packetization-mode=1;profile-level-id=42c01e";
+        let chosen = media.codec_for(Codec::H264, x264).map(|c| c.payload_type);
+        assert_eq!(chosen, Some(106));
+        let single_nal = "packetization-mode=0;profile-level-id=42c01e";
+        let chosen = media
+            .codec_for(Codec::H264, single_nal)
+            .map(|c| c.payload_type);
+        assert_eq!(chosen, Some(104));
+        assert_eq!(
+            media.codec_for(Codec::H264, "profile-level-id=64001f"),
+            None
+        );
+        assert_eq!(media.codec_for(Codec::Vp8, ""), None);
     }
 
     #[test]

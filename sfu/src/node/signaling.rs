@@ -9,7 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use rtp_ext::codec::MediaKind;
 use rtp_ext::dd;
 use rtp_ext::ext::TransportSequenceNumber;
-use rtp_ext::ext::{AudioLevel, HeaderExtension, RepairedRtpStreamId, RtpStreamId};
+use rtp_ext::ext::{AudioLevel, HeaderExtension, Mid, RepairedRtpStreamId, RtpStreamId};
 use selector::Layer;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -20,11 +20,11 @@ use super::core::{CoreError, Resource};
 use super::limits::{LimitError, Limits, RoomNameError};
 use super::media_loop::{Action, Command};
 use super::peer::{
-    IceCredentials, Join, Kind, Owner, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec,
-    ViewerMedia,
+    IceCredentials, Join, Kind, Owner, PeerId, PublishedTrack, Publisher, Unsignaled, Viewer,
+    ViewerCodec, ViewerMedia,
 };
 use super::sdp::{
-    self, AnswerMedia, AnswerParams, Extmap, Offer, PublishedMedia, RoomCodec, SdpError,
+    self, AnswerMedia, AnswerParams, Demux, Extmap, Offer, PublishedMedia, RoomCodec, SdpError,
     SendSource, ViewedMedia,
 };
 use crate::engine::{StreamConfig, TrackConfig, TransportCc};
@@ -136,13 +136,14 @@ impl Signaling {
         Ok(self.auth.authorize_metrics(caller.authorization)?)
     }
 
-    /// A WHIP offer: publishes its tracks and answers.
+    /// A WHIP offer: publishes its tracks and answers, with why each section not served is
+    /// not.
     pub async fn publish(
         &self,
         room: &str,
         offer: &str,
         caller: Caller<'_>,
-    ) -> Result<(PeerId, String), SignalError> {
+    ) -> Result<(PeerId, String, Vec<String>), SignalError> {
         let offer = self.parse_offer(offer)?;
         let plan = sdp::negotiate_publisher(&offer)?;
         let accepted: Vec<&PublishedMedia> =
@@ -178,18 +179,18 @@ impl Signaling {
                 AnswerMedia::for_publisher(&plan),
             )
         });
-        Ok((id, answer))
+        Ok((id, answer, refused(id, &plan.sections)))
     }
 
     /// A WHEP offer: subscribes the viewer to the room (now, or when something is published)
-    /// and answers with the SSRCs it will receive.
+    /// and answers with the SSRCs it will receive, and why each section not served is not.
     pub async fn watch(
         &self,
         room: &str,
         offer: &str,
         target: Layer,
         caller: Caller<'_>,
-    ) -> Result<(PeerId, String), SignalError> {
+    ) -> Result<(PeerId, String, Vec<String>), SignalError> {
         let offer = self.parse_offer(offer)?;
         let (reply, codecs) = oneshot::channel();
         let room_codecs = Command::RoomCodecs {
@@ -237,7 +238,7 @@ impl Signaling {
         };
         let media = AnswerMedia::for_viewer(&plan, source_of);
         let answer = sdp::build_answer(&self.answer_params(&local, plan.extmap_allow_mixed, media));
-        Ok((id, answer))
+        Ok((id, answer, refused(id, &plan.sections)))
     }
 
     /// A PATCH or DELETE on a resource: the session must exist as that kind in that room, and
@@ -350,6 +351,16 @@ impl Signaling {
     }
 }
 
+/// The reasons of the sections a session is not served, logged: a client that misses a track
+/// gets them too, in the response.
+fn refused<T>(id: PeerId, sections: &[sdp::Section<T>]) -> Vec<String> {
+    let reasons = sdp::refusals(sections);
+    for reason in &reasons {
+        tracing::info!(peer = %id, %reason, "section not served");
+    }
+    reasons
+}
+
 fn extension_id(extensions: &[Extmap], uri: &str) -> Option<u8> {
     extensions.iter().find(|e| e.uri == uri).map(|e| e.id)
 }
@@ -360,6 +371,7 @@ fn publisher_of(accepted: &[&PublishedMedia], transport: u32) -> Result<Publishe
         let ext = |uri| extension_id(&media.extensions, uri);
         publisher.rid_ext = publisher.rid_ext.or(ext(RtpStreamId::URI));
         publisher.repaired_rid_ext = publisher.repaired_rid_ext.or(ext(RepairedRtpStreamId::URI));
+        publisher.mid_ext = publisher.mid_ext.or(ext(Mid::URI));
         let streams = streams_of(media)?;
         let config = TrackConfig {
             codec: media.codec.codec,
@@ -374,34 +386,48 @@ fn publisher_of(accepted: &[&PublishedMedia], transport: u32) -> Result<Publishe
             config,
             rids: media.rids.clone(),
             id: None,
+            fmtp: media.codec.fmtp.clone(),
+            unsignaled: unsignaled_of(media),
         });
     }
     Ok(publisher)
 }
 
-/// The SSRCs the offer gave, or for simulcast one placeholder per rid, replaced when the
-/// stream's first packet shows its SSRC.
+/// The SSRCs the offer gave, or placeholders replaced when a stream's first packet shows its
+/// SSRC: one per rid for simulcast, one for a section without `a=ssrc` lines.
 fn streams_of(media: &PublishedMedia) -> Result<SmallVec<[StreamConfig; 4]>, SignalError> {
-    if !media.rids.is_empty() {
-        if media.rids.len() > 4 {
-            return Err(SignalError::BadBody("at most four simulcast streams"));
-        }
-        return Ok(media
-            .rids
-            .iter()
-            .map(|_| StreamConfig {
-                ssrc: rand::random(),
-                rtx_ssrc: None,
-            })
-            .collect());
+    if media.rids.len() > 4 {
+        return Err(SignalError::BadBody("at most four simulcast streams"));
     }
-    let first = media.ssrcs.first().ok_or(SignalError::BadBody(
-        "a sending section needs a=ssrc or a=rid lines",
-    ))?;
-    Ok(SmallVec::from_slice(&[StreamConfig {
-        ssrc: first.ssrc,
-        rtx_ssrc: first.rtx_ssrc,
-    }]))
+    let placeholder = || StreamConfig {
+        ssrc: rand::random(),
+        rtx_ssrc: None,
+    };
+    Ok(match (media.demux, media.ssrcs.first()) {
+        (Demux::Ssrc, Some(first)) => SmallVec::from_slice(&[StreamConfig {
+            ssrc: first.ssrc,
+            rtx_ssrc: first.rtx_ssrc,
+        }]),
+        (Demux::Rid, _) => media.rids.iter().map(|_| placeholder()).collect(),
+        _ => SmallVec::from_slice(&[placeholder()]),
+    })
+}
+
+/// How a section without `a=ssrc` or `a=rid` lines is recognised in its packets.
+fn unsignaled_of(media: &PublishedMedia) -> Option<Unsignaled> {
+    let Demux::Unsignaled {
+        by_mid,
+        by_payload_type,
+    } = media.demux
+    else {
+        return None;
+    };
+    Some(Unsignaled {
+        mid: by_mid.then(|| media.mid.clone()),
+        by_payload_type,
+        payload_type: media.codec.payload_type,
+        rtx_payload_type: media.codec.rtx_payload_type,
+    })
 }
 
 /// What we send on a viewer's accepted section: fresh SSRCs and the codecs it takes.
@@ -416,6 +442,7 @@ fn viewer_media(media: &ViewedMedia, extmap_allow_mixed: bool) -> ViewerMedia {
                 codec: c.codec,
                 payload_type: c.payload_type,
                 rtx_payload_type: c.rtx_payload_type,
+                fmtp: c.fmtp.clone(),
             })
             .collect(),
         dd_ext_id: media.dependency_descriptor_id,

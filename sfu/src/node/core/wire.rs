@@ -110,13 +110,17 @@ impl NodeCore {
             self.counters.drop(DropReason::RtpRejected);
             return;
         };
-        if !publisher.owns(ssrc) && publisher.has_unbound() {
+        // A stream the SDP named by rid or mid only (or not at all) takes its SSRC from its
+        // packets, unless another track of the node has that SSRC: binding it would let this
+        // session write into that track.
+        let free = self.router.ssrc_track(ssrc).is_none();
+        if free && !publisher.owns(ssrc) && publisher.has_unbound() {
             let packet = RtpPacket::parse(&self.plain).ok();
             if let Some(binding) = packet.and_then(|p| publisher.bind(&p)) {
                 let bound = self
                     .router
                     .bind_stream(binding.track, binding.index, binding.ssrcs);
-                tracing::debug!(peer = %id, ?binding, ?bound, "simulcast stream bound");
+                tracing::debug!(peer = %id, ?binding, ?bound, "stream bound from its packets");
             }
         }
         // Each session sends only under the SSRCs it announced or bound: a packet under

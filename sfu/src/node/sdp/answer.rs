@@ -1,6 +1,11 @@
 //! The node's answer (RFC 3264, RFC 8829 section 5.3), written from a plan: ICE lite with host
 //! candidates, DTLS passive, one BUNDLE group, and per section the codec, RTX, feedback and
 //! header extensions accepted.
+//!
+//! Some clients (GStreamer's webrtcbin among them) read the DTLS fingerprint, the ICE
+//! credentials and `a=setup` from every section, a refused one too, and refuse the whole
+//! answer when a section lacks them; browsers take them from any. So the fingerprint is
+//! written at session level and in every section, and so are the other transport attributes.
 
 use std::net::SocketAddr;
 
@@ -12,7 +17,7 @@ use sdp::description::session::{Origin, TimeDescription, Timing};
 use sdp::SessionDescription;
 
 use super::{Direction, OfferedCodec, PublishedMedia, PublisherPlan, Section, ViewedMedia};
-use super::{Extmap, ViewerPlan};
+use super::{Extmap, InactiveMedia, ViewerPlan};
 
 /// The transport of every accepted section (RFC 8829 section 5.1.2).
 const PROTO: [&str; 4] = ["UDP", "TLS", "RTP", "SAVPF"];
@@ -39,7 +44,7 @@ pub struct SendSource {
 /// One section of the answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AnswerMedia {
-    /// A section answered with port 0.
+    /// A section answered with port 0, outside the BUNDLE group.
     Rejected {
         /// The offered `a=mid`.
         mid: String,
@@ -49,6 +54,13 @@ pub enum AnswerMedia {
         proto: String,
         /// The offered formats.
         formats: Vec<String>,
+    },
+    /// A section the node does not serve, answered `a=inactive` inside the BUNDLE group.
+    Inactive {
+        /// The offered `a=mid`.
+        mid: String,
+        /// The section's kind and the codec named.
+        media: InactiveMedia,
     },
     /// A publisher's section: the node receives.
     Receive(PublishedMedia),
@@ -93,6 +105,14 @@ impl AnswerMedia {
             Section::Accepted(media) => accepted(media),
             Section::Rejected {
                 mid,
+                inactive: Some(media),
+                ..
+            } => Self::Inactive {
+                mid: mid.clone(),
+                media: media.clone(),
+            },
+            Section::Rejected {
+                mid,
                 media_type,
                 proto,
                 formats,
@@ -106,9 +126,11 @@ impl AnswerMedia {
         }
     }
 
-    fn accepted_mid(&self) -> Option<&str> {
+    /// The mid of a section inside the BUNDLE group: every one but those with port 0.
+    fn bundled_mid(&self) -> Option<&str> {
         match self {
             Self::Rejected { .. } => None,
+            Self::Inactive { mid, .. } => Some(mid),
             Self::Receive(media) => Some(&media.mid),
             Self::Send { media, .. } => Some(&media.mid),
         }
@@ -140,13 +162,14 @@ pub fn build_answer(params: &AnswerParams) -> String {
     let mids: Vec<&str> = params
         .media
         .iter()
-        .filter_map(AnswerMedia::accepted_mid)
+        .filter_map(AnswerMedia::bundled_mid)
         .collect();
     let mut attributes = Vec::new();
     if !mids.is_empty() {
         attributes.push(attribute("group", format!("BUNDLE {}", mids.join(" "))));
     }
     attributes.push(flag("ice-lite"));
+    attributes.push(fingerprint(params));
     if params.extmap_allow_mixed {
         attributes.push(flag("extmap-allow-mixed"));
     }
@@ -194,8 +217,13 @@ fn section(params: &AnswerParams, media: &AnswerMedia) -> MediaDescription {
                 protos: proto.split('/').map(str::to_owned).collect(),
                 formats: formats.clone(),
             },
-            vec![attribute("mid", mid), flag(Direction::Inactive.as_str())],
+            {
+                let mut attributes = transport_attributes(params, mid, &[]);
+                attributes.push(flag(Direction::Inactive.as_str()));
+                attributes
+            },
         ),
+        AnswerMedia::Inactive { mid, media } => inactive_section(params, mid, media),
         AnswerMedia::Receive(published) => receive_section(params, published),
         AnswerMedia::Send { media, source } => send_section(params, media, source.as_ref()),
     }
@@ -225,6 +253,18 @@ fn receive_section(params: &AnswerParams, media: &PublishedMedia) -> MediaDescri
             format!("recv {}", media.rids.join(";")),
         ));
     }
+    attributes.extend(candidate_attributes(&params.candidates));
+    media_description(accepted_name(media.kind, codecs), attributes)
+}
+
+/// A bundled section the node does not serve: inactive, with the transport and one offered
+/// codec, so the section stays a valid part of the bundle.
+fn inactive_section(params: &AnswerParams, mid: &str, media: &InactiveMedia) -> MediaDescription {
+    let codecs = std::slice::from_ref(&media.codec);
+    let mut attributes = transport_attributes(params, mid, &[]);
+    attributes.push(flag(Direction::Inactive.as_str()));
+    attributes.extend(rtcp_attributes());
+    attributes.extend(codec_attributes(codecs, None));
     attributes.extend(candidate_attributes(&params.candidates));
     media_description(accepted_name(media.kind, codecs), attributes)
 }
@@ -302,7 +342,7 @@ fn transport_attributes(params: &AnswerParams, mid: &str, extensions: &[Extmap])
     let mut attributes = vec![
         attribute("ice-ufrag", &params.ice_ufrag),
         attribute("ice-pwd", &params.ice_pwd),
-        attribute("fingerprint", format!("sha-256 {}", params.fingerprint)),
+        fingerprint(params),
         attribute("setup", "passive"),
         attribute("mid", mid),
     ];
@@ -312,6 +352,10 @@ fn transport_attributes(params: &AnswerParams, mid: &str, extensions: &[Extmap])
             .map(|e| attribute("extmap", format!("{} {}", e.id, e.uri))),
     );
     attributes
+}
+
+fn fingerprint(params: &AnswerParams) -> Attribute {
+    attribute("fingerprint", format!("sha-256 {}", params.fingerprint))
 }
 
 /// RTCP on the RTP port (RFC 5761) in reduced size (RFC 5506), as the offerer proposed.

@@ -3,8 +3,12 @@
 //! - [`offer`]: a session description read into the fields the node uses.
 //! - [`negotiate`]: what to accept from a publisher's or a viewer's offer.
 //! - [`answer`]: the answer written from a plan.
+//! - [`format`] and [`h264_profile`]: which codec formats are forwarded and which a viewer
+//!   decodes.
 
 pub mod answer;
+pub mod format;
+pub mod h264_profile;
 pub mod negotiate;
 pub mod offer;
 
@@ -13,8 +17,8 @@ mod tests;
 
 pub use answer::{build_answer, AnswerMedia, AnswerParams, SendSource};
 pub use negotiate::{
-    negotiate_publisher, negotiate_viewer, PublishedMedia, PublisherPlan, RoomCodec, Section,
-    ViewedMedia, ViewerPlan,
+    negotiate_publisher, negotiate_viewer, refusals, Demux, InactiveMedia, PublishedMedia,
+    PublisherPlan, RoomCodec, Section, ViewedMedia, ViewerPlan,
 };
 pub use offer::{
     parse_description, parse_offer, Direction, Extmap, Fingerprint, Offer, OfferedCodec,
@@ -67,6 +71,20 @@ pub enum SdpError {
         attribute: &'static str,
         /// The value as written in the SDP.
         value: String,
+    },
+    /// A sending section without `a=ssrc` or `a=rid` lines whose packets could not be told
+    /// from another section's: no mid header extension, and a payload type another section of
+    /// the bundle offers too (RFC 8843 section 9.2).
+    #[error(
+        "mid {mid}: no a=ssrc or a=rid lines, no mid header extension, and payload type \
+         {payload_type} is offered by another section of the BUNDLE group, so its packets \
+         cannot be told apart"
+    )]
+    Unidentifiable {
+        /// The section's `a=mid`.
+        mid: String,
+        /// The payload type shared with another section.
+        payload_type: u8,
     },
     /// No media section can be accepted; the text says why for each section.
     #[error("no usable media: {0}")]

@@ -1,6 +1,6 @@
 //! What the node accepts from an offer: per media section a codec, the header extensions and
-//! the RTCP feedback the engine uses. A section the node cannot serve is rejected on its own;
-//! the offer fails only when no section is left.
+//! the RTCP feedback the engine uses. A section the node cannot serve is refused on its own,
+//! with a reason the client is told; the offer fails only when no section is left.
 
 use rtp_ext::codec::{Codec, MediaKind};
 use rtp_ext::dd;
@@ -9,7 +9,7 @@ use rtp_ext::ext::{
     TransportSequenceNumber,
 };
 
-use super::offer::fmtp_param;
+use super::format::{decodes, describe, supported};
 use super::{Extmap, Offer, OfferedCodec, OfferedMedia, SdpError, SsrcInfo};
 
 /// The header extensions taken from a publisher: the engine reads each of them.
@@ -36,12 +36,13 @@ const VIEWER_EXTENSIONS: [&str; 5] = [
 /// The RTCP feedback the engine answers (RFC 4585, RFC 5104) or sends.
 const FEEDBACK: [&str; 5] = ["nack", "nack pli", "ccm fir", "transport-cc", "goog-remb"];
 
-/// An answer for one media section: accepted with a plan, or rejected.
+/// An answer for one media section: accepted with a plan, or refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Section<T> {
     /// The section is served as planned.
     Accepted(T),
-    /// The section is answered with port 0.
+    /// The section is not served: answered `a=inactive` inside the BUNDLE group when
+    /// `inactive` names a codec, with port 0 otherwise.
     Rejected {
         /// The section's `a=mid`.
         mid: String,
@@ -51,8 +52,42 @@ pub enum Section<T> {
         proto: String,
         /// The formats of the offered `m=` line, echoed in the answer.
         formats: Vec<String>,
-        /// Why the section was rejected, for the error when no section is left.
+        /// The codec an inactive answer names; `None` for a section answered with port 0:
+        /// one the offerer refused, one outside the BUNDLE group, or one without RTP media
+        /// the node knows.
+        inactive: Option<InactiveMedia>,
+        /// Why the section is not served, starting with its mid: logged, given to the client,
+        /// and the error when no section is left.
         reason: String,
+    },
+}
+
+/// A bundled audio or video section the node does not serve. It is answered `a=inactive`
+/// rather than with port 0, so that a client which cannot move its BUNDLE transport to
+/// another section keeps it (RFC 8843 section 7.3.3; JSEP allows either answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InactiveMedia {
+    /// Audio or video.
+    pub kind: MediaKind,
+    /// The first offered codec the node knows, without feedback or RTX: an answer names at
+    /// least one of the offered formats (RFC 3264 section 6).
+    pub codec: OfferedCodec,
+}
+
+/// How the node tells a publisher's stream apart from the others of its bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Demux {
+    /// By the SSRC of its `a=ssrc` lines.
+    Ssrc,
+    /// Simulcast: by the rid of each stream (RFC 8852), bound to an SSRC on its first packet.
+    Rid,
+    /// No `a=ssrc` or `a=rid` lines (RFC 8843 section 9.2): the SSRC is bound from the first
+    /// packet that carries the section's mid, or failing that its payload type.
+    Unsignaled {
+        /// The mid header extension is negotiated.
+        by_mid: bool,
+        /// No other section of the bundle offers the codec's payload type (or its RTX's).
+        by_payload_type: bool,
     },
 }
 
@@ -64,6 +99,23 @@ impl<T> Section<T> {
             Self::Rejected { .. } => None,
         }
     }
+
+    /// Why the section is not served; `None` when it is.
+    pub fn refusal(&self) -> Option<&str> {
+        match self {
+            Self::Accepted(_) => None,
+            Self::Rejected { reason, .. } => Some(reason),
+        }
+    }
+}
+
+/// The reasons of every section not served, in the offer's order.
+pub fn refusals<T>(sections: &[Section<T>]) -> Vec<String> {
+    sections
+        .iter()
+        .filter_map(Section::refusal)
+        .map(str::to_owned)
+        .collect()
 }
 
 /// What the node receives in one of a publisher's media sections.
@@ -81,6 +133,8 @@ pub struct PublishedMedia {
     pub ssrcs: Vec<SsrcInfo>,
     /// The simulcast RIDs in the publisher's order; empty for a single stream.
     pub rids: Vec<String>,
+    /// How the section's streams are told apart.
+    pub demux: Demux,
 }
 
 impl PublishedMedia {
@@ -150,6 +204,9 @@ pub struct ViewerPlan {
 /// Plans the answer to a publisher: each section the publisher sends in gets Opus or the first
 /// supported video codec in the offer's order, which is the page's codec preference.
 pub fn negotiate_publisher(offer: &Offer) -> Result<PublisherPlan, SdpError> {
+    // A section whose packets cannot be told apart fails the whole offer: serving the other
+    // sections would hide that this one's media goes nowhere.
+    let mut unidentifiable = None;
     let sections = plan_sections(offer, |media, kind| {
         if !media.direction.sends() {
             return Err(format!("{}, nothing to receive", media.direction.as_str()));
@@ -159,15 +216,26 @@ pub fn negotiate_publisher(offer: &Offer) -> Result<PublisherPlan, SdpError> {
             .iter()
             .find(|c| supported(c, kind))
             .ok_or("no supported codec")?;
+        let extensions = keep_extensions(&media.extensions, &PUBLISHER_EXTENSIONS);
+        let demux = demux_of(offer, media, codec, &extensions).map_err(|e| {
+            let reason = e.to_string();
+            unidentifiable.get_or_insert(e);
+            reason
+        })?;
         Ok(PublishedMedia {
             mid: media.mid.clone(),
             kind,
             codec: keep_feedback(codec),
-            extensions: keep_extensions(&media.extensions, &PUBLISHER_EXTENSIONS),
+            extensions,
             ssrcs: media.ssrcs.clone(),
             rids: media.send_rids.clone(),
+            demux,
         })
-    })?;
+    });
+    if let Some(error) = unidentifiable {
+        return Err(error);
+    }
+    let sections = sections?;
     Ok(PublisherPlan {
         extmap_allow_mixed: offer.extmap_allow_mixed,
         sections,
@@ -197,11 +265,18 @@ fn plan_viewed(
         .codecs
         .iter()
         .filter(|c| supported(c, kind))
-        .filter(|c| published.is_empty() || published.iter().any(|r| same_format(c, r)))
+        .filter(|c| published.is_empty() || published.iter().any(|r| r.decoded_by(c)))
         .map(keep_feedback)
         .collect();
     if codecs.is_empty() {
-        return Err("no codec matching the room's".to_owned());
+        let room: Vec<String> = published
+            .iter()
+            .map(|r| describe(r.codec, &r.fmtp))
+            .collect();
+        return Err(format!(
+            "no offered codec decodes the room's {}",
+            room.join(", ")
+        ));
     }
     let extensions = keep_extensions(&media.extensions, &VIEWER_EXTENSIONS);
     let offers_feedback = |name: &str| codecs.iter().any(|c| c.feedback.iter().any(|f| f == name));
@@ -217,41 +292,51 @@ fn plan_viewed(
     })
 }
 
-/// Plans every section with `plan`, after rejecting those no plan can serve: refused by the
+/// Plans every section with `plan`, after refusing those no plan can serve: refused by the
 /// offerer, outside the BUNDLE group, or neither audio nor video. Fails when nothing is
 /// accepted, with each section's reason.
 fn plan_sections<T>(
     offer: &Offer,
-    plan: impl Fn(&OfferedMedia, MediaKind) -> Result<T, String>,
+    mut plan: impl FnMut(&OfferedMedia, MediaKind) -> Result<T, String>,
 ) -> Result<Vec<Section<T>>, SdpError> {
     let sections: Vec<Section<T>> = offer
         .media
         .iter()
-        .map(|media| {
-            let planned = usable_kind(offer, media).and_then(|kind| plan(media, kind));
-            match planned {
+        .map(|media| match usable_kind(offer, media) {
+            Err(reason) => refuse(media, &reason, None),
+            Ok(kind) => match plan(media, kind) {
                 Ok(accepted) => Section::Accepted(accepted),
-                Err(reason) => Section::Rejected {
-                    mid: media.mid.clone(),
-                    media_type: media.media_type.clone(),
-                    proto: media.proto.clone(),
-                    formats: media.formats.clone(),
-                    reason: format!("mid {}: {reason}", media.mid),
-                },
-            }
+                Err(reason) => refuse(media, &reason, inactive_media(media, kind)),
+            },
         })
         .collect();
     if sections.iter().any(|s| s.accepted().is_some()) {
         return Ok(sections);
     }
-    let reasons: Vec<&str> = sections
-        .iter()
-        .filter_map(|s| match s {
-            Section::Rejected { reason, .. } => Some(reason.as_str()),
-            Section::Accepted(_) => None,
-        })
-        .collect();
-    Err(SdpError::NoUsableMedia(reasons.join("; ")))
+    Err(SdpError::NoUsableMedia(refusals(&sections).join("; ")))
+}
+
+fn refuse<T>(media: &OfferedMedia, reason: &str, inactive: Option<InactiveMedia>) -> Section<T> {
+    Section::Rejected {
+        mid: media.mid.clone(),
+        media_type: media.media_type.clone(),
+        proto: media.proto.clone(),
+        formats: media.formats.clone(),
+        inactive,
+        reason: format!("mid {}: {reason}", media.mid),
+    }
+}
+
+fn inactive_media(media: &OfferedMedia, kind: MediaKind) -> Option<InactiveMedia> {
+    let codec = media.codecs.first()?;
+    Some(InactiveMedia {
+        kind,
+        codec: OfferedCodec {
+            rtx_payload_type: None,
+            feedback: Vec::new(),
+            ..codec.clone()
+        },
+    })
 }
 
 fn usable_kind(offer: &Offer, media: &OfferedMedia) -> Result<MediaKind, String> {
@@ -266,42 +351,51 @@ fn usable_kind(offer: &Offer, media: &OfferedMedia) -> Result<MediaKind, String>
         .ok_or_else(|| format!("{} is not forwarded", media.media_type))
 }
 
-/// Whether the node forwards `codec` in a section of `kind`. VP9 and AV1 only in profile 0,
-/// which every decoder of those codecs has (RFC 9628 `profile-id`, AV1 RTP `profile`); H.264
-/// only non-interleaved (RFC 6184 `packetization-mode=1`), which is what the engine reads.
-fn supported(codec: &OfferedCodec, kind: MediaKind) -> bool {
-    let profile_zero = |name| codec.fmtp_param(name).unwrap_or("0") == "0";
-    codec.codec.kind() == kind
-        && match codec.codec {
-            Codec::Opus | Codec::Vp8 => true,
-            Codec::Vp9 => profile_zero("profile-id"),
-            Codec::Av1 => profile_zero("profile"),
-            Codec::H264 => codec.fmtp_param("packetization-mode") == Some("1"),
-            Codec::Pcmu | Codec::Pcma | Codec::G722 => false,
-        }
+/// How the packets of a publisher's section will be told apart, or why they cannot be.
+fn demux_of(
+    offer: &Offer,
+    media: &OfferedMedia,
+    codec: &OfferedCodec,
+    extensions: &[Extmap],
+) -> Result<Demux, SdpError> {
+    if !media.ssrcs.is_empty() {
+        return Ok(Demux::Ssrc);
+    }
+    if !media.send_rids.is_empty() {
+        return Ok(Demux::Rid);
+    }
+    let by_mid = extension_id(extensions, Mid::URI).is_some();
+    let by_payload_type = std::iter::once(codec.payload_type)
+        .chain(codec.rtx_payload_type)
+        .all(|pt| !payload_type_elsewhere(offer, &media.mid, pt));
+    if !by_mid && !by_payload_type {
+        return Err(SdpError::Unidentifiable {
+            mid: media.mid.clone(),
+            payload_type: codec.payload_type,
+        });
+    }
+    Ok(Demux::Unsignaled {
+        by_mid,
+        by_payload_type,
+    })
 }
 
-/// Whether a viewer decoding `offered` can decode what a publisher sends as `room`. For H.264
-/// the profile (`profile_idc` and `profile-iop`, the first 4 hex digits of `profile-level-id`,
-/// RFC 6184 section 8.1) and the packetization mode must match; the level may differ.
-fn same_format(offered: &OfferedCodec, room: &RoomCodec) -> bool {
-    if offered.codec != room.codec {
-        return false;
+/// Whether another bundled section offers `payload_type`, so that the payload type alone
+/// does not say which section a packet belongs to (RFC 8843 section 9.2).
+fn payload_type_elsewhere(offer: &Offer, mid: &str, payload_type: u8) -> bool {
+    let pt = payload_type.to_string();
+    offer
+        .media
+        .iter()
+        .filter(|m| m.mid != mid && !m.rejected && offer.bundle_mids.contains(&m.mid))
+        .any(|m| m.formats.contains(&pt))
+}
+
+impl RoomCodec {
+    /// Whether a viewer offering `offered` decodes what the publisher sends.
+    pub fn decoded_by(&self, offered: &OfferedCodec) -> bool {
+        offered.codec == self.codec && decodes(self.codec, &self.fmtp, &offered.fmtp)
     }
-    if room.codec != Codec::H264 {
-        return true;
-    }
-    let profile = |fmtp: &str| {
-        fmtp_param(fmtp, "profile-level-id")
-            .and_then(|id| id.get(..4))
-            .map(str::to_ascii_lowercase)
-    };
-    let mode = |fmtp: &str| {
-        fmtp_param(fmtp, "packetization-mode")
-            .unwrap_or("0")
-            .to_owned()
-    };
-    profile(&offered.fmtp) == profile(&room.fmtp) && mode(&offered.fmtp) == mode(&room.fmtp)
 }
 
 fn keep_feedback(codec: &OfferedCodec) -> OfferedCodec {

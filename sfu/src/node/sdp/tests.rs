@@ -11,6 +11,9 @@ use rtp_ext::dd;
 
 use super::*;
 
+#[path = "interop_tests.rs"]
+mod interop;
+
 const PUBLISHER_VP8: &str = include_str!("fixtures/publisher_vp8.sdp");
 const PUBLISHER_AV1: &str = include_str!("fixtures/publisher_av1.sdp");
 const PUBLISHER_SIMULCAST: &str = include_str!("fixtures/publisher_simulcast.sdp");
@@ -348,16 +351,28 @@ fn publisher_feedback_is_cut_to_what_the_engine_uses() {
 #[test]
 fn unsupported_video_rejects_only_its_section() {
     let mut offer = offer(PUBLISHER_VP8);
-    offer.media[1]
-        .codecs
-        .retain(|c| c.codec == Codec::H264 && c.fmtp_param("packetization-mode") == Some("0"));
+    offer.media[1].codecs.retain(|c| c.codec == Codec::H264);
+    for codec in &mut offer.media[1].codecs {
+        codec.fmtp = "packetization-mode=2;profile-level-id=42e01f".to_owned();
+    }
     let plan = negotiate_publisher(&offer).unwrap();
     assert!(plan.sections[0].accepted().is_some());
-    let Section::Rejected { mid, reason, .. } = &plan.sections[1] else {
-        panic!("H.264 packetization-mode=0 only: {:?}", plan.sections[1]);
+    let Section::Rejected {
+        mid,
+        reason,
+        inactive,
+        ..
+    } = &plan.sections[1]
+    else {
+        panic!("H.264 packetization-mode=2 only: {:?}", plan.sections[1]);
     };
     assert_eq!(mid, "1");
     assert!(reason.contains("no supported codec"), "{reason}");
+    let inactive = inactive
+        .as_ref()
+        .expect("a bundled video section stays inactive");
+    assert_eq!(inactive.codec.codec, Codec::H264);
+    assert!(inactive.codec.feedback.is_empty() && inactive.codec.rtx_payload_type.is_none());
 }
 
 #[test]
@@ -389,10 +404,10 @@ fn viewer_of_an_empty_room_keeps_every_supported_codec() {
         panic!("two sections accepted: {plan:?}");
     };
     assert_eq!(payload_types(&audio.codecs), [111]);
-    // Without H.264 packetization-mode=0 and VP9 profile 2.
+    // Every VP9 profile, and H.264 in both packetization modes, in the offer's order.
     assert_eq!(
         payload_types(&video.codecs),
-        [96, 102, 106, 127, 45, 98, 112]
+        [96, 102, 104, 106, 108, 127, 39, 45, 98, 100, 112]
     );
     assert_eq!(video.dependency_descriptor_id, Some(DD_ID));
     assert_eq!(video.transport_cc_id, Some(3));
@@ -616,18 +631,23 @@ fn rtx_ssrc_is_left_out_when_the_viewer_has_no_rtx() {
 }
 
 #[test]
-fn rejected_sections_are_answered_with_port_zero_outside_bundle() {
+fn refused_sections_are_answered_inactive_inside_bundle() {
     let mut offer = offer(PUBLISHER_VP8);
     offer.media[0].direction = Direction::Inactive;
     let plan = negotiate_publisher(&offer).unwrap();
     let answer = build_answer(&params(AnswerMedia::for_publisher(&plan), false));
     let lines = lines(&answer);
-    assert!(lines.contains(&"m=audio 0 UDP/TLS/RTP/SAVPF 111 63 9 0 8 13 110 126"));
-    assert!(lines.contains(&"a=group:BUNDLE 1"));
+    assert!(
+        lines.contains(&"m=audio 9 UDP/TLS/RTP/SAVPF 111"),
+        "{answer}"
+    );
+    assert!(lines.contains(&"a=group:BUNDLE 0 1"));
     assert!(!lines.contains(&"a=extmap-allow-mixed"));
     let read = parse_description(&answer).unwrap();
-    assert!(read.media[0].rejected && !read.media[1].rejected);
+    assert!(!read.media[0].rejected && !read.media[1].rejected);
     assert_eq!(read.media[0].mid, "0");
+    assert_eq!(read.media[0].direction, Direction::Inactive);
+    assert_eq!(payload_types(&read.media[0].codecs), [111]);
 }
 
 #[test]
@@ -691,6 +711,11 @@ fn published_strategy() -> impl Strategy<Value = PublishedMedia> {
             })
             .collect(),
         ssrcs: Vec::new(),
+        demux: if rids.is_empty() {
+            Demux::Ssrc
+        } else {
+            Demux::Rid
+        },
         rids: rids.iter().map(|r| (*r).to_owned()).collect(),
     })
 }
