@@ -49,7 +49,8 @@ pub fn write_compound(
     Ok(len)
 }
 
-/// Why a packet could not be written. All are the caller's doing.
+/// Why a packet could not be written: the caller's doing, or a value the wire cannot carry
+/// (see `fault()`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteError {
     /// The buffer is smaller than the packet.
