@@ -8,7 +8,7 @@ use rtp_ext::codec::{Codec, PictureId, TemporalLayerId, Tl0PicIdx, Vp8Descriptor
 use rtp_ext::rtp::RtpPacket;
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
-use sfu::engine::rtcp::{Nack, NackPairs, RtcpCrateWriter, RtcpFeedback, RtcpWriter};
+use sfu::engine::rtcp::{Nack, NackPairs, RtcpFeedback, RtcpWireWriter, RtcpWriter};
 use sfu::engine::{
     DownTrack, DownTrackConfig, PacketRef, ParsedPacket, Receiver, Router, RouterConfig,
     TrackConfig, TrackId, TransportId,
@@ -80,7 +80,7 @@ fn nack_answer() -> Case {
             sent.push(header.fields().sequence_number);
         }
     }
-    let mut writer = RtcpCrateWriter::new(b"bench").expect("a short CNAME");
+    let mut writer = RtcpWireWriter::new(b"bench").expect("a short CNAME");
     let nacks: Vec<Vec<u8>> = sent
         .iter()
         .map(|&seq| {

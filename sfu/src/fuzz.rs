@@ -10,7 +10,7 @@ use rtp_ext::rtp::RtpPacket;
 use selector::{Layer, LayerLimits};
 
 use crate::capture::{classify, udp_datagram, Capture, PayloadKind};
-use crate::engine::rtcp::{parse_compound, RtcpCrateWriter, RtcpFeedback, RtcpWriter};
+use crate::engine::rtcp::{parse_compound, RtcpFeedback, RtcpWireWriter, RtcpWriter};
 use crate::engine::{
     DownTrackConfig, DownTrackId, Router, RouterConfig, TrackConfig, TransportCc, TransportId,
 };
@@ -58,7 +58,7 @@ pub fn capture(data: &[u8]) {
 /// `rtcp`: the bytes as an RTCP datagram; every item parsed from it, written back and parsed
 /// again, gives itself.
 pub fn rtcp(data: &[u8]) {
-    let mut writer = RtcpCrateWriter::new(b"fuzz").expect("a 4-octet cname fits");
+    let mut writer = RtcpWireWriter::new(b"fuzz").expect("a 4-octet cname fits");
     // An item's bytes never outgrow the datagram by more than the padding writing adds.
     let mut out = vec![0; data.len() + 64];
     let _ = parse_compound(data, |item| {

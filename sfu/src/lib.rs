@@ -4,10 +4,14 @@
 //!   RFC 7983 into RTP, RTCP, STUN and DTLS.
 //! - [`engine`]: the sans-IO forwarding engine: receivers, down tracks, the router, NACK,
 //!   reception statistics, rewriting, RTCP.
-//! - [`node`]: the networked node around the engine: SDP offer/answer, authorization.
+//! - `node`: the networked node around the engine: SDP offer/answer, ICE, DTLS, SRTP, HTTP
+//!   signaling. Behind the default feature `node`: a host embedding only the engine and the
+//!   capture reader builds with `default-features = false` and pulls no async runtime, HTTP or
+//!   WebRTC transport crate.
 
 pub mod capture;
 pub mod engine;
+#[cfg(feature = "node")]
 pub mod node;
 
 #[cfg(feature = "fuzzing")]

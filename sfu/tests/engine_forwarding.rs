@@ -16,7 +16,7 @@ use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, S
 use selector::{Layer, LayerLimits};
 use sfu::engine::rtcp::{
     compact_ntp, parse_compound, Nack, NackPairs, Pli, ReceiverReport, Remb, RembSsrcs,
-    ReportBlock, ReportBlocks, RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport,
+    ReportBlock, ReportBlocks, RtcpFeedback, RtcpWireWriter, RtcpWriter, SenderReport,
 };
 use sfu::engine::{
     DownTrackConfig, DownTrackId, Event, KeyframeRequest, ReceiveError, Router, RouterConfig,
@@ -844,7 +844,7 @@ fn real_vp8_capture_to_two_subscribers() {
 /// One RTCP packet, as a subscriber or publisher would send it.
 fn rtcp_bytes(item: &RtcpFeedback<'_>) -> Vec<u8> {
     let mut buf = [0u8; 1500];
-    let mut writer = RtcpCrateWriter::new(b"peer").expect("a short CNAME");
+    let mut writer = RtcpWireWriter::new(b"peer").expect("a short CNAME");
     let len = writer.write(item, &mut buf).expect("fits");
     buf[..len].to_vec()
 }

@@ -21,7 +21,7 @@ use selector::scalability::{
 };
 use selector::{Layer, LayerLimits};
 use sfu::engine::rtcp::{
-    parse_compound, Nack, NackPairs, RtcpCrateWriter, RtcpFeedback, RtcpWriter,
+    parse_compound, Nack, NackPairs, RtcpFeedback, RtcpWireWriter, RtcpWriter,
 };
 use sfu::engine::{
     DownTrackConfig, DownTrackId, ReceiveError, Router, RouterConfig, RtcpTarget, TrackConfig,
@@ -250,7 +250,7 @@ struct Network {
     uplink: Link<Bytes>,
     to_publisher: Link<Vec<u8>>,
     subscribers: Vec<Leg>,
-    rtcp_writer: RtcpCrateWriter,
+    rtcp_writer: RtcpWireWriter,
     /// When the router sent each keyframe request (ms).
     keyframe_requests: Vec<u64>,
 }
@@ -293,7 +293,7 @@ impl Network {
             uplink: Link::new(seed ^ 1, loss, duplicate),
             to_publisher: Link::new(seed ^ 2, loss, duplicate),
             subscribers,
-            rtcp_writer: RtcpCrateWriter::new(b"subscriber").expect("a short CNAME"),
+            rtcp_writer: RtcpWireWriter::new(b"subscriber").expect("a short CNAME"),
             keyframe_requests: Vec::new(),
         }
     }

@@ -11,7 +11,7 @@ use rtp_ext::codec::Codec;
 use rtp_ext::rtp::RtpPacket;
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
-use sfu::engine::rtcp::{Pli, RtcpCrateWriter, RtcpFeedback, RtcpWriter};
+use sfu::engine::rtcp::{Pli, RtcpWireWriter, RtcpFeedback, RtcpWriter};
 use sfu::engine::{
     DownTrackConfig, ReceiveError, Router, RouterConfig, RouterError, TrackConfig, TrackId,
     TransportId,
@@ -112,7 +112,7 @@ fn a_packet_under_another_transports_ssrc_reaches_nobody() {
     }
     assert!(sent(&mut router).iter().all(|&(t, _)| t == a_view));
     // RTCP from b's viewer about a's viewer's SSRC is not a's viewer's.
-    let mut writer = RtcpCrateWriter::new(b"b").expect("a short CNAME");
+    let mut writer = RtcpWireWriter::new(b"b").expect("a short CNAME");
     let mut buf = [0u8; 1500];
     let pli = RtcpFeedback::Pli(Pli {
         sender_ssrc: 9,

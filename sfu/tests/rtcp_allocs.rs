@@ -12,7 +12,7 @@ use std::cell::Cell;
 
 use sfu::engine::rtcp::{
     parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, NackPairs, Pli,
-    ReceiverReport, Remb, RembSsrcs, ReportBlock, ReportBlocks, RtcpCrateWriter, RtcpFeedback,
+    ReceiverReport, Remb, RembSsrcs, ReportBlock, ReportBlocks, RtcpFeedback, RtcpWireWriter,
     RtcpWriter, SenderReport, MAX_REPORT_BLOCKS,
 };
 
@@ -138,7 +138,7 @@ fn hot_items() -> Vec<(&'static str, RtcpFeedback<'static>)> {
 
 #[test]
 fn writing_allocates_nothing() {
-    let mut writer = RtcpCrateWriter::new(b"strata-sfu").unwrap();
+    let mut writer = RtcpWireWriter::new(b"strata-sfu").unwrap();
     let mut out = [0; 1500];
     for (name, item) in hot_items() {
         let allocs = allocs_during(|| {
@@ -156,7 +156,7 @@ fn writing_allocates_nothing() {
 
 #[test]
 fn parsing_allocates_nothing_where_the_crate_allocates() {
-    let mut writer = RtcpCrateWriter::new(b"strata-sfu").unwrap();
+    let mut writer = RtcpWireWriter::new(b"strata-sfu").unwrap();
     for (name, item) in hot_items() {
         let mut out = [0; 1500];
         let len = writer.write(&item, &mut out).unwrap();

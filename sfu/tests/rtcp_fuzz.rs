@@ -12,7 +12,7 @@ use proptest::prelude::*;
 
 use sfu::engine::rtcp::{
     write_compound, Fir, FirEntries, FirEntry, Nack, NackPairs, Pli, ReceiverReport, Remb,
-    RembSsrcs, ReportBlock, ReportBlocks, RtcpCrateWriter, RtcpFeedback, RtcpWriter, SenderReport,
+    RembSsrcs, ReportBlock, ReportBlocks, RtcpFeedback, RtcpWireWriter, RtcpWriter, SenderReport,
     TransportCc,
 };
 
@@ -70,7 +70,7 @@ fn seeds() -> Vec<Vec<u8>> {
             chunks_and_deltas: &[0x20, 0x03, 4, 8, 12],
         }),
     ];
-    let mut writer = RtcpCrateWriter::new(b"seed").unwrap();
+    let mut writer = RtcpWireWriter::new(b"seed").unwrap();
     let mut seeds: Vec<Vec<u8>> = items
         .iter()
         .map(|item| {

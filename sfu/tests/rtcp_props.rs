@@ -10,8 +10,8 @@ use proptest::collection::{btree_set, vec};
 use proptest::prelude::*;
 
 use sfu::engine::rtcp::{
-    parse_compound, NackPairs, ReceiverReport, ReportBlock, ReportBlocks, RtcpCrateWriter,
-    RtcpFeedback, RtcpWriter, MAX_REPORT_BLOCKS, NACK_PAIR_SPAN,
+    parse_compound, NackPairs, ReceiverReport, ReportBlock, ReportBlocks, RtcpFeedback,
+    RtcpWireWriter, RtcpWriter, MAX_REPORT_BLOCKS, NACK_PAIR_SPAN,
 };
 
 /// Packs `lost` into as many NACKs' pairs as it takes, starting a new NACK when one is full.
@@ -77,7 +77,7 @@ proptest! {
             sender_ssrc,
             blocks: ReportBlocks::try_from(&blocks[..]).unwrap(),
         });
-        let mut writer = RtcpCrateWriter::new(b"props").unwrap();
+        let mut writer = RtcpWireWriter::new(b"props").unwrap();
         let mut out = [0; 1500];
         let len = writer.write(&report, &mut out).unwrap();
         let mut items = Vec::new();

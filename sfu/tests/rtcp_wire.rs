@@ -27,8 +27,8 @@ use webrtc_util::Marshal;
 
 use sfu::engine::rtcp::{
     parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, NackPair, NackPairs, Other,
-    ParseSummary, Pli, ReceiverReport, Remb, RembSsrcs, ReportBlock, ReportBlocks, RtcpCrateWriter,
-    RtcpFeedback, RtcpWriter, SenderReport, TransportCc, WriteError,
+    ParseSummary, Pli, ReceiverReport, Remb, RembSsrcs, ReportBlock, ReportBlocks, RtcpFeedback,
+    RtcpWireWriter, RtcpWriter, SenderReport, TransportCc, WriteError,
 };
 
 const CNAME: &[u8] = b"strata-sfu";
@@ -40,7 +40,7 @@ fn parse_all(data: &[u8]) -> Vec<RtcpFeedback<'_>> {
 }
 
 fn write(item: &RtcpFeedback<'_>) -> Vec<u8> {
-    let mut writer = RtcpCrateWriter::new(CNAME).unwrap();
+    let mut writer = RtcpWireWriter::new(CNAME).unwrap();
     let mut out = [0; 1500];
     let len = writer.write(item, &mut out).unwrap();
     out[..len].to_vec()
@@ -159,7 +159,7 @@ fn a_total_lost_over_24_bits_is_refused() {
         sender_ssrc: 1,
         blocks,
     });
-    let mut writer = RtcpCrateWriter::new(CNAME).unwrap();
+    let mut writer = RtcpWireWriter::new(CNAME).unwrap();
     assert_eq!(
         writer.write(&report, &mut [0; 100]),
         Err(WriteError::OutOfRange)
@@ -385,7 +385,7 @@ fn compound_report_cname_and_feedback() {
         sender_ssrc: 0x1111,
         media_ssrc: 6,
     });
-    let mut writer = RtcpCrateWriter::new(CNAME).unwrap();
+    let mut writer = RtcpWireWriter::new(CNAME).unwrap();
     let mut out = [0; 1500];
     let len = write_compound(&mut writer, &reports, &[pli], &mut out).unwrap();
 
@@ -408,7 +408,7 @@ fn compound_report_cname_and_feedback() {
 
 #[test]
 fn compound_refuses_what_it_cannot_hold() {
-    let mut writer = RtcpCrateWriter::new(CNAME).unwrap();
+    let mut writer = RtcpWireWriter::new(CNAME).unwrap();
     let report = [RtcpFeedback::SenderReport(sender_report())];
     let pli = RtcpFeedback::Pli(Pli {
         sender_ssrc: 1,
@@ -442,7 +442,7 @@ fn compound_refuses_what_it_cannot_hold() {
     });
     assert_eq!(writer.write(&other, &mut out), Err(WriteError::Unwritable));
     assert_eq!(
-        RtcpCrateWriter::new(&[b'x'; 256]).err(),
+        RtcpWireWriter::new(&[b'x'; 256]).err(),
         Some(WriteError::OutOfRange)
     );
 }

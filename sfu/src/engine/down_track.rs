@@ -39,12 +39,14 @@ pub struct Transmit {
 
 /// Why a packet for this subscriber was not written. Counted; the subscriber's next packets
 /// are unaffected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum WriteError {
     /// The DD or the header could not be rewritten: the buffer is too small, or the two-byte
     /// extension form is needed and was not negotiated.
+    #[error("header or dependency descriptor cannot be rewritten")]
     Rewrite,
     /// A retransmission was asked for a packet no longer remembered.
+    #[error("packet no longer in the send history")]
     NotRemembered,
 }
 

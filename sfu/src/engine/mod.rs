@@ -13,8 +13,12 @@
 //! - [`packet_ring`]: recent packets by extended sequence number, to answer NACKs.
 //! - [`rtcp`]: RTCP feedback both ways, parsed into our own typed view and written into caller
 //!   buffers.
+//!
+//! Every error type here implements [`std::error::Error`] and sorts itself by [`Fault`]: the
+//! peer's bytes, the host's misuse, or a limit reached.
 
 mod down_track;
+mod fault;
 mod forwarder;
 mod keyframe;
 pub mod munger;
@@ -32,6 +36,7 @@ mod twcc;
 pub use down_track::{
     DownTrack, DownTrackCounters, SubscriberReception, Transmit, WriteError, Written, SEND_HISTORY,
 };
+pub use fault::Fault;
 pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};
 pub use packet::ParsedPacket;
 pub use receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters, RECEIVE_RING};

@@ -52,13 +52,22 @@ pub enum ReceiveError {
 impl fmt::Display for ReceiveError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Malformed(e) => write!(f, "malformed RTP: {e}"),
-            Self::UnknownSsrc => f.write_str("unknown SSRC"),
+            Self::Malformed(e) => write!(f, "malformed rtp: {e}"),
+            Self::UnknownSsrc => f.write_str("unknown ssrc"),
             Self::UnknownTransport => f.write_str("unknown transport"),
-            Self::BadRtx => f.write_str("RTX packet without an original sequence number"),
+            Self::BadRtx => f.write_str("rtx packet without an original sequence number"),
             Self::Duplicate => f.write_str("duplicate packet"),
             Self::OutOfWindow => f.write_str("sequence number out of window"),
             Self::UnreadableDd { .. } => f.write_str("unreadable dependency descriptor"),
+        }
+    }
+}
+
+impl std::error::Error for ReceiveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Malformed(e) => Some(e),
+            _ => None,
         }
     }
 }

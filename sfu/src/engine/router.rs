@@ -18,7 +18,7 @@ use selector::{Layer, LayerLimits};
 use super::down_track::{DownTrack, DownTrackCounters, SubscriberReception, Transmit, WriteError};
 use super::keyframe::{KeyframeCounters, KeyframeRequester, DEFAULT_KEYFRAME_INTERVAL};
 use super::receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters};
-use super::rtcp::{NackPairs, ReceiverReport, RtcpCrateWriter, SenderReport, WallClock};
+use super::rtcp::{NackPairs, ReceiverReport, RtcpWireWriter, SenderReport, WallClock};
 use super::track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};
 use super::transport::{IdMap, Transport, TransportId, Twcc};
 use super::twcc::{TwccRecorder, TWCC_INTERVAL};
@@ -49,16 +49,21 @@ impl Default for RouterConfig {
     }
 }
 
-/// Misuse of the router's API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Misuse of the router's API: all [`Fault::Host`](super::Fault::Host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RouterError {
+    #[error("unknown transport")]
     UnknownTransport,
+    #[error("unknown track")]
     UnknownTrack,
+    #[error("unknown down track")]
     UnknownDownTrack,
     /// An SSRC is already the transport's: another track it publishes has it, or another
     /// subscription sends to it under it.
+    #[error("ssrc already in use on the transport")]
     SsrcInUse,
     /// The track has no stream at that index.
+    #[error("unknown stream of the track")]
     UnknownStream,
 }
 
@@ -199,7 +204,7 @@ pub struct Router {
     /// Transport-wide CC feedback waiting to go out (marshalled), by the track it is sent for.
     twcc_out: VecDeque<(TrackId, Vec<u8>)>,
     next_twcc: Option<Instant>,
-    rtcp_writer: RtcpCrateWriter,
+    rtcp_writer: RtcpWireWriter,
     nack_scratch: Vec<(u32, u16)>,
     /// Maps `now` to wall-clock NTP time for reports; anchored at the first use if the host
     /// gives none.
@@ -227,7 +232,7 @@ impl Router {
             twcc_out: VecDeque::new(),
             next_twcc: None,
             // A fixed CNAME of valid length: cannot fail.
-            rtcp_writer: RtcpCrateWriter::new(b"strata").expect("a short CNAME"),
+            rtcp_writer: RtcpWireWriter::new(b"strata").expect("a short CNAME"),
             nack_scratch: Vec::new(),
             wall_clock: None,
             next_report: None,

@@ -2,19 +2,16 @@
 //! (draft-holmer-rmcat-transport-wide-cc-extensions-01): when each of its packets arrived, by
 //! transport-wide sequence number, so that its sender-side bandwidth estimation ramps up.
 //!
-//! Feedback goes out about ten times a second per publisher transport, not per packet: it is
-//! built with the `rtcp` crate's `TransportLayerCc` (which allocates its chunk and delta lists)
-//! and marshalled into a `Vec`.
+//! Feedback goes out about ten times a second per publisher transport, not per packet: its
+//! status chunks and deltas are encoded into a `Vec`, then written as an RTCP packet into
+//! another.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use rtcp::transport_feedbacks::transport_layer_cc::{
-    PacketStatusChunk, RecvDelta, StatusChunkTypeTcc, StatusVectorChunk, SymbolSizeTypeTcc,
-    SymbolTypeTcc, TransportLayerCc,
-};
 use selector::Unwrapper;
-use webrtc_util::Marshal;
+
+use super::rtcp::{write_transport_cc, TransportCc};
 
 /// How often feedback goes out.
 pub const TWCC_INTERVAL: Duration = Duration::from_millis(100);
@@ -25,6 +22,10 @@ const REFERENCE_UNIT_US: i64 = 64_000;
 const DELTA_UNIT_US: i64 = 250;
 /// Packets per two-bit status vector chunk.
 const SYMBOLS_PER_CHUNK: usize = 7;
+/// The two-bit packet status symbols.
+const NOT_RECEIVED: u16 = 0;
+const SMALL_DELTA: u16 = 1;
+const LARGE_DELTA: u16 = 2;
 
 /// Arrivals of one publisher transport's packets, by transport-wide sequence number.
 #[derive(Debug)]
@@ -83,52 +84,63 @@ impl TwccRecorder {
         let reference = reference_us / REFERENCE_UNIT_US;
         let mut previous_us = reference * REFERENCE_UNIT_US;
         let mut symbols = Vec::with_capacity(usize::from(count));
-        let mut deltas = Vec::with_capacity(arrivals.len());
+        // One octet per small delta, two per large one.
+        let mut deltas = Vec::with_capacity(2 * arrivals.len());
         let mut received = arrivals.iter().peekable();
         for seq in base..base + i64::from(count) {
             let Some(&(_, at)) = received.next_if(|&&(s, _)| s == seq) else {
-                symbols.push(SymbolTypeTcc::PacketNotReceived);
+                symbols.push(NOT_RECEIVED);
                 continue;
             };
             let at_us = micros(at.saturating_duration_since(self.epoch));
-            let delta = delta_units(at_us - previous_us) * DELTA_UNIT_US;
-            previous_us += delta;
-            let symbol = if (0..=255 * DELTA_UNIT_US).contains(&delta) {
-                SymbolTypeTcc::PacketReceivedSmallDelta
+            let units = delta_units(at_us - previous_us);
+            previous_us += units * DELTA_UNIT_US;
+            // Clamped to 16 bits signed by `delta_units`; a small delta is 8 bits unsigned.
+            if let Ok(small) = u8::try_from(units) {
+                symbols.push(SMALL_DELTA);
+                deltas.push(small);
             } else {
-                SymbolTypeTcc::PacketReceivedLargeDelta
-            };
-            symbols.push(symbol);
-            deltas.push(RecvDelta {
-                type_tcc_packet: symbol,
-                delta,
-            });
+                symbols.push(LARGE_DELTA);
+                deltas.extend_from_slice(&(units as i16).to_be_bytes());
+            }
         }
         self.next_base = Some(base + i64::from(count));
-        let feedback = TransportLayerCc {
+        let mut body =
+            Vec::with_capacity(2 * symbols.len().div_ceil(SYMBOLS_PER_CHUNK) + deltas.len());
+        for chunk in symbols.chunks(SYMBOLS_PER_CHUNK) {
+            body.extend_from_slice(&status_vector(chunk).to_be_bytes());
+        }
+        body.extend_from_slice(&deltas);
+        let feedback = TransportCc {
             sender_ssrc,
             media_ssrc,
             // Truncation intended: the wire carries the low 16 bits.
-            base_sequence_number: base as u16,
+            base_sequence: base as u16,
             packet_status_count: count,
             // 24 bits on the wire.
             reference_time: (reference & 0xFF_FFFF) as u32,
-            fb_pkt_count: self.feedback_count,
-            packet_chunks: symbols.chunks(SYMBOLS_PER_CHUNK).map(chunk).collect(),
-            recv_deltas: deltas,
+            fb_count: self.feedback_count,
+            chunks_and_deltas: &body,
         };
         self.feedback_count = self.feedback_count.wrapping_add(1);
-        feedback.marshal().ok().map(|bytes| bytes.to_vec())
+        // The fixed fields, the body and at most three octets of padding.
+        let mut packet = vec![0; 20 + body.len() + 3];
+        let len = write_transport_cc(&feedback, &mut packet).ok()?;
+        packet.truncate(len);
+        Some(packet)
     }
 }
 
-/// A two-bit status vector chunk of up to seven symbols.
-fn chunk(symbols: &[SymbolTypeTcc]) -> PacketStatusChunk {
-    PacketStatusChunk::StatusVectorChunk(StatusVectorChunk {
-        type_tcc: StatusChunkTypeTcc::StatusVectorChunk,
-        symbol_size: SymbolSizeTypeTcc::TwoBit,
-        symbol_list: symbols.to_vec(),
-    })
+/// A two-bit status vector chunk of up to seven symbols: the chunk type bit (1), the symbol
+/// size bit (1: two bits), then the symbols from the most significant end, zero (not received)
+/// past the last.
+fn status_vector(symbols: &[u16]) -> u16 {
+    symbols
+        .iter()
+        .zip((0..SYMBOLS_PER_CHUNK as u16).rev())
+        .fold(0xC000, |chunk, (&symbol, slot)| {
+            chunk | symbol << (2 * slot)
+        })
 }
 
 /// A delta in 250 us units, clamped to what a large delta can carry (16 bits signed).
@@ -142,7 +154,9 @@ fn micros(d: Duration) -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use rtcp::transport_feedbacks::transport_layer_cc::TransportLayerCc;
+    use rtcp::transport_feedbacks::transport_layer_cc::{
+        PacketStatusChunk, SymbolTypeTcc, TransportLayerCc,
+    };
     use webrtc_util::Unmarshal;
 
     use super::*;

@@ -2,7 +2,9 @@
 
 #![allow(dead_code)] // Each test binary uses its own part of these helpers.
 
-use std::process::{Command, Output};
+#[cfg(feature = "node")]
+use std::process::Command;
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -12,6 +14,8 @@ pub const VECTORS: &str = concat!(
     "/../../shared/vectors/dd-vectors.json"
 );
 
+/// The `sfu` command, built only with the node.
+#[cfg(feature = "node")]
 pub fn sfu(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sfu"))
         .args(args)
@@ -27,6 +31,7 @@ pub struct Inspection {
     pub capture: Value,
 }
 
+#[cfg(feature = "node")]
 pub fn inspect_json(path: &str, extra: &[&str]) -> Inspection {
     let out = sfu(&[&["inspect", "--json", path], extra].concat());
     assert!(

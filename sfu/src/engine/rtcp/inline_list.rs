@@ -11,7 +11,8 @@ pub struct InlineList<T: Copy + Default, const N: usize> {
 }
 
 /// The list already holds its capacity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("inline list full")]
 pub struct Full;
 
 impl<T: Copy + Default, const N: usize> InlineList<T, N> {

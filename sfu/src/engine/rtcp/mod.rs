@@ -14,13 +14,13 @@
 //! [`MAX_FIR_ENTRIES`], [`MAX_REMB_SSRCS`]), borrows transport-wide CC feedback, and allocates
 //! nothing. The tests check it against the crate in both directions.
 //!
-//! # Writing: the crate, behind our trait
-//! The crate's `marshal` returns fresh `Bytes`, but its `marshal_to` writes into a slice without
-//! allocating; only its packet types own `Vec`s. [`RtcpCrateWriter`] keeps one of each, reserved
-//! to the inline capacities, so writing any kind, and a compound RR + SDES CNAME + feedback,
-//! allocates nothing once the writer exists (0, asserted in `tests/rtcp_allocs.rs`).
-//! Transport-wide CC feedback is the one kind written by hand around the crate's header, as
-//! it is kept as bytes.
+//! # Writing: our own too
+//! [`RtcpWireWriter`] puts each field into the caller's buffer through a bounds-checked cursor:
+//! writing any kind, and a compound RR + SDES CNAME + feedback, allocates nothing once the
+//! writer exists (0, asserted in `tests/rtcp_allocs.rs`). Our own rather than the crate's
+//! `marshal_to` because the crate depends on an async runtime, which an embedder of the engine
+//! alone should not have to build; the crate stays a test dependency, the reference both
+//! directions are checked against.
 
 mod feedback;
 mod generic_nack;
@@ -42,4 +42,5 @@ pub use ntp::{
 };
 pub use parse::{parse_compound, ParseError, ParseSummary};
 pub use report::{ReceiverReport, ReportBlock, ReportBlocks, SenderReport, MAX_REPORT_BLOCKS};
-pub use writer::{write_compound, RtcpCrateWriter, RtcpWriter, WriteError};
+pub(crate) use writer::transport_cc as write_transport_cc;
+pub use writer::{write_compound, RtcpWireWriter, RtcpWriter, WriteError};
