@@ -24,9 +24,7 @@ use rtp_ext::codec::Codec;
 use rtp_ext::rtp::RtpPacket;
 use selector::{Layer, LayerLimits};
 use sfu::capture::{classify, PayloadKind};
-use sfu::engine::{
-    DownTrackConfig, Router, RouterConfig, RouterError, TrackConfig, TransportId,
-};
+use sfu::engine::{DownTrackConfig, Router, RouterConfig, RouterError, TrackConfig, TransportId};
 
 /// The command line, parsed by hand to keep the example free of dependencies.
 struct Args {

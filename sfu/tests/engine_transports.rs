@@ -11,7 +11,7 @@ use rtp_ext::codec::Codec;
 use rtp_ext::rtp::RtpPacket;
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
-use sfu::engine::rtcp::{Pli, RtcpWireWriter, RtcpFeedback, RtcpWriter};
+use sfu::engine::rtcp::{Pli, RtcpFeedback, RtcpWireWriter, RtcpWriter};
 use sfu::engine::{
     DownTrackConfig, ReceiveError, Router, RouterConfig, RouterError, TrackConfig, TrackId,
     TransportId,
