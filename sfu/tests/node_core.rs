@@ -645,3 +645,40 @@ fn a_viewer_negotiates_against_the_live_publisher_not_a_reaped_one() {
     assert_eq!(h.core.room_codecs("room"), vec![codec(Codec::Av1)]);
     assert!(h.core.room_codecs("elsewhere").is_empty());
 }
+
+#[test]
+fn the_engines_events_are_consumed_a_viewers_estimate_kept() {
+    use sfu::engine::rtcp::{Remb, RembSsrcs, RtcpFeedback, RtcpWireWriter, RtcpWriter};
+    let mut h = Harness::new();
+    h.publisher("room", publisher_of(av1_track(0xA1), &[]), addr(9400));
+    let viewer = h.viewer(
+        "room",
+        av1_viewer(0x10, Some(DD_OUT), Layer::MAX),
+        addr(9401),
+    );
+    for packet in l3t3(0xA1, 10) {
+        h.send(addr(9400), &packet);
+    }
+    assert!(
+        h.core.counters().layer_changes >= 1,
+        "the viewer started on a layer"
+    );
+    let mut ssrcs = RembSsrcs::default();
+    ssrcs.push(0x10).expect("room");
+    let remb = RtcpFeedback::Remb(Remb {
+        sender_ssrc: 9,
+        bitrate_bps: 800_000,
+        ssrcs,
+    });
+    let mut buf = [0u8; 100];
+    let len = RtcpWireWriter::new(b"viewer")
+        .expect("a short CNAME")
+        .write(&remb, &mut buf)
+        .expect("fits");
+    h.send(addr(9401), &buf[..len]);
+    assert_eq!(h.core.counters().bandwidth_estimates, 1);
+    assert_eq!(
+        h.core.peer(viewer).and_then(|p| p.estimate_bps),
+        Some(800_000)
+    );
+}

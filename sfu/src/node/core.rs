@@ -24,7 +24,7 @@ use super::peer::{Join, Kind, Owner, Peer, PeerId, Publisher, Role, Viewer};
 use super::sdp::RoomCodec;
 use super::srtp::SrtpContext;
 use crate::engine::{
-    DownTrackConfig, DownTrackId, Router, RouterConfig, RouterError, TrackId, TransportId,
+    DownTrackConfig, DownTrackId, Event, Router, RouterConfig, RouterError, TrackId, TransportId,
 };
 
 pub use self::wire::{Inbound, MAX_DATAGRAM};
@@ -192,6 +192,7 @@ impl NodeCore {
             client: join.client,
             addr: None,
             srtp: None,
+            estimate_bps: None,
             last_seen: now,
             role,
         };
@@ -470,7 +471,7 @@ impl NodeCore {
     /// The engine's timers, and the sweep of silent sessions once a second.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.router.handle_timeout(now);
-        while self.router.poll_event().is_some() {}
+        self.handle_events();
         if self.next_sweep.is_some_and(|at| at > now) {
             return;
         }
@@ -484,6 +485,33 @@ impl NodeCore {
         for id in silent {
             tracing::info!(peer = %id, "session timed out");
             let _ = self.remove_peer(id);
+        }
+    }
+
+    /// The engine's events: counted, logged, and a viewer's estimate kept with its session.
+    pub(super) fn handle_events(&mut self) {
+        while let Some(event) = self.router.poll_event() {
+            match event {
+                Event::LayerChanged { down_track, layer } => {
+                    self.counters.layer_changes += 1;
+                    let peer = self.owner_of(down_track);
+                    tracing::debug!(?peer, ?layer, "layer changed");
+                }
+                Event::KeyframeRequested { track } => {
+                    tracing::debug!(?track, "keyframe requested upstream");
+                }
+                Event::BandwidthEstimate {
+                    transport,
+                    bitrate_bps,
+                } => {
+                    self.counters.bandwidth_estimates += 1;
+                    let id = self.by_transport.get(&transport).copied();
+                    if let Some(peer) = id.and_then(|id| self.peers.get_mut(&id)) {
+                        peer.estimate_bps = Some(bitrate_bps);
+                    }
+                    tracing::debug!(peer = ?id, bitrate_bps, "viewer bandwidth estimate");
+                }
+            }
         }
     }
 

@@ -64,6 +64,10 @@ pub struct NodeCounters {
     pub bytes_in: u64,
     pub rtp_out: u64,
     pub bytes_out: u64,
+    /// The engine's events, by kind: a viewer's layer changed; a viewer's receiver sent a
+    /// bandwidth estimate (REMB).
+    pub layer_changes: u64,
+    pub bandwidth_estimates: u64,
     dropped: [u64; DropReason::ALL.len()],
     refused: [u64; LimitError::LABELS.len()],
 }
@@ -169,6 +173,15 @@ impl Snapshot {
             n.rtp_out,
         );
         counter(&mut out, "bytes_out_total", "UDP bytes sent.", n.bytes_out);
+        let layers = "Changes of the layer a viewer receives.";
+        counter(&mut out, "layer_changes_total", layers, n.layer_changes);
+        let estimates = "Bandwidth estimates (REMB) from viewers.";
+        counter(
+            &mut out,
+            "bandwidth_estimates_total",
+            estimates,
+            n.bandwidth_estimates,
+        );
         let labels: Vec<String> = DropReason::ALL
             .iter()
             .map(|r| format!("{{reason=\"{}\"}}", r.label()))

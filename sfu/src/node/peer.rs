@@ -130,6 +130,8 @@ pub struct Peer {
     /// password from): all our packets to it go there.
     pub addr: Option<SocketAddr>,
     pub srtp: Option<Box<dyn SrtpContext>>,
+    /// The latest bandwidth estimate its receiver sent (REMB), if any.
+    pub estimate_bps: Option<u64>,
     /// The last valid binding request: ICE consent (RFC 7675) keeps it fresh.
     pub last_seen: Instant,
     pub role: Role,

@@ -162,7 +162,12 @@ impl NodeCore {
             out.extend_from_slice(&response);
             return Some(to);
         }
-        self.poll_rtcp(out).or_else(|| self.poll_media(out))
+        let next = self.poll_rtcp(out).or_else(|| self.poll_media(out));
+        if next.is_none() {
+            // Sending raised what it raises (layer changes): take it now.
+            self.handle_events();
+        }
+        next
     }
 
     fn poll_rtcp(&mut self, out: &mut Vec<u8>) -> Option<SocketAddr> {
