@@ -174,7 +174,35 @@ impl Receiver {
     /// Parses and stores one packet; on success it is ready for fan-out under the returned
     /// reference. Errors are counted.
     pub fn receive(&mut self, now: Instant, bytes: Bytes) -> Result<PacketRef, ReceiveError> {
-        let result = self.receive_inner(now, bytes);
+        let result = match RtpPacket::parse(&bytes) {
+            Ok(packet) => self.receive_inner(now, &packet, bytes.clone()),
+            Err(e) => Err(ReceiveError::Malformed(e)),
+        };
+        self.count(result)
+    }
+
+    /// [`receive`](Self::receive) of a packet the caller has parsed already (`packet` is the
+    /// view of `bytes`): the header is read once, whoever needs it.
+    pub fn receive_parsed(
+        &mut self,
+        now: Instant,
+        packet: &RtpPacket<'_>,
+        bytes: Bytes,
+    ) -> Result<PacketRef, ReceiveError> {
+        let result = self.receive_inner(now, packet, bytes);
+        self.count(result)
+    }
+
+    /// Counts a packet refused before it reached the receiver (its header did not parse).
+    pub fn refuse(&mut self, error: ReceiveError) -> ReceiveError {
+        let _ = self.count(Err(error));
+        error
+    }
+
+    fn count(
+        &mut self,
+        result: Result<PacketRef, ReceiveError>,
+    ) -> Result<PacketRef, ReceiveError> {
         match result {
             Ok(_) => self.counters.received += 1,
             Err(ReceiveError::Malformed(_) | ReceiveError::BadRtx) => self.counters.malformed += 1,
@@ -261,9 +289,13 @@ impl Receiver {
             .min()
     }
 
-    fn receive_inner(&mut self, now: Instant, bytes: Bytes) -> Result<PacketRef, ReceiveError> {
-        let packet = RtpPacket::parse(&bytes).map_err(ReceiveError::Malformed)?;
-        let (index, fields, payload) = self.original(&packet)?;
+    fn receive_inner(
+        &mut self,
+        now: Instant,
+        packet: &RtpPacket<'_>,
+        bytes: Bytes,
+    ) -> Result<PacketRef, ReceiveError> {
+        let (index, fields, payload) = self.original(packet)?;
         let stream = &mut self.streams[index];
         let ctx = ParseContext {
             codec: self.config.codec,
@@ -275,7 +307,7 @@ impl Receiver {
             descriptor,
             dd,
             audio_level,
-        } = describe(&packet, &bytes[payload.clone()], &ctx);
+        } = describe(packet, &bytes[payload.clone()], &ctx);
         let dd_sent = self
             .config
             .dd_ext_id

@@ -545,12 +545,20 @@ impl Router {
         let Some(published) = self.tracks.get_mut(&track) else {
             return Err(ReceiveError::UnknownSsrc);
         };
+        // The header is parsed here once, for the transport-wide sequence and the receiver.
+        let view = match RtpPacket::parse(&packet) {
+            Ok(view) => view,
+            Err(e) => {
+                self.counters.dropped_in += 1;
+                return Err(published.receiver.refuse(ReceiveError::Malformed(e)));
+            }
+        };
         // Transport-wide feedback reports every packet that arrived, whatever the receiver
         // makes of it: the padding probes and retransmissions it drops are what the
         // publisher's bandwidth estimate ramps up on. Reported lost, they would hold the
         // estimate (and the upper spatial layers) down.
         if let Some(cc) = published.receiver.config().transport_cc {
-            if let Some(seq) = transport_seq(&packet, cc.ext_id) {
+            if let Some(seq) = transport_seq(&view, cc.ext_id) {
                 let media_ssrc = published.receiver.config().streams[0].ssrc;
                 let twcc = on.twcc.get_or_insert_with(|| Twcc {
                     recorder: TwccRecorder::new(now),
@@ -560,14 +568,17 @@ impl Router {
                 twcc.recorder.record(seq, now);
             }
         }
-        let at = published.receiver.receive(now, packet).inspect_err(|e| {
-            self.counters.dropped_in += 1;
-            // Without the structure nothing of the stream can be selected: a keyframe brings
-            // it (at most one request per interval, however many packets wait).
-            if let ReceiveError::UnreadableDd { stream } = *e {
-                published.keyframes.request(now, stream);
-            }
-        })?;
+        let at = published
+            .receiver
+            .receive_parsed(now, &view, packet.clone())
+            .inspect_err(|e| {
+                self.counters.dropped_in += 1;
+                // Without the structure nothing of the stream can be selected: a keyframe brings
+                // it (at most one request per interval, however many packets wait).
+                if let ReceiveError::UnreadableDd { stream } = *e {
+                    published.keyframes.request(now, stream);
+                }
+            })?;
         self.jobs.extend(
             published
                 .subscribers
@@ -809,8 +820,7 @@ fn flush(rtcp: &mut VecDeque<PendingRtcp>, track: TrackId, nack: Option<(u32, Na
 }
 
 /// The transport-wide sequence number a packet carries, if it is readable.
-fn transport_seq(packet: &[u8], ext_id: u8) -> Option<u16> {
-    let packet = RtpPacket::parse(packet).ok()?;
+fn transport_seq(packet: &RtpPacket<'_>, ext_id: u8) -> Option<u16> {
     let value = packet.extension(ext_id)?;
     TransportSequenceNumber::parse(value).ok().map(|seq| seq.0)
 }
