@@ -366,7 +366,7 @@ impl Router {
             .ok_or(RouterError::UnknownTrack)?;
         if let Some(on) = self.transports.get_mut(&published.transport) {
             on.ssrcs.retain(|_, t| *t != track);
-            on.tracks.retain(|&t| t != track);
+            on.tracks.retain(|t| *t != track);
             if on.twcc.as_ref().is_some_and(|t| t.track == track) {
                 on.twcc = None;
             }

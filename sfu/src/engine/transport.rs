@@ -7,6 +7,8 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use smallvec::SmallVec;
+
 use super::track::{DownTrackId, TrackId};
 use super::twcc::TwccRecorder;
 
@@ -47,13 +49,58 @@ pub(super) struct Twcc {
     pub media_ssrc: u32,
 }
 
+/// A transport's SSRCs and whose they are. A peer connection has a handful (a media and an
+/// RTX SSRC per track), so they sit inline and are searched in order: no allocation per
+/// transport, and a lookup as fast as a hash probe at that size.
+#[derive(Debug)]
+pub(super) struct SsrcTable<V>(SmallVec<[(u32, V); 4]>);
+
+impl<V> Default for SsrcTable<V> {
+    fn default() -> Self {
+        Self(SmallVec::new())
+    }
+}
+
+impl<V: Copy> SsrcTable<V> {
+    pub fn get(&self, ssrc: &u32) -> Option<&V> {
+        self.0.iter().find(|(s, _)| s == ssrc).map(|(_, v)| v)
+    }
+
+    pub fn contains_key(&self, ssrc: &u32) -> bool {
+        self.get(ssrc).is_some()
+    }
+
+    /// Callers check [`contains_key`](Self::contains_key) first: an SSRC is entered once.
+    pub fn insert(&mut self, ssrc: u32, value: V) {
+        self.0.push((ssrc, value));
+    }
+
+    pub fn remove(&mut self, ssrc: &u32) {
+        self.0.retain(|(s, _)| s != ssrc);
+    }
+
+    pub fn retain(&mut self, mut keep: impl FnMut(&u32, &V) -> bool) {
+        self.0.retain(|(s, v)| keep(s, v));
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.0.iter().map(|(_, v)| v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Transport {
     /// Media and RTX SSRCs of the tracks it publishes.
-    pub ssrcs: IdMap<u32, TrackId>,
-    pub tracks: Vec<TrackId>,
+    pub ssrcs: SsrcTable<TrackId>,
+    pub tracks: SmallVec<[TrackId; 4]>,
     /// Media and RTX SSRCs the router sends to it, and whose they are.
-    pub down_tracks: IdMap<u32, DownTrackId>,
+    pub down_tracks: SsrcTable<DownTrackId>,
+    /// Transport-wide CC of what it publishes; the outgoing transport-wide sequence and the
+    /// bandwidth estimate toward it belong here too.
     pub twcc: Option<Twcc>,
 }
 
