@@ -3,13 +3,14 @@
 //! two transports may publish the same SSRC, each forwarded to its own viewers; and however
 //! transports come and go, nothing of them stays behind.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use proptest::prelude::*;
 use rtp_ext::codec::Codec;
 use rtp_ext::rtp::RtpPacket;
-use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
 use sfu::engine::rtcp::{Pli, RtcpFeedback, RtcpWireWriter, RtcpWriter};
 use sfu::engine::{
@@ -21,20 +22,8 @@ const DD_EXT: u8 = 11;
 
 /// `units` temporal units of an L3T3 stream under `ssrc`.
 fn l3t3(ssrc: u32, units: usize) -> Vec<Bytes> {
-    let config = GeneratorConfig {
-        ssrc,
-        ..GeneratorConfig::default()
-    };
-    let mut g = StreamGenerator::new(ScalabilityMode::L3T3, config);
-    let structure = g.structure().clone();
-    let mut packets = Vec::new();
-    let mut done = 0;
-    while done < units {
-        let p = g.next().expect("endless");
-        done += usize::from(p.marker);
-        packets.push(Bytes::from(p.rtp_bytes(DD_EXT, &structure)));
-    }
-    packets
+    let packets = common::l3t3_stream(ssrc, units, DD_EXT);
+    packets.into_iter().map(Bytes::from).collect()
 }
 
 fn av1(ssrc: u32) -> TrackConfig {

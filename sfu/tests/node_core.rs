@@ -3,6 +3,8 @@
 //! the base spatial layer only), simulcast streams bound by rid, and bad datagrams counted.
 //! SRTP is replaced by a pass-through context: its own tests live with it.
 
+mod common;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -10,7 +12,6 @@ use std::time::{Duration, Instant};
 use rtp_ext::codec::Codec;
 use rtp_ext::dd::DependencyDescriptor;
 use rtp_ext::rtp::RtpPacket;
-use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::Layer;
 use sfu::engine::{RouterConfig, StreamConfig, TrackConfig};
 use sfu::node::core::{CoreError, NodeCore, Resource};
@@ -160,20 +161,7 @@ fn av1_viewer(ssrc: u32, dd: Option<u8>, target: Layer) -> Viewer {
 
 /// `tus` temporal units of an L3T3 stream.
 fn l3t3(ssrc: u32, tus: usize) -> Vec<Vec<u8>> {
-    let config = GeneratorConfig {
-        ssrc,
-        ..GeneratorConfig::default()
-    };
-    let mut g = StreamGenerator::new(ScalabilityMode::L3T3, config);
-    let structure = g.structure().clone();
-    let mut packets = Vec::new();
-    let mut units = 0;
-    while units < tus {
-        let p = g.next().expect("endless");
-        units += usize::from(p.marker);
-        packets.push(p.rtp_bytes(DD_IN, &structure));
-    }
-    packets
+    common::l3t3_stream(ssrc, tus, DD_IN)
 }
 
 /// The spatial ids a viewer received, read from the DD its packets carry.

@@ -126,6 +126,22 @@ fn family(out: &mut String, f: Family<'_>, samples: &[(&str, u64)]) {
     }
 }
 
+/// A counter family with one sample per reason.
+fn by_reason<'a>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    reasons: impl IntoIterator<Item = (&'a str, u64)>,
+) {
+    let labelled: Vec<(String, u64)> = reasons
+        .into_iter()
+        .map(|(reason, value)| (format!("{{reason=\"{reason}\"}}"), value))
+        .collect();
+    let samples: Vec<(&str, u64)> = labelled.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+    let kind = "counter";
+    family(out, Family { name, help, kind }, &samples);
+}
+
 fn gauge(out: &mut String, name: &str, help: &str, value: usize) {
     let kind = "gauge";
     family(out, Family { name, help, kind }, &[("", value as u64)]);
@@ -182,38 +198,16 @@ impl Snapshot {
             estimates,
             n.bandwidth_estimates,
         );
-        let labels: Vec<String> = DropReason::ALL
-            .iter()
-            .map(|r| format!("{{reason=\"{}\"}}", r.label()))
-            .collect();
-        let mut drops: Vec<(&str, u64)> = DropReason::ALL
-            .iter()
-            .zip(&labels)
-            .map(|(&r, l)| (l.as_str(), n.dropped(r)))
-            .collect();
-        drops.push(("{reason=\"engine\"}", self.engine_dropped_in));
-        drops.push(("{reason=\"bad_rtcp\"}", self.bad_rtcp));
-        let name = "dropped_total";
+        let drops = DropReason::ALL.iter().map(|&r| (r.label(), n.dropped(r)));
+        let engine = [
+            ("engine", self.engine_dropped_in),
+            ("bad_rtcp", self.bad_rtcp),
+        ];
         let help = "Packets dropped, by reason.";
-        family(
-            &mut out,
-            Family {
-                name,
-                help,
-                kind: "counter",
-            },
-            &drops,
-        );
-        let refused: Vec<(String, u64)> = LimitError::LABELS
-            .iter()
-            .enumerate()
-            .map(|(i, l)| (format!("{{reason=\"{l}\"}}"), n.refused[i]))
-            .collect();
-        let refused: Vec<(&str, u64)> = refused.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+        by_reason(&mut out, "dropped_total", help, drops.chain(engine));
+        let refused = LimitError::LABELS.iter().copied().zip(n.refused);
         let help = "New sessions refused at a limit, by limit.";
-        let kind = "counter";
-        let name = "sessions_refused_total";
-        family(&mut out, Family { name, help, kind }, &refused);
+        by_reason(&mut out, "sessions_refused_total", help, refused);
         let nacks = "NACKs sent to publishers.";
         counter(&mut out, "nacks_sent_total", nacks, self.nacks_sent);
         let rtx = "Packets retransmitted to subscribers on their NACKs.";

@@ -142,3 +142,23 @@ pub fn rtp_packets(name: &str) -> Vec<Vec<u8>> {
         })
         .collect()
 }
+
+/// `units` temporal units of a generated L3T3 stream under `ssrc`, its Dependency Descriptor
+/// as extension `dd_ext`.
+pub fn l3t3_stream(ssrc: u32, units: usize, dd_ext: u8) -> Vec<Vec<u8>> {
+    use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
+    let config = GeneratorConfig {
+        ssrc,
+        ..GeneratorConfig::default()
+    };
+    let mut g = StreamGenerator::new(ScalabilityMode::L3T3, config);
+    let structure = g.structure().clone();
+    let mut packets = Vec::new();
+    let mut done = 0;
+    while done < units {
+        let p = g.next().expect("endless");
+        done += usize::from(p.marker);
+        packets.push(p.rtp_bytes(dd_ext, &structure));
+    }
+    packets
+}
