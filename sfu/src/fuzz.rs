@@ -16,6 +16,7 @@ use crate::engine::{
 };
 use crate::node::auth::{Auth, Grant};
 use crate::node::core::NodeCore;
+use crate::node::limits::Limits;
 use crate::node::ice::BindingRequest;
 use crate::node::peer::{
     IceCredentials, Join, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
@@ -283,8 +284,10 @@ pub const AUTH_ROOM: &str = "room";
 /// The Unix time `auth_header` checks `exp` and `nbf` against.
 pub const AUTH_NOW: u64 = 1_800_000_000;
 
-/// `auth_header`: the bytes (lossy UTF-8) as an `Authorization` header, asked for both grants
-/// against a static token and a JWT secret. A grant needs the static token or a signed JWT.
+/// `auth_header`: the bytes (lossy UTF-8) as what a request names itself by: an
+/// `Authorization` header, asked for both grants against a static token and a JWT secret (a
+/// grant needs the static token or a signed JWT) and for `/metrics` (it needs the metrics
+/// token); and a resource URL's session id and room name.
 pub fn auth_header(data: &[u8]) {
     let header = String::from_utf8_lossy(data);
     let auth = Auth::new(vec![AUTH_TOKEN.to_owned()], Some(AUTH_SECRET.to_vec()));
@@ -296,6 +299,18 @@ pub fn auth_header(data: &[u8]) {
             // A JWT is three dot-separated parts.
             assert!(header.contains(AUTH_TOKEN) || header.matches('.').count() == 2);
         }
+    }
+    let metrics = auth.with_metrics_token(Some(AUTH_TOKEN.to_owned()));
+    if metrics.authorize_metrics(Some(&header)).is_ok() {
+        assert!(header.contains(AUTH_TOKEN));
+    }
+    // The same bytes as a resource URL's id and room: an id reads back as itself, and a room
+    // name the node takes needs no escaping in a URL.
+    if let Ok(id) = header.parse::<PeerId>() {
+        assert_eq!(id.to_string(), header);
+    }
+    if Limits::default().check_room_name(&header).is_ok() {
+        assert!(header.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)));
     }
 }
 

@@ -563,6 +563,19 @@ mod tests {
         assert_eq!(media.codec_for(Codec::Vp8, ""), None);
     }
 
+    proptest::proptest! {
+        /// An id reads back from the text it writes; any other text is refused, never taken
+        /// for a different id.
+        #[test]
+        fn peer_ids_round_trip(n: u128, text in "\\PC{0,40}") {
+            let id = PeerId(n);
+            proptest::prop_assert_eq!(id.to_string().parse(), Ok(id));
+            if let Ok(parsed) = text.parse::<PeerId>() {
+                proptest::prop_assert_eq!(parsed.to_string(), text);
+            }
+        }
+    }
+
     #[test]
     fn av1_without_dd_is_capped_to_the_base_spatial_layer() {
         let viewer = Viewer {
