@@ -16,8 +16,8 @@ use crate::engine::{
 };
 use crate::node::auth::{Auth, Grant};
 use crate::node::core::NodeCore;
-use crate::node::limits::Limits;
 use crate::node::ice::BindingRequest;
+use crate::node::limits::Limits;
 use crate::node::peer::{
     IceCredentials, Join, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
 };
@@ -310,7 +310,9 @@ pub fn auth_header(data: &[u8]) {
         assert_eq!(id.to_string(), header);
     }
     if Limits::default().check_room_name(&header).is_ok() {
-        assert!(header.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)));
+        assert!(header
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)));
     }
 }
 
