@@ -17,6 +17,7 @@
 //! Every error type here implements [`std::error::Error`] and sorts itself by [`Fault`]: the
 //! peer's bytes, the host's misuse, or a limit reached.
 
+pub mod bwe;
 mod down_track;
 mod fault;
 mod forwarder;
