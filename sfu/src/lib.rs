@@ -10,6 +10,7 @@
 //!   WebRTC transport crate.
 
 pub mod capture;
+#[deny(missing_docs)]
 pub mod engine;
 #[cfg(feature = "node")]
 pub mod node;

@@ -689,8 +689,8 @@ fn simulcast_switch_keeps_timestamps_smooth() {
     assert_eq!(
         session
             .router
-            .down_track(id)
-            .and_then(|d| d.current_layer())
+            .down_track_info(id)
+            .and_then(|d| d.layer)
             .map(|l| l.spatial),
         Some(1)
     );
@@ -1013,10 +1013,7 @@ fn simulcast_switch_aligns_timestamps_by_sender_reports() {
             "temporal unit {unit}: {off} ticks from its capture time"
         );
     }
-    let layer = session
-        .router
-        .down_track(id)
-        .and_then(|d| d.current_layer());
+    let layer = session.router.down_track_info(id).and_then(|d| d.layer);
     assert_eq!(layer.map(|l| l.spatial), Some(2), "switched");
 }
 

@@ -344,7 +344,7 @@ impl Network {
                     // A NACK holds 16 packets per pair and many pairs: these fit.
                     let _ = pairs.push(seq);
                 }
-                let media_ssrc = self.router.down_track(*id).map(|d| d.config().ssrc);
+                let media_ssrc = self.router.down_track_info(*id).map(|d| d.ssrc);
                 let nack = RtcpFeedback::Nack(Nack {
                     sender_ssrc: 9,
                     media_ssrc: media_ssrc.expect("a known subscriber"),

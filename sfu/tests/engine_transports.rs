@@ -195,3 +195,54 @@ proptest! {
         prop_assert!(router.poll_transmit(&mut buf).is_none(), "nothing left to send");
     }
 }
+
+/// A paused subscription forwards nothing while its sibling on another transport goes on; it
+/// resumes at a switch point; an ended one forwards nothing and leaves its transport's table.
+#[test]
+fn muted_and_ended_subscriptions_forward_nothing() {
+    let mut router = Router::new(RouterConfig::default());
+    let now = Instant::now();
+    let (publisher, track, viewer) = room(&mut router, 0xA1, 0x10);
+    let other = router.add_transport();
+    let mut config = DownTrackConfig::new(0x30, 45);
+    config.dd_ext_id = Some(DD_EXT);
+    let second = router
+        .subscribe(other, track, config, all_layers())
+        .expect("a new transport");
+    let first = router.subscribers(track)[0];
+    // Past the generator's second keyframe (unit 90), where the unmuted one resumes.
+    let packets = l3t3(0xA1, 100);
+    let (before, after) = packets.split_at(packets.len() / 2);
+    router.set_muted(first, true).expect("a subscription");
+    for packet in before {
+        router
+            .handle_rtp(now, publisher, packet.clone())
+            .expect("valid");
+    }
+    let during = sent(&mut router);
+    assert!(!during.is_empty(), "the other subscriber is served");
+    assert!(
+        during.iter().all(|&(t, _)| t == other),
+        "nothing for the muted one"
+    );
+    router.unsubscribe(second).expect("a subscription");
+    assert_eq!(router.down_track_info(second), None);
+    assert_eq!(router.subscribers(track), &[first]);
+    router.set_muted(first, false).expect("a subscription");
+    for packet in after {
+        router
+            .handle_rtp(now, publisher, packet.clone())
+            .expect("valid");
+    }
+    let resumed = sent(&mut router);
+    assert!(!resumed.is_empty(), "the unmuted one is served again");
+    assert!(
+        resumed.iter().all(|&(t, _)| t == viewer),
+        "nothing for the ended one"
+    );
+    assert_eq!(
+        router.unsubscribe(second),
+        Err(RouterError::UnknownDownTrack)
+    );
+    assert!(router.set_muted(second, true).is_err());
+}

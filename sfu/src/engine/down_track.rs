@@ -32,8 +32,11 @@ const LARGE_DDS: usize = 16;
 /// for VP8 the rewritten payload descriptor), then `payload`, shared with every subscriber.
 #[derive(Debug, Clone)]
 pub struct Transmit {
+    /// Bytes of header (and RTX OSN) written into the caller's buffer.
     pub len: usize,
+    /// The payload to send after the header: shared with the receiver, never copied.
     pub payload: Bytes,
+    /// Whether it is a retransmission on the RTX stream (RFC 4588).
     pub retransmission: bool,
 }
 
@@ -93,12 +96,17 @@ struct Sent {
 /// Per-DownTrack counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DownTrackCounters {
+    /// Packets sent, retransmissions included.
     pub packets: u64,
+    /// Bytes sent (headers and payloads), retransmissions included.
     pub bytes: u64,
     /// Payload bytes, for the sender report's octet count.
     pub payload_bytes: u64,
+    /// Retransmissions sent in answer to NACKs.
     pub retransmitted: u64,
+    /// NACKed packets no longer in the send history: not retransmitted.
     pub nack_misses: u64,
+    /// Packets whose header or Dependency Descriptor could not be rewritten: dropped.
     pub rewrite_failures: u64,
 }
 
@@ -125,6 +133,7 @@ struct State {
 pub struct SubscriberReception {
     /// Lost fraction since its previous report, in 1/256.
     pub fraction_lost: u8,
+    /// Packets lost since reception started (24 bits signed on the wire).
     pub total_lost: i32,
     /// Interarrival jitter in RTP timestamp units.
     pub jitter: u32,
@@ -135,6 +144,7 @@ pub struct SubscriberReception {
 /// What writing one packet for this subscriber did.
 #[derive(Debug)]
 pub struct Written {
+    /// The header written (`None`: the selector dropped the packet for this subscriber), or why not.
     pub result: Result<Option<Transmit>, WriteError>,
     /// The stream a keyframe is now needed from, once per need.
     pub keyframe: Option<u8>,
@@ -142,6 +152,9 @@ pub struct Written {
     pub layer_changed: Option<Option<Layer>>,
 }
 
+/// One subscriber's view of one published track: its forwarder (layer selector, DD rewriter and
+/// sequence/timestamp munger) under one lock, its send history for NACKs and its reception
+/// reports. The router owns every DownTrack; the lock lets fan-out run through `&self`.
 #[derive(Debug)]
 pub struct DownTrack {
     transport: TransportId,
@@ -152,6 +165,7 @@ pub struct DownTrack {
 }
 
 impl DownTrack {
+    /// A subscription of `transport` to `track`, sending under `config` within `limits`.
     pub fn new(
         transport: TransportId,
         track: TrackId,
@@ -182,6 +196,7 @@ impl DownTrack {
         std::hint::black_box(self.state.is_locked());
     }
 
+    /// The published track it forwards.
     pub fn track(&self) -> TrackId {
         self.track
     }
@@ -191,16 +206,19 @@ impl DownTrack {
         self.transport
     }
 
+    /// What it was subscribed with.
     pub fn config(&self) -> &DownTrackConfig {
         &self.config
     }
 
+    /// What it forwarded, dropped and retransmitted.
     pub fn counters(&self) -> DownTrackCounters {
         self.state.lock().counters
     }
 
     /// The sender report for this subscriber at `now` (NTP time `ntp`): the output RTP clock
     /// extrapolated from the newest packet sent. None before anything was sent.
+    #[must_use = "what it returns is lost otherwise"]
     pub fn sender_report(&self, now: Instant, ntp: u64) -> Option<SenderReport> {
         let state = self.state.lock();
         let (ts, at) = state.clock?;
@@ -234,20 +252,24 @@ impl DownTrack {
         self.state.lock().reception
     }
 
+    /// Sets the layers it may forward; the switch happens at the next switch point.
     pub fn set_limits(&self, limits: LayerLimits) {
         self.state.lock().forwarder.set_limits(limits);
     }
 
+    /// Stops (or resumes) forwarding; a resume waits for a switch point, as a new subscriber does.
     pub fn set_muted(&self, muted: bool) {
         self.state.lock().forwarder.set_muted(muted);
     }
 
+    /// The layer it forwards now; None while nothing decodable is forwarded.
     pub fn current_layer(&self) -> Option<Layer> {
         self.state.lock().forwarder.current()
     }
 
     /// Decides `packet` and, if it goes out, writes it into `buf`. Also says whether this
     /// subscriber now needs a keyframe and whether its layer changed: one lock for all.
+    #[must_use = "what it returns is lost otherwise"]
     pub fn write(&self, packet: &ParsedPacket, at: PacketRef, buf: &mut [u8]) -> Written {
         let mut state = self.state.lock();
         let result = self.write_locked(&mut state, packet, at, buf);
@@ -312,6 +334,7 @@ impl DownTrack {
 
     /// The packet sent under `out_seq` again, with the same header, DD and marker; as RTX
     /// (RFC 4588) when negotiated. `packet` is its source, from [`sent_source`](Self::sent_source).
+    #[must_use = "what it returns is lost otherwise"]
     pub fn write_retransmission(
         &self,
         out_seq: u16,

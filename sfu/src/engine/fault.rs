@@ -56,6 +56,7 @@ impl RouterError {
 }
 
 impl ReceiveError {
+    /// Whose fault the error is.
     pub fn fault(&self) -> Fault {
         match self {
             Self::Malformed(_)
@@ -72,6 +73,7 @@ impl ReceiveError {
 }
 
 impl WriteError {
+    /// Whose fault the error is.
     pub fn fault(&self) -> Fault {
         match self {
             // The host's buffer, or the extensions it negotiated for this subscriber.
@@ -83,6 +85,7 @@ impl WriteError {
 }
 
 impl ParseError {
+    /// Whose fault the error is.
     pub fn fault(&self) -> Fault {
         match self {
             Self::Truncated | Self::BadVersion | Self::BadLength | Self::BadPadding => Fault::Peer,
@@ -93,6 +96,7 @@ impl ParseError {
 }
 
 impl RtcpWriteError {
+    /// Whose fault the error is.
     pub fn fault(&self) -> Fault {
         match self {
             Self::BufferTooShort | Self::Unwritable | Self::NotAReport => Fault::Host,

@@ -26,7 +26,9 @@ impl StreamRequests {
 /// Counters: what subscribers asked for and what went to the publisher.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KeyframeCounters {
+    /// Keyframe requests asked for (by subscribers' PLIs and FIRs, and selectors waiting for a switch point).
     pub asked: u64,
+    /// Requests sent to the publisher: at most one per stream per throttle interval.
     pub sent: u64,
 }
 

@@ -22,11 +22,11 @@ mod down_track;
 mod fault;
 mod forwarder;
 mod keyframe;
-pub mod munger;
-pub mod nack;
+mod munger;
+mod nack;
 mod packet;
-pub mod packet_ring;
-pub mod receive_stats;
+mod packet_ring;
+mod receive_stats;
 mod receiver;
 mod router;
 pub mod rtcp;
@@ -42,8 +42,8 @@ pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};
 pub use packet::ParsedPacket;
 pub use receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters, RECEIVE_RING};
 pub use router::{
-    Event, KeyframeRequest, Output, Router, RouterConfig, RouterCounters, RouterError, RtcpTarget,
-    RtcpTransmit,
+    DownTrackInfo, Event, KeyframeRequest, Output, Router, RouterConfig, RouterCounters,
+    RouterError, RtcpTarget, RtcpTransmit,
 };
 pub use track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId, TransportCc};
 pub use transport::TransportId;

@@ -153,6 +153,7 @@ impl RtpMunger {
 
     /// The output number a source packet of the current source was forwarded under, for
     /// retransmissions; None if it was not forwarded or is out of the window.
+    #[cfg(test)]
     pub fn output_for(&self, src_seq: u16) -> Option<u16> {
         let source = self.source.as_ref()?;
         let mut probe = source.unwrapper;
@@ -170,6 +171,7 @@ impl RtpMunger {
     }
 
     /// The number the next new packet of the current source would get.
+    #[cfg(test)]
     pub fn next_seq(&self) -> u16 {
         // Truncation intended: the wire carries the low 16 bits.
         self.next_out as u16

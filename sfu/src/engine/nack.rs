@@ -204,6 +204,7 @@ impl NackGenerator {
     }
 
     /// How many packets are missing and still tracked.
+    #[cfg(test)]
     pub fn missing_count(&self) -> usize {
         self.missing.len()
     }

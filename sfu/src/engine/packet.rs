@@ -18,20 +18,26 @@ pub struct ParsedPacket {
     pub bytes: Bytes,
     /// Header fields of the original stream (for RTX: the original SSRC and sequence number).
     pub fields: RtpFields,
+    /// Sequence number extended past 16 bits, in the stream's own order.
     pub ext_seq: i64,
     /// Index of the track's stream: the simulcast layer.
     pub stream: u8,
+    /// When the engine was given it.
     pub arrival: Instant,
+    /// Where the payload sits in `bytes`.
     pub payload: Range<usize>,
     /// Where the header fields, CSRCs and extensions sit in `bytes`: parsed once, reattached
     /// per subscriber to copy kept extensions.
     pub layout: PacketLayout,
+    /// The codec payload descriptor (VP8, VP9, H264, AV1 aggregation header), parsed once.
     pub descriptor: Option<PayloadDescriptor>,
     /// The first packet of a frame decodable on its own.
     pub keyframe_start: bool,
+    /// The Dependency Descriptor, if the packet carried one and it was readable.
     pub dd: Option<DependencyDescriptor>,
     /// The structure `dd` was read with.
     pub structure: Option<Arc<FrameDependencyStructure>>,
+    /// The audio level (RFC 6464) it carried.
     pub audio_level: Option<AudioLevel>,
     /// The stream's clock as its latest sender report gave it, for aligning simulcast streams.
     pub sender_clock: Option<SenderClock>,
@@ -76,6 +82,7 @@ pub struct ParseContext<'a> {
 }
 
 impl ParsedPacket {
+    /// The payload, shared with every subscriber.
     pub fn payload(&self) -> &[u8] {
         &self.bytes[self.payload.clone()]
     }
@@ -85,6 +92,7 @@ impl ParsedPacket {
         self.layout.attach(&self.bytes)
     }
 
+    /// Whether it carries padding only: absorbed, never forwarded.
     pub fn is_padding_only(&self) -> bool {
         self.payload.is_empty()
     }

@@ -32,6 +32,7 @@ impl<T> PacketRing<T> {
     }
 
     /// How many packets the ring holds at most.
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.slots.len()
     }

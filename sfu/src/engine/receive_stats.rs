@@ -149,21 +149,25 @@ impl ReceiveStats {
     }
 
     /// Packets received, duplicates excepted, padding-only included.
+    #[cfg(test)]
     pub fn packets(&self) -> u64 {
         self.received
     }
 
     /// Bytes of the packets counted by [`packets`](Self::packets).
+    #[cfg(test)]
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
 
     /// Second copies recognised (within 128 packets of the newest).
+    #[cfg(test)]
     pub fn duplicates(&self) -> u64 {
         self.duplicates
     }
 
     /// Packets that carried only padding.
+    #[cfg(test)]
     pub fn padding_packets(&self) -> u64 {
         self.padding_packets
     }

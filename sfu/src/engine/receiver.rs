@@ -29,6 +29,7 @@ pub const RECEIVE_RING: usize = 512;
 /// Why an incoming packet was dropped. The packet is counted and nothing else changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReceiveError {
+    /// The RTP header, an extension or the payload descriptor did not parse.
     Malformed(ParseError),
     /// No stream of this track (or no track of the transport) has the SSRC.
     UnknownSsrc,
@@ -45,6 +46,7 @@ pub enum ReceiveError {
     /// taken as received: it is NACKed like a lost one, and its retransmission is read once the
     /// structure is known. Forwarding it without its DD could split its frame.
     UnreadableDd {
+        /// The stream index within the track.
         stream: u8,
     },
 }
@@ -75,7 +77,9 @@ impl std::error::Error for ReceiveError {
 /// Where a stored packet is: stream index and extended sequence number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PacketRef {
+    /// The stream index within the track: the simulcast layer.
     pub stream: u8,
+    /// Sequence number extended past 16 bits.
     pub ext_seq: i64,
 }
 
@@ -107,18 +111,33 @@ impl Stream {
     }
 }
 
-/// Counters of what a receiver dropped, by reason.
+/// Counters of what a receiver took in, dropped by reason, and asked to have repaired.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReceiverCounters {
+    /// Packets stored for fan-out.
     pub received: u64,
+    /// Packets whose RTP header or payload descriptor did not parse.
     pub malformed: u64,
+    /// Packets under an SSRC none of the track's streams has.
     pub unknown_ssrc: u64,
+    /// Packets already stored (a copy, or a retransmission that arrived after the original).
     pub duplicates: u64,
+    /// Packets too old or too far ahead for the receive window.
     pub out_of_window: u64,
+    /// Packets whose Dependency Descriptor did not parse against the known structure.
     pub bad_dd: u64,
+    /// Padding-only packets, absorbed without a sequence gap.
     pub padding_only: u64,
+    /// NACKs sent to the publisher, retries included (RFC 4585).
+    pub nacked: u64,
+    /// Missing packets that arrived after all, by retransmission or late.
+    pub recovered: u64,
+    /// Missing packets given up on after the last retry or the maximum age.
+    pub given_up: u64,
 }
 
+/// One published track's reception: its streams' sequence tracking, NACK generation, reception
+/// statistics and recent packets (for retransmissions and late subscribers' switch points).
 #[derive(Debug)]
 pub struct Receiver {
     config: TrackConfig,
@@ -129,6 +148,7 @@ pub struct Receiver {
 }
 
 impl Receiver {
+    /// A receiver for a track published with `config`.
     pub fn new(config: TrackConfig) -> Self {
         let streams = config
             .streams
@@ -143,6 +163,7 @@ impl Receiver {
         }
     }
 
+    /// What the track was published with (simulcast SSRCs as bound so far).
     pub fn config(&self) -> &TrackConfig {
         &self.config
     }
@@ -163,10 +184,20 @@ impl Receiver {
         Some(())
     }
 
+    /// What the receiver took in, dropped and asked to have repaired, over all its streams.
     pub fn counters(&self) -> ReceiverCounters {
-        self.counters
+        self.streams
+            .iter()
+            .map(|s| s.nack.stats())
+            .fold(self.counters, |c, n| ReceiverCounters {
+                nacked: c.nacked + n.nacked,
+                recovered: c.recovered + n.recovered,
+                given_up: c.given_up + n.given_up,
+                ..c
+            })
     }
 
+    /// The latest audio level the publisher sent (RFC 6464).
     pub fn audio_level(&self) -> Option<AudioLevel> {
         self.audio_level
     }
@@ -263,6 +294,7 @@ impl Receiver {
     }
 
     /// One report block per stream that has received anything, starting new loss intervals.
+    #[must_use = "what it returns is lost otherwise"]
     pub fn report_blocks(&mut self, now: Instant) -> ReportBlocks {
         let mut blocks = ReportBlocks::default();
         for report in self.streams.iter_mut().filter_map(|s| s.stats.report(now)) {

@@ -6,119 +6,30 @@
 //! Nothing here reads a clock or touches a socket: every input carries `now`.
 
 mod feedback;
+mod queries;
+mod types;
+
+pub use queries::DownTrackInfo;
+pub use types::{
+    Event, KeyframeRequest, Output, RouterConfig, RouterCounters, RouterError, RtcpTarget,
+    RtcpTransmit,
+};
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rtp_ext::ext::{AudioLevel, HeaderExtension, TransportSequenceNumber};
+use rtp_ext::ext::{HeaderExtension, TransportSequenceNumber};
 use rtp_ext::rtp::RtpPacket;
-use selector::{Layer, LayerLimits};
+use selector::LayerLimits;
 
-use super::down_track::{DownTrack, DownTrackCounters, SubscriberReception, Transmit, WriteError};
-use super::keyframe::{KeyframeCounters, KeyframeRequester, DEFAULT_KEYFRAME_INTERVAL};
-use super::receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters};
+use super::down_track::{DownTrack, WriteError};
+use super::keyframe::KeyframeRequester;
+use super::receiver::{PacketRef, ReceiveError, Receiver};
 use super::rtcp::{NackPairs, ReceiverReport, RtcpWireWriter, SenderReport, WallClock};
 use super::track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};
 use super::transport::{IdMap, Transport, TransportId, Twcc};
 use super::twcc::{TwccRecorder, TWCC_INTERVAL};
-
-/// Router settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RouterConfig {
-    /// At most one keyframe request per published stream per interval.
-    pub keyframe_interval: Duration,
-    /// Round-trip time to publishers assumed for NACK retries until one is measured.
-    pub rtt: Duration,
-    /// SSRC the router sends its own RTCP from.
-    pub rtcp_ssrc: u32,
-    /// Receiver reports to publishers and sender reports to subscribers, this often.
-    pub report_interval: Duration,
-    pub keyframe_request: KeyframeRequest,
-}
-
-impl Default for RouterConfig {
-    fn default() -> Self {
-        Self {
-            keyframe_interval: DEFAULT_KEYFRAME_INTERVAL,
-            rtt: Duration::from_millis(100),
-            rtcp_ssrc: 1,
-            report_interval: Duration::from_secs(1),
-            keyframe_request: KeyframeRequest::Pli,
-        }
-    }
-}
-
-/// Misuse of the router's API: all [`Fault::Host`](super::Fault::Host).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum RouterError {
-    #[error("unknown transport")]
-    UnknownTransport,
-    #[error("unknown track")]
-    UnknownTrack,
-    #[error("unknown down track")]
-    UnknownDownTrack,
-    /// An SSRC is already the transport's: another track it publishes has it, or another
-    /// subscription sends to it under it.
-    #[error("ssrc already in use on the transport")]
-    SsrcInUse,
-    /// The track has no stream at that index.
-    #[error("unknown stream of the track")]
-    UnknownStream,
-}
-
-/// Where an RTCP packet from [`Router::poll_rtcp`] goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RtcpTarget {
-    Publisher(TrackId),
-    Subscriber(DownTrackId),
-}
-
-/// An RTCP packet written into the caller's buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RtcpTransmit {
-    /// The peer connection it goes out on.
-    pub transport: TransportId,
-    pub to: RtcpTarget,
-    pub len: usize,
-}
-
-/// A media packet for one subscriber, written into the caller's buffer plus a shared payload.
-#[derive(Debug, Clone)]
-pub struct Output {
-    /// The subscriber's peer connection.
-    pub transport: TransportId,
-    pub down_track: DownTrackId,
-    pub transmit: Transmit,
-}
-
-/// Something the host may want to act on or show.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
-    /// The layer a subscriber receives changed (None: nothing decodable is forwarded, e.g.
-    /// while it waits for a keyframe).
-    LayerChanged {
-        down_track: DownTrackId,
-        layer: Option<Layer>,
-    },
-    /// A keyframe request went to a publisher.
-    KeyframeRequested { track: TrackId },
-    /// A subscriber's receiver estimated its bandwidth (REMB): the host may lower or raise the
-    /// layer limits of the transport's subscriptions to fit.
-    BandwidthEstimate {
-        transport: TransportId,
-        bitrate_bps: u64,
-    },
-}
-
-/// How keyframes are asked of publishers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyframeRequest {
-    /// Picture loss indication (RFC 4585 6.3.1).
-    Pli,
-    /// Full intra request (RFC 5104 4.3.1), for publishers that prefer it.
-    Fir,
-}
 
 /// Work queued by inputs and done when outputs are polled.
 #[derive(Debug, Clone, Copy)]
@@ -177,19 +88,50 @@ enum PendingRtcp {
 /// Initial room in the RTCP and event queues.
 const QUEUE_CAPACITY: usize = 64;
 
-/// Router-wide counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RouterCounters {
-    pub rtp_in: u64,
-    pub unknown_ssrc: u64,
-    pub dropped_in: u64,
-    pub rtcp_in: u64,
-    pub bad_rtcp: u64,
-    pub write_failures: u64,
-    pub nacks_sent: u64,
-    pub keyframe_requests_sent: u64,
-}
-
+/// Published tracks, their subscriptions and the transports they travel on.
+///
+/// # Poll order
+/// After every input (`handle_rtp`, `handle_rtcp`, `handle_timeout`, or an API call that
+/// changes a subscription), drain in this order until each returns `None`:
+/// 1. [`poll_transmit`](Self::poll_transmit): media and retransmissions to subscribers;
+///    polling runs the fan-out, so a selector that needs a keyframe raises its request here.
+/// 2. [`poll_rtcp`](Self::poll_rtcp): reports, NACKs, keyframe requests and transport-wide
+///    CC feedback, including what step 1 raised.
+/// 3. [`poll_event`](Self::poll_event): what the host may act on or show.
+///
+/// Then sleep until [`poll_timeout`](Self::poll_timeout) (or the next input) and call
+/// [`handle_timeout`](Self::handle_timeout) with the time it is then.
+///
+/// # Example
+/// One publisher and one subscriber on two transports, driven by hand:
+/// ```
+/// use std::time::Instant;
+/// use bytes::Bytes;
+/// use rtp_ext::codec::Codec;
+/// use selector::LayerLimits;
+/// use sfu::engine::{DownTrackConfig, Router, RouterConfig, TrackConfig};
+///
+/// let mut router = Router::new(RouterConfig::default());
+/// let (publisher, viewer) = (router.add_transport(), router.add_transport());
+/// let track = router.publish(publisher, TrackConfig::single(Codec::Opus, 0x1111))?;
+/// let down = router.subscribe(viewer, track, DownTrackConfig::new(0x2222, 111), LayerLimits::default())?;
+///
+/// // An Opus packet: RTP version 2, payload type 111, sequence 1, timestamp 960.
+/// let mut packet = vec![0x80, 111, 0, 1, 0, 0, 0x03, 0xc0, 0, 0, 0x11, 0x11];
+/// packet.extend_from_slice(&[0xfc, 0xff, 0xfe]);
+/// let now = Instant::now();
+/// router.handle_rtp(now, publisher, Bytes::from(packet)).expect("a valid packet");
+///
+/// let mut buf = [0u8; 1500];
+/// let out = router.poll_transmit(&mut buf).expect("forwarded");
+/// assert_eq!((out.transport, out.down_track), (viewer, down));
+/// assert_eq!(&buf[8..12], &[0, 0, 0x22, 0x22], "sent under the subscriber's SSRC");
+/// assert_eq!(&out.transmit.payload[..], &[0xfc, 0xff, 0xfe], "payload shared, not copied");
+/// while router.poll_rtcp(&mut buf).is_some() {}
+/// while router.poll_event().is_some() {}
+/// assert!(router.poll_timeout().is_some(), "reports are due later");
+/// # Ok::<(), sfu::engine::RouterError>(())
+/// ```
 #[derive(Debug)]
 pub struct Router {
     config: RouterConfig,
@@ -218,6 +160,7 @@ pub struct Router {
 }
 
 impl Router {
+    /// A router with no transports yet.
     pub fn new(config: RouterConfig) -> Self {
         Self {
             config,
@@ -242,10 +185,6 @@ impl Router {
         }
     }
 
-    pub fn counters(&self) -> RouterCounters {
-        self.counters
-    }
-
     /// Anchors the NTP timestamps of reports: `clock.instant` read at the same moment as
     /// `clock.unix`, the time since the Unix epoch.
     pub fn set_wall_clock(&mut self, clock: WallClock) {
@@ -253,6 +192,7 @@ impl Router {
     }
 
     /// A new peer connection: what it publishes and receives is named by it from now on.
+    #[must_use = "what it returns is lost otherwise"]
     pub fn add_transport(&mut self) -> TransportId {
         let id = TransportId(self.next_id());
         self.transports.insert(id, Transport::default());
@@ -417,6 +357,7 @@ impl Router {
         Ok(id)
     }
 
+    /// Ends a subscription: nothing more is forwarded to it and its SSRCs leave its transport.
     pub fn unsubscribe(&mut self, down_track: DownTrackId) -> Result<(), RouterError> {
         let removed = self
             .down_tracks
@@ -429,32 +370,6 @@ impl Router {
         Ok(())
     }
 
-    /// How many entries the router's tables hold, summed (transports, tracks, subscriptions,
-    /// SSRCs, transport-wide CC state): zero once every transport is gone.
-    pub fn table_entries(&self) -> usize {
-        self.tracks.len()
-            + self.down_tracks.len()
-            + self.transports.len()
-            + self
-                .transports
-                .values()
-                .map(Transport::entries)
-                .sum::<usize>()
-            + self.twcc_out.len()
-    }
-
-    /// The transport that publishes a track.
-    pub fn track_transport(&self, track: TrackId) -> Option<TransportId> {
-        self.tracks.get(&track).map(|p| p.transport)
-    }
-
-    /// The subscriptions to a track.
-    pub fn subscribers(&self, track: TrackId) -> &[DownTrackId] {
-        self.tracks
-            .get(&track)
-            .map_or(&[], |p| p.subscribers.as_slice())
-    }
-
     /// Takes a removed DownTrack's SSRCs off its transport.
     fn forget_down_track(&mut self, removed: &DownTrack, id: DownTrackId) {
         if let Some(on) = self.transports.get_mut(&removed.transport()) {
@@ -462,10 +377,8 @@ impl Router {
         }
     }
 
-    pub fn down_track(&self, id: DownTrackId) -> Option<&DownTrack> {
-        self.down_tracks.get(&id).map(|d| &**d)
-    }
-
+    /// Sets the layers a subscription may forward (a ceiling; the switch happens at the next switch
+    /// point).
     pub fn set_limits(&mut self, id: DownTrackId, limits: LayerLimits) -> Result<(), RouterError> {
         self.down_tracks
             .get(&id)
@@ -474,50 +387,14 @@ impl Router {
         Ok(())
     }
 
+    /// Pauses a subscription (nothing forwarded) or resumes it (at the next switch point, with a
+    /// keyframe request through the throttle).
     pub fn set_muted(&mut self, id: DownTrackId, muted: bool) -> Result<(), RouterError> {
         self.down_tracks
             .get(&id)
             .ok_or(RouterError::UnknownDownTrack)?
             .set_muted(muted);
         Ok(())
-    }
-
-    /// What a published track was published with (simulcast SSRCs as bound so far).
-    pub fn receiver_config(&self, track: TrackId) -> Option<&TrackConfig> {
-        Some(self.tracks.get(&track)?.receiver.config())
-    }
-
-    /// The published track an SSRC (media or RTX) belongs to.
-    /// The track `transport` publishes under `ssrc`.
-    pub fn ssrc_track(&self, transport: TransportId, ssrc: u32) -> Option<TrackId> {
-        self.transports.get(&transport)?.ssrcs.get(&ssrc).copied()
-    }
-
-    pub fn receiver_counters(&self, track: TrackId) -> Option<ReceiverCounters> {
-        Some(self.tracks.get(&track)?.receiver.counters())
-    }
-
-    /// The round trip to the track's publisher, measured from NACK to retransmission.
-    pub fn publisher_rtt(&self, track: TrackId) -> Option<Duration> {
-        self.tracks.get(&track)?.receiver.publisher_rtt()
-    }
-
-    /// The latest audio level the track's publisher sent (RFC 6464), for active-speaker use.
-    pub fn audio_level(&self, track: TrackId) -> Option<AudioLevel> {
-        self.tracks.get(&track)?.receiver.audio_level()
-    }
-
-    pub fn keyframe_counters(&self, track: TrackId) -> Option<KeyframeCounters> {
-        Some(self.tracks.get(&track)?.keyframes.counters())
-    }
-
-    /// What a subscriber last reported of its reception: loss, jitter, round-trip time.
-    pub fn down_track_reception(&self, id: DownTrackId) -> Option<SubscriberReception> {
-        self.down_tracks.get(&id)?.reception()
-    }
-
-    pub fn down_track_counters(&self, id: DownTrackId) -> Option<DownTrackCounters> {
-        Some(self.down_tracks.get(&id)?.counters())
     }
 
     /// One RTP packet from a publisher. A bad packet is counted and dropped; nothing else
@@ -660,6 +537,7 @@ impl Router {
     }
 
     /// The next event for the host.
+    #[must_use = "what it returns is lost otherwise"]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
@@ -667,6 +545,7 @@ impl Router {
     /// When [`handle_timeout`](Self::handle_timeout) is next due: always a time once the
     /// router has a track or a subscription and has seen an input (the reports are due at
     /// the first one), so a host that sleeps until then never misses a duty.
+    #[must_use = "what it returns is lost otherwise"]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let has_work = !self.tracks.is_empty() || !self.down_tracks.is_empty();
         let reports = self.next_report.or(self.last_input.filter(|_| has_work));
@@ -683,6 +562,7 @@ impl Router {
     }
 
     /// The next media packet for a subscriber, its header written into `buf`.
+    #[must_use = "what it returns is lost otherwise"]
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Output> {
         while let Some(job) = self.jobs.pop_front() {
             self.touch_next_down_track();

@@ -17,6 +17,7 @@ pub struct DownTrackId(pub u32);
 /// the publisher's rid list is the spatial layer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamConfig {
+    /// The media SSRC.
     pub ssrc: u32,
     /// The RTX stream repairing it (RFC 4588), if negotiated.
     pub rtx_ssrc: Option<u32>,
@@ -25,7 +26,9 @@ pub struct StreamConfig {
 /// A published track.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrackConfig {
+    /// The codec the track is sent in.
     pub codec: Codec,
+    /// RTP clock rate: 90 kHz for video, 48 kHz for Opus.
     pub clock_rate: u32,
     /// One stream, or the simulcast streams lowest layer first.
     pub streams: SmallVec<[StreamConfig; 4]>,
@@ -41,6 +44,7 @@ pub struct TrackConfig {
 /// transport share one sequence space and one feedback, kept by the transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TransportCc {
+    /// The local id of the transport-wide sequence number extension.
     pub ext_id: u8,
 }
 
@@ -64,6 +68,7 @@ impl TrackConfig {
         }
     }
 
+    /// Whether it is sent as several simulcast streams.
     pub fn is_simulcast(&self) -> bool {
         self.streams.len() > 1
     }
@@ -72,7 +77,9 @@ impl TrackConfig {
 /// A subscription: how packets go out to this subscriber.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DownTrackConfig {
+    /// The SSRC the subscription sends under, unique on its transport.
     pub ssrc: u32,
+    /// The payload type the subscriber negotiated for the codec.
     pub payload_type: u8,
     /// RTX stream and payload type for retransmissions, if negotiated.
     pub rtx: Option<(u32, u8)>,
@@ -87,6 +94,7 @@ pub struct DownTrackConfig {
 }
 
 impl DownTrackConfig {
+    /// A subscription sending under `ssrc` with `payload_type`, other settings at their defaults.
     pub fn new(ssrc: u32, payload_type: u8) -> Self {
         Self {
             ssrc,

@@ -23,6 +23,7 @@ use super::metrics::{NodeCounters, Snapshot};
 use super::peer::{Join, Kind, Owner, Peer, PeerId, Publisher, Role, Viewer};
 use super::sdp::RoomCodec;
 use super::srtp::SrtpContext;
+use crate::engine::rtcp::WallClock;
 use crate::engine::{
     DownTrackConfig, DownTrackId, Event, Router, RouterConfig, RouterError, TrackId, TransportId,
 };
@@ -98,6 +99,11 @@ impl NodeCore {
             next_sweep: None,
             limits: Limits::default(),
         }
+    }
+
+    /// Anchors the engine's NTP timestamps to wall-clock time.
+    pub fn set_wall_clock(&mut self, clock: WallClock) {
+        self.router.set_wall_clock(clock);
     }
 
     /// The same core with other limits.
@@ -402,7 +408,7 @@ impl NodeCore {
 
     /// The session a subscription sends to.
     fn owner_of(&self, down_track: DownTrackId) -> Option<PeerId> {
-        let transport = self.router.down_track(down_track)?.transport();
+        let transport = self.router.down_track_info(down_track)?.transport;
         self.by_transport.get(&transport).copied()
     }
 
@@ -437,8 +443,8 @@ impl NodeCore {
         };
         let limits = viewer.limits(
             self.router
-                .down_track(down_track)
-                .and_then(|d| self.router.receiver_config(d.track()))
+                .down_track_info(down_track)
+                .and_then(|d| self.router.receiver_config(d.track))
                 .map_or(rtp_ext::codec::Codec::Vp8, |c| c.codec),
             media.dd_ext_id,
         );

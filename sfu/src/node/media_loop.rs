@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use selector::Layer;
@@ -24,6 +24,7 @@ use super::metrics::Snapshot;
 use super::peer::{Join, PeerId, Publisher, Viewer};
 use super::sdp::RoomCodec;
 use super::srtp::{self, SrtpKeys};
+use crate::engine::rtcp::WallClock;
 
 /// What signaling asks of the media loop; each carries where the answer goes.
 #[derive(Debug)]
@@ -111,6 +112,15 @@ impl MediaLoop {
         dtls_timeout: Duration,
         commands: mpsc::Receiver<Command>,
     ) -> Self {
+        let mut core = core;
+        // Sender reports carry wall-clock NTP time (RFC 3550 section 6.4.1): the one clock read
+        // the engine needs, done here and handed in as a pair with the loop's own clock.
+        core.set_wall_clock(WallClock {
+            instant: now(),
+            unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
+        });
         let (dtls_tx, dtls_rx) = mpsc::unbounded_channel();
         Self {
             core,

@@ -117,6 +117,7 @@ impl Router {
     }
 
     /// The next RTCP packet for a publisher or a subscriber, written into `buf`.
+    #[must_use = "what it returns is lost otherwise"]
     pub fn poll_rtcp(&mut self, buf: &mut [u8]) -> Option<RtcpTransmit> {
         while let Some((track, feedback)) = self.twcc_out.pop_front() {
             let transport = self.tracks.get(&track).map(|p| p.transport);

@@ -40,12 +40,19 @@ pub(super) mod format {
     reason = "boxing the 31 inline report blocks would allocate per packet; items stay inline"
 )]
 pub enum RtcpFeedback<'a> {
+    /// A sender report, with its report blocks parsed into a receiver report of the same sender.
     SenderReport(SenderReport),
+    /// A receiver report.
     ReceiverReport(ReceiverReport),
+    /// Generic NACK (RFC 4585 section 6.2.1).
     Nack(Nack),
+    /// Picture loss indication.
     Pli(Pli),
+    /// Full intra request.
     Fir(Fir),
+    /// Receiver estimated maximum bitrate.
     Remb(Remb),
+    /// Transport-wide congestion control feedback.
     TransportCc(TransportCc<'a>),
     /// Any other packet (SDES, BYE, APP, XR, unknown feedback): skipped, counted.
     Other(Other),
@@ -54,14 +61,18 @@ pub enum RtcpFeedback<'a> {
 /// Picture loss indication (RFC 4585 section 6.3.1): the decoder lost a picture, send a keyframe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pli {
+    /// Who asks.
     pub sender_ssrc: u32,
+    /// The media sender asked for a keyframe.
     pub media_ssrc: u32,
 }
 
 /// Full intra request (RFC 5104 section 4.3.1): a keyframe, now, from each named sender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fir {
+    /// Who asks.
     pub sender_ssrc: u32,
+    /// The senders asked, each with its command sequence number.
     pub entries: FirEntries,
 }
 
@@ -72,7 +83,9 @@ pub type FirEntries = InlineList<FirEntry, MAX_FIR_ENTRIES>;
 /// tells a repeated request from a new one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FirEntry {
+    /// The media sender asked.
     pub ssrc: u32,
+    /// Command sequence number: the same for a repeated request.
     pub seq_nr: u8,
 }
 
@@ -80,9 +93,11 @@ pub struct FirEntry {
 /// streams, carried as application layer feedback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Remb {
+    /// Who estimates.
     pub sender_ssrc: u32,
     /// The wire's 18-bit mantissa and 6-bit exponent, saturated at `u64::MAX`.
     pub bitrate_bps: u64,
+    /// The streams the estimate covers.
     pub ssrcs: RembSsrcs,
 }
 
@@ -93,10 +108,13 @@ pub type RembSsrcs = InlineList<u32, MAX_REMB_SSRCS>;
 /// and receive deltas kept as the bytes they arrived as, for the bandwidth estimator to walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TransportCc<'a> {
+    /// The feedback's sender (the media receiver).
     pub sender_ssrc: u32,
+    /// The media source it was sent for (often 0 or arbitrary).
     pub media_ssrc: u32,
     /// Transport-wide sequence number of the first packet reported.
     pub base_sequence: u16,
+    /// Packets reported, from `base_sequence` on.
     pub packet_status_count: u16,
     /// 24 bits, in multiples of 64 ms.
     pub reference_time: u32,
@@ -109,6 +127,8 @@ pub struct TransportCc<'a> {
 /// A packet the engine does not act on: its type and count/format field, for counting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Other {
+    /// The RTCP packet type.
     pub packet_type: u8,
+    /// The count or format field (FMT, RC).
     pub count_or_format: u8,
 }

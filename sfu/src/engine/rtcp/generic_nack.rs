@@ -12,15 +12,20 @@ pub const NACK_PAIR_SPAN: u16 = 17;
 /// A generic NACK: the media sender should retransmit the packets it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Nack {
+    /// Who asks.
     pub sender_ssrc: u32,
+    /// The media sender asked to retransmit.
     pub media_ssrc: u32,
+    /// The lost packets, as packet id and bitmask pairs.
     pub pairs: NackPairs,
 }
 
 /// One lost packet (PID) and a bitmask of the 16 following it (BLP, bit i for PID + i + 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NackPair {
+    /// Packet id: the first lost sequence number.
     pub pid: u16,
+    /// Bitmask of lost packets: bit i set means `pid + i + 1` was lost too.
     pub blp: u16,
 }
 

@@ -16,9 +16,11 @@ pub type ReportBlocks = InlineList<ReportBlock, MAX_REPORT_BLOCKS>;
 /// sender, so the engine reads reception statistics from one place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SenderReport {
+    /// The sender.
     pub ssrc: u32,
     /// 64-bit NTP timestamp of the moment `rtp_time` stands for.
     pub ntp_time: u64,
+    /// The RTP timestamp of the same moment, in the stream's clock.
     pub rtp_time: u32,
     /// Packets sent since the stream started, wrapping.
     pub packet_count: u32,
@@ -29,13 +31,16 @@ pub struct SenderReport {
 /// A receiver report: reception statistics about up to 31 sources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReceiverReport {
+    /// Who reports.
     pub sender_ssrc: u32,
+    /// One block per source reported on.
     pub blocks: ReportBlocks,
 }
 
 /// Reception statistics about one source (RFC 3550 section 6.4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ReportBlock {
+    /// The source reported on.
     pub ssrc: u32,
     /// Fraction of packets lost since the previous report, in 1/256.
     pub fraction_lost: u8,

@@ -1,0 +1,145 @@
+//! The router's settings, errors, outputs and events: what crosses its API.
+
+use std::time::Duration;
+
+use selector::Layer;
+
+use crate::engine::down_track::Transmit;
+use crate::engine::keyframe::DEFAULT_KEYFRAME_INTERVAL;
+use crate::engine::track::{DownTrackId, TrackId};
+use crate::engine::transport::TransportId;
+
+/// Router settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouterConfig {
+    /// At most one keyframe request per published stream per interval.
+    pub keyframe_interval: Duration,
+    /// Round-trip time to publishers assumed for NACK retries until one is measured.
+    pub rtt: Duration,
+    /// SSRC the router sends its own RTCP from.
+    pub rtcp_ssrc: u32,
+    /// Receiver reports to publishers and sender reports to subscribers, this often.
+    pub report_interval: Duration,
+    /// How keyframes are asked of publishers.
+    pub keyframe_request: KeyframeRequest,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        Self {
+            keyframe_interval: DEFAULT_KEYFRAME_INTERVAL,
+            rtt: Duration::from_millis(100),
+            rtcp_ssrc: 1,
+            report_interval: Duration::from_secs(1),
+            keyframe_request: KeyframeRequest::Pli,
+        }
+    }
+}
+
+/// Misuse of the router's API: all [`Fault::Host`](super::Fault::Host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RouterError {
+    /// The transport was never added, or was removed.
+    #[error("unknown transport")]
+    UnknownTransport,
+    /// The track was never published, or was unpublished.
+    #[error("unknown track")]
+    UnknownTrack,
+    /// The subscription never existed, or ended.
+    #[error("unknown down track")]
+    UnknownDownTrack,
+    /// An SSRC is already the transport's: another track it publishes has it, or another
+    /// subscription sends to it under it.
+    #[error("ssrc already in use on the transport")]
+    SsrcInUse,
+    /// The track has no stream at that index.
+    #[error("unknown stream of the track")]
+    UnknownStream,
+}
+
+/// Where an RTCP packet from [`Router::poll_rtcp`] goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RtcpTarget {
+    /// To the publisher of this track.
+    Publisher(TrackId),
+    /// To the subscriber of this subscription.
+    Subscriber(DownTrackId),
+}
+
+/// An RTCP packet written into the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RtcpTransmit {
+    /// The peer connection it goes out on.
+    pub transport: TransportId,
+    /// Whom it is for.
+    pub to: RtcpTarget,
+    /// Bytes written into the caller's buffer.
+    pub len: usize,
+}
+
+/// A media packet for one subscriber, written into the caller's buffer plus a shared payload.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// The subscriber's peer connection.
+    pub transport: TransportId,
+    /// The subscription it belongs to.
+    pub down_track: DownTrackId,
+    /// The header written and the payload to send after it.
+    pub transmit: Transmit,
+}
+
+/// Something the host may want to act on or show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The layer a subscriber receives changed (None: nothing decodable is forwarded, e.g.
+    /// while it waits for a keyframe).
+    LayerChanged {
+        /// The subscription.
+        down_track: DownTrackId,
+        /// The layer it now receives.
+        layer: Option<Layer>,
+    },
+    /// A keyframe request went to a publisher.
+    KeyframeRequested {
+        /// The published track asked.
+        track: TrackId,
+    },
+    /// A subscriber's receiver estimated its bandwidth (REMB): the host may lower or raise the
+    /// layer limits of the transport's subscriptions to fit.
+    BandwidthEstimate {
+        /// The viewer transport the estimate is for.
+        transport: TransportId,
+        /// The estimate, in bits per second.
+        bitrate_bps: u64,
+    },
+}
+
+/// How keyframes are asked of publishers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyframeRequest {
+    /// Picture loss indication (RFC 4585 6.3.1).
+    Pli,
+    /// Full intra request (RFC 5104 4.3.1), for publishers that prefer it.
+    Fir,
+}
+
+/// Router-wide counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouterCounters {
+    /// RTP packets given to `handle_rtp`.
+    pub rtp_in: u64,
+    /// Packets under an SSRC the transport does not publish: dropped.
+    pub unknown_ssrc: u64,
+    /// Packets that did not parse or that the receiver refused (duplicates, out of window).
+    pub dropped_in: u64,
+    /// RTCP datagrams given to `handle_rtcp`.
+    pub rtcp_in: u64,
+    /// RTCP datagrams that did not parse: dropped whole.
+    pub bad_rtcp: u64,
+    /// Subscriber packets that did not fit the caller's buffer.
+    pub write_failures: u64,
+    /// NACK packets sent to publishers.
+    pub nacks_sent: u64,
+    /// Keyframe requests (PLI or FIR) sent to publishers.
+    pub keyframe_requests_sent: u64,
+}
