@@ -485,18 +485,13 @@ fn node_publisher() -> Publisher {
             config.streams[0].rtx_ssrc = Some(ssrc ^ 1);
             PublishedTrack {
                 config,
-                rids: Vec::new(),
                 id: None,
                 fmtp: String::new(),
-                unsignaled: None,
             }
         })
         .collect();
     Publisher {
         tracks,
-        rid_ext: None,
-        repaired_rid_ext: None,
-        mid_ext: None,
         codecs: Vec::new(),
     }
 }

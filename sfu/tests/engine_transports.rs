@@ -14,8 +14,8 @@ use rtp_ext::rtp::RtpPacket;
 use selector::{Layer, LayerLimits};
 use sfu::engine::rtcp::{Pli, RtcpFeedback, RtcpWireWriter, RtcpWriter};
 use sfu::engine::{
-    DownTrackConfig, ReceiveError, Router, RouterConfig, RouterError, TrackConfig, TrackId,
-    TransportId,
+    DownTrackConfig, Event, ReceiveError, Router, RouterConfig, RouterError, StreamConfig,
+    StreamIds, TrackConfig, TrackId, TransportId,
 };
 
 const DD_EXT: u8 = 11;
@@ -245,4 +245,82 @@ fn muted_and_ended_subscriptions_forward_nothing() {
         Err(RouterError::UnknownDownTrack)
     );
     assert!(router.set_muted(second, true).is_err());
+}
+
+/// A simulcast track announced by rid on `transport`, its streams bound from their packets.
+fn rid_track(router: &mut Router, transport: TransportId) -> TrackId {
+    let mut config = av1(0);
+    config.streams = (0..2).map(|_| StreamConfig::default()).collect();
+    config.stream_ids = StreamIds::Rids {
+        rids: ["q", "f"].into_iter().map(String::from).collect(),
+        rid_ext: RID_EXT,
+        repaired_rid_ext: None,
+    };
+    router.publish(transport, config).expect("a new transport")
+}
+
+const RID_EXT: u8 = 12;
+
+/// The engine binds a stream's SSRC from the rid its packets carry, within their transport
+/// only: the same SSRC and rid on another transport bind that transport's own track, and
+/// neither room's viewers see the other's packets.
+#[test]
+fn streams_bind_by_rid_within_their_transport() {
+    let mut router = Router::new(RouterConfig::default());
+    let now = Instant::now();
+    let rooms: Vec<_> = (0..2)
+        .map(|i| {
+            let publisher = router.add_transport();
+            let track = rid_track(&mut router, publisher);
+            let viewer = router.add_transport();
+            let mut config = DownTrackConfig::new(0x10 + i, 45);
+            config.dd_ext_id = Some(DD_EXT);
+            router
+                .subscribe(viewer, track, config, all_layers())
+                .expect("a new transport");
+            (publisher, track, viewer)
+        })
+        .collect();
+    let [(a_pub, a_track, a_view), (b_pub, b_track, b_view)] = rooms[..] else {
+        unreachable!("two rooms")
+    };
+    let named = |rid: &[u8]| -> Vec<Bytes> {
+        l3t3(0x5151, 10)
+            .iter()
+            .map(|p| Bytes::from(common::with_rid(p, RID_EXT, rid)))
+            .collect()
+    };
+    let unknown_rid = &named(b"h")[0];
+    assert_eq!(
+        router.handle_rtp(now, a_pub, unknown_rid.clone()),
+        Err(ReceiveError::UnknownSsrc),
+        "a rid the track does not have"
+    );
+    for packet in named(b"f") {
+        router.handle_rtp(now, b_pub, packet).expect("rid f binds");
+    }
+    assert_eq!(router.ssrc_track(b_pub, 0x5151), Some(b_track));
+    assert_eq!(
+        router.ssrc_track(a_pub, 0x5151),
+        None,
+        "A's table untouched"
+    );
+    let events: Vec<_> = std::iter::from_fn(|| router.poll_event()).collect();
+    assert!(events.contains(&Event::StreamBound {
+        track: b_track,
+        stream: 1,
+        ssrcs: StreamConfig {
+            ssrc: 0x5151,
+            rtx_ssrc: None
+        },
+    }));
+    let to_b = sent(&mut router);
+    assert!(!to_b.is_empty() && to_b.iter().all(|&(t, _)| t == b_view));
+    for packet in named(b"f") {
+        router.handle_rtp(now, a_pub, packet).expect("rid f binds");
+    }
+    assert_eq!(router.ssrc_track(a_pub, 0x5151), Some(a_track));
+    let to_a = sent(&mut router);
+    assert!(!to_a.is_empty() && to_a.iter().all(|&(t, _)| t == a_view));
+    assert_eq!(router.counters().unknown_ssrc, 1);
 }

@@ -13,7 +13,7 @@ use rtp_ext::codec::Codec;
 use rtp_ext::dd::DependencyDescriptor;
 use rtp_ext::rtp::RtpPacket;
 use selector::Layer;
-use sfu::engine::{RouterConfig, StreamConfig, TrackConfig};
+use sfu::engine::{RouterConfig, StreamConfig, StreamIds, TrackConfig};
 use sfu::node::core::{CoreError, NodeCore, Resource};
 use sfu::node::limits::{LimitError, Limits};
 use sfu::node::metrics::DropReason;
@@ -123,18 +123,20 @@ fn av1_track(ssrc: u32) -> TrackConfig {
     config
 }
 
-fn publisher_of(config: TrackConfig, rids: &[&str]) -> Publisher {
+fn publisher_of(mut config: TrackConfig, rids: &[&str]) -> Publisher {
+    if !rids.is_empty() {
+        config.stream_ids = StreamIds::Rids {
+            rids: rids.iter().map(|r| r.to_string()).collect(),
+            rid_ext: 12,
+            repaired_rid_ext: Some(13),
+        };
+    }
     Publisher {
         tracks: vec![PublishedTrack {
             config,
-            rids: rids.iter().map(|r| r.to_string()).collect(),
             id: None,
             fmtp: String::new(),
-            unsignaled: None,
         }],
-        rid_ext: Some(12),
-        repaired_rid_ext: Some(13),
-        mid_ext: None,
         codecs: Vec::new(),
     }
 }
@@ -303,7 +305,7 @@ fn simulcast_streams_are_bound_by_rid() {
         addr(7001),
     );
     for packet in l3t3(0x5151, 20) {
-        h.send(addr(7000), &with_rid(&packet, 12, b"f"));
+        h.send(addr(7000), &common::with_rid(&packet, 12, b"f"));
     }
     assert!(
         !h.media_to(addr(7001)).is_empty(),
@@ -345,25 +347,6 @@ fn datagrams_from_strangers_and_before_keys_are_counted_and_dropped() {
         Err(CoreError::SsrcInUse)
     );
     assert_eq!(h.core.table_entries(), before, "nothing of it stays");
-}
-
-/// The packet with its extension block replaced by a two-byte-form one (RFC 8285 section
-/// 4.3) holding the elements it had and a rid.
-fn with_rid(packet: &[u8], rid_ext: u8, rid: &[u8]) -> Vec<u8> {
-    let parsed = RtpPacket::parse(packet).expect("generated RTP");
-    let mut elements = Vec::new();
-    for (id, value) in parsed.extensions().chain([(rid_ext, rid)]) {
-        elements.extend_from_slice(&[id, value.len() as u8]);
-        elements.extend_from_slice(value);
-    }
-    elements.resize(elements.len().div_ceil(4) * 4, 0);
-    let mut out = packet[..12].to_vec();
-    out[0] |= 0x10;
-    out.extend_from_slice(&[0x10, 0x00]);
-    out.extend_from_slice(&((elements.len() / 4) as u16).to_be_bytes());
-    out.extend_from_slice(&elements);
-    out.extend_from_slice(parsed.payload());
-    out
 }
 
 /// Whether a datagram is a PLI (RFC 4585 section 6.3.1: PSFB, FMT 1), alone or in a compound.

@@ -17,6 +17,7 @@
 //! Every error type here implements [`std::error::Error`] and sorts itself by [`Fault`]: the
 //! peer's bytes, the host's misuse, or a limit reached.
 
+mod binding;
 pub mod bwe;
 mod down_track;
 mod fault;
@@ -34,6 +35,7 @@ mod track;
 mod transport;
 mod twcc;
 
+pub use binding::StreamIds;
 pub use down_track::{
     DownTrack, DownTrackCounters, SubscriberReception, Transmit, WriteError, Written, SEND_HISTORY,
 };

@@ -23,6 +23,7 @@ use rtp_ext::ext::{HeaderExtension, TransportSequenceNumber};
 use rtp_ext::rtp::RtpPacket;
 use selector::LayerLimits;
 
+use super::binding;
 use super::down_track::{DownTrack, WriteError};
 use super::keyframe::KeyframeRequester;
 use super::receiver::{PacketRef, ReceiveError, Receiver};
@@ -231,9 +232,11 @@ impl Router {
             .transports
             .get_mut(&transport)
             .ok_or(RouterError::UnknownTransport)?;
+        // Streams named by rid or mid have no SSRCs yet: their first packets bind them.
         let ssrcs = config
             .streams
             .iter()
+            .filter(|_| !config.stream_ids.binds())
             .flat_map(|s| [Some(s.ssrc), s.rtx_ssrc])
             .flatten();
         if ssrcs.clone().any(|ssrc| on.ssrcs.contains_key(&ssrc)) {
@@ -407,28 +410,31 @@ impl Router {
     ) -> Result<(), ReceiveError> {
         self.last_input = Some(now);
         self.counters.rtp_in += 1;
-        let Some(on) = self.transports.get_mut(&transport) else {
+        if !self.transports.contains_key(&transport) {
             return Err(ReceiveError::UnknownTransport);
+        }
+        // The header is parsed here once, for stream binding, the transport-wide sequence and
+        // the receiver.
+        let view = match RtpPacket::parse(&packet) {
+            Ok(view) => view,
+            Err(e) => return Err(self.refuse_malformed(transport, &packet, e)),
         };
-        let ssrc = packet
-            .get(8..12)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
         // Looked up in the transport's own table: a packet under an SSRC it did not publish
         // is not taken for anybody else's track.
-        let Some(&track) = ssrc.and_then(|ssrc| on.ssrcs.get(&ssrc)) else {
+        let ssrc = view.fields().ssrc;
+        let known = self
+            .transports
+            .get(&transport)
+            .and_then(|on| on.ssrcs.get(&ssrc));
+        let Some(track) = known.copied().or_else(|| self.bind(transport, &view)) else {
             self.counters.unknown_ssrc += 1;
             return Err(ReceiveError::UnknownSsrc);
         };
-        let Some(published) = self.tracks.get_mut(&track) else {
+        let (Some(published), Some(on)) = (
+            self.tracks.get_mut(&track),
+            self.transports.get_mut(&transport),
+        ) else {
             return Err(ReceiveError::UnknownSsrc);
-        };
-        // The header is parsed here once, for the transport-wide sequence and the receiver.
-        let view = match RtpPacket::parse(&packet) {
-            Ok(view) => view,
-            Err(e) => {
-                self.counters.dropped_in += 1;
-                return Err(published.receiver.refuse(ReceiveError::Malformed(e)));
-            }
         };
         // Transport-wide feedback reports every packet that arrived, whatever the receiver
         // makes of it: the padding probes and retransmissions it drops are what the
@@ -463,6 +469,54 @@ impl Router {
                 .map(|&down_track| Job::Forward { down_track, at }),
         );
         Ok(())
+    }
+
+    /// A packet whose header did not parse: counted by the track its SSRC names on the
+    /// transport, if any.
+    fn refuse_malformed(
+        &mut self,
+        transport: TransportId,
+        packet: &[u8],
+        error: rtp_ext::rtp::ParseError,
+    ) -> ReceiveError {
+        let ssrc = packet
+            .get(8..12)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        let track = ssrc.and_then(|ssrc| self.ssrc_track(transport, ssrc));
+        match track.and_then(|t| self.tracks.get_mut(&t)) {
+            Some(published) => {
+                self.counters.dropped_in += 1;
+                published.receiver.refuse(ReceiveError::Malformed(error))
+            }
+            None => {
+                self.counters.unknown_ssrc += 1;
+                ReceiveError::UnknownSsrc
+            }
+        }
+    }
+
+    /// Binds the packet's SSRC to the stream of the transport's tracks that its rid, mid or
+    /// payload type names, if any.
+    fn bind(&mut self, transport: TransportId, packet: &RtpPacket<'_>) -> Option<TrackId> {
+        let ssrc = packet.fields().ssrc;
+        let (track, index, ssrcs) =
+            self.transports
+                .get(&transport)?
+                .tracks
+                .iter()
+                .find_map(|&track| {
+                    let config = self.tracks.get(&track)?.receiver.config();
+                    let (index, repair) = binding::claim(config, packet)?;
+                    let stream = *config.streams.get(index)?;
+                    Some((track, index, binding::bound(stream, ssrc, repair)))
+                })?;
+        self.bind_stream(track, index, ssrcs).ok()?;
+        self.events.push_back(Event::StreamBound {
+            track,
+            stream: u8::try_from(index).unwrap_or(u8::MAX),
+            ssrcs,
+        });
+        Some(track)
     }
 
     /// Timers: NACKs due to publishers, keyframe requests due, reports due.

@@ -5,6 +5,8 @@ use rtp_ext::codec::{Codec, MediaKind};
 use rtp_ext::rtp::ExtensionIds;
 use smallvec::SmallVec;
 
+use super::binding::StreamIds;
+
 /// A published track, as the router names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TrackId(pub u32);
@@ -15,7 +17,7 @@ pub struct DownTrackId(pub u32);
 
 /// One RTP stream of a published track: the only one, or one simulcast layer (its index in
 /// the publisher's rid list is the spatial layer).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StreamConfig {
     /// The media SSRC.
     pub ssrc: u32,
@@ -38,6 +40,9 @@ pub struct TrackConfig {
     pub audio_level_ext_id: Option<u8>,
     /// Transport-wide congestion control feedback for this track's publisher, if negotiated.
     pub transport_cc: Option<TransportCc>,
+    /// How streams whose SSRCs the signaling did not give are named in their packets; their
+    /// `ssrc` in [`streams`](Self::streams) is taken from the first packet so named.
+    pub stream_ids: StreamIds,
 }
 
 /// The transport-wide sequence number extension of a publisher's transport. Tracks of one
@@ -65,6 +70,7 @@ impl TrackConfig {
             dd_ext_id: None,
             audio_level_ext_id: None,
             transport_cc: None,
+            stream_ids: StreamIds::Signaled,
         }
     }
 

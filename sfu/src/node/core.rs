@@ -503,6 +503,13 @@ impl NodeCore {
                     let peer = self.owner_of(down_track);
                     tracing::debug!(?peer, ?layer, "layer changed");
                 }
+                Event::StreamBound {
+                    track,
+                    stream,
+                    ssrcs,
+                } => {
+                    tracing::debug!(?track, stream, ?ssrcs, "stream bound from its packets");
+                }
                 Event::KeyframeRequested { track } => {
                     tracing::debug!(?track, "keyframe requested upstream");
                 }

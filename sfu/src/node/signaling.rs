@@ -19,14 +19,14 @@ use super::core::{CoreError, Resource};
 use super::limits::{LimitError, Limits, RoomNameError};
 use super::media_loop::{Action, Command};
 use super::peer::{
-    IceCredentials, Join, Kind, Owner, PeerId, PublishedTrack, Publisher, Unsignaled, Viewer,
-    ViewerCodec, ViewerMedia,
+    IceCredentials, Join, Kind, Owner, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec,
+    ViewerMedia,
 };
 use super::sdp::{
     self, AnswerMedia, AnswerParams, Demux, Extmap, Offer, PublishedMedia, RoomCodec, SdpError,
     SendSource, ViewedMedia,
 };
-use crate::engine::{StreamConfig, TrackConfig, TransportCc};
+use crate::engine::{StreamConfig, StreamIds, TrackConfig, TransportCc};
 
 impl Kind {
     pub fn grant(self) -> Grant {
@@ -364,37 +364,32 @@ fn publisher_of(accepted: &[&PublishedMedia]) -> Result<Publisher, SignalError> 
     let mut publisher = Publisher::default();
     for media in accepted {
         let ext = |uri| extension_id(&media.extensions, uri);
-        publisher.rid_ext = publisher.rid_ext.or(ext(RtpStreamId::URI));
-        publisher.repaired_rid_ext = publisher.repaired_rid_ext.or(ext(RepairedRtpStreamId::URI));
-        publisher.mid_ext = publisher.mid_ext.or(ext(Mid::URI));
-        let streams = streams_of(media)?;
         let config = TrackConfig {
             codec: media.codec.codec,
             clock_rate: media.codec.clock_rate,
-            streams,
+            streams: streams_of(media)?,
             dd_ext_id: ext(dd::URI),
             audio_level_ext_id: ext(AudioLevel::URI),
             transport_cc: ext(TransportSequenceNumber::URI).map(|ext_id| TransportCc { ext_id }),
+            stream_ids: stream_ids_of(media),
         };
         publisher.tracks.push(PublishedTrack {
             config,
-            rids: media.rids.clone(),
             id: None,
             fmtp: media.codec.fmtp.clone(),
-            unsignaled: unsignaled_of(media),
         });
     }
     Ok(publisher)
 }
 
-/// The SSRCs the offer gave, or placeholders replaced when a stream's first packet shows its
-/// SSRC: one per rid for simulcast, one for a section without `a=ssrc` lines.
+/// The SSRCs the offer gave; for streams named by rid or mid, placeholders the engine
+/// replaces when a stream's first packet shows its SSRC.
 fn streams_of(media: &PublishedMedia) -> Result<SmallVec<[StreamConfig; 4]>, SignalError> {
     if media.rids.len() > 4 {
         return Err(SignalError::BadBody("at most four simulcast streams"));
     }
-    let placeholder = || StreamConfig {
-        ssrc: rand::random(),
+    let placeholder = StreamConfig {
+        ssrc: 0,
         rtx_ssrc: None,
     };
     Ok(match (media.demux, media.ssrcs.first()) {
@@ -402,26 +397,37 @@ fn streams_of(media: &PublishedMedia) -> Result<SmallVec<[StreamConfig; 4]>, Sig
             ssrc: first.ssrc,
             rtx_ssrc: first.rtx_ssrc,
         }]),
-        (Demux::Rid, _) => media.rids.iter().map(|_| placeholder()).collect(),
-        _ => SmallVec::from_slice(&[placeholder()]),
+        (Demux::Rid, _) => media.rids.iter().map(|_| placeholder).collect(),
+        _ => SmallVec::from_slice(&[placeholder]),
     })
 }
 
-/// How a section without `a=ssrc` or `a=rid` lines is recognised in its packets.
-fn unsignaled_of(media: &PublishedMedia) -> Option<Unsignaled> {
-    let Demux::Unsignaled {
-        by_mid,
-        by_payload_type,
-    } = media.demux
-    else {
-        return None;
-    };
-    Some(Unsignaled {
-        mid: by_mid.then(|| media.mid.clone()),
-        by_payload_type,
-        payload_type: media.codec.payload_type,
-        rtx_payload_type: media.codec.rtx_payload_type,
-    })
+/// How the engine tells the section's streams apart when the offer gave no SSRCs.
+fn stream_ids_of(media: &PublishedMedia) -> StreamIds {
+    let ext = |uri| extension_id(&media.extensions, uri);
+    match media.demux {
+        Demux::Ssrc => StreamIds::Signaled,
+        // Negotiation refuses a simulcast section without the rid extension.
+        Demux::Rid => match ext(RtpStreamId::URI) {
+            Some(rid_ext) => StreamIds::Rids {
+                rids: media.rids.iter().cloned().collect(),
+                rid_ext,
+                repaired_rid_ext: ext(RepairedRtpStreamId::URI),
+            },
+            None => StreamIds::Signaled,
+        },
+        Demux::Unsignaled {
+            by_mid,
+            by_payload_type,
+        } => StreamIds::Unsignaled {
+            mid: ext(Mid::URI)
+                .filter(|_| by_mid)
+                .map(|id| (media.mid.clone(), id)),
+            by_payload_type,
+            payload_type: media.codec.payload_type,
+            rtx_payload_type: media.codec.rtx_payload_type,
+        },
+    }
 }
 
 /// What we send on a viewer's accepted section: fresh SSRCs and the codecs it takes.

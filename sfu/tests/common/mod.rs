@@ -162,3 +162,22 @@ pub fn l3t3_stream(ssrc: u32, units: usize, dd_ext: u8) -> Vec<Vec<u8>> {
     }
     packets
 }
+
+/// The packet with its extension block replaced by a two-byte-form one (RFC 8285 section
+/// 4.3) holding the elements it had and a rid.
+pub fn with_rid(packet: &[u8], rid_ext: u8, rid: &[u8]) -> Vec<u8> {
+    let parsed = rtp_ext::rtp::RtpPacket::parse(packet).expect("generated RTP");
+    let mut elements = Vec::new();
+    for (id, value) in parsed.extensions().chain([(rid_ext, rid)]) {
+        elements.extend_from_slice(&[id, value.len() as u8]);
+        elements.extend_from_slice(value);
+    }
+    elements.resize(elements.len().div_ceil(4) * 4, 0);
+    let mut out = packet[..12].to_vec();
+    out[0] |= 0x10;
+    out.extend_from_slice(&[0x10, 0x00]);
+    out.extend_from_slice(&((elements.len() / 4) as u16).to_be_bytes());
+    out.extend_from_slice(&elements);
+    out.extend_from_slice(parsed.payload());
+    out
+}

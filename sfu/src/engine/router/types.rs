@@ -6,7 +6,7 @@ use selector::Layer;
 
 use crate::engine::down_track::Transmit;
 use crate::engine::keyframe::DEFAULT_KEYFRAME_INTERVAL;
-use crate::engine::track::{DownTrackId, TrackId};
+use crate::engine::track::{DownTrackId, StreamConfig, TrackId};
 use crate::engine::transport::TransportId;
 
 /// Router settings.
@@ -98,6 +98,16 @@ pub enum Event {
         down_track: DownTrackId,
         /// The layer it now receives.
         layer: Option<Layer>,
+    },
+    /// A stream the signaling gave no SSRC for was bound to the SSRC its packets came
+    /// under (by rid, mid or payload type).
+    StreamBound {
+        /// The published track.
+        track: TrackId,
+        /// The stream's index within the track: its simulcast layer.
+        stream: u8,
+        /// Its SSRCs now.
+        ssrcs: StreamConfig,
     },
     /// A keyframe request went to a publisher.
     KeyframeRequested {

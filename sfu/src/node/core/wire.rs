@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::Bytes;
-use rtp_ext::rtp::RtpPacket;
 
 use super::NodeCore;
 use crate::capture::{classify, PayloadKind};
@@ -99,25 +98,9 @@ impl NodeCore {
             return;
         };
         let transport = peer.transport;
-        let Role::Publisher(publisher) = &mut peer.role else {
+        if !matches!(peer.role, Role::Publisher(_)) {
             self.counters.drop(DropReason::NotAPublisher);
             return;
-        };
-        let ssrc = self
-            .plain
-            .get(8..12)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-        // A stream the SDP named by rid or mid only (or not at all) takes its SSRC from its
-        // packets, the first time the transport sees that SSRC.
-        let unknown = ssrc.is_some_and(|s| self.router.ssrc_track(transport, s).is_none());
-        if unknown && publisher.has_unbound() {
-            let packet = RtpPacket::parse(&self.plain).ok();
-            if let Some(binding) = packet.and_then(|p| publisher.bind(&p)) {
-                let bound = self
-                    .router
-                    .bind_stream(binding.track, binding.index, binding.ssrcs);
-                tracing::debug!(peer = %id, ?binding, ?bound, "stream bound from its packets");
-            }
         }
         let packet = Bytes::copy_from_slice(&self.plain);
         // The engine counts the packets its receivers refuse; one under an SSRC the session

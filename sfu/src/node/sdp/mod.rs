@@ -86,6 +86,13 @@ pub enum SdpError {
         /// The payload type shared with another section.
         payload_type: u8,
     },
+    /// A simulcast section whose packets cannot name their rid: the rtp-stream-id header
+    /// extension (RFC 8852) is not negotiated.
+    #[error("mid {mid}: a=rid lines without the rtp-stream-id header extension")]
+    RidWithoutExtension {
+        /// The section's `a=mid`.
+        mid: String,
+    },
     /// No media section can be accepted; the text says why for each section.
     #[error("no usable media: {0}")]
     NoUsableMedia(String),

@@ -362,6 +362,11 @@ fn demux_of(
         return Ok(Demux::Ssrc);
     }
     if !media.send_rids.is_empty() {
+        if extension_id(extensions, RtpStreamId::URI).is_none() {
+            return Err(SdpError::RidWithoutExtension {
+                mid: media.mid.clone(),
+            });
+        }
         return Ok(Demux::Rid);
     }
     let by_mid = extension_id(extensions, Mid::URI).is_some();
