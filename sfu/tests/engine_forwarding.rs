@@ -1236,7 +1236,9 @@ fn layer_changes_are_events_and_fir_can_replace_pli() {
     let layers: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
-            Event::LayerChanged { down_track, layer } if *down_track == id => Some(*layer),
+            Event::LayerChanged {
+                down_track, layer, ..
+            } if *down_track == id => Some(*layer),
             _ => None,
         })
         .collect();
@@ -1247,6 +1249,7 @@ fn layer_changes_are_events_and_fir_can_replace_pli() {
     );
     assert!(
         events.contains(&Event::KeyframeRequested {
+            transport: session.publisher,
             track: session.track
         }),
         "L3T3 up-switch asks"

@@ -307,6 +307,7 @@ fn streams_bind_by_rid_within_their_transport() {
     );
     let events: Vec<_> = std::iter::from_fn(|| router.poll_event()).collect();
     assert!(events.contains(&Event::StreamBound {
+        transport: b_pub,
         track: b_track,
         stream: 1,
         ssrcs: StreamConfig {

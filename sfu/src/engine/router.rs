@@ -512,6 +512,7 @@ impl Router {
                 })?;
         self.bind_stream(track, index, ssrcs).ok()?;
         self.events.push_back(Event::StreamBound {
+            transport,
             track,
             stream: u8::try_from(index).unwrap_or(u8::MAX),
             ssrcs,
@@ -544,7 +545,10 @@ impl Router {
                     }
                 };
                 self.rtcp.push_back(request);
-                self.events.push_back(Event::KeyframeRequested { track });
+                self.events.push_back(Event::KeyframeRequested {
+                    transport: published.transport,
+                    track,
+                });
             }
         }
         if self.next_twcc.is_none_or(|at| now >= at) {
@@ -668,13 +672,14 @@ impl Router {
         if let (Some(stream), Some(now)) = (written.keyframe, self.last_input) {
             published.keyframes.request(now, stream);
         }
+        let transport = down_track.transport();
         if let Some(layer) = written.layer_changed {
             self.events.push_back(Event::LayerChanged {
+                transport,
                 down_track: id,
                 layer,
             });
         }
-        let transport = down_track.transport();
         Ok(written.result?.map(|transmit| Output {
             transport,
             down_track: id,

@@ -498,20 +498,31 @@ impl NodeCore {
     pub(super) fn handle_events(&mut self) {
         while let Some(event) = self.router.poll_event() {
             match event {
-                Event::LayerChanged { down_track, layer } => {
+                Event::LayerChanged {
+                    transport, layer, ..
+                } => {
                     self.counters.layer_changes += 1;
-                    let peer = self.owner_of(down_track);
+                    let peer = self.by_transport.get(&transport);
                     tracing::debug!(?peer, ?layer, "layer changed");
                 }
                 Event::StreamBound {
+                    transport,
                     track,
                     stream,
                     ssrcs,
                 } => {
-                    tracing::debug!(?track, stream, ?ssrcs, "stream bound from its packets");
+                    let peer = self.by_transport.get(&transport);
+                    tracing::debug!(
+                        ?peer,
+                        ?track,
+                        stream,
+                        ?ssrcs,
+                        "stream bound from its packets"
+                    );
                 }
-                Event::KeyframeRequested { track } => {
-                    tracing::debug!(?track, "keyframe requested upstream");
+                Event::KeyframeRequested { transport, track } => {
+                    let peer = self.by_transport.get(&transport);
+                    tracing::debug!(?peer, ?track, "keyframe requested upstream");
                 }
                 Event::BandwidthEstimate {
                     transport,

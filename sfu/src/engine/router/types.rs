@@ -94,6 +94,8 @@ pub enum Event {
     /// The layer a subscriber receives changed (None: nothing decodable is forwarded, e.g.
     /// while it waits for a keyframe).
     LayerChanged {
+        /// The subscriber's peer connection.
+        transport: TransportId,
         /// The subscription.
         down_track: DownTrackId,
         /// The layer it now receives.
@@ -102,6 +104,8 @@ pub enum Event {
     /// A stream the signaling gave no SSRC for was bound to the SSRC its packets came
     /// under (by rid, mid or payload type).
     StreamBound {
+        /// The publisher's peer connection.
+        transport: TransportId,
         /// The published track.
         track: TrackId,
         /// The stream's index within the track: its simulcast layer.
@@ -111,6 +115,8 @@ pub enum Event {
     },
     /// A keyframe request went to a publisher.
     KeyframeRequested {
+        /// The publisher's peer connection.
+        transport: TransportId,
         /// The published track asked.
         track: TrackId,
     },
