@@ -23,6 +23,7 @@ mod down_track;
 mod fault;
 mod forwarder;
 mod keyframe;
+mod layer_rates;
 mod munger;
 mod nack;
 mod packet;
@@ -41,6 +42,7 @@ pub use down_track::{
 };
 pub use fault::Fault;
 pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};
+pub use layer_rates::{LayerBitrates, MEASURED_LAYERS};
 pub use packet::ParsedPacket;
 pub use receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters, RECEIVE_RING};
 pub use router::{

@@ -14,6 +14,7 @@ use rtp_ext::rtp::{unwrap_rtx, ParseError, RtpFields, RtpPacket};
 use selector::Unwrapper;
 use smallvec::SmallVec;
 
+use super::layer_rates::{LayerBitrates, LayerRates};
 use super::nack::{Arrival, NackGenerator};
 use super::packet::{
     describe, is_keyframe_start, Described, ParseContext, ParsedPacket, SenderClock,
@@ -145,6 +146,8 @@ pub struct Receiver {
     counters: ReceiverCounters,
     /// The latest audio level (RFC 6464) received, for active-speaker detection.
     audio_level: Option<AudioLevel>,
+    /// What each target layer costs a subscriber, for layer allocation.
+    layer_rates: LayerRates,
 }
 
 impl Receiver {
@@ -160,6 +163,7 @@ impl Receiver {
             streams,
             counters: ReceiverCounters::default(),
             audio_level: None,
+            layer_rates: LayerRates::default(),
         }
     }
 
@@ -195,6 +199,11 @@ impl Receiver {
                 given_up: c.given_up + n.given_up,
                 ..c
             })
+    }
+
+    /// What a subscriber receiving each layer would be sent, over the last two seconds.
+    pub fn layer_bitrates(&self, now: Instant) -> LayerBitrates {
+        self.layer_rates.bitrates(now)
     }
 
     /// The latest audio level the publisher sent (RFC 6464).
@@ -393,6 +402,11 @@ impl Receiver {
             sender_clock: stream.sender_clock,
             bytes,
         };
+        // Padding is absorbed, never forwarded: it is no layer's rate.
+        if !parsed.is_padding_only() {
+            let simulcast = self.config.is_simulcast();
+            self.layer_rates.record(now, &parsed, simulcast);
+        }
         if !stream.ring.insert(ext_seq, parsed) {
             return Err(ReceiveError::OutOfWindow);
         }

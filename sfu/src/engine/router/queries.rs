@@ -1,7 +1,7 @@
 //! What a host may read of the router's state: copies and shared references to configuration
 //! only, so no caller can change a DownTrack or a Receiver behind the router's back.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rtp_ext::ext::AudioLevel;
 use selector::Layer;
@@ -9,6 +9,7 @@ use selector::Layer;
 use super::{Router, RouterCounters, Transport};
 use crate::engine::down_track::{DownTrackCounters, SubscriberReception};
 use crate::engine::keyframe::KeyframeCounters;
+use crate::engine::layer_rates::LayerBitrates;
 use crate::engine::receiver::ReceiverCounters;
 use crate::engine::track::{DownTrackId, TrackConfig, TrackId};
 use crate::engine::transport::TransportId;
@@ -87,6 +88,12 @@ impl Router {
     /// The round trip to the track's publisher, measured from NACK to retransmission.
     pub fn publisher_rtt(&self, track: TrackId) -> Option<Duration> {
         self.tracks.get(&track)?.receiver.publisher_rtt()
+    }
+
+    /// What a subscriber of the track receiving each layer would be sent, measured over the
+    /// last two seconds up to `now`.
+    pub fn layer_bitrates(&self, track: TrackId, now: Instant) -> Option<LayerBitrates> {
+        Some(self.tracks.get(&track)?.receiver.layer_bitrates(now))
     }
 
     /// The latest audio level the track's publisher sent (RFC 6464), for active-speaker use.

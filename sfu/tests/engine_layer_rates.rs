@@ -1,0 +1,161 @@
+//! What each layer of a published track costs a subscriber, measured by the engine from the
+//! packets as they arrive, against the generator's own account of which frames each decode
+//! target needs.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rtp_ext::codec::Codec;
+use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
+use selector::Layer;
+use sfu::engine::{Router, RouterConfig, TrackConfig};
+
+const DD_EXT: u8 = 11;
+const FRAME: Duration = Duration::from_millis(33);
+
+/// Streams `mode` for `seconds` at 30 temporal units a second; returns, per decode target,
+/// the bitrate its frames came to over the last two seconds, and the engine's figures then.
+fn measured(mode: ScalabilityMode, seconds: u64) -> Vec<(Layer, u64, u64)> {
+    let mut router = Router::new(RouterConfig::default());
+    let publisher = router.add_transport();
+    let mut config = TrackConfig::single(Codec::Av1, 0x5151);
+    config.dd_ext_id = Some(DD_EXT);
+    let track = router.publish(publisher, config).expect("a new transport");
+    let mut generator = StreamGenerator::new(
+        mode,
+        GeneratorConfig {
+            ssrc: 0x5151,
+            keyframe_interval_tus: 0,
+            ..GeneratorConfig::default()
+        },
+    );
+    let structure = generator.structure().clone();
+    let start = Instant::now();
+    let units = seconds * 30;
+    let tail_from = units - 60;
+    let targets = usize::from(mode.spatial_layers()) * usize::from(mode.temporal_layers());
+    let mut truth = vec![0u64; targets];
+    let mut now = start;
+    loop {
+        let packet = generator.next().expect("endless");
+        if packet.temporal_unit == units {
+            break;
+        }
+        now = start + FRAME * packet.temporal_unit as u32;
+        let bytes = packet.rtp_bytes(DD_EXT, &structure);
+        if packet.temporal_unit >= tail_from {
+            for (dt, sum) in truth.iter_mut().enumerate() {
+                if packet.belongs_to(dt) {
+                    *sum += bytes.len() as u64;
+                }
+            }
+        }
+        router
+            .handle_rtp(now, publisher, Bytes::from(bytes))
+            .expect("a valid packet");
+    }
+    let rates = router.layer_bitrates(track, now).expect("published");
+    let window = FRAME * 60;
+    (0..mode.spatial_layers())
+        .flat_map(|s| (0..mode.temporal_layers()).map(move |t| Layer::new(s, t)))
+        .map(|layer| {
+            let dt = mode.decode_target(layer.spatial, layer.temporal);
+            let expected = truth[dt] * 8 * 1000 / window.as_millis() as u64;
+            (layer, expected, rates.bps(layer))
+        })
+        .collect()
+}
+
+fn assert_close(rates: &[(Layer, u64, u64)]) {
+    for &(layer, expected, measured) in rates {
+        let off = expected.abs_diff(measured) as f64 / expected as f64;
+        assert!(
+            off < 0.1,
+            "{layer:?}: measured {measured} bit/s, its frames came to {expected}"
+        );
+    }
+}
+
+#[test]
+fn each_decode_target_costs_what_its_frames_do() {
+    let rates = measured(ScalabilityMode::L3T3, 5);
+    assert_close(&rates);
+    let order: Vec<u64> = [(0, 0), (0, 1), (0, 2), (1, 2), (2, 2)]
+        .iter()
+        .map(|&(s, t)| bps(&rates, s, t))
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+    let unknown = Router::new(RouterConfig::default());
+    assert_eq!(
+        unknown.layer_bitrates(sfu::engine::TrackId(9), Instant::now()),
+        None
+    );
+}
+
+fn bps(rates: &[(Layer, u64, u64)], s: u8, t: u8) -> u64 {
+    rates
+        .iter()
+        .find(|r| r.0 == Layer::new(s, t))
+        .expect("a target")
+        .2
+}
+
+/// The generator's frames are all about the same size. In full SVC the top target needs the
+/// frames of all three spatial layers; in K-SVC an upper layer's delta frames reference only
+/// its own layer, so its target costs about what the base layer's does, not three times it.
+#[test]
+fn a_k_svc_upper_layer_does_not_pay_for_the_lower_layers() {
+    let full = measured(ScalabilityMode::L3T3, 5);
+    assert!(bps(&full, 2, 2) > bps(&full, 0, 2) * 5 / 2);
+    let key = measured(ScalabilityMode::L3T3Key, 5);
+    assert_close(&key);
+    assert!(bps(&key, 2, 2) < bps(&key, 0, 2) * 3 / 2);
+    assert!(bps(&key, 2, 2) > bps(&key, 0, 2) / 2);
+}
+
+/// A VP8 packet of temporal layer `tid`: payload descriptor with the T bit (RFC 7741
+/// section 4.2), then `size` payload bytes.
+fn vp8(ssrc: u32, seq: u16, tid: u8, size: usize) -> Bytes {
+    let mut packet = vec![0x80, 96];
+    packet.extend_from_slice(&seq.to_be_bytes());
+    packet.extend_from_slice(&(u32::from(seq) * 3000).to_be_bytes());
+    packet.extend_from_slice(&ssrc.to_be_bytes());
+    // X and S; then T; then TID, Y, KEYIDX.
+    packet.extend_from_slice(&[0x90, 0x20, tid << 6]);
+    packet.resize(packet.len() + size, 0x01);
+    Bytes::from(packet)
+}
+
+/// Simulcast: a stream's packets count toward its own layer only, at their temporal layer and
+/// above; a temporal layer's target includes the lower temporal layers.
+#[test]
+fn a_simulcast_stream_pays_only_for_itself() {
+    let mut router = Router::new(RouterConfig::default());
+    let publisher = router.add_transport();
+    let mut config = TrackConfig::single(Codec::Vp8, 0xA0);
+    config.streams.push(sfu::engine::StreamConfig {
+        ssrc: 0xA1,
+        rtx_ssrc: None,
+    });
+    let track = router.publish(publisher, config).expect("a new transport");
+    let start = Instant::now();
+    let mut now = start;
+    for i in 0..120u16 {
+        now = start + FRAME * u32::from(i);
+        let tid = if i % 2 == 0 { 0 } else { 1 };
+        for (ssrc, size) in [(0xA0, 200), (0xA1, 1000)] {
+            router
+                .handle_rtp(now, publisher, vp8(ssrc, i, tid, size))
+                .expect("a valid packet");
+        }
+    }
+    let rates = router.layer_bitrates(track, now).expect("published");
+    let per_second = |bytes: u64| bytes * 8 * 30;
+    let near = |measured: u64, expected: u64| measured.abs_diff(expected) < expected / 10;
+    // Half the frames are T0; a packet is its payload plus 15 bytes of header and descriptor.
+    assert!(near(rates.bps(Layer::new(0, 0)), per_second(215) / 2));
+    assert!(near(rates.bps(Layer::new(0, 1)), per_second(215)));
+    assert!(near(rates.bps(Layer::new(1, 0)), per_second(1015) / 2));
+    assert!(near(rates.bps(Layer::new(1, 1)), per_second(1015)));
+    assert_eq!(rates.bps(Layer::new(2, 0)), 0, "no third stream");
+}
