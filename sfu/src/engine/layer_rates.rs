@@ -46,6 +46,18 @@ pub struct LayerBitrates {
 }
 
 impl LayerBitrates {
+    /// Rates given by the host (for allocation of its own, or a test): `f` of each layer.
+    pub fn from_fn(f: impl Fn(Layer) -> u64) -> Self {
+        let mut bps = [0; TARGETS];
+        for (i, slot) in bps.iter_mut().enumerate() {
+            *slot = f(Layer::new(
+                (i / MEASURED_LAYERS) as u8,
+                (i % MEASURED_LAYERS) as u8,
+            ));
+        }
+        Self { bps }
+    }
+
     /// What a subscriber receiving `layer` would be sent; 0 for a layer the track does not
     /// have (or not measured yet).
     pub fn bps(&self, layer: Layer) -> u64 {

@@ -17,6 +17,7 @@
 //! Every error type here implements [`std::error::Error`] and sorts itself by [`Fault`]: the
 //! peer's bytes, the host's misuse, or a limit reached.
 
+mod allocation;
 mod binding;
 pub mod bwe;
 mod down_track;
@@ -36,6 +37,7 @@ mod track;
 mod transport;
 mod twcc;
 
+pub use allocation::{allocate, AllocationInput, LayerOrder};
 pub use binding::StreamIds;
 pub use down_track::{
     DownTrack, DownTrackCounters, SubscriberReception, Transmit, WriteError, Written, SEND_HISTORY,
