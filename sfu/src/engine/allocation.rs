@@ -47,6 +47,9 @@ impl LayerOrder {
     }
 }
 
+/// A track's steps within its ceiling, with what each costs.
+type Steps = SmallVec<[(Layer, u64); 8]>;
+
 /// One video track a viewer receives, as allocation sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct AllocationInput<'a> {
@@ -64,7 +67,7 @@ pub struct AllocationInput<'a> {
 /// host's call: mute it); steps with no measured rate (a layer the publisher does not send)
 /// are skipped.
 pub fn allocate(budget_bps: u64, tracks: &[AllocationInput<'_>]) -> SmallVec<[Layer; 4]> {
-    let steps: SmallVec<[SmallVec<[(Layer, u64); 8]>; 4]> = tracks
+    let steps: SmallVec<[Steps; 4]> = tracks
         .iter()
         .map(|t| measured_steps(t.rates, t.order, t.ceiling))
         .collect();
@@ -103,8 +106,8 @@ fn measured_steps(
     rates: &LayerBitrates,
     order: &LayerOrder,
     ceiling: Layer,
-) -> SmallVec<[(Layer, u64); 8]> {
-    let mut steps: SmallVec<[(Layer, u64); 8]> = order
+) -> Steps {
+    let mut steps: Steps = order
         .within(ceiling)
         .map(|l| (l, rates.bps(l)))
         .filter(|&(_, r)| r > 0)
