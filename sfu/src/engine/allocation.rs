@@ -32,18 +32,14 @@ impl LayerOrder {
         Self(SmallVec::from_slice(steps))
     }
 
-    /// The steps at or below `ceiling`, lowest first; the lowest step even when none is.
+    /// The steps capped at `ceiling`, lowest first: a step above it becomes the ceiling's
+    /// share of it (S2T2 under a ceiling of S1T1 is S1T1), repeats dropped.
     fn within(&self, ceiling: Layer) -> impl Iterator<Item = Layer> + '_ {
-        let first = self.0.first().copied();
-        let capped = self
-            .0
-            .iter()
-            .copied()
-            .filter(move |l| l.spatial <= ceiling.spatial && l.temporal <= ceiling.temporal);
-        first
-            .filter(|f| !(f.spatial <= ceiling.spatial && f.temporal <= ceiling.temporal))
-            .into_iter()
-            .chain(capped)
+        let mut last = None;
+        self.0.iter().filter_map(move |l| {
+            let capped = l.capped(ceiling);
+            (last.replace(capped) != Some(capped)).then_some(capped)
+        })
     }
 }
 
@@ -102,11 +98,7 @@ pub fn allocate(budget_bps: u64, tracks: &[AllocationInput<'_>]) -> SmallVec<[La
 
 /// The steps of `order` within `ceiling` that the publisher sends, with their rates; the
 /// lowest step alone when nothing is measured yet.
-fn measured_steps(
-    rates: &LayerBitrates,
-    order: &LayerOrder,
-    ceiling: Layer,
-) -> Steps {
+fn measured_steps(rates: &LayerBitrates, order: &LayerOrder, ceiling: Layer) -> Steps {
     let mut steps: Steps = order
         .within(ceiling)
         .map(|l| (l, rates.bps(l)))
@@ -164,7 +156,8 @@ mod tests {
     #[test]
     fn the_viewers_choice_is_a_ceiling() {
         assert_eq!(one(3_000_000, Layer::new(1, 2)), Layer::new(1, 2));
-        assert_eq!(one(3_000_000, Layer::new(2, 0)), Layer::new(0, 0));
+        assert_eq!(one(3_000_000, Layer::new(2, 0)), Layer::new(2, 0));
+        assert_eq!(one(3_000_000, Layer::new(1, 1)), Layer::new(1, 1));
         assert_eq!(one(300_000, Layer::new(2, 2)), Layer::new(0, 2));
     }
 

@@ -257,6 +257,16 @@ impl DownTrack {
         self.state.lock().forwarder.set_limits(limits);
     }
 
+    /// Caps its layers to what its viewer's bandwidth allows (`None`: no cap).
+    pub(super) fn set_allocated(&self, allocated: Option<Layer>) {
+        self.state.lock().forwarder.set_allocated(allocated);
+    }
+
+    /// What the host asked for, and the cap allocation put under it.
+    pub(super) fn limits(&self) -> (LayerLimits, Option<Layer>) {
+        self.state.lock().forwarder.limits()
+    }
+
     /// Stops (or resumes) forwarding; a resume waits for a switch point, as a new subscriber does.
     pub fn set_muted(&self, muted: bool) {
         self.state.lock().forwarder.set_muted(muted);

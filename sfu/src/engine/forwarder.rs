@@ -44,7 +44,11 @@ pub struct RewriteFailed;
 #[derive(Debug)]
 pub struct Forwarder {
     codec: Codec,
+    /// What the host asked for.
     limits: LayerLimits,
+    /// The most the subscriber's bandwidth allows, as allocation last decided; `None` before
+    /// it has an estimate.
+    allocated: Option<Layer>,
     /// Packets with a DD are selected on it, whatever the codec.
     dd: DdSelector,
     /// Packets without one (a publisher that pauses its DDs, or never sends them) fall back to
@@ -63,6 +67,7 @@ impl Forwarder {
         let mut forwarder = Self {
             codec: track.codec,
             limits,
+            allocated: None,
             dd: DdSelector::new(),
             fallback: fallback_for(track.codec),
             simulcast: track
@@ -76,8 +81,31 @@ impl Forwarder {
         forwarder
     }
 
+    /// The host's limits; allocation caps them further.
     pub fn set_limits(&mut self, limits: LayerLimits) {
         self.limits = limits;
+        self.apply_limits();
+    }
+
+    /// The cap allocation puts under the host's limits.
+    pub fn set_allocated(&mut self, allocated: Option<Layer>) {
+        self.allocated = allocated;
+        self.apply_limits();
+    }
+
+    /// What the host asked for, and what allocation allows.
+    pub fn limits(&self) -> (LayerLimits, Option<Layer>) {
+        (self.limits, self.allocated)
+    }
+
+    fn apply_limits(&mut self) {
+        let limits = match self.allocated {
+            Some(cap) => LayerLimits {
+                target: self.limits.target.capped(cap),
+                max: self.limits.max.capped(cap),
+            },
+            None => self.limits,
+        };
         let stream_limits = match &mut self.simulcast {
             Some(simulcast) => {
                 simulcast.set_limits(limits);
@@ -204,7 +232,7 @@ impl Forwarder {
             StreamChoice::SwitchTo => {
                 self.dd = DdSelector::new();
                 self.fallback = fallback_for(self.codec);
-                self.set_limits(self.limits);
+                self.apply_limits();
                 if let StreamSelector::Vp8(vp8) = &mut self.fallback {
                     vp8.switch_source();
                 }

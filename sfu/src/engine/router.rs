@@ -5,6 +5,7 @@
 //! [`handle_timeout`](Router::handle_timeout) at [`poll_timeout`](Router::poll_timeout).
 //! Nothing here reads a clock or touches a socket: every input carries `now`.
 
+mod allocate;
 mod feedback;
 mod queries;
 mod types;
@@ -23,6 +24,7 @@ use rtp_ext::ext::{HeaderExtension, TransportSequenceNumber};
 use rtp_ext::rtp::RtpPacket;
 use selector::LayerLimits;
 
+use super::allocation::LayerOrder;
 use super::binding;
 use super::down_track::{DownTrack, WriteError};
 use super::keyframe::KeyframeRequester;
@@ -53,6 +55,8 @@ struct Published {
     subscribers: Vec<DownTrackId>,
     /// FIR command sequence number (RFC 5104 4.3.1.1): one more per new request.
     fir_seq: u8,
+    /// The order allocation climbs its layers in, if the host set one.
+    layer_order: Option<LayerOrder>,
 }
 
 /// RTCP the router owes publishers.
@@ -256,6 +260,7 @@ impl Router {
                 keyframes,
                 subscribers: Vec::new(),
                 fir_seq: 0,
+                layer_order: None,
             },
         );
         Ok(id)
@@ -397,6 +402,21 @@ impl Router {
             .get(&id)
             .ok_or(RouterError::UnknownDownTrack)?
             .set_muted(muted);
+        Ok(())
+    }
+
+    /// The order in which allocation climbs a track's layers for viewers short of bandwidth
+    /// (`None`: the default, every temporal layer of the base spatial layer first, then each
+    /// spatial layer at full frame rate).
+    pub fn set_layer_order(
+        &mut self,
+        track: TrackId,
+        order: Option<LayerOrder>,
+    ) -> Result<(), RouterError> {
+        self.tracks
+            .get_mut(&track)
+            .ok_or(RouterError::UnknownTrack)?
+            .layer_order = order;
         Ok(())
     }
 
@@ -558,6 +578,7 @@ impl Router {
         if self.next_report.is_none_or(|at| now >= at) {
             self.next_report = Some(now + self.config.report_interval);
             self.queue_reports(now);
+            self.reallocate_all(now);
         }
     }
 

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::time::Instant;
 
 use smallvec::SmallVec;
 
@@ -47,6 +48,15 @@ pub(super) struct Twcc {
     /// A track of the transport: where the feedback goes, and its media SSRC.
     pub track: TrackId,
     pub media_ssrc: u32,
+}
+
+/// Bandwidth allocation toward a viewer transport: its estimate, and when its layers last
+/// went down and up (for the hold-down and the up-switch interval).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Allocation {
+    pub estimate_bps: u64,
+    pub last_down: Option<Instant>,
+    pub last_up: Option<Instant>,
 }
 
 /// A transport's SSRCs and whose they are. A peer connection has a handful (a media and an
@@ -102,6 +112,8 @@ pub(super) struct Transport {
     /// Transport-wide CC of what it publishes; the outgoing transport-wide sequence and the
     /// bandwidth estimate toward it belong here too.
     pub twcc: Option<Twcc>,
+    /// Layer allocation toward it, once it has a bandwidth estimate.
+    pub allocation: Option<Allocation>,
 }
 
 impl Transport {
@@ -111,5 +123,6 @@ impl Transport {
             + self.tracks.len()
             + self.down_tracks.len()
             + usize::from(self.twcc.is_some())
+            + usize::from(self.allocation.is_some())
     }
 }

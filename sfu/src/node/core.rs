@@ -520,6 +520,13 @@ impl NodeCore {
                         "stream bound from its packets"
                     );
                 }
+                Event::LayerAllocated {
+                    transport, layer, ..
+                } => {
+                    self.counters.layer_allocations += 1;
+                    let peer = self.by_transport.get(&transport);
+                    tracing::debug!(?peer, ?layer, "layer allocated to fit the estimate");
+                }
                 Event::KeyframeRequested { transport, track } => {
                     let peer = self.by_transport.get(&transport);
                     tracing::debug!(?peer, ?track, "keyframe requested upstream");

@@ -65,9 +65,10 @@ pub struct NodeCounters {
     pub rtp_out: u64,
     pub bytes_out: u64,
     /// The engine's events, by kind: a viewer's layer changed; a viewer's receiver sent a
-    /// bandwidth estimate (REMB).
+    /// bandwidth estimate (REMB); allocation capped a viewer's layer to fit its estimate.
     pub layer_changes: u64,
     pub bandwidth_estimates: u64,
+    pub layer_allocations: u64,
     dropped: [u64; DropReason::ALL.len()],
     refused: [u64; LimitError::LABELS.len()],
 }
@@ -197,6 +198,13 @@ impl Snapshot {
             "bandwidth_estimates_total",
             estimates,
             n.bandwidth_estimates,
+        );
+        let allocations = "Layer caps set to fit a viewer's bandwidth estimate.";
+        counter(
+            &mut out,
+            "layer_allocations_total",
+            allocations,
+            n.layer_allocations,
         );
         let drops = DropReason::ALL.iter().map(|&r| (r.label(), n.dropped(r)));
         let engine = [

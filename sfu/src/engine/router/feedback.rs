@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use super::{Event, Job, PendingRtcp, Router, RouterError, RtcpTarget, RtcpTransmit};
+use super::{Job, PendingRtcp, Router, RouterError, RtcpTarget, RtcpTransmit};
 use crate::engine::down_track::DownTrack;
 use crate::engine::rtcp::{
     compact_ntp, parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, Pli,
@@ -80,10 +80,7 @@ impl Router {
             self.counters.bad_rtcp += 1;
         }
         if let Some(bitrate_bps) = estimate {
-            self.events.push_back(Event::BandwidthEstimate {
-                transport,
-                bitrate_bps,
-            });
+            self.on_estimate(now, transport, bitrate_bps);
         }
         for down_track in keyframes {
             self.request_keyframe(now, down_track);

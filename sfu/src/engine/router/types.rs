@@ -113,6 +113,15 @@ pub enum Event {
         /// Its SSRCs now.
         ssrcs: StreamConfig,
     },
+    /// Allocation capped a subscription at this layer to fit its transport's estimate.
+    LayerAllocated {
+        /// The subscriber's peer connection.
+        transport: TransportId,
+        /// The subscription.
+        down_track: DownTrackId,
+        /// The most it may now be sent.
+        layer: Layer,
+    },
     /// A keyframe request went to a publisher.
     KeyframeRequested {
         /// The publisher's peer connection.
@@ -120,8 +129,8 @@ pub enum Event {
         /// The published track asked.
         track: TrackId,
     },
-    /// A subscriber's receiver estimated its bandwidth (REMB): the host may lower or raise the
-    /// layer limits of the transport's subscriptions to fit.
+    /// A subscriber transport's bandwidth estimate changed (its REMB): its layers are
+    /// allocated to fit it.
     BandwidthEstimate {
         /// The viewer transport the estimate is for.
         transport: TransportId,

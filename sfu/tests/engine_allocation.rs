@@ -1,0 +1,173 @@
+//! A viewer transport's layers fitted to its bandwidth estimate (here its REMB): down at once
+//! when what it is sent no longer fits, up only after the hold-down, never above the layer
+//! the viewer asked for, and the audio it receives never cut.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rtp_ext::codec::Codec;
+use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
+use selector::{Layer, LayerLimits};
+use sfu::engine::rtcp::{Remb, RembSsrcs, RtcpFeedback, RtcpWireWriter, RtcpWriter};
+use sfu::engine::{
+    DownTrackConfig, DownTrackId, Event, Router, RouterConfig, TrackConfig, TrackId, TransportId,
+};
+
+const DD_EXT: u8 = 11;
+const FRAME: Duration = Duration::from_millis(33);
+
+struct Room {
+    router: Router,
+    publisher: TransportId,
+    track: TrackId,
+    viewer: TransportId,
+    down: DownTrackId,
+    generator: StreamGenerator,
+    start: Instant,
+    unit: u32,
+}
+
+impl Room {
+    fn new(limits: LayerLimits) -> Self {
+        let mut router = Router::new(RouterConfig::default());
+        let publisher = router.add_transport();
+        let mut config = TrackConfig::single(Codec::Av1, 0x5151);
+        config.dd_ext_id = Some(DD_EXT);
+        let track = router.publish(publisher, config).expect("a new transport");
+        let viewer = router.add_transport();
+        let mut down = DownTrackConfig::new(0x10, 45);
+        down.dd_ext_id = Some(DD_EXT);
+        let down = router
+            .subscribe(viewer, track, down, limits)
+            .expect("a new transport");
+        let generator = StreamGenerator::new(
+            ScalabilityMode::L3T3,
+            GeneratorConfig {
+                ssrc: 0x5151,
+                keyframe_interval_tus: 60,
+                ..GeneratorConfig::default()
+            },
+        );
+        Self {
+            router,
+            publisher,
+            track,
+            viewer,
+            down,
+            generator,
+            start: Instant::now(),
+            unit: 0,
+        }
+    }
+
+    fn now(&self) -> Instant {
+        self.start + FRAME * self.unit
+    }
+
+    /// Streams for `seconds`, serving timers and draining outputs; returns the events.
+    fn run(&mut self, seconds: u32) -> Vec<Event> {
+        let structure = self.generator.structure().clone();
+        let until = self.unit + seconds * 30;
+        let mut events = Vec::new();
+        let mut buf = [0u8; 1500];
+        while self.unit < until {
+            let packet = self.generator.next().expect("endless");
+            let now = self.now();
+            let bytes = Bytes::from(packet.rtp_bytes(DD_EXT, &structure));
+            self.router
+                .handle_rtp(now, self.publisher, bytes)
+                .expect("a valid packet");
+            self.router.handle_timeout(now);
+            while self.router.poll_transmit(&mut buf).is_some() {}
+            while self.router.poll_rtcp(&mut buf).is_some() {}
+            events.extend(std::iter::from_fn(|| self.router.poll_event()));
+            self.unit += u32::from(packet.marker);
+        }
+        events
+    }
+
+    fn remb(&mut self, bitrate_bps: u64) -> Vec<Event> {
+        let mut ssrcs = RembSsrcs::default();
+        ssrcs.push(0x10).expect("room");
+        let remb = RtcpFeedback::Remb(Remb {
+            sender_ssrc: 9,
+            bitrate_bps,
+            ssrcs,
+        });
+        let mut buf = [0u8; 100];
+        let len = RtcpWireWriter::new(b"viewer")
+            .expect("a short CNAME")
+            .write(&remb, &mut buf)
+            .expect("fits");
+        self.router
+            .handle_rtcp(self.now(), self.viewer, &buf[..len])
+            .expect("a known transport");
+        std::iter::from_fn(|| self.router.poll_event()).collect()
+    }
+
+    fn bps(&self, layer: Layer) -> u64 {
+        self.router
+            .layer_bitrates(self.track, self.now())
+            .expect("published")
+            .bps(layer)
+    }
+
+    fn forwarded(&self) -> Option<Layer> {
+        self.router.down_track_info(self.down).and_then(|d| d.layer)
+    }
+}
+
+fn allocated(events: &[Event]) -> Vec<Layer> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::LayerAllocated { layer, .. } => Some(*layer),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn layers_follow_the_estimate_down_at_once_and_up_after_the_hold_down() {
+    let mut room = Room::new(LayerLimits::default());
+    room.run(3);
+    assert_eq!(room.forwarded(), Some(Layer::new(2, 2)), "no estimate: all");
+    let between = (room.bps(Layer::new(1, 2)) + room.bps(Layer::new(2, 2))) / 2;
+    let events = room.remb(between);
+    assert!(events.contains(&Event::BandwidthEstimate {
+        transport: room.viewer,
+        bitrate_bps: between
+    }));
+    assert_eq!(allocated(&events), [Layer::new(1, 2)], "down at once");
+    room.run(2);
+    assert_eq!(room.forwarded(), Some(Layer::new(1, 2)));
+    // Plenty of room two seconds after the downgrade: held down.
+    assert!(allocated(&room.remb(50_000_000)).is_empty(), "held down");
+    let later = room.run(4);
+    assert_eq!(
+        allocated(&later),
+        [Layer::new(2, 2)],
+        "up once the hold-down is over"
+    );
+    room.run(3);
+    assert_eq!(room.forwarded(), Some(Layer::new(2, 2)));
+    // Far too little: the lowest step, not nothing.
+    assert_eq!(allocated(&room.remb(1_000)), [Layer::new(0, 0)]);
+}
+
+#[test]
+fn the_viewers_choice_stays_a_ceiling() {
+    let mut room = Room::new(LayerLimits {
+        target: Layer::new(1, 1),
+        max: Layer::MAX,
+    });
+    room.run(3);
+    assert_eq!(allocated(&room.remb(50_000_000)), [Layer::new(1, 1)]);
+    room.run(2);
+    assert_eq!(room.forwarded(), Some(Layer::new(1, 1)));
+    // Under the ceiling the steps are S0T0, S0T1 and S1T1: too little for S1T1 is S0T1.
+    let events = room.remb(room.bps(Layer::new(1, 1)) - 1);
+    assert_eq!(allocated(&events), [Layer::new(0, 1)]);
+}
