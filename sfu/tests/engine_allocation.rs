@@ -27,6 +27,8 @@ struct Room {
     generator: StreamGenerator,
     start: Instant,
     unit: u32,
+    /// An Opus track the viewer receives too, if any.
+    audio: Option<TrackId>,
 }
 
 impl Room {
@@ -59,7 +61,37 @@ impl Room {
             generator,
             start: Instant::now(),
             unit: 0,
+            audio: None,
         }
+    }
+
+    /// The same publisher sends Opus too, and the viewer receives it.
+    fn with_audio(mut self) -> Self {
+        let track = self
+            .router
+            .publish(self.publisher, TrackConfig::single(Codec::Opus, 0x0A0A))
+            .expect("a free SSRC");
+        self.router
+            .subscribe(
+                self.viewer,
+                track,
+                DownTrackConfig::new(0x20, 111),
+                LayerLimits::default(),
+            )
+            .expect("a free SSRC");
+        self.audio = Some(track);
+        self
+    }
+
+    /// An Opus packet of 160 payload bytes (about 43 kbit/s at one per temporal unit).
+    fn opus(&self) -> Bytes {
+        let seq = self.unit as u16;
+        let mut packet = vec![0x80, 111];
+        packet.extend_from_slice(&seq.to_be_bytes());
+        packet.extend_from_slice(&(self.unit * 960).to_be_bytes());
+        packet.extend_from_slice(&0x0A0Au32.to_be_bytes());
+        packet.resize(12 + 160, 0xfc);
+        Bytes::from(packet)
     }
 
     fn now(&self) -> Instant {
@@ -79,6 +111,12 @@ impl Room {
             self.router
                 .handle_rtp(now, self.publisher, bytes)
                 .expect("a valid packet");
+            if self.audio.is_some() && packet.marker {
+                let opus = self.opus();
+                self.router
+                    .handle_rtp(now, self.publisher, opus)
+                    .expect("a valid packet");
+            }
             self.router.handle_timeout(now);
             while self.router.poll_transmit(&mut buf).is_some() {}
             while self.router.poll_rtcp(&mut buf).is_some() {}
@@ -108,8 +146,12 @@ impl Room {
     }
 
     fn bps(&self, layer: Layer) -> u64 {
+        self.rate_of(self.track, layer)
+    }
+
+    fn rate_of(&self, track: TrackId, layer: Layer) -> u64 {
         self.router
-            .layer_bitrates(self.track, self.now())
+            .layer_bitrates(track, self.now())
             .expect("published")
             .bps(layer)
     }
@@ -170,4 +212,17 @@ fn the_viewers_choice_stays_a_ceiling() {
     // Under the ceiling the steps are S0T0, S0T1 and S1T1: too little for S1T1 is S0T1.
     let events = room.remb(room.bps(Layer::new(1, 1)) - 1);
     assert_eq!(allocated(&events), [Layer::new(0, 1)]);
+}
+
+/// Audio comes off the estimate first: an estimate that would carry 360p alone carries only
+/// 180p beside the viewer's audio.
+#[test]
+fn audio_is_paid_for_before_video() {
+    let mut room = Room::new(LayerLimits::default()).with_audio();
+    room.run(3);
+    let audio = room.rate_of(room.audio.expect("audio"), Layer::new(0, 0));
+    assert!(audio > 30_000, "{audio} bit/s of audio measured");
+    let s1 = room.bps(Layer::new(1, 2));
+    assert_eq!(allocated(&room.remb(s1 + audio)), [Layer::new(1, 2)]);
+    assert_eq!(allocated(&room.remb(s1 + audio / 2)), [Layer::new(0, 2)]);
 }
