@@ -10,7 +10,9 @@ use bytes::Bytes;
 use rtp_ext::codec::Codec;
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
-use sfu::engine::rtcp::{Remb, RembSsrcs, RtcpFeedback, RtcpWireWriter, RtcpWriter};
+use sfu::engine::rtcp::{
+    Nack, NackPairs, Remb, RembSsrcs, RtcpFeedback, RtcpWireWriter, RtcpWriter,
+};
 use sfu::engine::{
     DownTrackConfig, DownTrackId, Event, Router, RouterConfig, TrackConfig, TrackId, TransportId,
 };
@@ -29,6 +31,9 @@ struct Room {
     unit: u32,
     /// An Opus track the viewer receives too, if any.
     audio: Option<TrackId>,
+    /// Sequence numbers of the video sent to the viewer, and retransmissions counted.
+    sent: Vec<u16>,
+    retransmitted: usize,
 }
 
 impl Room {
@@ -62,6 +67,8 @@ impl Room {
             start: Instant::now(),
             unit: 0,
             audio: None,
+            sent: Vec::new(),
+            retransmitted: 0,
         }
     }
 
@@ -118,30 +125,62 @@ impl Room {
                     .expect("a valid packet");
             }
             self.router.handle_timeout(now);
-            while self.router.poll_transmit(&mut buf).is_some() {}
-            while self.router.poll_rtcp(&mut buf).is_some() {}
+            self.drain(&mut buf);
             events.extend(std::iter::from_fn(|| self.router.poll_event()));
             self.unit += u32::from(packet.marker);
         }
         events
     }
 
-    fn remb(&mut self, bitrate_bps: u64) -> Vec<Event> {
-        let mut ssrcs = RembSsrcs::default();
-        ssrcs.push(0x10).expect("room");
-        let remb = RtcpFeedback::Remb(Remb {
+    fn drain(&mut self, buf: &mut [u8]) {
+        while let Some(out) = self.router.poll_transmit(buf) {
+            if out.down_track != self.down {
+                continue;
+            }
+            if out.transmit.retransmission {
+                self.retransmitted += 1;
+            } else {
+                self.sent.push(u16::from_be_bytes([buf[2], buf[3]]));
+            }
+        }
+        while self.router.poll_rtcp(buf).is_some() {}
+    }
+
+    /// The viewer NACKs the last `count` packets it was sent.
+    fn nack_last(&mut self, count: usize) {
+        let mut pairs = NackPairs::default();
+        for &seq in &self.sent[self.sent.len() - count..] {
+            pairs.push(seq).expect("room");
+        }
+        let nack = RtcpFeedback::Nack(Nack {
             sender_ssrc: 9,
-            bitrate_bps,
-            ssrcs,
+            media_ssrc: 0x10,
+            pairs,
         });
-        let mut buf = [0u8; 100];
+        self.rtcp(&nack);
+        let mut buf = [0u8; 1500];
+        self.drain(&mut buf);
+    }
+
+    fn rtcp(&mut self, item: &RtcpFeedback<'_>) {
+        let mut buf = [0u8; 1500];
         let len = RtcpWireWriter::new(b"viewer")
             .expect("a short CNAME")
-            .write(&remb, &mut buf)
+            .write(item, &mut buf)
             .expect("fits");
         self.router
             .handle_rtcp(self.now(), self.viewer, &buf[..len])
             .expect("a known transport");
+    }
+
+    fn remb(&mut self, bitrate_bps: u64) -> Vec<Event> {
+        let mut ssrcs = RembSsrcs::default();
+        ssrcs.push(0x10).expect("room");
+        self.rtcp(&RtcpFeedback::Remb(Remb {
+            sender_ssrc: 9,
+            bitrate_bps,
+            ssrcs,
+        }));
         std::iter::from_fn(|| self.router.poll_event()).collect()
     }
 
@@ -225,4 +264,26 @@ fn audio_is_paid_for_before_video() {
     let s1 = room.bps(Layer::new(1, 2));
     assert_eq!(allocated(&room.remb(s1 + audio)), [Layer::new(1, 2)]);
     assert_eq!(allocated(&room.remb(s1 + audio / 2)), [Layer::new(0, 2)]);
+}
+
+/// Without an estimate every NACK is answered; with one, retransmissions stay within what the
+/// estimate leaves over after the media (and a small floor), and the rest are counted.
+#[test]
+fn retransmissions_stay_within_the_estimate() {
+    let mut room = Room::new(LayerLimits::default());
+    room.run(3);
+    room.nack_last(34);
+    assert_eq!(room.retransmitted, 34, "no estimate: all answered");
+    let s1 = room.bps(Layer::new(1, 2));
+    room.remb(s1);
+    room.run(1);
+    room.nack_last(34);
+    assert!(
+        room.retransmitted < 34 + 10,
+        "{} answered",
+        room.retransmitted - 34
+    );
+    assert!(room.retransmitted > 34, "the floor repairs some");
+    let refused = room.router.counters().retransmissions_over_budget;
+    assert_eq!(refused as usize, 2 * 34 - room.retransmitted);
 }

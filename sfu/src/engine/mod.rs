@@ -33,6 +33,7 @@ mod receive_stats;
 mod receiver;
 mod router;
 pub mod rtcp;
+mod rtx_budget;
 mod track;
 mod transport;
 mod twcc;

@@ -727,6 +727,17 @@ impl Router {
         let Some(packet) = packet else {
             return Ok(None);
         };
+        let transport = down_track.transport();
+        let budget = self
+            .transports
+            .get_mut(&transport)
+            .and_then(|t| t.allocation.as_mut());
+        if let (Some(allocation), Some(now)) = (budget, self.last_input) {
+            if !allocation.rtx.take(now, packet.bytes.len()) {
+                self.counters.retransmissions_over_budget += 1;
+                return Ok(None);
+            }
+        }
         let transmit = down_track.write_retransmission(out_seq, packet, buf)?;
         Ok(Some(Output {
             transport: down_track.transport(),

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
+use super::rtx_budget::RtxBudget;
 use super::track::{DownTrackId, TrackId};
 use super::twcc::TwccRecorder;
 
@@ -57,6 +58,8 @@ pub(super) struct Allocation {
     pub estimate_bps: u64,
     pub last_down: Option<Instant>,
     pub last_up: Option<Instant>,
+    /// Retransmissions within what the estimate leaves over.
+    pub rtx: RtxBudget,
 }
 
 /// A transport's SSRCs and whose they are. A peer connection has a handful (a media and an

@@ -79,13 +79,16 @@ impl Router {
         let may_rise = state.last_down.is_none_or(|at| now >= at + HOLD_DOWN)
             && state.last_up.is_none_or(|at| now >= at + UP_INTERVAL);
         let (mut down, mut up) = (false, false);
+        let mut media_bps = audio_bps;
         for (w, layer) in video.iter().zip(chosen) {
             let rate = |l: Option<Layer>| l.map_or(u64::MAX, |l| w.rates.bps(l));
             let lower = rate(Some(layer)) < rate(w.allocated);
             let higher = rate(Some(layer)) > rate(w.allocated);
             if (higher && !may_rise) || Some(layer) == w.allocated || !(lower || higher) {
+                media_bps += w.allocated.map_or(0, |l| w.rates.bps(l));
                 continue;
             }
+            media_bps += w.rates.bps(layer);
             down |= lower;
             up |= higher;
             if let Some(down_track) = self.down_tracks.get(&w.id) {
@@ -104,6 +107,7 @@ impl Router {
         {
             state.last_down = if down { Some(now) } else { state.last_down };
             state.last_up = if up { Some(now) } else { state.last_up };
+            state.rtx.set(now, state.estimate_bps, media_bps);
         }
     }
 

@@ -165,6 +165,8 @@ pub struct RouterCounters {
     pub write_failures: u64,
     /// NACK packets sent to publishers.
     pub nacks_sent: u64,
+    /// Subscriber NACKs not answered: the subscriber's estimate had no room for them.
+    pub retransmissions_over_budget: u64,
     /// Keyframe requests (PLI or FIR) sent to publishers.
     pub keyframe_requests_sent: u64,
 }
