@@ -278,11 +278,10 @@ fn retransmissions_stay_within_the_estimate() {
     room.remb(s1);
     room.run(1);
     room.nack_last(34);
-    assert!(
-        room.retransmitted < 34 + 10,
-        "{} answered",
-        room.retransmitted - 34
-    );
+    // The NACKed packets come to about 5 kB; what the estimate leaves over (its 5 % floor,
+    // and what rate drift leaves) over the 250 ms the budget holds is well under half that.
+    let answered = room.retransmitted - 34;
+    assert!(answered < 34 / 2, "{answered} answered");
     assert!(room.retransmitted > 34, "the floor repairs some");
     let refused = room.router.counters().retransmissions_over_budget;
     assert_eq!(refused as usize, 2 * 34 - room.retransmitted);
