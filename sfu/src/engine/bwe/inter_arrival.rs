@@ -104,9 +104,7 @@ impl InterArrival {
             return None;
         }
         let complete = std::mem::replace(current, PacketGroup::new(send_time, arrival_ms));
-        let Some(previous) = self.previous.replace(complete) else {
-            return None;
-        };
+        let previous = self.previous.replace(complete)?;
         let delta = GroupDelta {
             send_delta_ms: millis(
                 complete
