@@ -109,3 +109,83 @@ impl DelayBasedControl {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One second of feedback from `from`: a 1200-byte packet every 10 ms, each waiting
+    /// `growth_us` longer than the one before, arriving on a viewer clock `offset` ahead.
+    fn second(
+        control: &mut DelayBasedControl,
+        start: Instant,
+        from: Duration,
+        offset: Duration,
+        growth_us: u64,
+    ) {
+        for batch in 0..10u64 {
+            let packets: Vec<PacketResult> = (0..10u64)
+                .map(|index| {
+                    let sent = from + Duration::from_millis(batch * 100 + index * 10);
+                    let queued = Duration::from_micros(growth_us * (batch * 10 + index));
+                    PacketResult {
+                        sequence: 0,
+                        send_time: start + sent,
+                        size: 1200,
+                        probe_cluster: None,
+                        arrival: Some(offset + sent + queued),
+                    }
+                })
+                .collect();
+            let now = start + from + Duration::from_millis(batch * 100 + 150);
+            control.on_feedback(now, &packets, Some(960_000), None);
+        }
+    }
+
+    #[test]
+    fn a_building_queue_decreases_under_the_acknowledged_bitrate() {
+        let start = Instant::now();
+        let mut control = DelayBasedControl::new(1e6, 3e4, 2e7);
+        second(
+            &mut control,
+            start,
+            Duration::ZERO,
+            Duration::from_secs(100),
+            500,
+        );
+        assert_eq!(control.bitrate_bps(), 0.85 * 960_000.0 - 5_000.0);
+    }
+
+    #[test]
+    fn a_pause_and_a_clock_jump_are_not_a_queue() {
+        let start = Instant::now();
+        let mut control = DelayBasedControl::new(1e6, 3e4, 2e7);
+        second(
+            &mut control,
+            start,
+            Duration::ZERO,
+            Duration::from_secs(100),
+            0,
+        );
+        let steady = control.bitrate_bps();
+        assert!(steady > 1e6, "{steady}");
+        // Three seconds without sending, and the viewer's clock 50 s further on.
+        second(
+            &mut control,
+            start,
+            Duration::from_secs(4),
+            Duration::from_secs(150),
+            0,
+        );
+        assert!(control.bitrate_bps() > steady, "{}", control.bitrate_bps());
+    }
+
+    #[test]
+    fn a_probe_above_the_estimate_raises_it() {
+        let start = Instant::now();
+        let mut control = DelayBasedControl::new(1e6, 3e4, 2e7);
+        assert!(!control.on_feedback(start, &[], None, Some(900_000)));
+        assert!(control.on_feedback(start, &[], None, Some(2_500_000)));
+        assert_eq!(control.bitrate_bps(), 2_500_000.0);
+    }
+}
