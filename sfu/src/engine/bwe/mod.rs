@@ -3,8 +3,55 @@
 //!
 //! The types here are the contract between the send side (the transport-wide sequence, the
 //! send history and the feedback it is matched against) and the estimator.
+//!
+//! The estimators are our own rather than a library's: they are sans-IO like the rest of the
+//! engine (every input carries `now`; nothing reads a clock), allocate nothing per feedback
+//! (every window is sized once, at construction), and are tuned for a forwarding server,
+//! where the media rate is what the publishers send and cannot be encoded up to the
+//! estimate: the estimate rises past what the path acknowledges only when a probe shows room.
+
+mod acknowledged;
+mod aimd;
+mod config;
+mod delay_based;
+mod feedback_estimator;
+mod inter_arrival;
+mod link_capacity;
+mod loss_based;
+mod overuse;
+mod probe;
+mod remb;
+mod threshold;
+mod trendline;
+
+pub use config::EstimatorConfig;
+pub use feedback_estimator::FeedbackEstimator;
+pub use remb::RembEstimator;
 
 use std::time::{Duration, Instant};
+
+/// Estimates the bitrate the path toward one viewer carries, from what the viewer reports.
+///
+/// Fed by the transport's RTCP handling; read by whoever shares the estimate out among the
+/// viewer's tracks and decides when to probe. Every method takes the caller's `now`.
+pub trait BandwidthEstimator {
+    /// One transport-wide CC feedback, matched against the send history: the packets it
+    /// reports, received or lost, in sequence order.
+    fn on_feedback(&mut self, now: Instant, packets: &[PacketResult]);
+
+    /// The viewer's REMB: its own estimate of what it can receive.
+    fn on_remb(&mut self, now: Instant, bitrate_bps: u64);
+
+    /// A round-trip time measured toward the viewer (from its receiver reports).
+    fn on_round_trip_time(&mut self, now: Instant, rtt: Duration);
+
+    /// The estimate, bit/s, within the configured bounds.
+    fn estimate_bps(&self) -> u64;
+
+    /// The rate the last probe cluster showed the path can carry, if any has; packets sent
+    /// with a `probe_cluster` feed it, and a result above the estimate raises it.
+    fn probe_result_bps(&self) -> Option<u64>;
+}
 
 /// One sent packet, as its feedback reports it: the unit every estimator consumes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,191 @@
+//! Delay-based control (draft-ietf-rmcat-gcc-02, section 5): packet groups, their delay
+//! variation, its trend, the detector's hypothesis and the rate controller, run over each
+//! feedback.
+
+use std::time::{Duration, Instant};
+
+use super::aimd::AimdRateControl;
+use super::inter_arrival::InterArrival;
+use super::overuse::{BandwidthUsage, OveruseDetector};
+use super::trendline::Trendline;
+use super::PacketResult;
+
+/// Sending paused this long leaves nothing to compare with: the groups and the trend start
+/// over.
+const STREAM_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The delay-based estimate.
+#[derive(Debug, Clone)]
+pub(super) struct DelayBasedControl {
+    inter_arrival: InterArrival,
+    trendline: Trendline,
+    detector: OveruseDetector,
+    rate: AimdRateControl,
+    last_send: Option<Instant>,
+}
+
+impl DelayBasedControl {
+    /// Starts at `initial_bps`, within `min_bps..=max_bps`.
+    pub(super) fn new(initial_bps: f64, min_bps: f64, max_bps: f64) -> Self {
+        Self {
+            inter_arrival: InterArrival::default(),
+            trendline: Trendline::default(),
+            detector: OveruseDetector::default(),
+            rate: AimdRateControl::new(initial_bps, min_bps, max_bps),
+            last_send: None,
+        }
+    }
+
+    /// The estimate, bit/s.
+    pub(super) fn bitrate_bps(&self) -> f64 {
+        self.rate.bitrate_bps()
+    }
+
+    /// The round trip, for the rate controller.
+    pub(super) fn set_rtt(&mut self, rtt: Duration) {
+        self.rate.set_rtt(rtt);
+    }
+
+    /// Runs one feedback's packets through the detector, then moves the estimate: down on
+    /// overuse (once per round trip), up to a probe's rate when one showed more room, else
+    /// by the hypothesis. `acknowledged_bps` is what the viewer received lately; whether a
+    /// probe was taken is returned.
+    pub(super) fn on_feedback(
+        &mut self,
+        now: Instant,
+        packets: &[PacketResult],
+        acknowledged_bps: Option<u64>,
+        probe_bps: Option<u64>,
+    ) -> bool {
+        for packet in packets {
+            self.on_packet(packet);
+        }
+        let acknowledged = acknowledged_bps.map(|bps| bps as f64);
+        let usage = self.detector.usage();
+        if usage == BandwidthUsage::Overusing {
+            let throughput = acknowledged.unwrap_or(self.rate.bitrate_bps());
+            if self.rate.time_to_reduce_further(now, throughput) {
+                self.rate.update(now, usage, Some(throughput));
+            }
+            return false;
+        }
+        match probe_bps.map(|bps| bps as f64) {
+            Some(probe) if probe > self.rate.bitrate_bps() => {
+                self.rate.set_estimate(now, probe);
+                true
+            }
+            _ => {
+                self.rate.update(now, usage, acknowledged);
+                false
+            }
+        }
+    }
+
+    fn on_packet(&mut self, packet: &PacketResult) {
+        let Some(arrival) = packet.arrival else {
+            return;
+        };
+        let paused = self
+            .last_send
+            .is_some_and(|last| packet.send_time.saturating_duration_since(last) > STREAM_TIMEOUT);
+        if paused {
+            self.inter_arrival = InterArrival::default();
+            self.trendline = Trendline::default();
+            self.detector = OveruseDetector::default();
+        }
+        self.last_send = Some(
+            self.last_send
+                .map_or(packet.send_time, |last| last.max(packet.send_time)),
+        );
+        let Some(delta) = self.inter_arrival.on_packet(packet.send_time, arrival) else {
+            return;
+        };
+        let trend = self.trendline.update(&delta);
+        self.detector.detect(
+            trend,
+            self.trendline.deltas(),
+            delta.send_delta_ms,
+            delta.arrival_ms,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One second of feedback from `from`: a 1200-byte packet every 10 ms, each waiting
+    /// `growth_us` longer than the one before, arriving on a viewer clock `offset` ahead.
+    fn second(
+        control: &mut DelayBasedControl,
+        start: Instant,
+        from: Duration,
+        offset: Duration,
+        growth_us: u64,
+    ) {
+        for batch in 0..10u64 {
+            let packets: Vec<PacketResult> = (0..10u64)
+                .map(|index| {
+                    let sent = from + Duration::from_millis(batch * 100 + index * 10);
+                    let queued = Duration::from_micros(growth_us * (batch * 10 + index));
+                    PacketResult {
+                        sequence: 0,
+                        send_time: start + sent,
+                        size: 1200,
+                        probe_cluster: None,
+                        arrival: Some(offset + sent + queued),
+                    }
+                })
+                .collect();
+            let now = start + from + Duration::from_millis(batch * 100 + 150);
+            control.on_feedback(now, &packets, Some(960_000), None);
+        }
+    }
+
+    #[test]
+    fn a_building_queue_decreases_under_the_acknowledged_bitrate() {
+        let start = Instant::now();
+        let mut control = DelayBasedControl::new(1e6, 3e4, 2e7);
+        second(
+            &mut control,
+            start,
+            Duration::ZERO,
+            Duration::from_secs(100),
+            500,
+        );
+        assert_eq!(control.bitrate_bps(), 0.85 * 960_000.0 - 5_000.0);
+    }
+
+    #[test]
+    fn a_pause_and_a_clock_jump_are_not_a_queue() {
+        let start = Instant::now();
+        let mut control = DelayBasedControl::new(1e6, 3e4, 2e7);
+        second(
+            &mut control,
+            start,
+            Duration::ZERO,
+            Duration::from_secs(100),
+            0,
+        );
+        let steady = control.bitrate_bps();
+        assert!(steady > 1e6, "{steady}");
+        // Three seconds without sending, and the viewer's clock 50 s further on.
+        second(
+            &mut control,
+            start,
+            Duration::from_secs(4),
+            Duration::from_secs(150),
+            0,
+        );
+        assert!(control.bitrate_bps() > steady, "{}", control.bitrate_bps());
+    }
+
+    #[test]
+    fn a_probe_above_the_estimate_raises_it() {
+        let start = Instant::now();
+        let mut control = DelayBasedControl::new(1e6, 3e4, 2e7);
+        assert!(!control.on_feedback(start, &[], None, Some(900_000)));
+        assert!(control.on_feedback(start, &[], None, Some(2_500_000)));
+        assert_eq!(control.bitrate_bps(), 2_500_000.0);
+    }
+}
