@@ -14,6 +14,8 @@ pub mod capture;
 pub mod engine;
 #[cfg(feature = "node")]
 pub mod node;
+#[deny(missing_docs)]
+pub mod sim;
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;
