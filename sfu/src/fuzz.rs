@@ -11,7 +11,9 @@ use selector::{Layer, LayerLimits};
 
 use crate::capture::{classify, udp_datagram, Capture, PayloadKind};
 use crate::engine::rtcp::{parse_compound, RtcpFeedback, RtcpWireWriter, RtcpWriter};
-use crate::engine::{DownTrackConfig, DownTrackId, RouterConfig, TrackConfig, TransportCc, TransportId};
+use crate::engine::{
+    DownTrackConfig, DownTrackId, RouterConfig, TrackConfig, TransportCc, TransportId,
+};
 use crate::node::auth::{Auth, Grant};
 use crate::node::core::NodeCore;
 use crate::node::ice::BindingRequest;
@@ -23,10 +25,10 @@ use crate::node::sdp::{
     build_answer, negotiate_publisher, negotiate_viewer, parse_description, parse_offer,
     AnswerMedia, AnswerParams, RoomCodec, SendSource,
 };
-use crate::sim::{Delivery, LinkConfig, Network};
 use crate::node::srtp::{
     self, SrtpContext, SrtpError, SrtpKeys, SrtpProfile, SrtpSession, Unprotected,
 };
+use crate::sim::{Delivery, LinkConfig, Network};
 
 /// `capture`: the bytes as a capture file; every record down to its UDP payload, and every
 /// RTP payload through each video codec's descriptor parser.
@@ -194,7 +196,11 @@ fn check_arrivals(network: &mut Network, publisher: TransportId, subscribers: &[
             }
         }
     }
-    assert_eq!(network.counters().unrouted, 0, "every output has its transport");
+    assert_eq!(
+        network.counters().unrouted,
+        0,
+        "every output has its transport"
+    );
 }
 
 /// `sdp_offer`: the bytes (lossy UTF-8) as an offer. When it parses, it is negotiated as a

@@ -307,7 +307,10 @@ impl Call {
             let subscribers = self.subscribers.iter().filter_map(|s| s.2.next_due(now));
             let phase = phases.into_iter().filter(|&p| p > now);
             let frame = Some(next_frame).filter(|&f| f < last_frame);
-            let wake = subscribers.chain(phase).chain(frame).fold(end, Instant::min);
+            let wake = subscribers
+                .chain(phase)
+                .chain(frame)
+                .fold(end, Instant::min);
             self.network.step(wake);
         }
         assert_eq!(self.network.counters().stale_timeouts, 0);

@@ -206,7 +206,8 @@ impl<T: Clone> Link<T> {
 
 /// True with probability `p`: the draw's top 53 bits as a fraction of one.
 fn chance(rng: &mut SeededRng, p: f64) -> bool {
-    p > 0.0 && (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 < p
+    let unit = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    p > 0.0 && unit < p
 }
 
 #[cfg(test)]

@@ -232,7 +232,12 @@ impl Network {
         self.schedule(at, transport, Upward::Rtcp(datagram))
     }
 
-    fn schedule(&mut self, at: Instant, transport: TransportId, up: Upward) -> Result<(), SimError> {
+    fn schedule(
+        &mut self,
+        at: Instant,
+        transport: TransportId,
+        up: Upward,
+    ) -> Result<(), SimError> {
         if !self.peers.contains_key(&transport) {
             return Err(SimError::UnknownTransport);
         }
@@ -267,7 +272,11 @@ impl Network {
     }
 
     /// What one of `transport`'s links did so far.
-    pub fn link_counters(&self, transport: TransportId, direction: Direction) -> Option<LinkCounters> {
+    pub fn link_counters(
+        &self,
+        transport: TransportId,
+        direction: Direction,
+    ) -> Option<LinkCounters> {
         let peer = self.peers.get(&transport)?;
         Some(match direction {
             Direction::Up => peer.up.counters(),

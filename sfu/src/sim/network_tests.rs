@@ -53,7 +53,9 @@ fn media_times(arrivals: &[Arrival]) -> Vec<Instant> {
 fn time_jumps_to_the_router_timeout() {
     let (mut network, publisher, _) = call(LinkConfig::default(), LinkConfig::default());
     let start = network.now();
-    network.send_rtp(publisher, opus(1, 80)).expect("on the network");
+    network
+        .send_rtp(publisher, opus(1, 80))
+        .expect("on the network");
     let end = start + Duration::from_secs(10);
     loop {
         let due = network.router().poll_timeout();
@@ -99,7 +101,11 @@ fn outputs_arrive_after_their_link_and_refusals_are_kept() {
     let Some(Delivery::Media { packet, .. }) = arrivals.first().map(|a| &a.delivery) else {
         panic!("media first: {arrivals:?}");
     };
-    assert_eq!(&packet[8..12], &SENT_AS.to_be_bytes(), "the subscriber's SSRC");
+    assert_eq!(
+        &packet[8..12],
+        &SENT_AS.to_be_bytes(),
+        "the subscriber's SSRC"
+    );
     assert_eq!(
         network.take_refused(),
         [Refusal::Rtp {
@@ -148,7 +154,10 @@ fn a_bottleneck_on_a_viewer_downlink_spaces_its_arrivals() {
     let times = media_times(&network.take_arrivals(viewer));
     assert_eq!(times[0], start + Duration::from_micros(18_096));
     for pair in times.windows(2) {
-        assert!(pair[1] - pair[0] >= Duration::from_micros(8_096), "{pair:?}");
+        assert!(
+            pair[1] - pair[0] >= Duration::from_micros(8_096),
+            "{pair:?}"
+        );
     }
     let counters = network
         .link_counters(viewer, Direction::Down)
