@@ -219,8 +219,13 @@ mod tests {
     }
 
     /// Every arrival of `count` packets of `size` bytes sent `every` apart.
-    fn arrivals(config: LinkConfig, seed: u64, count: u64, every: Duration) -> Vec<(Instant, u64)> {
-        let t0 = Instant::now();
+    fn arrivals(
+        t0: Instant,
+        config: LinkConfig,
+        seed: u64,
+        count: u64,
+        every: Duration,
+    ) -> Vec<(Instant, u64)> {
         let mut link = Link::new(config, seed);
         for i in 0..count {
             link.send(t0 + every * i as u32, 1000, i);
@@ -254,7 +259,7 @@ mod tests {
         assert!(a
             .iter()
             .all(|d| (Duration::from_millis(20)..Duration::from_millis(45)).contains(d)));
-        let order: Vec<u64> = arrivals(config, 7, 200, every)
+        let order: Vec<u64> = arrivals(t0, config, 7, 200, every)
             .into_iter()
             .map(|(_, i)| i)
             .collect();
@@ -263,7 +268,7 @@ mod tests {
             reorder: false,
             ..config
         };
-        let order: Vec<u64> = arrivals(kept, 7, 200, every)
+        let order: Vec<u64> = arrivals(t0, kept, 7, 200, every)
             .into_iter()
             .map(|(_, i)| i)
             .collect();
@@ -303,7 +308,7 @@ mod tests {
             ..LinkConfig::default()
         };
         let t0 = Instant::now();
-        let paced = arrivals(config, 1, 50, Duration::from_millis(10));
+        let paced = arrivals(t0, config, 1, 50, Duration::from_millis(10));
         for (i, (at, _)) in paced.iter().enumerate() {
             assert_eq!(*at, ms(t0, 10 * i as u64 + 38));
         }
