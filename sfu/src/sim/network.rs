@@ -192,6 +192,12 @@ impl Network {
         result
     }
 
+    /// The router, leaving the network: a bench primes a router with a session on the network,
+    /// then measures the bare calls into it.
+    pub fn into_router(self) -> Router {
+        self.router
+    }
+
     /// The simulated time.
     pub fn now(&self) -> Instant {
         self.now
