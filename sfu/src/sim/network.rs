@@ -369,13 +369,11 @@ impl Network {
         let now = self.now;
         let transports: Vec<TransportId> = self.peers.keys().copied().collect();
         for transport in transports {
-            loop {
-                let Some(peer) = self.peers.get_mut(&transport) else {
-                    break;
-                };
-                let Some((_, up)) = peer.up.pop_arrival(now) else {
-                    break;
-                };
+            while let Some((_, up)) = self
+                .peers
+                .get_mut(&transport)
+                .and_then(|peer| peer.up.pop_arrival(now))
+            {
                 self.timed_out_at = None;
                 match up {
                     Upward::Rtp(packet) => {
