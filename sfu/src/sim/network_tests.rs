@@ -41,6 +41,23 @@ fn call(up: LinkConfig, down: LinkConfig) -> (Network, TransportId, TransportId)
     (network, publisher, viewer)
 }
 
+/// `count` packets of `size` bytes from the publisher, `every` apart from now on.
+fn schedule(
+    network: &mut Network,
+    publisher: TransportId,
+    count: u16,
+    every: Duration,
+    size: usize,
+) {
+    let start = network.now();
+    for seq in 0..count {
+        let at = start + every * u32::from(seq);
+        network
+            .send_rtp_at(at, publisher, opus(seq, size))
+            .expect("on the network");
+    }
+}
+
 fn media_times(arrivals: &[Arrival]) -> Vec<Instant> {
     arrivals
         .iter()
@@ -85,12 +102,7 @@ fn outputs_arrive_after_their_link_and_refusals_are_kept() {
     let (mut network, publisher, viewer) =
         call(LinkConfig::delayed(delay), LinkConfig::delayed(delay));
     let start = network.now();
-    for seq in 0..5u16 {
-        let at = start + Duration::from_millis(20) * u32::from(seq);
-        network
-            .send_rtp_at(at, publisher, opus(seq, 80))
-            .expect("on the network");
-    }
+    schedule(&mut network, publisher, 5, Duration::from_millis(20), 80);
     let mut stranger = opus(9, 80).to_vec();
     stranger[8..12].copy_from_slice(&0x7777u32.to_be_bytes());
     network
@@ -148,12 +160,7 @@ fn a_bottleneck_on_a_viewer_downlink_spaces_its_arrivals() {
     };
     let (mut network, publisher, viewer) = call(LinkConfig::default(), down);
     let start = network.now();
-    for seq in 0..40u16 {
-        let at = start + Duration::from_millis(5) * u32::from(seq);
-        network
-            .send_rtp_at(at, publisher, opus(seq, 1000))
-            .expect("on the network");
-    }
+    schedule(&mut network, publisher, 40, Duration::from_millis(5), 1000);
     // Past the sender report at 1 s: nothing is in flight.
     network.run_until(start + Duration::from_millis(1500));
     let times = media_times(&network.take_arrivals(viewer));
