@@ -505,7 +505,7 @@ fn publisher_loss_is_nacked_and_nothing_deliberately_dropped_is() {
     let retransmissions = dropped
         .iter()
         .enumerate()
-        .map(|(i, (b, _))| as_rtx(b, 0x1001, i as u16));
+        .map(|(i, (b, _))| common::as_rtx(b, 0x1001, i as u16));
     session.feed(retransmissions, &|_, _| false);
     assert_eq!(
         session.router().publisher_rtt(session.track),
@@ -1097,18 +1097,6 @@ fn simulcast_switch_aligns_timestamps_by_sender_reports() {
 /// Publisher side: a lost packet recovered through RTX (RFC 4588) is forwarded in its place,
 /// and padding-only packets are absorbed without a gap. Subscriber side: retransmissions go
 /// out on the negotiated RTX stream with the original sequence number first.
-/// `packet` retransmitted as RTX (RFC 4588): its own header on the RTX SSRC with the RTX
-/// stream's sequence number `rtx_seq`, then the original sequence number and payload.
-fn as_rtx(packet: &[u8], rtx_ssrc: u32, rtx_seq: u16) -> Bytes {
-    let original = RtpPacket::parse(packet).expect("RTP");
-    let mut rtx = packet[..original.header_len()].to_vec();
-    rtx[8..12].copy_from_slice(&rtx_ssrc.to_be_bytes());
-    rtx[2..4].copy_from_slice(&rtx_seq.to_be_bytes());
-    rtx.extend_from_slice(&original.fields().sequence_number.to_be_bytes());
-    rtx.extend_from_slice(original.payload());
-    Bytes::from(rtx)
-}
-
 #[test]
 fn rtx_both_ways_and_padding() {
     let (packets, bytes) = generated(ScalabilityMode::L1T3, 40);
@@ -1143,7 +1131,7 @@ fn rtx_both_ways_and_padding() {
         }
     }
     // The lost packet arrives later as RTX.
-    incoming.push(as_rtx(&bytes[20], 0x1001, 7));
+    incoming.push(common::as_rtx(&bytes[20], 0x1001, 7));
     session.feed(incoming, &|_, _| false);
     let received = &session.received[&id];
     assert_eq!(

@@ -10,6 +10,8 @@
 //! - the router asked the publisher for keyframes no more often than once per interval;
 //! - and the round trip to the publisher was measured from its RTX answers.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -121,22 +123,10 @@ impl Publisher {
             .filter_map(|seq| {
                 let original = self.sent.get(&seq)?;
                 self.rtx_seq = self.rtx_seq.wrapping_add(1);
-                Some(as_rtx(original, self.rtx_seq))
+                Some(common::as_rtx(original, RTX_SSRC, self.rtx_seq))
             })
             .collect()
     }
-}
-
-/// `packet` as RTX (RFC 4588): its header on the RTX SSRC with the RTX sequence number, then
-/// the original sequence number and payload.
-fn as_rtx(packet: &[u8], rtx_seq: u16) -> Bytes {
-    let original = RtpPacket::parse(packet).expect("our packet");
-    let mut rtx = packet[..original.header_len()].to_vec();
-    rtx[8..12].copy_from_slice(&RTX_SSRC.to_be_bytes());
-    rtx[2..4].copy_from_slice(&rtx_seq.to_be_bytes());
-    rtx.extend_from_slice(&original.fields().sequence_number.to_be_bytes());
-    rtx.extend_from_slice(original.payload());
-    Bytes::from(rtx)
 }
 
 /// What one subscriber received, and the gaps it is NACKing.
