@@ -114,7 +114,7 @@ pub fn engine(data: &[u8]) {
         sent.expect("a transport of the network");
         network.run_until(until);
         check_arrivals(&mut network, publisher, &subscribers);
-        // Refusals and events are the input's business, not checked: taken so they do not pile up.
+        // Refusals and events are not checked here: taken so that they do not pile up.
         network.take_refused();
         network.take_events();
         assert_eq!(
