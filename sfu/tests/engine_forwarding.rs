@@ -500,6 +500,12 @@ fn publisher_loss_is_nacked_and_nothing_deliberately_dropped_is() {
         nack_times.iter().all(|&at| at == nacked_at),
         "{nack_times:?}"
     );
+    // The packets were fed at the start: the gaps are NACKed once the NACK module's 5 ms
+    // reorder delay is over, at the instant the router's timeout said, not at a later poll.
+    assert_eq!(
+        nacked_at - session.network.start(),
+        Duration::from_millis(5)
+    );
     let wait = nacked_at + Duration::from_millis(30) - session.network.now();
     session.advance(wait);
     let retransmissions = dropped
