@@ -12,7 +12,7 @@ use selector::{Layer, LayerLimits};
 use crate::capture::{classify, udp_datagram, Capture, PayloadKind};
 use crate::engine::rtcp::{parse_compound, RtcpFeedback, RtcpWireWriter, RtcpWriter};
 use crate::engine::{
-    DownTrackConfig, DownTrackId, Router, RouterConfig, TrackConfig, TransportCc, TransportId,
+    DownTrackConfig, DownTrackId, RouterConfig, TrackConfig, TransportCc, TransportId,
 };
 use crate::node::auth::{Auth, Grant};
 use crate::node::core::NodeCore;
@@ -28,6 +28,7 @@ use crate::node::sdp::{
 use crate::node::srtp::{
     self, SrtpContext, SrtpError, SrtpKeys, SrtpProfile, SrtpSession, Unprotected,
 };
+use crate::sim::{Delivery, LinkConfig, Network};
 
 /// `capture`: the bytes as a capture file; every record down to its UDP payload, and every
 /// RTP payload through each video codec's descriptor parser.
@@ -80,39 +81,44 @@ pub fn rtcp(data: &[u8]) {
 /// extension 11, transport-wide CC as 5), with RTX, then a VP8 and an Opus stream.
 pub const ENGINE_SSRCS: [u32; 5] = [0x114e_d316, 0x2ab2_873c, 0x481d_4dca, 0x2000, 0x3000];
 
-/// `engine`: the bytes as a session: records of `op, len, bytes`. `op % 4` is 0 for an RTP
-/// packet from a publisher, 1 for RTCP from subscriber `op / 4`, 2 for RTCP from publisher `op / 4`,
-/// 3 to let `len` milliseconds pass. After every record all output is drained: every packet
-/// out parses as RTP with its subscriber's SSRC, every RTCP datagram out parses, and each RTP
-/// packet in is counted once.
+/// `engine`: the bytes as a session on the in-memory network (ideal links: what is sent
+/// arrives at once): records of `op, len, bytes`. `op % 4` is 0 for an RTP packet from a
+/// publisher, 1 for RTCP from subscriber `op / 4`, 2 for RTCP from publisher `op / 4`, 3 to let
+/// `len` milliseconds pass, the router's timeouts run when it reports them due. After every
+/// record: every packet that reached a subscriber parses as RTP with its subscriber's SSRC,
+/// every RTCP datagram out parses, and each RTP packet in is counted once.
 pub fn engine(data: &[u8]) {
-    let (mut router, publisher, subscribers) = engine_router();
-    let mut now = Instant::now();
+    let (mut network, publisher, subscribers) = engine_network();
     let mut rtp_in = 0;
     let mut rest = data;
     while let [op, len, tail @ ..] = rest {
         let (bytes, after) = tail.split_at(usize::from(*len).min(tail.len()));
         rest = after;
-        match op % 4 {
+        let bytes = Bytes::copy_from_slice(bytes);
+        let mut until = network.now();
+        let sent = match op % 4 {
             0 => {
                 rtp_in += 1;
-                let _ = router.handle_rtp(now, publisher, Bytes::copy_from_slice(bytes));
+                network.send_rtp(publisher, bytes)
             }
             1 => {
                 let (transport, ..) = subscribers[usize::from(op / 4) % subscribers.len()];
-                let _ = router.handle_rtcp(now, transport, bytes);
+                network.send_rtcp(transport, bytes)
             }
-            2 => {
-                let _ = router.handle_rtcp(now, publisher, bytes);
-            }
+            2 => network.send_rtcp(publisher, bytes),
             _ => {
-                now += Duration::from_millis(u64::from(*len));
-                router.handle_timeout(now);
+                until += Duration::from_millis(u64::from(*len));
+                Ok(())
             }
-        }
-        drain(&mut router, &subscribers);
+        };
+        sent.expect("a transport of the network");
+        network.run_until(until);
+        check_arrivals(&mut network, publisher, &subscribers);
+        // Refusals and events are not checked here: taken so that they do not pile up.
+        network.take_refused();
+        network.take_events();
         assert_eq!(
-            router.counters().rtp_in,
+            network.router().counters().rtp_in,
             rtp_in,
             "every packet counted once"
         );
@@ -122,11 +128,12 @@ pub fn engine(data: &[u8]) {
 /// A subscriber of the `engine` body: its transport, its subscription and the SSRC it gets.
 type EngineSubscriber = (TransportId, DownTrackId, u32);
 
-/// A router with the `ENGINE_SSRCS` tracks on one publisher transport and subscribers at
-/// several layers, some with RTX, each on a transport of its own.
-fn engine_router() -> (Router, TransportId, Vec<EngineSubscriber>) {
-    let mut router = Router::new(RouterConfig::default());
-    let publisher = router.add_transport();
+/// A network whose router has the `ENGINE_SSRCS` tracks on one publisher transport and
+/// subscribers at several layers, some with RTX, each on a transport of its own.
+fn engine_network() -> (Network, TransportId, Vec<EngineSubscriber>) {
+    let ideal = LinkConfig::default();
+    let mut network = Network::new(RouterConfig::default(), Instant::now(), 0);
+    let publisher = network.add_transport(ideal, ideal);
     let mut subscribers = Vec::new();
     for (i, &ssrc) in ENGINE_SSRCS.iter().enumerate() {
         let codec = [Codec::Av1, Codec::Av1, Codec::Av1, Codec::Vp8, Codec::Opus][i];
@@ -137,7 +144,9 @@ fn engine_router() -> (Router, TransportId, Vec<EngineSubscriber>) {
             track.transport_cc = Some(TransportCc { ext_id: 5 });
         }
         track.audio_level_ext_id = (codec == Codec::Opus).then_some(1);
-        let track = router.publish(publisher, track).expect("distinct SSRCs");
+        let track = network
+            .with_router(|router| router.publish(publisher, track))
+            .expect("distinct SSRCs");
         for (j, target) in [Layer::MAX, Layer::new(0, 0)].into_iter().enumerate() {
             let out_ssrc = 0x5000 + 16 * i as u32 + 2 * j as u32;
             let mut config = DownTrackConfig::new(out_ssrc, 96);
@@ -147,39 +156,54 @@ fn engine_router() -> (Router, TransportId, Vec<EngineSubscriber>) {
                 target,
                 max: Layer::MAX,
             };
-            let transport = router.add_transport();
-            let id = router
-                .subscribe(transport, track, config, limits)
+            let transport = network.add_transport(ideal, ideal);
+            let id = network
+                .with_router(|router| router.subscribe(transport, track, config, limits))
                 .expect("published");
             subscribers.push((transport, id, out_ssrc));
         }
     }
-    (router, publisher, subscribers)
+    (network, publisher, subscribers)
 }
 
-fn drain(router: &mut Router, subscribers: &[EngineSubscriber]) {
-    let mut buf = [0u8; 1500];
-    while let Some(out) = router.poll_transmit(&mut buf) {
-        let mut packet = buf[..out.transmit.len].to_vec();
-        packet.extend_from_slice(&out.transmit.payload);
-        let ssrc = RtpPacket::parse(&packet)
-            .expect("what the router sends parses")
-            .fields()
-            .ssrc;
-        let (transport, _, out_ssrc) = subscribers
-            .iter()
-            .find(|(_, id, _)| *id == out.down_track)
-            .expect("a known subscriber");
-        assert_eq!(*transport, out.transport, "on the subscriber's transport");
-        assert!(
-            ssrc == *out_ssrc || ssrc == out_ssrc + 1,
-            "the subscriber's own SSRC"
-        );
+/// What reached the peers: media only to the subscription's own transport under its SSRCs,
+/// RTCP that parses; nothing for a transport off the network.
+fn check_arrivals(network: &mut Network, publisher: TransportId, subscribers: &[EngineSubscriber]) {
+    for arrival in network.take_arrivals(publisher) {
+        let Delivery::Rtcp { datagram, .. } = arrival.delivery else {
+            panic!("media to the publisher");
+        };
+        parse_compound(&datagram, |_| {}).expect("what the router sends parses");
     }
-    while let Some(rtcp) = router.poll_rtcp(&mut buf) {
-        parse_compound(&buf[..rtcp.len], |_| {}).expect("what the router sends parses");
+    for &(transport, down_track, out_ssrc) in subscribers {
+        for arrival in network.take_arrivals(transport) {
+            match arrival.delivery {
+                Delivery::Media {
+                    down_track: to,
+                    packet,
+                    ..
+                } => {
+                    assert_eq!(to, down_track, "on the subscriber's transport");
+                    let ssrc = RtpPacket::parse(&packet)
+                        .expect("what the router sends parses")
+                        .fields()
+                        .ssrc;
+                    assert!(
+                        ssrc == out_ssrc || ssrc == out_ssrc + 1,
+                        "the subscriber's own SSRC"
+                    );
+                }
+                Delivery::Rtcp { datagram, .. } => {
+                    parse_compound(&datagram, |_| {}).expect("what the router sends parses");
+                }
+            }
+        }
     }
-    while router.poll_event().is_some() {}
+    assert_eq!(
+        network.counters().unrouted,
+        0,
+        "every output has its transport"
+    );
 }
 
 /// `sdp_offer`: the bytes (lossy UTF-8) as an offer. When it parses, it is negotiated as a

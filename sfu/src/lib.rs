@@ -8,12 +8,16 @@
 //!   signaling. Behind the default feature `node`: a host embedding only the engine and the
 //!   capture reader builds with `default-features = false` and pulls no async runtime, HTTP or
 //!   WebRTC transport crate.
+//! - [`sim`]: a deterministic in-memory network around the router, for tests, the fuzz target
+//!   and the benches.
 
 pub mod capture;
 #[deny(missing_docs)]
 pub mod engine;
 #[cfg(feature = "node")]
 pub mod node;
+#[deny(missing_docs)]
+pub mod sim;
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;

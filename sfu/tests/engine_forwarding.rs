@@ -20,8 +20,9 @@ use sfu::engine::rtcp::{
 };
 use sfu::engine::{
     DownTrackConfig, DownTrackId, Event, KeyframeRequest, ReceiveError, Router, RouterConfig,
-    RouterError, RtcpTarget, StreamConfig, TrackConfig, TrackId, TransportCc, TransportId,
+    RouterError, StreamConfig, TrackConfig, TrackId, TransportCc, TransportId,
 };
+use sfu::sim::{Delivery, LinkConfig, Network, Refusal};
 
 mod common;
 
@@ -53,10 +54,12 @@ impl Received {
     }
 }
 
-/// A router with one published DD track and the subscribers' received packets.
+/// A router on the in-memory network with one published DD track, the subscribers' received
+/// packets and the RTCP that reached the peers. The links are ideal: what is sent arrives at
+/// the instant it is sent, so a test feeds packets at one instant and moves time on itself;
+/// the router's timeouts run when it reports them due.
 struct Session {
-    now: Instant,
-    router: Router,
+    network: Network,
     /// The publisher's transport; each subscriber has its own.
     publisher: TransportId,
     track: TrackId,
@@ -64,25 +67,37 @@ struct Session {
     transports: HashMap<DownTrackId, TransportId>,
     received: HashMap<DownTrackId, Received>,
     rtcp_to_publisher: Vec<Vec<u8>>,
+    /// When each of `rtcp_to_publisher` arrived.
+    rtcp_to_publisher_at: Vec<Instant>,
     rtcp_to_subscribers: Vec<(DownTrackId, Vec<u8>)>,
 }
 
 impl Session {
     fn new(config: TrackConfig) -> Self {
-        let mut router = Router::new(RouterConfig::default());
-        let publisher = router.add_transport();
-        let track = router.publish(publisher, config).expect("new SSRCs");
+        Self::with_router(RouterConfig::default(), config)
+    }
+
+    fn with_router(router: RouterConfig, config: TrackConfig) -> Self {
+        let mut network = Network::new(router, Instant::now(), 0);
+        let publisher = network.add_transport(LinkConfig::default(), LinkConfig::default());
+        let track = network
+            .with_router(|router| router.publish(publisher, config))
+            .expect("new SSRCs");
         Self {
-            now: Instant::now(),
-            router,
+            network,
             publisher,
             track,
             subscribers: Vec::new(),
             transports: HashMap::new(),
             received: HashMap::new(),
             rtcp_to_publisher: Vec::new(),
+            rtcp_to_publisher_at: Vec::new(),
             rtcp_to_subscribers: Vec::new(),
         }
+    }
+
+    fn router(&self) -> &Router {
+        self.network.router()
     }
 
     fn subscribe(&mut self, target: Layer) -> DownTrackId {
@@ -93,30 +108,53 @@ impl Session {
 
     /// A subscriber on a transport of its own.
     fn subscribe_with(&mut self, config: DownTrackConfig, limits: LayerLimits) -> DownTrackId {
-        let transport = self.router.add_transport();
+        let transport = self
+            .network
+            .add_transport(LinkConfig::default(), LinkConfig::default());
+        let track = self.track;
         let id = self
-            .router
-            .subscribe(transport, self.track, config, limits)
+            .network
+            .with_router(|router| router.subscribe(transport, track, config, limits))
             .expect("track exists");
         self.subscribers.push(id);
         self.transports.insert(id, transport);
         id
     }
 
+    /// Another track on the publisher's transport.
+    fn publish(&mut self, config: TrackConfig) -> Result<TrackId, RouterError> {
+        let publisher = self.publisher;
+        self.network
+            .with_router(|router| router.publish(publisher, config))
+    }
+
+    fn bind_stream(
+        &mut self,
+        track: TrackId,
+        index: usize,
+        ssrcs: StreamConfig,
+    ) -> Result<(), RouterError> {
+        self.network
+            .with_router(|router| router.bind_stream(track, index, ssrcs))
+    }
+
     /// RTCP from the subscriber of `id`, on its transport.
     fn subscriber_rtcp(&mut self, id: DownTrackId, rtcp: &[u8]) {
         let transport = self.transports[&id];
-        self.router
-            .handle_rtcp(self.now, transport, rtcp)
-            .expect("known");
+        self.rtcp_from(transport, rtcp);
     }
 
     /// RTCP from the publisher.
     fn publisher_rtcp(&mut self, rtcp: &[u8]) {
-        let publisher = self.publisher;
-        self.router
-            .handle_rtcp(self.now, publisher, rtcp)
-            .expect("known");
+        self.rtcp_from(self.publisher, rtcp);
+    }
+
+    fn rtcp_from(&mut self, transport: TransportId, rtcp: &[u8]) {
+        self.network
+            .send_rtcp(transport, Bytes::copy_from_slice(rtcp))
+            .expect("on the network");
+        self.drain(&|_, _| false);
+        assert_eq!(self.network.take_refused(), [], "known");
     }
 
     /// Feeds packets the router must take, draining every output after each; `lose_out`
@@ -139,39 +177,59 @@ impl Session {
     ) -> Vec<ReceiveError> {
         let mut refused = Vec::new();
         for packet in packets {
-            if let Err(e) = self.router.handle_rtp(self.now, self.publisher, packet) {
-                refused.push(e);
-            }
+            self.network
+                .send_rtp(self.publisher, packet)
+                .expect("on the network");
             self.drain(lose_out);
+            refused.extend(self.network.take_refused().into_iter().map(|r| match r {
+                Refusal::Rtp { error, .. } => error,
+                Refusal::Rtcp { error, .. } => panic!("RTCP refused: {error:?}"),
+            }));
         }
         refused
     }
 
+    /// Runs what is due now and takes what arrived at the peers.
     fn drain(&mut self, lose_out: &dyn Fn(DownTrackId, u16) -> bool) {
-        let mut buf = [0u8; 1500];
-        while let Some(out) = self.router.poll_transmit(&mut buf) {
-            let mut bytes = buf[..out.transmit.len].to_vec();
-            bytes.extend_from_slice(&out.transmit.payload);
-            let seq = RtpPacket::parse(&bytes)
-                .expect("valid RTP out")
-                .fields()
-                .sequence_number;
-            if !lose_out(out.down_track, seq) || out.transmit.retransmission {
-                self.received
-                    .entry(out.down_track)
-                    .or_default()
-                    .packets
-                    .push(bytes);
+        self.network.run_until(self.network.now());
+        for arrival in self.network.take_arrivals(self.publisher) {
+            if let Delivery::Rtcp { datagram, .. } = arrival.delivery {
+                self.rtcp_to_publisher.push(datagram.to_vec());
+                self.rtcp_to_publisher_at.push(arrival.at);
             }
         }
-        self.router.handle_timeout(self.now);
-        while let Some(rtcp) = self.router.poll_rtcp(&mut buf) {
-            let bytes = buf[..rtcp.len].to_vec();
-            match rtcp.to {
-                RtcpTarget::Publisher(_) => self.rtcp_to_publisher.push(bytes),
-                RtcpTarget::Subscriber(id) => self.rtcp_to_subscribers.push((id, bytes)),
+        for &id in &self.subscribers {
+            for arrival in self.network.take_arrivals(self.transports[&id]) {
+                match arrival.delivery {
+                    Delivery::Media {
+                        down_track,
+                        retransmission,
+                        packet,
+                    } => {
+                        let seq = RtpPacket::parse(&packet)
+                            .expect("valid RTP out")
+                            .fields()
+                            .sequence_number;
+                        if !lose_out(down_track, seq) || retransmission {
+                            self.received
+                                .entry(down_track)
+                                .or_default()
+                                .packets
+                                .push(packet.to_vec());
+                        }
+                    }
+                    Delivery::Rtcp { datagram, .. } => {
+                        self.rtcp_to_subscribers.push((id, datagram.to_vec()));
+                    }
+                }
             }
         }
+    }
+
+    /// The router's events so far.
+    fn events(&mut self) -> Vec<Event> {
+        let events = self.network.take_events();
+        events.into_iter().map(|(_, event)| event).collect()
     }
 
     /// The subscriber NACKs `lost` (its output sequence numbers); the repairs are drained.
@@ -186,18 +244,18 @@ impl Session {
             pairs,
         });
         self.subscriber_rtcp(id, &rtcp_bytes(&nack));
-        self.drain(&|_, _| false);
     }
 
     fn set_target(&mut self, id: DownTrackId, target: Layer) {
-        self.router
-            .set_limits(id, limits(target))
+        self.network
+            .with_router(|router| router.set_limits(id, limits(target)))
             .expect("a known subscription");
     }
 
+    /// Lets time pass: the router's timeouts run when due, what they send arrives.
     fn advance(&mut self, by: Duration) {
-        self.now += by;
-        self.router.handle_timeout(self.now);
+        let until = self.network.now() + by;
+        self.network.run_until(until);
         self.drain(&|_, _| false);
     }
 }
@@ -419,17 +477,44 @@ fn publisher_loss_is_nacked_and_nothing_deliberately_dropped_is() {
         lost.iter().copied().collect::<HashSet<u16>>(),
         "exactly the lost packets are NACKed"
     );
-    assert_eq!(session.router.publisher_rtt(session.track), None);
-    // The retransmissions arrive on RTX 30 ms after the NACKs; the low subscriber's stream has
-    // no gap it would NACK, and the round trip to the publisher is measured from them.
-    session.now += Duration::from_millis(30);
+    assert_eq!(session.router().publisher_rtt(session.track), None);
+    // The retransmissions arrive on RTX 30 ms after the NACKs (sent once the reorder delay was
+    // over, all at one instant); the low subscriber's stream has no gap it would NACK, and the
+    // round trip to the publisher is measured from them.
+    let nack_times: Vec<Instant> = session
+        .rtcp_to_publisher
+        .iter()
+        .zip(&session.rtcp_to_publisher_at)
+        .filter(|(datagram, _)| {
+            let mut nack = false;
+            parse_compound(datagram, |item| {
+                nack |= matches!(item, RtcpFeedback::Nack(_));
+            })
+            .expect("our RTCP parses");
+            nack
+        })
+        .map(|(_, &at)| at)
+        .collect();
+    let nacked_at = nack_times[0];
+    assert!(
+        nack_times.iter().all(|&at| at == nacked_at),
+        "{nack_times:?}"
+    );
+    // The packets were fed at the start: the gaps are NACKed once the NACK module's 5 ms
+    // reorder delay is over, at the instant the router's timeout said, not at a later poll.
+    assert_eq!(
+        nacked_at - session.network.start(),
+        Duration::from_millis(5)
+    );
+    let wait = nacked_at + Duration::from_millis(30) - session.network.now();
+    session.advance(wait);
     let retransmissions = dropped
         .iter()
         .enumerate()
-        .map(|(i, (b, _))| as_rtx(b, 0x1001, i as u16));
+        .map(|(i, (b, _))| common::as_rtx(b, 0x1001, i as u16));
     session.feed(retransmissions, &|_, _| false);
     assert_eq!(
-        session.router.publisher_rtt(session.track),
+        session.router().publisher_rtt(session.track),
         Some(Duration::from_millis(30))
     );
     let headers = session.received[&low].headers();
@@ -453,7 +538,7 @@ fn a_hundred_subscribers_switching_up_send_one_pli_per_interval() {
     }
     let (first, rest) = bytes.split_at(bytes.len() / 3);
     session.feed(first.to_vec(), &|_, _| false);
-    let plis_before = session.router.counters().keyframe_requests_sent;
+    let plis_before = session.router().counters().keyframe_requests_sent;
     for &id in &session.subscribers.clone() {
         session.set_target(id, Layer::new(2, 2));
     }
@@ -462,7 +547,7 @@ fn a_hundred_subscribers_switching_up_send_one_pli_per_interval() {
         session.feed(chunk.to_vec(), &|_, _| false);
         session.advance(FRAME);
     }
-    let plis = session.router.counters().keyframe_requests_sent - plis_before;
+    let plis = session.router().counters().keyframe_requests_sent - plis_before;
     let elapsed_ms = (rest.len() / 10 + 1) as u64 * 33;
     assert!(plis >= 1, "the switch asked for a keyframe");
     assert!(
@@ -470,7 +555,7 @@ fn a_hundred_subscribers_switching_up_send_one_pli_per_interval() {
         "{plis} PLIs in {elapsed_ms} ms"
     );
     let asked = session
-        .router
+        .router()
         .keyframe_counters(session.track)
         .expect("track")
         .asked;
@@ -488,12 +573,16 @@ fn subscriber_pli_becomes_one_throttled_request() {
         media_ssrc: 0x5000,
     });
     let rtcp = rtcp_bytes(&pli);
+    // The first is asked of the publisher at once, the others fall in its interval.
+    let before = session.router().counters().keyframe_requests_sent;
     for id in ids {
         session.subscriber_rtcp(id, &rtcp);
     }
-    let before = session.router.counters().keyframe_requests_sent;
     session.advance(Duration::from_millis(1));
-    assert_eq!(session.router.counters().keyframe_requests_sent - before, 1);
+    assert_eq!(
+        session.router().counters().keyframe_requests_sent - before,
+        1
+    );
 }
 
 /// A subscriber's compound RTCP covers its audio and its video: the host hands it to each of
@@ -505,7 +594,7 @@ fn feedback_about_another_ssrc_is_ignored() {
     let id = session.subscribe(Layer::MAX);
     session.feed(bytes, &|_, _| false);
     let sent = |s: &Session| {
-        s.router
+        s.router()
             .down_track_counters(id)
             .expect("known")
             .retransmitted
@@ -534,12 +623,12 @@ fn packets_ahead_of_their_structure_are_recovered_not_forwarded_blind() {
     let refused = session.feed_refusable(reordered, &|_, _| false);
     assert_eq!(refused, [ReceiveError::UnreadableDd { stream: 0 }; 3]);
     let counters = session
-        .router
+        .router()
         .receiver_counters(session.track)
         .expect("track");
     assert_eq!(counters.bad_dd, 3, "{counters:?}");
     assert_eq!(
-        session.router.counters().keyframe_requests_sent,
+        session.router().counters().keyframe_requests_sent,
         1,
         "one request for the three"
     );
@@ -575,8 +664,7 @@ fn bad_input_is_counted_and_dropped_without_touching_other_tracks() {
     let mut session = Session::new(dd_track(0x1000));
     let id = session.subscribe(Layer::MAX);
     let other = session
-        .router
-        .publish(session.publisher, TrackConfig::single(Codec::Opus, 0x2000))
+        .publish(TrackConfig::single(Codec::Opus, 0x2000))
         .expect("new");
     let mut garbage: Vec<Bytes> = vec![
         Bytes::from_static(b""),
@@ -600,7 +688,7 @@ fn bad_input_is_counted_and_dropped_without_touching_other_tracks() {
             }
         }
     }
-    let counters = session.router.counters();
+    let counters = session.router().counters();
     assert!(
         counters.unknown_ssrc + counters.dropped_in >= 4,
         "{counters:?}"
@@ -608,7 +696,7 @@ fn bad_input_is_counted_and_dropped_without_touching_other_tracks() {
     check_subscriber(&session.received[&id], &truth, 0);
     assert!(
         session
-            .router
+            .router()
             .receiver_counters(other)
             .expect("other track")
             .received
@@ -688,7 +776,7 @@ fn simulcast_switch_keeps_timestamps_smooth() {
     );
     assert_eq!(
         session
-            .router
+            .router()
             .down_track_info(id)
             .and_then(|d| d.layer)
             .map(|l| l.spatial),
@@ -718,25 +806,21 @@ fn simulcast_streams_bound_after_publishing_are_forwarded() {
     let mut next = || rtp_bytes(&g.next().expect("endless"), &structure);
     let refused = session.feed_refusable([next()], &|_, _| false);
     assert_eq!(refused, [ReceiveError::UnknownSsrc], "not bound yet");
-    assert_eq!(session.router.counters().unknown_ssrc, 1);
+    assert_eq!(session.router().counters().unknown_ssrc, 1);
     let bound = StreamConfig {
         ssrc: 0x102,
         rtx_ssrc: Some(0x202),
     };
     session
-        .router
         .bind_stream(session.track, 2, bound)
         .expect("free SSRCs");
     assert_eq!(
-        session.router.bind_stream(session.track, 3, bound),
+        session.bind_stream(session.track, 3, bound),
         Err(RouterError::UnknownStream)
     );
-    let other = session
-        .router
-        .publish(session.publisher, dd_track(0x300))
-        .expect("free SSRC");
+    let other = session.publish(dd_track(0x300)).expect("free SSRC");
     assert_eq!(
-        session.router.bind_stream(other, 0, bound),
+        session.bind_stream(other, 0, bound),
         Err(RouterError::SsrcInUse),
         "an SSRC bound to one track cannot move to another"
     );
@@ -749,7 +833,7 @@ fn simulcast_streams_bound_after_publishing_are_forwarded() {
             .all(|&e| e == ReceiveError::UnreadableDd { stream: 2 }),
         "{refused:?}"
     );
-    assert_eq!(session.router.counters().unknown_ssrc, 1);
+    assert_eq!(session.router().counters().unknown_ssrc, 1);
     let before = session.received[&id].packets.len();
     assert!(before >= 30);
     // Found with a real browser: the RTX SSRC shows up with the first retransmission, long
@@ -759,7 +843,6 @@ fn simulcast_streams_bound_after_publishing_are_forwarded() {
         ..bound
     };
     session
-        .router
         .bind_stream(session.track, 2, with_rtx)
         .expect("free SSRCs");
     session.feed((0..100).map(|_| next()), &|_, _| false);
@@ -811,7 +894,7 @@ fn audio_passes_through_and_its_level_is_surfaced() {
         .collect();
     session.feed(packets, &|_, _| false);
     assert_eq!(session.received[&id].packets.len(), 50);
-    let level = session.router.audio_level(session.track).expect("level");
+    let level = session.router().audio_level(session.track).expect("level");
     assert!(level.voice_activity);
     assert_eq!(level.level, 49);
 }
@@ -912,7 +995,7 @@ fn reports_both_ways_and_round_trip_time() {
         "RTP clock extrapolated by about 1 s: {ahead}"
     );
     // The subscriber answers 40 ms later with no delay of its own: RTT 40 ms.
-    session.now += Duration::from_millis(40);
+    session.advance(Duration::from_millis(40));
     let mut blocks = ReportBlocks::default();
     blocks
         .push(ReportBlock {
@@ -930,7 +1013,7 @@ fn reports_both_ways_and_round_trip_time() {
         blocks,
     });
     session.subscriber_rtcp(id, &rtcp_bytes(&rr));
-    let reception = session.router.down_track_reception(id).expect("reported");
+    let reception = session.router().down_track_reception(id).expect("reported");
     let rtt = reception.rtt.expect("measured");
     assert_eq!(
         (
@@ -1013,25 +1096,13 @@ fn simulcast_switch_aligns_timestamps_by_sender_reports() {
             "temporal unit {unit}: {off} ticks from its capture time"
         );
     }
-    let layer = session.router.down_track_info(id).and_then(|d| d.layer);
+    let layer = session.router().down_track_info(id).and_then(|d| d.layer);
     assert_eq!(layer.map(|l| l.spatial), Some(2), "switched");
 }
 
 /// Publisher side: a lost packet recovered through RTX (RFC 4588) is forwarded in its place,
 /// and padding-only packets are absorbed without a gap. Subscriber side: retransmissions go
 /// out on the negotiated RTX stream with the original sequence number first.
-/// `packet` retransmitted as RTX (RFC 4588): its own header on the RTX SSRC with the RTX
-/// stream's sequence number `rtx_seq`, then the original sequence number and payload.
-fn as_rtx(packet: &[u8], rtx_ssrc: u32, rtx_seq: u16) -> Bytes {
-    let original = RtpPacket::parse(packet).expect("RTP");
-    let mut rtx = packet[..original.header_len()].to_vec();
-    rtx[8..12].copy_from_slice(&rtx_ssrc.to_be_bytes());
-    rtx[2..4].copy_from_slice(&rtx_seq.to_be_bytes());
-    rtx.extend_from_slice(&original.fields().sequence_number.to_be_bytes());
-    rtx.extend_from_slice(original.payload());
-    Bytes::from(rtx)
-}
-
 #[test]
 fn rtx_both_ways_and_padding() {
     let (packets, bytes) = generated(ScalabilityMode::L1T3, 40);
@@ -1066,7 +1137,7 @@ fn rtx_both_ways_and_padding() {
         }
     }
     // The lost packet arrives later as RTX.
-    incoming.push(as_rtx(&bytes[20], 0x1001, 7));
+    incoming.push(common::as_rtx(&bytes[20], 0x1001, 7));
     session.feed(incoming, &|_, _| false);
     let received = &session.received[&id];
     assert_eq!(
@@ -1089,7 +1160,7 @@ fn rtx_both_ways_and_padding() {
     );
     assert_eq!(
         session
-            .router
+            .router()
             .receiver_counters(session.track)
             .expect("track")
             .padding_only,
@@ -1189,7 +1260,7 @@ fn real_captures_through_the_engine() {
             }
         }
         let counters = session
-            .router
+            .router()
             .receiver_counters(session.track)
             .expect("track");
         assert_eq!(
@@ -1214,25 +1285,17 @@ fn real_captures_through_the_engine() {
 #[test]
 fn layer_changes_are_events_and_fir_can_replace_pli() {
     let (_, bytes) = generated(ScalabilityMode::L3T3, 20);
-    let mut session = Session::new(dd_track(0x1000));
-    session.router = Router::new(RouterConfig {
+    let config = RouterConfig {
         keyframe_request: KeyframeRequest::Fir,
         ..Default::default()
-    });
-    session.publisher = session.router.add_transport();
-    session.track = session
-        .router
-        .publish(session.publisher, dd_track(0x1000))
-        .expect("fresh");
+    };
+    let mut session = Session::with_router(config, dd_track(0x1000));
     let id = session.subscribe(Layer::new(0, 2));
     let (first, rest) = bytes.split_at(bytes.len() / 2);
     session.feed(first.to_vec(), &|_, _| false);
     session.set_target(id, Layer::new(2, 2));
     session.feed(rest.to_vec(), &|_, _| false);
-    let mut events = Vec::new();
-    while let Some(e) = session.router.poll_event() {
-        events.push(e);
-    }
+    let events = session.events();
     let layers: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
@@ -1337,7 +1400,7 @@ fn transport_wide_cc_reports_packets_the_receiver_drops_as_received() {
     }
     session.advance(Duration::from_millis(100));
     assert!(
-        session.router.counters().dropped_in >= 10,
+        session.router().counters().dropped_in >= 10,
         "the copies dropped"
     );
     let received: usize = session
@@ -1361,7 +1424,7 @@ fn a_subscriber_remb_becomes_a_bandwidth_event() {
         ssrcs,
     });
     session.subscriber_rtcp(id, &rtcp_bytes(&remb));
-    let event = session.router.poll_event();
+    let event = session.events().first().copied();
     assert_eq!(
         event,
         Some(Event::BandwidthEstimate {

@@ -16,26 +16,33 @@ const DEPTH: Duration = Duration::from_millis(250);
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct RtxBudget {
     rate_bps: u64,
-    /// Bytes available, as of `updated`.
+    /// Millibits available, as of `updated`: fine enough that refilling every few
+    /// microseconds loses nothing to rounding.
     tokens: u64,
     updated: Option<Instant>,
 }
 
 impl RtxBudget {
     /// The estimate and what its media takes of it, as of `now`.
+    /// The first estimate starts with a full bucket.
     pub fn set(&mut self, now: Instant, estimate_bps: u64, media_bps: u64) {
+        let first = self.updated.is_none();
         self.refill(now);
         self.rate_bps = estimate_bps.saturating_sub(media_bps) + estimate_bps / FLOOR_DIVISOR;
-        self.tokens = self.tokens.min(self.depth());
+        self.tokens = if first {
+            self.depth()
+        } else {
+            self.tokens.min(self.depth())
+        };
     }
 
     /// Takes `bytes` if the budget has them.
     pub fn take(&mut self, now: Instant, bytes: usize) -> bool {
         self.refill(now);
-        let bytes = bytes as u64;
-        let room = self.tokens >= bytes;
+        let cost = (bytes as u64).saturating_mul(8_000);
+        let room = self.tokens >= cost;
         if room {
-            self.tokens -= bytes;
+            self.tokens -= cost;
         }
         room
     }
@@ -43,14 +50,14 @@ impl RtxBudget {
     fn refill(&mut self, now: Instant) {
         let elapsed = self
             .updated
-            .map_or(DEPTH, |at| now.saturating_duration_since(at));
+            .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
         self.updated = Some(now);
-        let earned = (u128::from(self.rate_bps) * elapsed.as_micros() / 8_000_000) as u64;
+        let earned = (u128::from(self.rate_bps) * elapsed.as_micros() / 1_000) as u64;
         self.tokens = self.tokens.saturating_add(earned).min(self.depth());
     }
 
     fn depth(&self) -> u64 {
-        (u128::from(self.rate_bps) * DEPTH.as_micros() / 8_000_000) as u64
+        (u128::from(self.rate_bps) * DEPTH.as_micros() / 1_000) as u64
     }
 }
 

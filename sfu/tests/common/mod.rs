@@ -1,4 +1,5 @@
-//! Running `sfu inspect --json` and reading the shared captures and their text summaries.
+//! Running `sfu inspect --json`, reading the shared captures and their text summaries, and
+//! the RTX form of a packet.
 
 #![allow(dead_code)] // Each test binary uses its own part of these helpers.
 
@@ -180,4 +181,16 @@ pub fn with_rid(packet: &[u8], rid_ext: u8, rid: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&elements);
     out.extend_from_slice(parsed.payload());
     out
+}
+
+/// `packet` retransmitted as RTX (RFC 4588): its own header on the RTX SSRC with the RTX
+/// stream's sequence number `rtx_seq`, then the original sequence number and payload.
+pub fn as_rtx(packet: &[u8], rtx_ssrc: u32, rtx_seq: u16) -> bytes::Bytes {
+    let original = rtp_ext::rtp::RtpPacket::parse(packet).expect("RTP");
+    let mut rtx = packet[..original.header_len()].to_vec();
+    rtx[8..12].copy_from_slice(&rtx_ssrc.to_be_bytes());
+    rtx[2..4].copy_from_slice(&rtx_seq.to_be_bytes());
+    rtx.extend_from_slice(&original.fields().sequence_number.to_be_bytes());
+    rtx.extend_from_slice(original.payload());
+    bytes::Bytes::from(rtx)
 }
