@@ -344,7 +344,7 @@ fn forward(name: &'static str, track: TrackConfig, packets: Packets) -> Case {
             subscriber = down_track();
         }
         let (packet, at) = &parsed[next];
-        let written = std::hint::black_box(subscriber.write(packet, *at, &mut buf));
+        let written = std::hint::black_box(subscriber.write(packet, *at, None, &mut buf));
         // Every layer is forwarded: every packet goes out.
         assert!(
             matches!(written.result, Ok(Some(_))),

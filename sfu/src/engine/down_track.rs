@@ -277,12 +277,20 @@ impl DownTrack {
         self.state.lock().forwarder.current()
     }
 
-    /// Decides `packet` and, if it goes out, writes it into `buf`. Also says whether this
-    /// subscriber now needs a keyframe and whether its layer changed: one lock for all.
+    /// Decides `packet` and, if it goes out, writes it into `buf`, carrying `transport_seq`
+    /// as its transport-wide sequence number when the subscriber negotiated the extension.
+    /// Also says whether this subscriber now needs a keyframe and whether its layer changed:
+    /// one lock for all.
     #[must_use = "what it returns is lost otherwise"]
-    pub fn write(&self, packet: &ParsedPacket, at: PacketRef, buf: &mut [u8]) -> Written {
+    pub fn write(
+        &self,
+        packet: &ParsedPacket,
+        at: PacketRef,
+        transport_seq: Option<u16>,
+        buf: &mut [u8],
+    ) -> Written {
         let mut state = self.state.lock();
-        let result = self.write_locked(&mut state, packet, at, buf);
+        let result = self.write_locked(&mut state, packet, at, transport_seq, buf);
         let keyframe = state.forwarder.take_keyframe_request();
         let layer = state.forwarder.current();
         let layer_changed = (layer != state.reported_layer).then(|| {
@@ -301,6 +309,7 @@ impl DownTrack {
         state: &mut State,
         packet: &ParsedPacket,
         at: PacketRef,
+        transport_seq: Option<u16>,
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, WriteError> {
         let forwarded = match state.forwarder.forward(packet, &mut state.dd_scratch) {
@@ -320,7 +329,7 @@ impl DownTrack {
             vp8_patch: f.vp8_patch,
             filler: f.filler,
         };
-        let transmit = self.write_sent(packet, &sent, dd, buf, false);
+        let transmit = self.write_sent(packet, &sent, dd, transport_seq, buf, false);
         let transmit = state.count(transmit)?;
         if let SentDd::Large = sent.dd {
             state.keep_large_dd(f.seq, f.dd_len);
@@ -349,12 +358,13 @@ impl DownTrack {
         &self,
         out_seq: u16,
         packet: &ParsedPacket,
+        transport_seq: Option<u16>,
         buf: &mut [u8],
     ) -> Result<Transmit, WriteError> {
         let mut state = self.state.lock();
         let sent = *state.remembered(out_seq).ok_or(WriteError::NotRemembered)?;
         let dd = state.sent_dd(&sent).ok_or(WriteError::NotRemembered)?;
-        let transmit = self.write_sent(packet, &sent, dd, buf, true);
+        let transmit = self.write_sent(packet, &sent, dd, transport_seq, buf, true);
         let transmit = state.count(transmit)?;
         state.counters.retransmitted += 1;
         Ok(transmit)
@@ -365,6 +375,7 @@ impl DownTrack {
         packet: &ParsedPacket,
         sent: &Sent,
         dd: &[u8],
+        transport_seq: Option<u16>,
         buf: &mut [u8],
         retransmission: bool,
     ) -> Result<Transmit, WriteError> {
@@ -378,13 +389,26 @@ impl DownTrack {
             timestamp: sent.ts,
             ssrc,
         };
-        let added: &[ExtensionElement<'_>] = match self.config.dd_ext_id {
-            Some(id) if !dd.is_empty() => &[ExtensionElement { id, data: dd }],
-            _ => &[],
-        };
+        let seq = transport_seq.map(u16::to_be_bytes);
+        let dd_element = self
+            .config
+            .dd_ext_id
+            .filter(|_| !dd.is_empty())
+            .map(|id| ExtensionElement { id, data: dd });
+        let seq_element = self
+            .config
+            .transport_cc_ext_id
+            .zip(seq.as_ref())
+            .map(|(id, data)| ExtensionElement { id, data });
+        let mut added = [ExtensionElement { id: 0, data: &[] }; 2];
+        let mut count = 0;
+        for element in [dd_element, seq_element].into_iter().flatten() {
+            added[count] = element;
+            count += 1;
+        }
         let selection = ExtensionSelection {
             keep: self.config.keep_extensions,
-            added,
+            added: &added[..count],
             two_byte_allowed: self.config.two_byte_allowed,
         };
         let mut len =

@@ -688,7 +688,7 @@ impl Router {
         let Some(packet) = published.receiver.packet(at) else {
             return Ok(None);
         };
-        let written = down_track.write(packet, at, buf);
+        let written = down_track.write(packet, at, None, buf);
         // A packet to forward came through `handle_rtp`, which set `last_input`.
         if let (Some(stream), Some(now)) = (written.keyframe, self.last_input) {
             published.keyframes.request(now, stream);
@@ -738,7 +738,7 @@ impl Router {
                 return Ok(None);
             }
         }
-        let transmit = down_track.write_retransmission(out_seq, packet, buf)?;
+        let transmit = down_track.write_retransmission(out_seq, packet, None, buf)?;
         Ok(Some(Output {
             transport: down_track.transport(),
             down_track: id,

@@ -97,6 +97,10 @@ pub struct DownTrackConfig {
     /// Whether `a=extmap-allow-mixed` was negotiated: the two-byte header form for elements
     /// above 16 bytes (a keyframe's DD).
     pub two_byte_allowed: bool,
+    /// Local id of the transport-wide sequence number extension on this leg, if the
+    /// subscriber negotiated transport-wide CC: every packet then carries the transport's
+    /// sequence, for the subscriber's feedback.
+    pub transport_cc_ext_id: Option<u8>,
 }
 
 impl DownTrackConfig {
@@ -108,6 +112,7 @@ impl DownTrackConfig {
             rtx: None,
             dd_ext_id: None,
             keep_extensions: ExtensionIds::NONE,
+            transport_cc_ext_id: None,
             two_byte_allowed: true,
         }
     }
