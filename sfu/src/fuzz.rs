@@ -533,6 +533,7 @@ fn node_viewer() -> Viewer {
             }],
             dd_ext_id: Some(5),
             two_byte_allowed: true,
+            transport_cc_ext_id: None,
             down_track: None,
         }),
         audio: None,

@@ -154,6 +154,7 @@ fn av1_viewer(ssrc: u32, dd: Option<u8>, target: Layer) -> Viewer {
             }],
             dd_ext_id: dd,
             two_byte_allowed: true,
+            transport_cc_ext_id: None,
             down_track: None,
         }),
         audio: None,

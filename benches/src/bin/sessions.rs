@@ -133,6 +133,7 @@ fn viewer(core: &mut NodeCore, now: Instant, room: &str, serial: &mut u32) -> Pe
         }],
         dd_ext_id: Some(5),
         two_byte_allowed: true,
+        transport_cc_ext_id: None,
         down_track: None,
     };
     let viewer = Viewer {

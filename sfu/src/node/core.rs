@@ -399,6 +399,7 @@ impl NodeCore {
             rtx: accepted.rtx_payload_type.map(|pt| (media.rtx_ssrc, pt)),
             dd_ext_id: media.dd_ext_id,
             two_byte_allowed: media.two_byte_allowed,
+            transport_cc_ext_id: media.transport_cc_ext_id,
             ..DownTrackConfig::new(media.ssrc, accepted.payload_type)
         };
         if let Ok(down_track) = self.router.subscribe(transport, track, down, limits) {

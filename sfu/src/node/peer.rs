@@ -209,6 +209,9 @@ pub struct ViewerMedia {
     pub codecs: Vec<ViewerCodec>,
     pub dd_ext_id: Option<u8>,
     pub two_byte_allowed: bool,
+    /// The transport-wide sequence number extension, when the viewer negotiated
+    /// transport-wide CC: its packets carry the sequence and it sends feedback.
+    pub transport_cc_ext_id: Option<u8>,
     /// The subscription, while a matching track is published in the room.
     pub down_track: Option<DownTrackId>,
 }
@@ -288,6 +291,7 @@ mod tests {
             ],
             dd_ext_id: None,
             two_byte_allowed: false,
+            transport_cc_ext_id: None,
             down_track: None,
         };
         let x264 = "packetization-mode=1;profile-level-id=42c01e";

@@ -447,6 +447,9 @@ fn viewer_media(media: &ViewedMedia, extmap_allow_mixed: bool) -> ViewerMedia {
             .collect(),
         dd_ext_id: media.dependency_descriptor_id,
         two_byte_allowed: extmap_allow_mixed,
+        transport_cc_ext_id: media
+            .transport_cc_id
+            .filter(|_| media.transport_cc_feedback),
         down_track: None,
     }
 }
