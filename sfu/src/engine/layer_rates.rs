@@ -12,10 +12,11 @@
 //! - a simulcast stream's frame (VP8, H264, or any codec sent as several streams), toward its
 //!   own stream's layer only, at its own and higher temporal layers.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rtp_ext::codec::PayloadDescriptor;
-use rtp_ext::dd::DecodeTargetIndication;
+use rtp_ext::dd::{DecodeTargetIndication, FrameDependencyStructure};
 use selector::Layer;
 
 use super::packet::ParsedPacket;
@@ -27,6 +28,8 @@ const TARGETS: usize = MEASURED_LAYERS * MEASURED_LAYERS;
 /// share of bursts, short enough to follow a publisher's encoder within a second or two.
 const BUCKETS: usize = 10;
 const BUCKET: Duration = Duration::from_millis(200);
+/// Decode targets a Dependency Descriptor may have (AV1 RTP spec A.8.2: 5 bits).
+const MAX_DECODE_TARGETS: usize = 32;
 
 /// Bytes per target layer, in buckets of [`BUCKET`] ending now.
 #[derive(Debug, Clone)]
@@ -37,6 +40,12 @@ pub(super) struct LayerRates {
     current: usize,
     /// The first packet: rates over less than a whole window divide by the time seen.
     first: Option<Instant>,
+    /// Each decode target's layer index under the structure last seen, worked out once per
+    /// structure rather than per packet.
+    targets: Option<(
+        Arc<FrameDependencyStructure>,
+        [Option<u8>; MAX_DECODE_TARGETS],
+    )>,
 }
 
 /// The bitrate of every target layer of a track, in bits per second.
@@ -72,6 +81,7 @@ impl Default for LayerRates {
             starts: [None; BUCKETS],
             current: 0,
             first: None,
+            targets: None,
         }
     }
 }
@@ -80,22 +90,25 @@ impl LayerRates {
     /// Counts a received packet of stream `stream` toward the target layers that need it.
     pub fn record(&mut self, now: Instant, packet: &ParsedPacket, simulcast: bool) {
         self.first.get_or_insert(now);
-        let bucket = self.bucket(now);
         let size = u32::try_from(packet.bytes.len()).unwrap_or(u32::MAX);
+        if let (Some(dd), Some(structure)) = (&packet.dd, &packet.structure) {
+            let targets = self.targets_of(structure);
+            let bucket = self.bucket(now);
+            for (dt, dti) in dd.frame_dependencies.dtis.iter().enumerate() {
+                let target = targets.get(dt).copied().flatten();
+                if let (Some(i), true) = (target, dti != DecodeTargetIndication::NotPresent) {
+                    let i = usize::from(i);
+                    bucket[i] = bucket[i].saturating_add(size);
+                }
+            }
+            return;
+        }
+        let bucket = self.bucket(now);
         let mut add = |layer: Layer| {
             if let Some(i) = index(layer) {
                 bucket[i] = bucket[i].saturating_add(size);
             }
         };
-        if let (Some(dd), Some(structure)) = (&packet.dd, &packet.structure) {
-            for (dt, dti) in dd.frame_dependencies.dtis.iter().enumerate() {
-                if dti != DecodeTargetIndication::NotPresent {
-                    let target = structure.decode_target_layer(dt);
-                    add(Layer::new(target.spatial_id, target.temporal_id));
-                }
-            }
-            return;
-        }
         let summary = packet.descriptor.as_ref().map(PayloadDescriptor::summary);
         let temporal = summary.and_then(|s| s.temporal_layer).map_or(0, |t| t.0);
         let (spatial, upward) = match summary.and_then(|s| s.spatial_layer) {
@@ -108,6 +121,21 @@ impl LayerRates {
             }
             for t in temporal..MEASURED_LAYERS as u8 {
                 add(Layer::new(s, t));
+            }
+        }
+    }
+
+    /// The decode targets' counter indices under `structure`, worked out when it changes.
+    fn targets_of(
+        &mut self,
+        structure: &Arc<FrameDependencyStructure>,
+    ) -> [Option<u8>; MAX_DECODE_TARGETS] {
+        match &self.targets {
+            Some((known, targets)) if Arc::ptr_eq(known, structure) => *targets,
+            _ => {
+                let targets = target_indices(structure);
+                self.targets = Some((structure.clone(), targets));
+                targets
             }
         }
     }
@@ -148,6 +176,17 @@ impl LayerRates {
         }
         &mut self.bytes[self.current]
     }
+}
+
+/// Each decode target's index into the per-layer counters, or `None` past what is measured.
+fn target_indices(structure: &FrameDependencyStructure) -> [Option<u8>; MAX_DECODE_TARGETS] {
+    let mut targets = [None; MAX_DECODE_TARGETS];
+    let count = usize::from(structure.decode_target_count).min(MAX_DECODE_TARGETS);
+    for (dt, target) in targets.iter_mut().enumerate().take(count) {
+        let layer = structure.decode_target_layer(dt);
+        *target = index(Layer::new(layer.spatial_id, layer.temporal_id)).map(|i| i as u8);
+    }
+    targets
 }
 
 fn index(layer: Layer) -> Option<usize> {
