@@ -9,12 +9,11 @@
 
 pub mod http;
 
-use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use str0m::change::{SdpAnswer, SdpPendingOffer};
+use str0m::change::{SdpAnswer, SdpApi, SdpPendingOffer};
 use str0m::format::Codec;
 use str0m::media::{Direction, MediaKind, Mid};
 use str0m::net::{Protocol, Receive};
@@ -75,8 +74,6 @@ pub struct Client {
     /// The payload types the answer settled on.
     vp8_pt: u8,
     opus_pt: Option<u8>,
-    /// The SSRCs this client has declared for sending; writing under another first declares it.
-    declared: HashSet<u32>,
     /// The instant the WebRTC state next wants a timeout input.
     wake: Instant,
     connected: bool,
@@ -104,6 +101,8 @@ const VP8_DESCRIPTOR: [u8; 2] = [0x90, 0x80];
 /// The first byte of the VP8 payload header: P=0 (key frame) or P=1 (interframe), H=1.
 const VP8_KEY: u8 = 0x10;
 const VP8_DELTA: u8 = 0x11;
+/// Datagrams one [`Client::poll`] takes from the socket at most.
+const MAX_DATAGRAMS_PER_POLL: usize = 256;
 /// The VP8 payload bytes before the caller's body: descriptor, picture id, payload header.
 pub const VP8_PREFIX_LEN: usize = 5;
 
@@ -115,32 +114,39 @@ impl Client {
         room: &str,
         options: PublishOptions,
     ) -> Result<Self, ClientError> {
-        let mut rtc = rtc_config().build(Instant::now());
+        let (mut rtc, socket) = rtc_and_socket()?;
         let mut api = rtc.sdp_api();
         let video = api.add_media(MediaKind::Video, Direction::SendOnly, None, None, None);
         let audio = options
             .audio_ssrc
             .map(|_| api.add_media(MediaKind::Audio, Direction::SendOnly, None, None, None));
+        let offer = take_offer(api)?;
         let mut ssrcs = vec![(video, vec![options.video_ssrc, options.rtx_ssrc])];
         if let (Some(mid), Some(ssrc)) = (audio, options.audio_ssrc) {
             ssrcs.push((mid, vec![ssrc]));
         }
-        let mut client = Self::signal(rtc, node, &format!("/whip/{room}"), Role::Publisher, |s| {
+        let offer = (
             ssrcs
                 .iter()
-                .fold(s.to_owned(), |s, (mid, ssrcs)| with_ssrcs(&s, *mid, ssrcs))
-        })?;
+                .fold(offer.0, |s, (mid, ssrcs)| with_ssrcs(&s, *mid, ssrcs)),
+            offer.1,
+        );
+        let path = format!("/whip/{room}");
+        let mut client = Self::signal(rtc, socket, offer, node, &path, Role::Publisher)?;
         client.video = video;
         client.audio = audio;
         // The offer went out with the SSRCs asked for: the send streams take them too, so what
         // the node's RTCP names (a keyframe request, a NACK) reaches them.
         let mut direct = client.rtc.direct_api();
         let rtx = Some(Ssrc::from(options.rtx_ssrc));
-        direct.reset_stream_tx(video, None, options.video_ssrc.into(), rtx);
-        client.declared.insert(options.video_ssrc);
+        let video_ssrc = Ssrc::from(options.video_ssrc);
+        if direct.reset_stream_tx(video, None, video_ssrc, rtx).is_none() {
+            direct.declare_stream_tx(video_ssrc, rtx, video, None);
+        }
         if let (Some(mid), Some(ssrc)) = (audio, options.audio_ssrc) {
-            direct.reset_stream_tx(mid, None, ssrc.into(), None);
-            client.declared.insert(ssrc);
+            if direct.reset_stream_tx(mid, None, ssrc.into(), None).is_none() {
+                direct.declare_stream_tx(ssrc.into(), None, mid, None);
+            }
         }
         Ok(client)
     }
@@ -148,33 +154,28 @@ impl Client {
     /// Watches `room` over WHEP: recvonly video and audio sections; `query` (may be empty) goes
     /// on the request path, e.g. `?spatial=0`.
     pub fn watch(node: SocketAddr, room: &str, query: &str) -> Result<Self, ClientError> {
-        let mut rtc = rtc_config().build(Instant::now());
+        let (mut rtc, socket) = rtc_and_socket()?;
         let mut api = rtc.sdp_api();
         let audio = api.add_media(MediaKind::Audio, Direction::RecvOnly, None, None, None);
         let video = api.add_media(MediaKind::Video, Direction::RecvOnly, None, None, None);
+        let offer = take_offer(api)?;
         let path = format!("/whep/{room}{query}");
-        let mut client = Self::signal(rtc, node, &path, Role::Viewer, str::to_owned)?;
+        let mut client = Self::signal(rtc, socket, offer, node, &path, Role::Viewer)?;
         client.video = video;
         client.audio = Some(audio);
         Ok(client)
     }
 
-    /// Binds the socket, sends the offer (rewritten by `edit`), applies the answer.
+    /// Sends the offer, applies the answer.
     fn signal(
         mut rtc: Rtc,
+        socket: UdpSocket,
+        (offer, pending): (String, SdpPendingOffer),
         node: SocketAddr,
         path: &str,
         role: Role,
-        edit: impl FnOnce(&str) -> String,
     ) -> Result<Self, ClientError> {
-        let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
-        socket.set_nonblocking(true)?;
         let local = socket.local_addr()?;
-        let candidate = Candidate::host(local, "udp").map_err(|e| ClientError::Answer(e.to_string()))?;
-        rtc.add_local_candidate(candidate);
-        // `apply` was just handed media to add, so it has an offer to make.
-        let (offer, pending): (_, SdpPendingOffer) = take_offer(&mut rtc)?;
-        let offer = edit(&offer);
         let sdp = ("Content-Type", "application/sdp");
         let reply = http::request(node, "POST", path, &[sdp], &offer)?;
         if reply.status != 201 {
@@ -208,7 +209,6 @@ impl Client {
             audio: None,
             vp8_pt,
             opus_pt,
-            declared: HashSet::new(),
             wake: Instant::now(),
             connected: false,
             disconnected: false,
@@ -221,32 +221,32 @@ impl Client {
     /// Does everything due now without blocking: hands over every datagram waiting on the
     /// socket and the timer if it is due, sends what the WebRTC state puts out, records events.
     pub fn poll(&mut self) -> Result<(), ClientError> {
-        loop {
+        // Bounded, so that one client with a full socket does not starve the others.
+        for _ in 0..MAX_DATAGRAMS_PER_POLL {
             self.drain()?;
-            match self.socket.recv_from(&mut self.buf) {
-                Ok((n, source)) => {
-                    // Not a datagram the WebRTC state can classify: nothing to hand over.
-                    let Ok(contents) = self.buf[..n].try_into() else {
-                        continue;
-                    };
-                    let receive = Receive {
-                        proto: Protocol::Udp,
-                        source,
-                        destination: self.local,
-                        contents,
-                    };
-                    self.rtc.handle_input(Input::Receive(Instant::now(), receive))?;
-                    continue;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            let (n, source) = match self.socket.recv_from(&mut self.buf) {
+                Ok(received) => received,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e.into()),
-            }
-            let now = Instant::now();
-            if now < self.wake {
-                return Ok(());
-            }
+            };
+            // Not a datagram the WebRTC state can classify: nothing to hand over.
+            let Ok(contents) = self.buf[..n].try_into() else {
+                continue;
+            };
+            let receive = Receive {
+                proto: Protocol::Udp,
+                source,
+                destination: self.local,
+                contents,
+            };
+            self.rtc.handle_input(Input::Receive(Instant::now(), receive))?;
+        }
+        // The timer once per poll: a timeout the state sets for "now" again waits for the next.
+        let now = Instant::now();
+        if now >= self.wake {
             self.rtc.handle_input(Input::Timeout(now))?;
         }
+        self.drain()
     }
 
     /// Runs the WebRTC state's outputs until it waits for input.
@@ -364,7 +364,9 @@ impl Client {
         marker: bool,
     ) {
         let mut direct = self.rtc.direct_api();
-        if self.declared.insert(ssrc) {
+        // A stream not announced (another session's SSRC) is declared on first use; declaring
+        // again would reset its retransmission cache.
+        if direct.stream_tx(&ssrc.into()).is_none() {
             direct.declare_stream_tx(ssrc.into(), None, mid, None);
         }
         let stream = direct
@@ -449,11 +451,22 @@ fn rtc_config() -> RtcConfig {
         .enable_opus(true, false)
 }
 
-fn take_offer(rtc: &mut Rtc) -> Result<(String, SdpPendingOffer), ClientError> {
-    let (offer, pending) = rtc
-        .sdp_api()
+/// A fresh WebRTC state with a non-blocking loopback socket as its one host candidate.
+fn rtc_and_socket() -> Result<(Rtc, UdpSocket), ClientError> {
+    let mut rtc = rtc_config().build(Instant::now());
+    let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+    socket.set_nonblocking(true)?;
+    let candidate = Candidate::host(socket.local_addr()?, "udp")
+        .map_err(|e| ClientError::Answer(e.to_string()))?;
+    rtc.add_local_candidate(candidate);
+    Ok((rtc, socket))
+}
+
+/// The offer of the media `api` was handed.
+fn take_offer(api: SdpApi<'_>) -> Result<(String, SdpPendingOffer), ClientError> {
+    let (offer, pending) = api
         .apply()
-        .ok_or_else(|| ClientError::Answer("no offer to make".into()))?;
+        .ok_or_else(|| ClientError::Answer("no media to offer".into()))?;
     Ok((offer.to_sdp_string(), pending))
 }
 

@@ -158,10 +158,8 @@ fn publisher(core: &mut NodeCore, now: Instant, room: &str, serial: &mut u32) ->
         .into_iter()
         .map(|config| PublishedTrack {
             config,
-            rids: Vec::new(),
             id: None,
             fmtp: String::new(),
-            unsignaled: None,
         })
         .collect();
     let publisher = Publisher {
