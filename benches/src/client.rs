@@ -71,6 +71,8 @@ pub struct Client {
     resource: String,
     video: Mid,
     audio: Option<Mid>,
+    /// Per sending section: the SSRC announced for it, with its retransmission SSRC.
+    announced: Vec<(Mid, u32, Option<u32>)>,
     /// The payload types the answer settled on.
     vp8_pt: u8,
     opus_pt: Option<u8>,
@@ -137,16 +139,12 @@ impl Client {
         client.audio = audio;
         // The offer went out with the SSRCs asked for: the send streams take them too, so what
         // the node's RTCP names (a keyframe request, a NACK) reaches them.
-        let mut direct = client.rtc.direct_api();
-        let rtx = Some(Ssrc::from(options.rtx_ssrc));
-        let video_ssrc = Ssrc::from(options.video_ssrc);
-        if direct.reset_stream_tx(video, None, video_ssrc, rtx).is_none() {
-            direct.declare_stream_tx(video_ssrc, rtx, video, None);
-        }
+        let video_rtx = Some(options.rtx_ssrc);
+        client.announced.push((video, options.video_ssrc, video_rtx));
+        client.use_ssrc(video, options.video_ssrc);
         if let (Some(mid), Some(ssrc)) = (audio, options.audio_ssrc) {
-            if direct.reset_stream_tx(mid, None, ssrc.into(), None).is_none() {
-                direct.declare_stream_tx(ssrc.into(), None, mid, None);
-            }
+            client.announced.push((mid, ssrc, None));
+            client.use_ssrc(mid, ssrc);
         }
         Ok(client)
     }
@@ -207,6 +205,7 @@ impl Client {
             resource,
             video: Mid::from("0"),
             audio: None,
+            announced: Vec::new(),
             vp8_pt,
             opus_pt,
             wake: Instant::now(),
@@ -352,6 +351,32 @@ impl Client {
         self.write(ssrc, mid, pt, seq, timestamp, body.to_vec(), false);
     }
 
+    /// Makes `ssrc` the SSRC section `mid` sends under. The WebRTC state paces and writes per
+    /// section, and a second send stream on one section would starve the first, so the section
+    /// has one stream at a time: writing under another SSRC replaces it, after what it has
+    /// queued went out. (Changing a stream's SSRC in place would leave it filed under the old
+    /// one, where incoming feedback would not find it.)
+    fn use_ssrc(&mut self, mid: Mid, ssrc: u32) {
+        let mut direct = self.rtc.direct_api();
+        let current = direct.stream_tx_by_mid(mid, None).map(|s| *s.ssrc());
+        if current == Some(ssrc) {
+            return;
+        }
+        if let Some(current) = current {
+            // Whatever the state can send now leaves under the old SSRC before it goes.
+            let _ = self.drain();
+            self.rtc.direct_api().remove_stream_tx(current.into());
+        }
+        let rtx = self
+            .announced
+            .iter()
+            .find(|(m, s, _)| *m == mid && *s == ssrc)
+            .and_then(|(_, _, rtx)| rtx.map(Ssrc::from));
+        self.rtc
+            .direct_api()
+            .declare_stream_tx(ssrc.into(), rtx, mid, None);
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn write(
         &mut self,
@@ -363,15 +388,11 @@ impl Client {
         payload: Vec<u8>,
         marker: bool,
     ) {
+        self.use_ssrc(mid, ssrc);
         let mut direct = self.rtc.direct_api();
-        // A stream not announced (another session's SSRC) is declared on first use; declaring
-        // again would reset its retransmission cache.
-        if direct.stream_tx(&ssrc.into()).is_none() {
-            direct.declare_stream_tx(ssrc.into(), None, mid, None);
-        }
         let stream = direct
             .stream_tx(&ssrc.into())
-            .expect("declared above or when announced");
+            .expect("use_ssrc declared it");
         let write = RtpWrite::new(
             pt.into(),
             u64::from(seq).into(),

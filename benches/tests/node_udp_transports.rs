@@ -50,6 +50,7 @@ fn free_udp_port() -> u16 {
 
 impl Node {
     fn start() -> Self {
+        let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
         let loopback = Ipv4Addr::LOCALHOST.into();
         let config = NodeConfig {
             http: SocketAddr::new(loopback, free_port()),
@@ -76,6 +77,13 @@ impl Node {
             http,
             runtime: Some(runtime),
         }
+    }
+
+    /// `/metrics`, for a failure's message.
+    fn metrics(&self) -> String {
+        let reply = client::http::request(self.http, "GET", "/metrics", &[], "").expect("metrics");
+        let lines = reply.body.lines().filter(|l| !l.starts_with('#') && !l.ends_with(" 0"));
+        lines.collect::<Vec<_>>().join("\n")
     }
 
     fn unknown_ssrc_drops(&self) -> u64 {
@@ -153,7 +161,7 @@ fn two_rooms(node: &Node, ssrc_a: u32, ssrc_b: u32) -> [Client; 4] {
 }
 
 /// Both publishers send frames until each viewer has `FLOWING` more of its room's packets.
-fn flow(clients: &mut [Client; 4], a: &mut Stream, b: &mut Stream) {
+fn flow(node: &Node, clients: &mut [Client; 4], a: &mut Stream, b: &mut Stream) {
     let [pub_a, pub_b, view_a, view_b] = clients;
     let want_a = count(view_a, a.marker) + FLOWING;
     let want_b = count(view_b, b.marker) + FLOWING;
@@ -161,9 +169,10 @@ fn flow(clients: &mut [Client; 4], a: &mut Stream, b: &mut Stream) {
     while count(view_a, a.marker) < want_a || count(view_b, b.marker) < want_b {
         assert!(
             Instant::now() < deadline,
-            "each room's stream reaches its viewer: a {} of {want_a}, b {} of {want_b}",
+            "each room's stream reaches its viewer: a {} of {want_a}, b {} of {want_b}\n{}",
             count(view_a, a.marker),
-            count(view_b, b.marker)
+            count(view_b, b.marker),
+            node.metrics()
         );
         a.send(pub_a, a.marker);
         b.send(pub_b, b.marker);
@@ -191,7 +200,7 @@ fn each_room_gets_its_own_stream_and_a_foreign_ssrc_is_dropped_and_counted() {
     let mut clients = two_rooms(&node, ssrc_a, ssrc_b);
     let mut a = Stream::new(ssrc_a, 1000, b'A');
     let mut b = Stream::new(ssrc_b, 5000, b'B');
-    flow(&mut clients, &mut a, &mut b);
+    flow(&node, &mut clients, &mut a, &mut b);
 
     // Room a's publisher writes under room b's SSRC, its sequence numbers continuing room b's.
     let dropped = node.unknown_ssrc_drops();
@@ -211,7 +220,7 @@ fn each_room_gets_its_own_stream_and_a_foreign_ssrc_is_dropped_and_counted() {
 
     // Room b's own stream goes on from the same sequence numbers: had any forged packet been
     // taken as room b's, these would be duplicates.
-    flow(&mut clients, &mut a, &mut b);
+    flow(&node, &mut clients, &mut a, &mut b);
     assert_eq!(
         node.unknown_ssrc_drops(),
         dropped + u64::from(INJECTED),
@@ -233,7 +242,7 @@ fn one_ssrc_announced_in_two_rooms_is_two_streams() {
     let mut clients = two_rooms(&node, ssrc, ssrc);
     let mut a = Stream::new(ssrc, 100, b'A');
     let mut b = Stream::new(ssrc, 100, b'B');
-    flow(&mut clients, &mut a, &mut b);
+    flow(&node, &mut clients, &mut a, &mut b);
     let [_, _, view_a, view_b] = &clients;
     only_own_room(view_a, b'A', ssrc);
     only_own_room(view_b, b'B', ssrc);
