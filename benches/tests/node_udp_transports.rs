@@ -252,3 +252,53 @@ fn one_ssrc_announced_in_two_rooms_is_two_streams() {
         "each session's packets are its own announced stream"
     );
 }
+
+/// Both publishers send frames for `period`.
+fn frames_for(clients: &mut [Client; 4], a: &mut Stream, b: &mut Stream, period: Duration) {
+    let [pub_a, pub_b, view_a, view_b] = clients;
+    let end = Instant::now() + period;
+    while Instant::now() < end {
+        a.send(pub_a, a.marker);
+        b.send(pub_b, b.marker);
+        drive_for(&mut [pub_a, pub_b, view_a, view_b], FRAME).expect("the clients run");
+    }
+}
+
+#[test]
+fn a_keyframe_request_naming_another_transports_ssrc_reaches_no_one() {
+    let node = Node::start();
+    let (ssrc_a, ssrc_b) = (0x0a0a_0000, 0x0b0b_0000);
+    let mut clients = two_rooms(&node, ssrc_a, ssrc_b);
+    let mut a = Stream::new(ssrc_a, 1000, b'A');
+    let mut b = Stream::new(ssrc_b, 5000, b'B');
+    flow(&node, &mut clients, &mut a, &mut b);
+    // Past the node's least time between two keyframe requests to a stream, so a request it
+    // took for room b's publisher would go out at once.
+    let interval = Duration::from_millis(NodeConfig::default().keyframe_interval_ms);
+    frames_for(&mut clients, &mut a, &mut b, interval + interval / 2);
+
+    let [pub_a, pub_b, view_a, view_b] = &mut clients;
+    let seen_by_a = view_a.received()[0].ssrc;
+    let seen_by_b = view_b.received()[0].ssrc;
+    let (asked_a, asked_b) = (pub_a.keyframe_requests(), pub_b.keyframe_requests());
+    // Room a's viewer names room b's stream: as room b's viewer receives it, and as room b's
+    // publisher sends it. Then its own, which must reach its own publisher: the request after
+    // the others on the same transport, so once it has arrived they have been handled.
+    const VIEWER_SSRC: u32 = 1;
+    view_a.send_pli(VIEWER_SSRC, seen_by_b);
+    view_a.send_pli(VIEWER_SSRC, ssrc_b);
+    let all = &mut [&mut *pub_a, &mut *pub_b, &mut *view_a, &mut *view_b];
+    drive_for(all, FRAME).expect("the clients run");
+    view_a.send_pli(VIEWER_SSRC, seen_by_a);
+    let all = &mut [&mut *pub_a, &mut *pub_b, &mut *view_a, &mut *view_b];
+    let asked = drive_until(all, CONNECT, |c| c[0].keyframe_requests() > asked_a)
+        .expect("the clients run");
+    assert!(asked, "a viewer's PLI for its own stream reaches its publisher");
+    // Anything the node sent room b's publisher at the same time has landed by now.
+    drive_for(all, Duration::from_millis(100)).expect("the clients run");
+    assert_eq!(
+        pub_b.keyframe_requests(),
+        asked_b,
+        "a PLI naming another transport's SSRC asks room b's publisher for nothing"
+    );
+}
