@@ -140,7 +140,9 @@ impl Client {
         // The offer went out with the SSRCs asked for: the send streams take them too, so what
         // the node's RTCP names (a keyframe request, a NACK) reaches them.
         let video_rtx = Some(options.rtx_ssrc);
-        client.announced.push((video, options.video_ssrc, video_rtx));
+        client
+            .announced
+            .push((video, options.video_ssrc, video_rtx));
         client.use_ssrc(video, options.video_ssrc);
         if let (Some(mid), Some(ssrc)) = (audio, options.audio_ssrc) {
             client.announced.push((mid, ssrc, None));
@@ -238,7 +240,8 @@ impl Client {
                 destination: self.local,
                 contents,
             };
-            self.rtc.handle_input(Input::Receive(Instant::now(), receive))?;
+            self.rtc
+                .handle_input(Input::Receive(Instant::now(), receive))?;
         }
         // The timer once per poll: a timeout the state sets for "now" again waits for the next.
         let now = Instant::now();
@@ -500,7 +503,10 @@ fn with_ssrcs(sdp: &str, mid: Mid, ssrcs: &[u32]) -> String {
         if line.starts_with("m=") {
             sections.push(Vec::new());
         }
-        sections.last_mut().expect("one at least").push(line.to_owned());
+        sections
+            .last_mut()
+            .expect("one at least")
+            .push(line.to_owned());
     }
     for section in &mut sections {
         let this_mid = section.iter().find_map(|l| l.strip_prefix("a=mid:"));
@@ -559,7 +565,10 @@ mod tests {
         let out = with_ssrcs(sdp, Mid::from("1"), &[70, 80]);
         assert!(out.contains("a=ssrc:5 cname:a"), "{out}");
         assert!(out.contains("a=ssrc-group:FID 70 80"), "{out}");
-        assert!(out.contains("a=ssrc:70 cname:b\r\na=ssrc:80 cname:b"), "{out}");
+        assert!(
+            out.contains("a=ssrc:70 cname:b\r\na=ssrc:80 cname:b"),
+            "{out}"
+        );
         assert!(!out.contains("a=ssrc:7 "), "{out}");
     }
 }

@@ -50,7 +50,11 @@ fn free_udp_port() -> u16 {
 
 impl Node {
     fn start() -> Self {
-        let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
+        // The node's log, with RUST_LOG set (e.g. `sfu=debug,str0m=warn`); the first test to
+        // start a node installs it.
+        let filter = tracing_subscriber::EnvFilter::from_default_env();
+        let log = tracing_subscriber::fmt().with_env_filter(filter);
+        let _ = log.with_test_writer().try_init();
         let loopback = Ipv4Addr::LOCALHOST.into();
         let config = NodeConfig {
             http: SocketAddr::new(loopback, free_port()),
@@ -82,7 +86,10 @@ impl Node {
     /// `/metrics`, for a failure's message.
     fn metrics(&self) -> String {
         let reply = client::http::request(self.http, "GET", "/metrics", &[], "").expect("metrics");
-        let lines = reply.body.lines().filter(|l| !l.starts_with('#') && !l.ends_with(" 0"));
+        let lines = reply
+            .body
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.ends_with(" 0"));
         lines.collect::<Vec<_>>().join("\n")
     }
 
@@ -188,7 +195,10 @@ fn only_own_room(viewer: &Client, own: u8, publisher_ssrc: u32) {
         .iter()
         .filter(|p| marker(p) != Some(own))
         .collect();
-    assert!(foreign.is_empty(), "only room {own} reaches it: {foreign:?}");
+    assert!(
+        foreign.is_empty(),
+        "only room {own} reaches it: {foreign:?}"
+    );
     let rewritten = viewer.received().iter().all(|p| p.ssrc != publisher_ssrc);
     assert!(rewritten, "the node rewrites the SSRC per viewer");
 }
@@ -216,7 +226,10 @@ fn each_room_gets_its_own_stream_and_a_foreign_ssrc_is_dropped_and_counted() {
         node.unknown_ssrc_drops() >= dropped + u64::from(INJECTED)
     })
     .expect("the clients run");
-    assert!(counted, "the node counts each forged packet as unknown_ssrc");
+    assert!(
+        counted,
+        "the node counts each forged packet as unknown_ssrc"
+    );
 
     // Room b's own stream goes on from the same sequence numbers: had any forged packet been
     // taken as room b's, these would be duplicates.
@@ -291,9 +304,12 @@ fn a_keyframe_request_naming_another_transports_ssrc_reaches_no_one() {
     drive_for(all, FRAME).expect("the clients run");
     view_a.send_pli(VIEWER_SSRC, seen_by_a);
     let all = &mut [&mut *pub_a, &mut *pub_b, &mut *view_a, &mut *view_b];
-    let asked = drive_until(all, CONNECT, |c| c[0].keyframe_requests() > asked_a)
-        .expect("the clients run");
-    assert!(asked, "a viewer's PLI for its own stream reaches its publisher");
+    let asked =
+        drive_until(all, CONNECT, |c| c[0].keyframe_requests() > asked_a).expect("the clients run");
+    assert!(
+        asked,
+        "a viewer's PLI for its own stream reaches its publisher"
+    );
     // Anything the node sent room b's publisher at the same time has landed by now.
     drive_for(all, Duration::from_millis(100)).expect("the clients run");
     assert_eq!(
