@@ -316,19 +316,6 @@ impl Client {
         self.keyframe_requests
     }
 
-    /// The SSRCs the node announced in its answer, per media section: what a viewer receives.
-    pub fn remote_ssrcs(&mut self) -> Vec<u32> {
-        let mids = [Some(self.video), self.audio];
-        let mut ssrcs = Vec::new();
-        let mut direct = self.rtc.direct_api();
-        for mid in mids.into_iter().flatten() {
-            if let Some(stream) = direct.stream_rx_by_mid(mid, None) {
-                ssrcs.push(*stream.ssrc());
-            }
-        }
-        ssrcs
-    }
-
     /// Writes one VP8 frame as one RTP packet (marker set) under `ssrc`, which need not be one
     /// this client announced: the payload is a descriptor with a picture id drawn from `seq`,
     /// a key frame or interframe payload header, then `body`. The timestamp follows `seq` at

@@ -128,19 +128,32 @@ fn count(viewer: &Client, wanted: u8) -> usize {
 /// A publisher's own stream: the SSRC it announced and the next sequence number.
 struct Stream {
     ssrc: u32,
+    /// The Opus stream sent beside the video, one packet per frame, when there is one.
+    audio_ssrc: Option<u32>,
     seq: u16,
     marker: u8,
 }
 
 impl Stream {
+    /// A publisher's video and audio, as [`options`] announces them.
     fn new(ssrc: u32, seq: u16, marker: u8) -> Self {
-        Self { ssrc, seq, marker }
+        let audio_ssrc = options(ssrc).audio_ssrc;
+        Self {
+            ssrc,
+            audio_ssrc,
+            seq,
+            marker,
+        }
     }
 
     /// The next frame, written by `publisher` (not necessarily the one that announced it).
     fn send(&mut self, publisher: &mut Client, marker: u8) {
         let keyframe = self.seq.is_multiple_of(KEY_EVERY);
-        publisher.send_vp8(self.ssrc, self.seq, keyframe, &body(marker, self.seq));
+        let body = body(marker, self.seq);
+        publisher.send_vp8(self.ssrc, self.seq, keyframe, &body);
+        if let Some(audio) = self.audio_ssrc {
+            publisher.send_opus(audio, self.seq, &body);
+        }
         self.seq = self.seq.wrapping_add(1);
     }
 }
@@ -149,7 +162,7 @@ fn options(video_ssrc: u32) -> PublishOptions {
     PublishOptions {
         video_ssrc,
         rtx_ssrc: video_ssrc + 1,
-        audio_ssrc: None,
+        audio_ssrc: Some(video_ssrc + 2),
     }
 }
 
@@ -187,8 +200,8 @@ fn flow(node: &Node, clients: &mut [Client; 4], a: &mut Stream, b: &mut Stream) 
     }
 }
 
-/// Every packet a viewer got is its own room's, under the viewer's own SSRCs, not the
-/// publisher's.
+/// Every packet a viewer got is its own room's, under SSRCs of the viewer's own (none its
+/// publisher announced), and both its video and its audio came.
 fn only_own_room(viewer: &Client, own: u8, publisher_ssrc: u32) {
     let foreign: Vec<_> = viewer
         .received()
@@ -199,8 +212,20 @@ fn only_own_room(viewer: &Client, own: u8, publisher_ssrc: u32) {
         foreign.is_empty(),
         "only room {own} reaches it: {foreign:?}"
     );
-    let rewritten = viewer.received().iter().all(|p| p.ssrc != publisher_ssrc);
+    let announced = options(publisher_ssrc);
+    let announced = [announced.video_ssrc, announced.rtx_ssrc]
+        .into_iter()
+        .chain(announced.audio_ssrc)
+        .collect::<Vec<_>>();
+    let rewritten = viewer
+        .received()
+        .iter()
+        .all(|p| !announced.contains(&p.ssrc));
     assert!(rewritten, "the node rewrites the SSRC per viewer");
+    let mut ssrcs: Vec<u32> = viewer.received().iter().map(|p| p.ssrc).collect();
+    ssrcs.sort_unstable();
+    ssrcs.dedup();
+    assert!(ssrcs.len() >= 2, "video and audio arrive: {ssrcs:?}");
 }
 
 #[test]
@@ -216,7 +241,10 @@ fn each_room_gets_its_own_stream_and_a_foreign_ssrc_is_dropped_and_counted() {
     let dropped = node.unknown_ssrc_drops();
     const INJECTED: u16 = 25;
     let [pub_a, pub_b, view_a, view_b] = &mut clients;
-    let mut forged = Stream::new(ssrc_b, b.seq, b'B');
+    let mut forged = Stream {
+        audio_ssrc: None,
+        ..Stream::new(ssrc_b, b.seq, b'B')
+    };
     for _ in 0..INJECTED {
         forged.send(pub_a, b'X');
         let all = &mut [&mut *pub_a, &mut *pub_b, &mut *view_a, &mut *view_b];
