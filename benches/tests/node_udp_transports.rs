@@ -292,6 +292,19 @@ fn one_ssrc_announced_in_two_rooms_is_two_streams() {
         0,
         "each session's packets are its own announced stream"
     );
+    for client in clients {
+        let role = client.role();
+        assert_eq!(client.close().expect("DELETE"), 200, "{role:?} ends");
+    }
+    let deadline = Instant::now() + CONNECT;
+    while client::metric(node.http, "strata_rooms").expect("metrics") != Some(0) {
+        assert!(
+            Instant::now() < deadline,
+            "no room is left: {}",
+            node.metrics()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Both publishers send frames for `period`.
