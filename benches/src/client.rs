@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use str0m::change::{SdpAnswer, SdpApi, SdpPendingOffer};
+use str0m::crypto::from_feature_flags;
 use str0m::format::Codec;
 use str0m::media::{Direction, MediaKind, Mid};
 use str0m::net::{Protocol, Receive};
@@ -455,7 +456,7 @@ pub fn metric(node: SocketAddr, series: &str) -> Result<Option<u64>, ClientError
 /// offer; the node is the ICE-lite, DTLS-passive side.
 fn rtc_config() -> RtcConfig {
     RtcConfig::new()
-        .set_crypto_provider(Arc::new(str0m::crypto::from_feature_flags()))
+        .set_crypto_provider(Arc::new(from_feature_flags()))
         .set_rtp_mode(true)
         .clear_codecs()
         .enable_vp8(true)

@@ -50,7 +50,7 @@ fn free_udp_port() -> u16 {
 
 impl Node {
     fn start() -> Self {
-        // The node's log, with RUST_LOG set (e.g. `sfu=debug,str0m=warn`); the first test to
+        // The node's log, with RUST_LOG set (e.g. `sfu=debug`); the first test to
         // start a node installs it.
         let filter = tracing_subscriber::EnvFilter::from_default_env();
         let log = tracing_subscriber::fmt().with_env_filter(filter);
