@@ -239,6 +239,10 @@ fn each_room_gets_its_own_stream_and_a_foreign_ssrc_is_dropped_and_counted() {
 
     // Room a's publisher writes under room b's SSRC, its sequence numbers continuing room b's.
     let dropped = node.unknown_ssrc_drops();
+    assert_eq!(
+        dropped, 0,
+        "every packet so far was under an announced SSRC"
+    );
     const INJECTED: u16 = 25;
     let [pub_a, pub_b, view_a, view_b] = &mut clients;
     let mut forged = Stream {
