@@ -3,6 +3,7 @@
 //! defined once here; the drivers only run it.
 
 pub mod alloc_counter;
+pub mod client;
 pub mod codec;
 pub mod dd;
 pub mod engine;
