@@ -142,31 +142,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_building_queue_decreases_under_the_acknowledged_bitrate() {
+    /// A control fed one second of feedback whose queue grows by `growth_us` per batch.
+    fn after_a_second(growth_us: u64) -> (DelayBasedControl, Instant) {
         let start = Instant::now();
         let mut control = DelayBasedControl::new(1e6, 3e4, 2e7);
-        second(
-            &mut control,
-            start,
-            Duration::ZERO,
-            Duration::from_secs(100),
-            500,
-        );
+        let clock = Duration::from_secs(100);
+        second(&mut control, start, Duration::ZERO, clock, growth_us);
+        (control, start)
+    }
+
+    #[test]
+    fn a_building_queue_decreases_under_the_acknowledged_bitrate() {
+        let (control, _) = after_a_second(500);
         assert_eq!(control.bitrate_bps(), 0.85 * 960_000.0 - 5_000.0);
     }
 
     #[test]
     fn a_pause_and_a_clock_jump_are_not_a_queue() {
-        let start = Instant::now();
-        let mut control = DelayBasedControl::new(1e6, 3e4, 2e7);
-        second(
-            &mut control,
-            start,
-            Duration::ZERO,
-            Duration::from_secs(100),
-            0,
-        );
+        let (mut control, start) = after_a_second(0);
         let steady = control.bitrate_bps();
         assert!(steady > 1e6, "{steady}");
         // Three seconds without sending, and the viewer's clock 50 s further on.
