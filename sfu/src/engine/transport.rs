@@ -47,6 +47,8 @@ pub(super) struct Twcc {
     /// A track of the transport: where the feedback goes, and its media SSRC.
     pub track: TrackId,
     pub media_ssrc: u32,
+    /// Whether the router has queued the transport for feedback not yet written.
+    pub queued: bool,
 }
 
 /// A transport's SSRCs and whose they are. A peer connection has a handful (a media and an
