@@ -6,6 +6,12 @@
 
 use std::time::{Duration, Instant};
 
+mod send_history;
+
+pub use send_history::{
+    acknowledged_bitrate, FeedbackSummary, SendHistory, SendHistoryCounters, SEND_HISTORY_CAPACITY,
+};
+
 /// One sent packet, as its feedback reports it: the unit every estimator consumes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PacketResult {
