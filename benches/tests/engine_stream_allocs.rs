@@ -336,7 +336,7 @@ impl Call {
 /// Transport-wide feedback is built about ten times a second per publisher transport, not per
 /// packet (`engine/twcc.rs`): the arrivals taken out, the status symbols, the deltas, the
 /// encoded chunks and deltas, and the packet, whatever the count of packets it covers.
-const TWCC_ALLOCS: u64 = 5;
+const TWCC_ALLOCS: u64 = 0;
 
 fn run() -> Tally {
     let start = Instant::now();
