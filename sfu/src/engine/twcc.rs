@@ -19,6 +19,9 @@ use super::rtcp::{
 pub const TWCC_INTERVAL: Duration = Duration::from_millis(100);
 /// Arrivals remembered before feedback; older ones are reported as lost when this fills.
 const MAX_PENDING: usize = 1000;
+/// Packets one feedback usually covers at most: a gap of lost ones since the last feedback
+/// (reported up to `MAX_PENDING`), then the pending arrivals and the losses between them.
+const MAX_REPORTED: usize = 2 * MAX_PENDING;
 /// The feedback format's units, in microseconds.
 const REFERENCE_UNIT_US: i64 = REFERENCE_TIME_UNIT.as_micros() as i64;
 const DELTA_UNIT_US: i64 = DELTA_UNIT.as_micros() as i64;
@@ -46,11 +49,14 @@ impl TwccRecorder {
         Self {
             epoch,
             sequence: Unwrapper::default(),
-            pending: VecDeque::new(),
+            // Sized for a full window up front (some 30 kB a publisher transport), so that a
+            // burst of packets (a keyframe) does not grow them mid-call.
+            pending: VecDeque::with_capacity(MAX_PENDING),
             next_base: None,
             feedback_count: 0,
-            deltas: Vec::new(),
-            body: Vec::new(),
+            deltas: Vec::with_capacity(MAX_REPORTED),
+            // Two octets per arrival at most, and two per seven packets of chunks at most.
+            body: Vec::with_capacity(2 * MAX_PENDING + 2 * MAX_REPORTED.div_ceil(7)),
         }
     }
 

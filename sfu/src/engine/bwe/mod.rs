@@ -2,7 +2,8 @@
 //! transport-wide CC feedback says arrived, and the estimate made from both.
 //!
 //! The types here are the contract between the send side (the transport-wide sequence, the
-//! send history and the feedback it is matched against) and the estimator.
+//! send history and the feedback it is matched against) and the estimator. [`SendHistory`]
+//! stamps the packets sent and matches feedback into [`PacketResult`]s.
 
 use std::time::{Duration, Instant};
 

@@ -76,6 +76,7 @@ impl PacketStatus {
 pub struct PacketReport {
     /// Its transport-wide sequence number.
     pub sequence: u16,
+    /// Whether it arrived, and its receive delta.
     pub status: PacketStatus,
 }
 
