@@ -229,6 +229,9 @@ fn packet() -> impl Strategy<Value = Packet> {
     )
 }
 
+/// A feedback's base sequence, reference time and deltas.
+type Feedback = (u16, i64, Vec<Option<i16>>);
+
 /// The feedbacks a receiver writes for `fates` (`None`: lost, else the gap in delta units
 /// from the previous arrival) from extended sequence `base`, cut into `sizes`, each with the
 /// reference time of its first arrival; the clock starts at `start` units. Gives each
@@ -239,7 +242,7 @@ fn feedbacks(
     base: usize,
     sizes: &[usize],
     start: i64,
-) -> (Vec<(u16, i64, Vec<Option<i16>>)>, Vec<Option<i64>>) {
+) -> (Vec<Feedback>, Vec<Option<i64>>) {
     let units_per_reference = REFERENCE_UNIT_US / DELTA_UNIT_US;
     let mut clock = start;
     let arrivals: Vec<Option<i64>> = fates
