@@ -28,7 +28,7 @@ fn send_record() -> Case {
     let mut expected: u16 = 0;
     Case::new("bwe/send_record", move || {
         now += Duration::from_micros(250);
-        let probe = (expected % 16 == 0).then_some(1);
+        let probe = expected.is_multiple_of(16).then_some(1);
         let sequence = history.on_send(now, 1200, probe);
         assert_eq!(std::hint::black_box(sequence), expected, "stamped in order");
         expected = expected.wrapping_add(1);
