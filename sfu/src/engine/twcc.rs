@@ -3,8 +3,8 @@
 //! transport-wide sequence number, so that its sender-side bandwidth estimation ramps up.
 //!
 //! Feedback goes out about ten times a second per publisher transport, not per packet: it is
-//! built into scratch buffers the recorder keeps, then written into the caller's buffer, so
-//! that once those have grown to a feedback's size building one allocates nothing.
+//! built into scratch buffers the recorder sizes once for a full window of arrivals, then
+//! written into the caller's buffer, so that building one allocates nothing.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
