@@ -3,6 +3,7 @@
 //! defined once here; the drivers only run it.
 
 pub mod alloc_counter;
+pub mod bwe;
 pub mod client;
 pub mod codec;
 pub mod dd;
@@ -74,6 +75,7 @@ pub fn all_cases() -> Vec<Case> {
     cases.extend(select::cases());
     cases.extend(select_descriptors::cases());
     cases.extend(engine::cases());
+    cases.extend(bwe::cases());
     cases.extend(node::cases());
     cases
 }

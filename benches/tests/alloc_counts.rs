@@ -71,6 +71,9 @@ const EXPECTED: &[(&str, Budget)] = &[
     ("fanout/av1_l3t3/100", fanout(100)),
     ("fanout/av1_l3t3/1000", fanout(1000)),
     ("nack/answer/av1_l3t3", each(0)),
+    // The send history is preallocated once; the results `Vec` keeps its capacity.
+    ("bwe/send_record", each(0)),
+    ("bwe/feedback", each(0)),
     // The SRTP library's encrypt: the parsed header's extension list and its three extension
     // payloads, the IV, the AEAD's ciphertext and the output buffer.
     ("node/egress_srtp/library", each(7)),

@@ -10,7 +10,11 @@ use rtp_ext::rtp::RtpPacket;
 use selector::{Layer, LayerLimits};
 
 use crate::capture::{classify, udp_datagram, Capture, PayloadKind};
-use crate::engine::rtcp::{parse_compound, RtcpFeedback, RtcpWireWriter, RtcpWriter};
+use crate::engine::bwe::SendHistory;
+use crate::engine::rtcp::{
+    parse_compound, write_chunks_and_deltas, PacketReports, RtcpFeedback, RtcpWireWriter,
+    RtcpWriter, TransportCc as TransportCcFeedback,
+};
 use crate::engine::{
     DownTrackConfig, DownTrackId, RouterConfig, TrackConfig, TransportCc, TransportId,
 };
@@ -75,6 +79,57 @@ pub fn rtcp(data: &[u8]) {
         assert_eq!(summary.map(|s| s.items), Ok(1), "{item:?}");
         assert_eq!(again, [item]);
     });
+}
+
+/// `twcc_feedback`: the bytes as the base sequence (2 octets), the packet status count (2)
+/// and the reference time (3) of a transport-wide CC feedback, then its chunks and deltas.
+/// Read, each packet is reported once in order; written back, they read the same; matched
+/// against a history of the packets up to the base and a little past, each is counted once.
+pub fn twcc_feedback(data: &[u8]) {
+    let [b0, b1, c0, c1, r0, r1, r2, body @ ..] = data else {
+        return;
+    };
+    let feedback = TransportCcFeedback {
+        sender_ssrc: 1,
+        media_ssrc: 2,
+        base_sequence: u16::from_be_bytes([*b0, *b1]),
+        packet_status_count: u16::from_be_bytes([*c0, *c1]),
+        reference_time: u32::from_be_bytes([0, *r0, *r1, *r2]),
+        fb_count: 0,
+        chunks_and_deltas: body,
+    };
+    let Ok(reports) = PacketReports::new(&feedback) else {
+        return;
+    };
+    let deltas: Vec<Option<i16>> = reports.map(|r| r.status.delta()).collect();
+    assert_eq!(deltas.len(), usize::from(feedback.packet_status_count));
+    let mut written = Vec::new();
+    let count = write_chunks_and_deltas(&deltas, &mut written).expect("a u16 count of packets");
+    let again = TransportCcFeedback {
+        chunks_and_deltas: &written,
+        packet_status_count: count,
+        ..feedback
+    };
+    let reread: Vec<Option<i16>> = PacketReports::new(&again)
+        .expect("written feedback reads")
+        .map(|r| r.status.delta())
+        .collect();
+    assert_eq!(reread, deltas);
+    let mut history = SendHistory::new();
+    let now = Instant::now();
+    let sent = usize::from(feedback.base_sequence) + usize::from(*r2);
+    for _ in 0..sent {
+        history.on_send(now, 100, None);
+    }
+    let mut results = Vec::new();
+    let summary = history
+        .on_feedback(&feedback, &mut results)
+        .expect("read above");
+    assert_eq!(summary.matched, results.len());
+    assert_eq!(
+        summary.matched + summary.unknown + summary.duplicates,
+        deltas.len()
+    );
 }
 
 /// The SSRCs the `engine` body publishes: the real AV1 packets' in the shared vectors (DD as

@@ -63,6 +63,11 @@ fn rtcp_seed_corpus() {
 }
 
 #[test]
+fn twcc_feedback_seed_corpus() {
+    run_seeds("twcc_feedback", sfu::fuzz::twcc_feedback);
+}
+
+#[test]
 fn engine_seed_corpus() {
     run_seeds("engine", sfu::fuzz::engine);
 }

@@ -148,8 +148,9 @@ pub struct Router {
     jobs: VecDeque<Job>,
     rtcp: VecDeque<PendingRtcp>,
     events: VecDeque<Event>,
-    /// Transport-wide CC feedback waiting to go out (marshalled), by the track it is sent for.
-    twcc_out: VecDeque<(TrackId, Vec<u8>)>,
+    /// Publisher transports whose transport-wide CC feedback is due: written straight into
+    /// the host's buffer when polled.
+    twcc_out: VecDeque<TransportId>,
     next_twcc: Option<Instant>,
     rtcp_writer: RtcpWireWriter,
     nack_scratch: Vec<(u32, u16)>,
@@ -319,7 +320,6 @@ impl Router {
                 on.twcc = None;
             }
         }
-        self.twcc_out.retain(|(t, _)| *t != track);
         for down_track in published.subscribers {
             if let Some(removed) = self.down_tracks.remove(&down_track) {
                 self.forget_down_track(&removed, down_track);
@@ -467,6 +467,7 @@ impl Router {
                     recorder: TwccRecorder::new(now),
                     track,
                     media_ssrc,
+                    queued: false,
                 });
                 twcc.recorder.record(seq, now);
             }
@@ -584,10 +585,13 @@ impl Router {
 
     /// Transport-wide CC feedback for every publisher transport that received packets.
     fn queue_transport_cc(&mut self) {
-        let sender_ssrc = self.config.rtcp_ssrc;
-        for twcc in self.transports.values_mut().filter_map(|t| t.twcc.as_mut()) {
-            if let Some(feedback) = twcc.recorder.feedback(sender_ssrc, twcc.media_ssrc) {
-                self.twcc_out.push_back((twcc.track, feedback));
+        for (&transport, on) in &mut self.transports {
+            let Some(twcc) = on.twcc.as_mut().filter(|t| !t.queued) else {
+                continue;
+            };
+            if twcc.recorder.has_pending() {
+                twcc.queued = true;
+                self.twcc_out.push_back(transport);
             }
         }
     }

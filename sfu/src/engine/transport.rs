@@ -49,6 +49,8 @@ pub(super) struct Twcc {
     /// A track of the transport: where the feedback goes, and its media SSRC.
     pub track: TrackId,
     pub media_ssrc: u32,
+    /// Whether the router has queued the transport for feedback not yet written.
+    pub queued: bool,
 }
 
 /// Bandwidth allocation toward a viewer transport: its estimate, and when its layers last

@@ -2,30 +2,29 @@
 //! (draft-holmer-rmcat-transport-wide-cc-extensions-01): when each of its packets arrived, by
 //! transport-wide sequence number, so that its sender-side bandwidth estimation ramps up.
 //!
-//! Feedback goes out about ten times a second per publisher transport, not per packet: its
-//! status chunks and deltas are encoded into a `Vec`, then written as an RTCP packet into
-//! another.
+//! Feedback goes out about ten times a second per publisher transport, not per packet: it is
+//! built into scratch buffers the recorder sizes once for a full window of arrivals, then
+//! written into the caller's buffer, so that building one allocates nothing.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use selector::Unwrapper;
 
-use super::rtcp::{write_transport_cc, TransportCc};
+use super::rtcp::{
+    write_chunks_and_deltas, write_transport_cc, TransportCc, DELTA_UNIT, REFERENCE_TIME_UNIT,
+};
 
 /// How often feedback goes out.
 pub const TWCC_INTERVAL: Duration = Duration::from_millis(100);
 /// Arrivals remembered before feedback; older ones are reported as lost when this fills.
 const MAX_PENDING: usize = 1000;
-/// Reference time unit (64 ms) and delta unit (250 us) of the feedback format.
-const REFERENCE_UNIT_US: i64 = 64_000;
-const DELTA_UNIT_US: i64 = 250;
-/// Packets per two-bit status vector chunk.
-const SYMBOLS_PER_CHUNK: usize = 7;
-/// The two-bit packet status symbols.
-const NOT_RECEIVED: u16 = 0;
-const SMALL_DELTA: u16 = 1;
-const LARGE_DELTA: u16 = 2;
+/// Packets one feedback usually covers at most: a gap of lost ones since the last feedback
+/// (reported up to `MAX_PENDING`), then the pending arrivals and the losses between them.
+const MAX_REPORTED: usize = 2 * MAX_PENDING;
+/// The feedback format's units, in microseconds.
+const REFERENCE_UNIT_US: i64 = REFERENCE_TIME_UNIT.as_micros() as i64;
+const DELTA_UNIT_US: i64 = DELTA_UNIT.as_micros() as i64;
 
 /// Arrivals of one publisher transport's packets, by transport-wide sequence number.
 #[derive(Debug)]
@@ -38,6 +37,11 @@ pub struct TwccRecorder {
     /// The first sequence number the next feedback covers.
     next_base: Option<i64>,
     feedback_count: u8,
+    /// Per packet of the feedback being built, its delta (`None`: lost); kept between
+    /// feedbacks for its capacity.
+    deltas: Vec<Option<i16>>,
+    /// The chunks and deltas of the feedback being built; kept for its capacity.
+    body: Vec<u8>,
 }
 
 impl TwccRecorder {
@@ -45,9 +49,14 @@ impl TwccRecorder {
         Self {
             epoch,
             sequence: Unwrapper::default(),
-            pending: VecDeque::new(),
+            // Sized for a full window up front (some 30 kB a publisher transport), so that a
+            // burst of packets (a keyframe) does not grow them mid-call.
+            pending: VecDeque::with_capacity(MAX_PENDING),
             next_base: None,
             feedback_count: 0,
+            deltas: Vec::with_capacity(MAX_REPORTED),
+            // Two octets per arrival at most, and two per seven packets of chunks at most.
+            body: Vec::with_capacity(2 * MAX_PENDING + 2 * MAX_REPORTED.div_ceil(7)),
         }
     }
 
@@ -63,54 +72,22 @@ impl TwccRecorder {
         self.pending.push_back((ext, arrival));
     }
 
-    /// The feedback for everything recorded since the last one, marshalled; None when nothing
-    /// arrived.
-    pub fn feedback(&mut self, sender_ssrc: u32, media_ssrc: u32) -> Option<Vec<u8>> {
-        let mut arrivals: Vec<(i64, Instant)> = self.pending.drain(..).collect();
-        arrivals.sort_unstable_by_key(|&(seq, _)| seq);
-        arrivals.dedup_by_key(|&mut (seq, _)| seq);
-        let first_seq = arrivals.first()?.0;
-        // Packets between the last feedback and the first arrival were lost: report them, unless
-        // the gap is beyond anything a sender still tracks.
-        let base = self
-            .next_base
-            .filter(|&b| first_seq - b <= MAX_PENDING as i64)
-            .unwrap_or(first_seq);
-        let last = arrivals.last()?.0;
-        // At most MAX_PENDING packets past the base, far below u16.
-        let count = (last - base + 1).min(i64::from(u16::MAX)) as u16;
-        let earliest = arrivals.iter().map(|&(_, at)| at).min()?;
-        let reference_us = micros(earliest.saturating_duration_since(self.epoch));
-        let reference = reference_us / REFERENCE_UNIT_US;
-        let mut previous_us = reference * REFERENCE_UNIT_US;
-        let mut symbols = Vec::with_capacity(usize::from(count));
-        // One octet per small delta, two per large one.
-        let mut deltas = Vec::with_capacity(2 * arrivals.len());
-        let mut received = arrivals.iter().peekable();
-        for seq in base..base + i64::from(count) {
-            let Some(&(_, at)) = received.next_if(|&&(s, _)| s == seq) else {
-                symbols.push(NOT_RECEIVED);
-                continue;
-            };
-            let at_us = micros(at.saturating_duration_since(self.epoch));
-            let units = delta_units(at_us - previous_us);
-            previous_us += units * DELTA_UNIT_US;
-            // Clamped to 16 bits signed by `delta_units`; a small delta is 8 bits unsigned.
-            if let Ok(small) = u8::try_from(units) {
-                symbols.push(SMALL_DELTA);
-                deltas.push(small);
-            } else {
-                symbols.push(LARGE_DELTA);
-                deltas.extend_from_slice(&(units as i16).to_be_bytes());
-            }
-        }
-        self.next_base = Some(base + i64::from(count));
-        let mut body =
-            Vec::with_capacity(2 * symbols.len().div_ceil(SYMBOLS_PER_CHUNK) + deltas.len());
-        for chunk in symbols.chunks(SYMBOLS_PER_CHUNK) {
-            body.extend_from_slice(&status_vector(chunk).to_be_bytes());
-        }
-        body.extend_from_slice(&deltas);
+    /// Whether anything arrived since the last feedback.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Writes the feedback for everything recorded since the last one at the start of `out`,
+    /// returning its length; `None` when nothing arrived, or when `out` is too short (the
+    /// arrivals are then dropped, as a lost feedback would lose them).
+    pub fn write_feedback(
+        &mut self,
+        sender_ssrc: u32,
+        media_ssrc: u32,
+        out: &mut [u8],
+    ) -> Option<usize> {
+        let (base, reference) = self.collect_deltas()?;
+        let count = write_chunks_and_deltas(&self.deltas, &mut self.body).ok()?;
         let feedback = TransportCc {
             sender_ssrc,
             media_ssrc,
@@ -120,32 +97,54 @@ impl TwccRecorder {
             // 24 bits on the wire.
             reference_time: (reference & 0xFF_FFFF) as u32,
             fb_count: self.feedback_count,
-            chunks_and_deltas: &body,
+            chunks_and_deltas: &self.body,
         };
         self.feedback_count = self.feedback_count.wrapping_add(1);
-        // The fixed fields, the body and at most three octets of padding.
-        let mut packet = vec![0; 20 + body.len() + 3];
-        let len = write_transport_cc(&feedback, &mut packet).ok()?;
-        packet.truncate(len);
-        Some(packet)
+        write_transport_cc(&feedback, out).ok()
+    }
+
+    /// Takes the pending arrivals into `deltas`, one per sequence number from the base (lost
+    /// ones included); returns the base and the reference time, or `None` when nothing arrived.
+    fn collect_deltas(&mut self) -> Option<(i64, i64)> {
+        let arrivals = self.pending.make_contiguous();
+        // By arrival too, so that of duplicates the first arrival is reported.
+        arrivals.sort_unstable();
+        let first_seq = arrivals.first()?.0;
+        // Packets between the last feedback and the first arrival were lost: report them, unless
+        // the gap is beyond anything a sender still tracks.
+        let base = self
+            .next_base
+            .filter(|&b| first_seq - b <= MAX_PENDING as i64)
+            .unwrap_or(first_seq);
+        let earliest = arrivals.iter().map(|&(_, at)| at).min()?;
+        let reference = micros(earliest.saturating_duration_since(self.epoch)) / REFERENCE_UNIT_US;
+        let mut previous_us = reference * REFERENCE_UNIT_US;
+        self.deltas.clear();
+        let mut next_seq = base;
+        // The packet status count has 16 bits.
+        let end = base + i64::from(u16::MAX);
+        for &(seq, at) in arrivals.iter().take_while(|&&(seq, _)| seq < end) {
+            if seq < next_seq {
+                // A duplicate: the first arrival is the one reported.
+                continue;
+            }
+            let lost = usize::try_from(seq - next_seq).unwrap_or(0);
+            self.deltas.extend(std::iter::repeat_n(None, lost));
+            let units = delta_units(micros(at.saturating_duration_since(self.epoch)) - previous_us);
+            previous_us += i64::from(units) * DELTA_UNIT_US;
+            self.deltas.push(Some(units));
+            next_seq = seq + 1;
+        }
+        self.next_base = Some(base + self.deltas.len() as i64);
+        self.pending.clear();
+        Some((base, reference))
     }
 }
 
-/// A two-bit status vector chunk of up to seven symbols: the chunk type bit (1), the symbol
-/// size bit (1: two bits), then the symbols from the most significant end, zero (not received)
-/// past the last.
-fn status_vector(symbols: &[u16]) -> u16 {
-    symbols
-        .iter()
-        .zip((0..SYMBOLS_PER_CHUNK as u16).rev())
-        .fold(0xC000, |chunk, (&symbol, slot)| {
-            chunk | symbol << (2 * slot)
-        })
-}
-
 /// A delta in 250 us units, clamped to what a large delta can carry (16 bits signed).
-fn delta_units(delta_us: i64) -> i64 {
-    (delta_us / DELTA_UNIT_US).clamp(i64::from(i16::MIN), i64::from(i16::MAX))
+fn delta_units(delta_us: i64) -> i16 {
+    // Clamped into range first.
+    (delta_us / DELTA_UNIT_US).clamp(i64::from(i16::MIN), i64::from(i16::MAX)) as i16
 }
 
 fn micros(d: Duration) -> i64 {
@@ -165,6 +164,13 @@ mod tests {
         TransportLayerCc::unmarshal(&mut &bytes[..]).expect("valid feedback")
     }
 
+    /// The feedback, marshalled.
+    fn feedback(r: &mut TwccRecorder) -> Option<Vec<u8>> {
+        let mut out = [0; 1500];
+        let len = r.write_feedback(1, 2, &mut out)?;
+        Some(out[..len].to_vec())
+    }
+
     #[test]
     fn reports_arrivals_losses_and_deltas() {
         let t0 = Instant::now();
@@ -174,7 +180,7 @@ mod tests {
         r.record(65535, ms(110));
         // 0 lost; 1 arrives 20 ms after 65535.
         r.record(1, ms(130));
-        let fb = parse(&r.feedback(1, 2).expect("feedback"));
+        let fb = parse(&feedback(&mut r).expect("feedback"));
         assert_eq!(fb.base_sequence_number, 65534);
         assert_eq!(fb.packet_status_count, 4);
         assert_eq!(fb.fb_pkt_count, 0);
@@ -191,11 +197,11 @@ mod tests {
         assert_eq!(chunk.symbol_list[2], SymbolTypeTcc::PacketNotReceived);
         // The next feedback continues after the last one, across the wrap; 2 was lost.
         r.record(3, ms(140));
-        let fb = parse(&r.feedback(1, 2).expect("feedback"));
+        let fb = parse(&feedback(&mut r).expect("feedback"));
         assert_eq!(fb.base_sequence_number, 2);
         assert_eq!(fb.packet_status_count, 2);
         assert_eq!(fb.fb_pkt_count, 1);
-        assert!(r.feedback(1, 2).is_none(), "nothing new");
+        assert!(feedback(&mut r).is_none(), "nothing new");
     }
 
     #[test]
@@ -204,7 +210,7 @@ mod tests {
         let mut r = TwccRecorder::new(t0);
         r.record(10, t0 + Duration::from_millis(5));
         r.record(9, t0 + Duration::from_millis(7));
-        let fb = parse(&r.feedback(1, 2).expect("feedback"));
+        let fb = parse(&feedback(&mut r).expect("feedback"));
         assert_eq!(fb.base_sequence_number, 9);
         assert_eq!(fb.packet_status_count, 2);
         let deltas: Vec<i64> = fb.recv_deltas.iter().map(|d| d.delta).collect();
@@ -215,6 +221,6 @@ mod tests {
         );
         // Already reported: ignored.
         r.record(9, t0 + Duration::from_millis(9));
-        assert!(r.feedback(1, 2).is_none());
+        assert!(feedback(&mut r).is_none());
     }
 }

@@ -2,7 +2,8 @@
 //! transport-wide CC feedback says arrived, and the estimate made from both.
 //!
 //! The types here are the contract between the send side (the transport-wide sequence, the
-//! send history and the feedback it is matched against) and the estimator.
+//! send history and the feedback it is matched against) and the estimator. [`SendHistory`]
+//! stamps the packets sent and matches feedback into [`PacketResult`]s.
 //!
 //! The estimators are our own rather than a library's: they are sans-IO like the rest of the
 //! engine (every input carries `now`; nothing reads a clock), allocate nothing per feedback
@@ -21,12 +22,16 @@ mod loss_based;
 mod overuse;
 mod probe;
 mod remb;
+mod send_history;
 mod threshold;
 mod trendline;
 
 pub use config::EstimatorConfig;
 pub use feedback_estimator::FeedbackEstimator;
 pub use remb::RembEstimator;
+pub use send_history::{
+    acknowledged_bitrate, FeedbackSummary, SendHistory, SendHistoryCounters, SEND_HISTORY_CAPACITY,
+};
 
 use std::time::{Duration, Instant};
 

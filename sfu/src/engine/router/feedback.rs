@@ -116,16 +116,20 @@ impl Router {
     /// The next RTCP packet for a publisher or a subscriber, written into `buf`.
     #[must_use = "what it returns is lost otherwise"]
     pub fn poll_rtcp(&mut self, buf: &mut [u8]) -> Option<RtcpTransmit> {
-        while let Some((track, feedback)) = self.twcc_out.pop_front() {
-            let transport = self.tracks.get(&track).map(|p| p.transport);
-            if let (Some(out), Some(transport)) = (buf.get_mut(..feedback.len()), transport) {
-                out.copy_from_slice(&feedback);
-                let to = RtcpTarget::Publisher(track);
-                return Some(RtcpTransmit {
-                    transport,
-                    to,
-                    len: feedback.len(),
-                });
+        let sender_ssrc = self.config.rtcp_ssrc;
+        while let Some(transport) = self.twcc_out.pop_front() {
+            // Gone when its track was unpublished while it waited.
+            let on = self.transports.get_mut(&transport);
+            let Some(twcc) = on.and_then(|on| on.twcc.as_mut()) else {
+                continue;
+            };
+            twcc.queued = false;
+            if let Some(len) = twcc
+                .recorder
+                .write_feedback(sender_ssrc, twcc.media_ssrc, buf)
+            {
+                let to = RtcpTarget::Publisher(twcc.track);
+                return Some(RtcpTransmit { transport, to, len });
             }
         }
         while let Some(pending) = self.rtcp.pop_front() {

@@ -12,7 +12,8 @@
 //! one of our own over the datagram, written for the kinds the engine acts on: it copies the
 //! fields into inline lists (capacities in [`MAX_REPORT_BLOCKS`], [`MAX_NACK_PAIRS`],
 //! [`MAX_FIR_ENTRIES`], [`MAX_REMB_SSRCS`]), borrows transport-wide CC feedback, and allocates
-//! nothing. The tests check it against the crate in both directions.
+//! nothing. The tests check it against the crate in both directions. The chunks and deltas
+//! of transport-wide CC feedback are walked in place by [`PacketReports`].
 //!
 //! # Writing: our own too
 //! [`RtcpWireWriter`] puts each field into the caller's buffer through a bounds-checked cursor:
@@ -28,6 +29,7 @@ mod inline_list;
 mod ntp;
 mod parse;
 mod report;
+mod transport_cc;
 mod writer;
 
 pub use feedback::{
@@ -42,5 +44,9 @@ pub use ntp::{
 };
 pub use parse::{parse_compound, ParseError, ParseSummary};
 pub use report::{ReceiverReport, ReportBlock, ReportBlocks, SenderReport, MAX_REPORT_BLOCKS};
+pub use transport_cc::{
+    write_chunks_and_deltas, PacketReport, PacketReports, PacketStatus, TransportCcError,
+    DELTA_UNIT, REFERENCE_TIME_UNIT,
+};
 pub(crate) use writer::transport_cc as write_transport_cc;
 pub use writer::{write_compound, RtcpWireWriter, RtcpWriter, WriteError};
