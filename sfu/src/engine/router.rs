@@ -31,7 +31,7 @@ use super::keyframe::KeyframeRequester;
 use super::receiver::{PacketRef, ReceiveError, Receiver};
 use super::rtcp::{NackPairs, ReceiverReport, RtcpWireWriter, SenderReport, WallClock};
 use super::track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};
-use super::transport::{IdMap, Transport, TransportId, Twcc};
+use super::transport::{IdMap, SendSide, Transport, TransportId, Twcc};
 use super::twcc::{TwccRecorder, TWCC_INTERVAL};
 
 /// Work queued by inputs and done when outputs are polled.
@@ -352,6 +352,9 @@ impl Router {
         }
         for ssrc in ssrcs {
             on.down_tracks.insert(ssrc, id);
+        }
+        if config.transport_cc_ext_id.is_some() && on.send.is_none() {
+            on.send = Some(Box::new(SendSide::new(self.config.initial_estimate_bps)));
         }
         let down_track = DownTrack::new(
             transport,
@@ -692,12 +695,19 @@ impl Router {
         let Some(packet) = published.receiver.packet(at) else {
             return Ok(None);
         };
-        let written = down_track.write(packet, at, None, buf);
+        let transport = down_track.transport();
+        let send = stamped(&mut self.transports, transport, down_track);
+        let written = down_track.write(packet, at, send.as_ref().map(|s| s.0), buf);
         // A packet to forward came through `handle_rtp`, which set `last_input`.
         if let (Some(stream), Some(now)) = (written.keyframe, self.last_input) {
             published.keyframes.request(now, stream);
         }
-        let transport = down_track.transport();
+        if let (Ok(Some(transmit)), Some((_, side)), Some(now)) =
+            (&written.result, send, self.last_input)
+        {
+            side.history
+                .on_send(now, transmit.len + transmit.payload.len(), None);
+        }
         if let Some(layer) = written.layer_changed {
             self.events.push_back(Event::LayerChanged {
                 transport,
@@ -742,7 +752,13 @@ impl Router {
                 return Ok(None);
             }
         }
-        let transmit = down_track.write_retransmission(out_seq, packet, None, buf)?;
+        let send = stamped(&mut self.transports, transport, down_track);
+        let seq = send.as_ref().map(|s| s.0);
+        let transmit = down_track.write_retransmission(out_seq, packet, seq, buf)?;
+        if let (Some((_, side)), Some(now)) = (send, self.last_input) {
+            side.history
+                .on_send(now, transmit.len + transmit.payload.len(), None);
+        }
         Ok(Some(Output {
             transport: down_track.transport(),
             down_track: id,
@@ -754,6 +770,18 @@ impl Router {
         self.next_id += 1;
         self.next_id - 1
     }
+}
+
+/// The transport-wide sequence number a packet of `down_track` is to carry, and the send side
+/// that records it once it is written: only when the subscription negotiated the extension.
+fn stamped<'a>(
+    transports: &'a mut IdMap<TransportId, Transport>,
+    transport: TransportId,
+    down_track: &DownTrack,
+) -> Option<(u16, &'a mut SendSide)> {
+    down_track.config().transport_cc_ext_id?;
+    let side = transports.get_mut(&transport)?.send.as_deref_mut()?;
+    Some((side.history.next_sequence(), side))
 }
 
 /// A wall clock anchored at `now` when the host gave none: NTP times then count from the

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
+use super::bwe::{EstimatorConfig, FeedbackEstimator, PacketResult, SendHistory};
 use super::rtx_budget::RtxBudget;
 use super::track::{DownTrackId, TrackId};
 use super::twcc::TwccRecorder;
@@ -62,6 +63,37 @@ pub(super) struct Allocation {
     pub last_up: Option<Instant>,
     /// Retransmissions within what the estimate leaves over.
     pub rtx: RtxBudget,
+}
+
+/// The send side of transport-wide CC toward a viewer that negotiated it: the sequence
+/// stamped on every packet sent to it, what was sent, and the estimate its feedback gives.
+#[derive(Debug)]
+pub(super) struct SendSide {
+    pub history: SendHistory,
+    pub estimator: FeedbackEstimator,
+    /// Matched feedback, reused from one feedback to the next.
+    pub results: Vec<PacketResult>,
+    /// The estimate last handed to allocation, and when.
+    pub reported: Option<(Instant, u64)>,
+}
+
+/// Feedback of a few hundred packets matches without growing the results.
+const RESULTS_CAPACITY: usize = 512;
+
+impl SendSide {
+    /// A send side whose estimate starts at `initial_bps`.
+    pub fn new(initial_bps: u64) -> Self {
+        let config = EstimatorConfig {
+            initial_bps,
+            ..EstimatorConfig::default()
+        };
+        Self {
+            history: SendHistory::new(),
+            estimator: FeedbackEstimator::new(config),
+            results: Vec::with_capacity(RESULTS_CAPACITY),
+            reported: None,
+        }
+    }
 }
 
 /// A transport's SSRCs and whose they are. A peer connection has a handful (a media and an
@@ -119,6 +151,9 @@ pub(super) struct Transport {
     pub twcc: Option<Twcc>,
     /// Layer allocation toward it, once it has a bandwidth estimate.
     pub allocation: Option<Allocation>,
+    /// Transport-wide CC toward it, once a subscription on it negotiated the extension. Boxed:
+    /// its history and windows are kilobytes, and most transports only publish.
+    pub send: Option<Box<SendSide>>,
 }
 
 impl Transport {
@@ -129,5 +164,6 @@ impl Transport {
             + self.down_tracks.len()
             + usize::from(self.twcc.is_some())
             + usize::from(self.allocation.is_some())
+            + usize::from(self.send.is_some())
     }
 }

@@ -88,6 +88,13 @@ impl SendHistory {
         }
     }
 
+    /// The transport-wide sequence number the next packet sent gets: written into its header
+    /// before [`on_send`](Self::on_send) records it.
+    pub fn next_sequence(&self) -> u16 {
+        // Truncation intended: the extension carries the low 16 bits.
+        self.next_sequence as u16
+    }
+
     /// Stamps the next packet sent, at `now`, of `size` bytes on the wire, probing for
     /// `probe_cluster` if any: returns the transport-wide sequence number to write into its
     /// header extension. Call in send order.

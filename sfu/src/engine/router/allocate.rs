@@ -2,7 +2,7 @@
 //! the viewer (REMB) or, later, from the router's own estimator; allocation runs whenever it
 //! changes and once per report interval, since the publisher's layer rates drift.
 //!
-//! Down at once when what the viewer is sent no longer fits; up only after a hold-down since
+//! Down at once when what the viewer is sent no longer fits (by more than a tenth); up only after a hold-down since
 //! the last downgrade and at most once per [`UP_INTERVAL`], so a fluctuating estimate does not
 //! make the viewer oscillate (each spatial up-switch costs a keyframe, which also goes
 //! through the publisher's keyframe throttle).
@@ -15,14 +15,24 @@ use smallvec::SmallVec;
 
 use super::{Event, Router};
 use crate::engine::allocation::{allocate, AllocationInput, LayerOrder};
+use crate::engine::bwe::BandwidthEstimator;
 use crate::engine::layer_rates::{LayerBitrates, MEASURED_LAYERS};
+use crate::engine::rtcp::TransportCc;
 use crate::engine::track::DownTrackId;
-use crate::engine::transport::{Allocation, TransportId};
+use crate::engine::transport::{Allocation, SendSide, TransportId};
 
 /// No up-switch this soon after a downgrade.
 pub const HOLD_DOWN: Duration = Duration::from_secs(5);
 /// At most one up-switch per transport this often.
 pub const UP_INTERVAL: Duration = Duration::from_secs(2);
+/// A subscription keeps its layer while that fits within one part in this many over the
+/// budget.
+const STAY_TOLERANCE: u64 = 10;
+/// A transport-wide estimate is handed to allocation when it moves by more than one part in
+/// this many ...
+const REPORT_CHANGE: u64 = 20;
+/// ... or this long after the last one.
+const REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A viewer's video subscription as allocation weighs it.
 struct Weighed {
@@ -34,6 +44,53 @@ struct Weighed {
 }
 
 impl Router {
+    /// A viewer's transport-wide CC feedback: matched against what was sent, fed to the
+    /// estimator, and the estimate handed to allocation when it moved (or a second passed).
+    pub(super) fn on_transport_cc(
+        &mut self,
+        now: Instant,
+        transport: TransportId,
+        feedback: &TransportCc<'_>,
+    ) {
+        let Some(side) = self
+            .transports
+            .get_mut(&transport)
+            .and_then(|t| t.send.as_deref_mut())
+        else {
+            return;
+        };
+        if side
+            .history
+            .on_feedback(feedback, &mut side.results)
+            .is_err()
+        {
+            self.counters.bad_rtcp += 1;
+            return;
+        }
+        side.estimator.on_feedback(now, &side.results);
+        if let Some(estimate) = report_due(side, now) {
+            self.on_estimate(now, transport, estimate);
+        }
+    }
+
+    /// A viewer's REMB: a ceiling on its transport-wide estimate when it has one, the estimate
+    /// itself when it has not.
+    pub(super) fn on_remb(&mut self, now: Instant, transport: TransportId, bitrate_bps: u64) {
+        let side = self
+            .transports
+            .get_mut(&transport)
+            .and_then(|t| t.send.as_deref_mut());
+        let estimate = match side {
+            Some(side) => {
+                side.estimator.on_remb(now, bitrate_bps);
+                side.reported = Some((now, side.estimator.estimate_bps()));
+                side.estimator.estimate_bps()
+            }
+            None => bitrate_bps,
+        };
+        self.on_estimate(now, transport, estimate);
+    }
+
     /// A viewer transport's bandwidth estimate: its layers are fitted to it.
     pub(super) fn on_estimate(&mut self, now: Instant, transport: TransportId, bitrate_bps: u64) {
         let Some(on) = self.transports.get_mut(&transport) else {
@@ -75,14 +132,20 @@ impl Router {
                 ceiling: w.ceiling,
             })
             .collect();
-        let chosen = allocate(state.estimate_bps.saturating_sub(audio_bps), &inputs);
+        let budget = state.estimate_bps.saturating_sub(audio_bps);
+        let chosen = allocate(budget, &inputs);
+        // What could stay: layer rates swing by several percent as keyframes enter and leave
+        // the measuring window, and a layer that fits on average should not be dropped (and,
+        // after the hold-down, taken again) each time they do.
+        let tolerated = allocate(budget + budget / STAY_TOLERANCE, &inputs);
         let may_rise = state.last_down.is_none_or(|at| now >= at + HOLD_DOWN)
             && state.last_up.is_none_or(|at| now >= at + UP_INTERVAL);
         let (mut down, mut up) = (false, false);
         let mut media_bps = audio_bps;
-        for (w, layer) in video.iter().zip(chosen) {
+        for ((w, layer), kept) in video.iter().zip(chosen).zip(tolerated) {
             let rate = |l: Option<Layer>| l.map_or(u64::MAX, |l| w.rates.bps(l));
-            let lower = rate(Some(layer)) < rate(w.allocated);
+            let may_stay = rate(Some(kept)) >= rate(w.allocated);
+            let lower = rate(Some(layer)) < rate(w.allocated) && !may_stay;
             let higher = rate(Some(layer)) > rate(w.allocated);
             if (higher && !may_rise) || Some(layer) == w.allocated || !(lower || higher) {
                 media_bps += w.allocated.map_or(0, |l| w.rates.bps(l));
@@ -164,4 +227,17 @@ fn default_order(rates: &LayerBitrates) -> LayerOrder {
         .max()
         .map_or(1, |s| s + 1);
     LayerOrder::frame_rate_first(spatial, temporal)
+}
+
+/// The estimate to hand to allocation after a feedback: when it moved by more than
+/// [`REPORT_CHANGE`] since the last one handed over, or [`REPORT_INTERVAL`] passed.
+fn report_due(side: &mut SendSide, now: Instant) -> Option<u64> {
+    let estimate = side.estimator.estimate_bps();
+    let due = side.reported.is_none_or(|(at, last)| {
+        now >= at + REPORT_INTERVAL || estimate.abs_diff(last) > last / REPORT_CHANGE
+    });
+    due.then(|| {
+        side.reported = Some((now, estimate));
+        estimate
+    })
 }

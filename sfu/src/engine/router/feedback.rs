@@ -11,13 +11,17 @@ use super::{Job, PendingRtcp, Router, RouterError, RtcpTarget, RtcpTransmit};
 use crate::engine::down_track::DownTrack;
 use crate::engine::rtcp::{
     compact_ntp, parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, Pli,
-    RtcpFeedback, RtcpWriter,
+    RtcpFeedback, RtcpWriter, TransportCc,
 };
 use crate::engine::track::DownTrackId;
 use crate::engine::transport::TransportId;
 
 /// Subscriptions one datagram may ask keyframes for without allocating.
 type KeyframeAsks = SmallVec<[DownTrackId; 4]>;
+
+/// Transport-wide CC feedback items of one datagram: a viewer sends one per interval.
+type TransportCcItems<'a> = SmallVec<[TransportCc<'a>; MAX_TRANSPORT_CC]>;
+const MAX_TRANSPORT_CC: usize = 4;
 
 impl Router {
     /// A compound RTCP datagram from a peer connection, parsed once. Items about SSRCs the
@@ -38,6 +42,7 @@ impl Router {
         let arrival = compact_ntp(self.wall_clock.get_or_insert(super::anchor(now)).ntp(now));
         let mut keyframes = KeyframeAsks::new();
         let mut estimate = None;
+        let mut transport_cc = TransportCcItems::new();
         let (tracks, down_tracks, jobs) = (&mut self.tracks, &self.down_tracks, &mut self.jobs);
         // The subscription the router sends to this transport under `ssrc` (media, not RTX).
         let sent_under = |ssrc: u32| {
@@ -74,13 +79,23 @@ impl Router {
                 }
             }
             RtcpFeedback::Remb(remb) => estimate = Some(remb.bitrate_bps),
+            // About what the router sent this transport: only a viewer with a send side has
+            // a history to match it against.
+            RtcpFeedback::TransportCc(feedback) if on.send.is_some() => {
+                if transport_cc.len() < MAX_TRANSPORT_CC {
+                    transport_cc.push(feedback);
+                }
+            }
             _ => {}
         });
         if parsed.is_err() {
             self.counters.bad_rtcp += 1;
         }
+        for feedback in &transport_cc {
+            self.on_transport_cc(now, transport, feedback);
+        }
         if let Some(bitrate_bps) = estimate {
-            self.on_estimate(now, transport, bitrate_bps);
+            self.on_remb(now, transport, bitrate_bps);
         }
         for down_track in keyframes {
             self.request_keyframe(now, down_track);

@@ -22,6 +22,11 @@ pub struct RouterConfig {
     pub report_interval: Duration,
     /// How keyframes are asked of publishers.
     pub keyframe_request: KeyframeRequest,
+    /// Where a viewer's transport-wide estimate starts, bit/s. High enough for the top layer
+    /// of a camera: without probe clusters an estimate rises only to half again what the
+    /// viewer is sent, so a low start would keep a viewer on a wide link below the top layer;
+    /// on a narrow link the first overuse brings it down within seconds.
+    pub initial_estimate_bps: u64,
 }
 
 impl Default for RouterConfig {
@@ -32,6 +37,7 @@ impl Default for RouterConfig {
             rtcp_ssrc: 1,
             report_interval: Duration::from_secs(1),
             keyframe_request: KeyframeRequest::Pli,
+            initial_estimate_bps: 3_000_000,
         }
     }
 }
