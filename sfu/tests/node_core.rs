@@ -654,3 +654,41 @@ fn the_engines_events_are_consumed_a_viewers_estimate_kept() {
         Some(800_000)
     );
 }
+
+/// With viewer estimation on, a viewer that negotiated transport-wide CC gets the sequence on
+/// every packet, counting up in send order; with it off (the default), none.
+#[test]
+fn viewer_estimation_stamps_the_transport_wide_sequence() {
+    const TWCC: u8 = 3;
+    for on in [false, true] {
+        let mut h = Harness::new();
+        h.core = NodeCore::new(RouterConfig::default(), Duration::from_secs(30))
+            .with_viewer_estimation(on);
+        h.publisher("room", publisher_of(av1_track(0xA1), &[]), addr(9500));
+        let mut viewer = av1_viewer(0x10, Some(DD_OUT), Layer::MAX);
+        if let Some(video) = viewer.video.as_mut() {
+            video.transport_cc_ext_id = Some(TWCC);
+        }
+        h.viewer("room", viewer, addr(9501));
+        for packet in l3t3(0xA1, 10) {
+            h.send(addr(9500), &packet);
+        }
+        let media = h.media_to(addr(9501));
+        assert!(!media.is_empty(), "forwarded");
+        let sequences: Vec<u16> = media
+            .iter()
+            .filter_map(|p| {
+                RtpPacket::parse(p)
+                    .ok()?
+                    .extension(TWCC)
+                    .map(|v| u16::from_be_bytes([v[0], v[1]]))
+            })
+            .collect();
+        if on {
+            let expected: Vec<u16> = (0..media.len() as u16).collect();
+            assert_eq!(sequences, expected, "one sequence, in send order");
+        } else {
+            assert!(sequences.is_empty(), "off by default");
+        }
+    }
+}

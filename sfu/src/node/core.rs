@@ -78,6 +78,9 @@ pub struct NodeCore {
     peer_timeout: Duration,
     next_sweep: Option<Instant>,
     limits: Limits,
+    /// Whether viewers that negotiated transport-wide CC get it (their estimate from its
+    /// feedback).
+    viewer_estimation: bool,
 }
 
 impl NodeCore {
@@ -98,12 +101,20 @@ impl NodeCore {
             peer_timeout,
             next_sweep: None,
             limits: Limits::default(),
+            viewer_estimation: false,
         }
     }
 
     /// Anchors the engine's NTP timestamps to wall-clock time.
     pub fn set_wall_clock(&mut self, clock: WallClock) {
         self.router.set_wall_clock(clock);
+    }
+
+    /// The same core with viewers' transport-wide CC on or off (see
+    /// [`NodeConfig::viewer_estimation`](crate::node::config::NodeConfig::viewer_estimation)).
+    pub fn with_viewer_estimation(mut self, on: bool) -> Self {
+        self.viewer_estimation = on;
+        self
     }
 
     /// The same core with other limits.
@@ -399,7 +410,7 @@ impl NodeCore {
             rtx: accepted.rtx_payload_type.map(|pt| (media.rtx_ssrc, pt)),
             dd_ext_id: media.dd_ext_id,
             two_byte_allowed: media.two_byte_allowed,
-            transport_cc_ext_id: media.transport_cc_ext_id,
+            transport_cc_ext_id: media.transport_cc_ext_id.filter(|_| self.viewer_estimation),
             ..DownTrackConfig::new(media.ssrc, accepted.payload_type)
         };
         if let Ok(down_track) = self.router.subscribe(transport, track, down, limits) {

@@ -63,7 +63,9 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
         keyframe_interval: config.keyframe_interval(),
         ..RouterConfig::default()
     };
-    let core = NodeCore::new(router, config.peer_timeout()).with_limits(config.limits);
+    let core = NodeCore::new(router, config.peer_timeout())
+        .with_limits(config.limits)
+        .with_viewer_estimation(config.viewer_estimation);
     let (commands, command_rx) = mpsc::channel(COMMAND_QUEUE);
     let dtls_timeout = config.dtls_timeout();
     let media = MediaLoop::new(core, socket, certificate.clone(), dtls_timeout, command_rx);

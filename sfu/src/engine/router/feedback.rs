@@ -81,10 +81,10 @@ impl Router {
             RtcpFeedback::Remb(remb) => estimate = Some(remb.bitrate_bps),
             // About what the router sent this transport: only a viewer with a send side has
             // a history to match it against.
-            RtcpFeedback::TransportCc(feedback) if on.send.is_some() => {
-                if transport_cc.len() < MAX_TRANSPORT_CC {
-                    transport_cc.push(feedback);
-                }
+            RtcpFeedback::TransportCc(feedback)
+                if on.send.is_some() && transport_cc.len() < MAX_TRANSPORT_CC =>
+            {
+                transport_cc.push(feedback);
             }
             _ => {}
         });
