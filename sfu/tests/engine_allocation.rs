@@ -287,3 +287,26 @@ fn retransmissions_stay_within_the_estimate() {
     let refused = room.router.counters().retransmissions_over_budget;
     assert_eq!(refused as usize, 2 * 34 - room.retransmitted);
 }
+
+/// A viewer that chooses a low layer and then the top again is not held down: the down was
+/// its own choice, not its link's.
+#[test]
+fn the_viewers_own_switch_down_and_up_is_not_held_down() {
+    let mut room = Room::new(LayerLimits::default());
+    room.run(3);
+    room.remb(50_000_000);
+    room.run(1);
+    let set = |room: &mut Room, target: Layer| {
+        let limits = LayerLimits {
+            target,
+            max: Layer::MAX,
+        };
+        room.router
+            .set_limits(room.down, limits)
+            .expect("a subscription");
+        allocated(&std::iter::from_fn(|| room.router.poll_event()).collect::<Vec<_>>())
+    };
+    assert_eq!(set(&mut room, Layer::new(0, 2)), [Layer::new(0, 2)]);
+    room.run(1);
+    assert_eq!(set(&mut room, Layer::MAX), [Layer::new(2, 2)], "at once");
+}

@@ -103,6 +103,8 @@ fn subscribe(net: &mut Network, track: TrackId, down: LinkConfig, ssrc: u32) -> 
     let mut config = DownTrackConfig::new(ssrc, 45);
     config.dd_ext_id = Some(DD_EXT);
     config.transport_cc_ext_id = Some(TWCC_EXT);
+    // Probes go out as RTX copies of what was sent.
+    config.rtx = Some((ssrc + 1, 46));
     net.with_router(|r| r.subscribe(transport, track, config, LayerLimits::default()))
         .expect("a new transport");
     Viewer {
@@ -114,13 +116,25 @@ fn subscribe(net: &mut Network, track: TrackId, down: LinkConfig, ssrc: u32) -> 
     }
 }
 
+/// Starting below the narrow link, the narrow viewer climbs to what it carries.
 #[test]
 fn each_viewer_settles_at_the_layers_its_own_link_carries() {
+    settle(1_000_000);
+}
+
+/// Starting above it (the default), the narrow viewer's link overflows at first, the
+/// estimate falls below what the link carries, and a probe cluster finds the room again.
+#[test]
+fn from_above_the_link_a_probe_finds_the_layers_it_carries() {
+    let probes = settle(RouterConfig::default().initial_estimate_bps);
+    assert!(probes > 0, "probe clusters sent");
+}
+
+/// Streams to a wide and a narrow viewer from `initial_bps`; returns the probe clusters sent.
+fn settle(initial_bps: u64) -> u64 {
     let start = Instant::now();
-    // Starting below the narrow link: coming down from above it and climbing back needs probe
-    // clusters, which the router does not send yet.
     let config = RouterConfig {
-        initial_estimate_bps: 1_000_000,
+        initial_estimate_bps: initial_bps,
         ..RouterConfig::default()
     };
     let mut net = Network::new(config, start, 7);
@@ -247,4 +261,5 @@ fn each_viewer_settles_at_the_layers_its_own_link_carries() {
         last(wide) > last(narrow),
         "each viewer's estimate is its own"
     );
+    net.router().counters().probe_clusters
 }

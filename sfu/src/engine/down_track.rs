@@ -104,6 +104,8 @@ pub struct DownTrackCounters {
     pub payload_bytes: u64,
     /// Retransmissions sent in answer to NACKs.
     pub retransmitted: u64,
+    /// Packets sent again on the RTX stream to probe the path's capacity.
+    pub probes: u64,
     /// NACKed packets no longer in the send history: not retransmitted.
     pub nack_misses: u64,
     /// Packets whose header or Dependency Descriptor could not be rewritten: dropped.
@@ -124,6 +126,8 @@ struct State {
     reception: Option<SubscriberReception>,
     /// The layer last reported to the host as an event.
     reported_layer: Option<Layer>,
+    /// The output sequence number of the newest packet sent: what a probe repeats.
+    last_sent: Option<u16>,
     /// Where the forwarder writes each packet's DD: kept, so it is not zeroed per packet.
     dd_scratch: [u8; MAX_DD_SIZE],
 }
@@ -185,6 +189,7 @@ impl DownTrack {
                 clock: None,
                 reception: None,
                 reported_layer: None,
+                last_sent: None,
                 dd_scratch: [0; MAX_DD_SIZE],
             }),
             clock_rate: track_config.clock_rate,
@@ -335,6 +340,7 @@ impl DownTrack {
             state.keep_large_dd(f.seq, f.dd_len);
         }
         state.sent[usize::from(f.seq) % SEND_HISTORY] = Some(sent);
+        state.last_sent = Some(f.seq);
         if !f.filler {
             state.clock = Some((f.ts, packet.arrival));
         }
@@ -361,12 +367,49 @@ impl DownTrack {
         transport_seq: Option<u16>,
         buf: &mut [u8],
     ) -> Result<Transmit, WriteError> {
+        self.write_again(out_seq, packet, transport_seq, buf, false)
+    }
+
+    /// The newest packet sent, and where it came from: what a probe repeats. Only with RTX
+    /// negotiated, so a probe is a retransmission the subscriber discards, never a duplicate
+    /// on its media stream.
+    pub fn probe_source(&self) -> Option<(u16, PacketRef)> {
+        self.config.rtx?;
+        let state = self.state.lock();
+        let seq = state.last_sent?;
+        Some((seq, state.remembered(seq)?.source))
+    }
+
+    /// The packet sent under `out_seq` again on the RTX stream, to probe the path: counted as
+    /// a probe, not a retransmission.
+    pub fn write_probe(
+        &self,
+        out_seq: u16,
+        packet: &ParsedPacket,
+        transport_seq: Option<u16>,
+        buf: &mut [u8],
+    ) -> Result<Transmit, WriteError> {
+        self.write_again(out_seq, packet, transport_seq, buf, true)
+    }
+
+    fn write_again(
+        &self,
+        out_seq: u16,
+        packet: &ParsedPacket,
+        transport_seq: Option<u16>,
+        buf: &mut [u8],
+        probe: bool,
+    ) -> Result<Transmit, WriteError> {
         let mut state = self.state.lock();
         let sent = *state.remembered(out_seq).ok_or(WriteError::NotRemembered)?;
         let dd = state.sent_dd(&sent).ok_or(WriteError::NotRemembered)?;
         let transmit = self.write_sent(packet, &sent, dd, transport_seq, buf, true);
         let transmit = state.count(transmit)?;
-        state.counters.retransmitted += 1;
+        if probe {
+            state.counters.probes += 1;
+        } else {
+            state.counters.retransmitted += 1;
+        }
         Ok(transmit)
     }
 

@@ -7,6 +7,7 @@
 
 mod allocate;
 mod feedback;
+mod probe;
 mod queries;
 mod types;
 
@@ -44,6 +45,10 @@ enum Job {
     Retransmit {
         down_track: DownTrackId,
         out_seq: u16,
+    },
+    Probe {
+        down_track: DownTrackId,
+        cluster: u32,
     },
 }
 
@@ -391,10 +396,13 @@ impl Router {
     /// Sets the layers a subscription may forward (a ceiling; the switch happens at the next switch
     /// point).
     pub fn set_limits(&mut self, id: DownTrackId, limits: LayerLimits) -> Result<(), RouterError> {
-        self.down_tracks
+        let down_track = self
+            .down_tracks
             .get(&id)
-            .ok_or(RouterError::UnknownDownTrack)?
-            .set_limits(limits);
+            .ok_or(RouterError::UnknownDownTrack)?;
+        down_track.set_limits(limits);
+        let transport = down_track.transport();
+        self.on_limits_changed(transport);
         Ok(())
     }
 
@@ -547,6 +555,7 @@ impl Router {
     /// Timers: NACKs due to publishers, keyframe requests due, reports due.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.last_input = Some(now);
+        self.queue_probes(now);
         let rtt = self.config.rtt;
         for (&track, published) in &mut self.tracks {
             self.nack_scratch.clear();
@@ -639,6 +648,7 @@ impl Router {
             .values()
             .flat_map(|p| [p.receiver.next_timeout(), p.keyframes.next_timeout()])
             .chain([reports, self.next_twcc.filter(|_| self.has_twcc())])
+            .chain([self.probe_due()])
             .flatten()
             .min()
     }
@@ -658,6 +668,10 @@ impl Router {
                     down_track,
                     out_seq,
                 } => self.retransmit(down_track, out_seq, buf),
+                Job::Probe {
+                    down_track,
+                    cluster,
+                } => self.probe(down_track, cluster, buf),
             };
             match result {
                 Ok(Some(output)) => return Some(output),

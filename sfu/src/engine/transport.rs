@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use super::bwe::{EstimatorConfig, FeedbackEstimator, PacketResult, SendHistory};
+use super::bwe::{EstimatorConfig, FeedbackEstimator, PacketResult, Prober, SendHistory};
 use super::rtx_budget::RtxBudget;
 use super::track::{DownTrackId, TrackId};
 use super::twcc::TwccRecorder;
@@ -61,6 +61,9 @@ pub(super) struct Allocation {
     pub estimate_bps: u64,
     pub last_down: Option<Instant>,
     pub last_up: Option<Instant>,
+    /// The most the viewer was sent without a downgrade forced since: a rate the path
+    /// carried, so going back up to it needs no probe.
+    pub proven_bps: u64,
     /// Retransmissions within what the estimate leaves over.
     pub rtx: RtxBudget,
 }
@@ -75,6 +78,8 @@ pub(super) struct SendSide {
     pub results: Vec<PacketResult>,
     /// The estimate last handed to allocation, and when.
     pub reported: Option<(Instant, u64)>,
+    /// Probe clusters toward it.
+    pub prober: Prober,
 }
 
 /// Feedback of a few hundred packets matches without growing the results.
@@ -92,6 +97,7 @@ impl SendSide {
             estimator: FeedbackEstimator::new(config),
             results: Vec::with_capacity(RESULTS_CAPACITY),
             reported: None,
+            prober: Prober::default(),
         }
     }
 }

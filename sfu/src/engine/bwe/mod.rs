@@ -21,6 +21,7 @@ mod link_capacity;
 mod loss_based;
 mod overuse;
 mod probe;
+mod prober;
 mod remb;
 mod send_history;
 mod threshold;
@@ -28,6 +29,7 @@ mod trendline;
 
 pub use config::EstimatorConfig;
 pub use feedback_estimator::FeedbackEstimator;
+pub use prober::{Prober, PROBE_INTERVAL};
 pub use remb::RembEstimator;
 pub use send_history::{
     acknowledged_bitrate, FeedbackSummary, SendHistory, SendHistoryCounters, SEND_HISTORY_CAPACITY,

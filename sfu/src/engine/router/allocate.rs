@@ -25,6 +25,9 @@ use crate::engine::transport::{Allocation, SendSide, TransportId};
 pub const HOLD_DOWN: Duration = Duration::from_secs(5);
 /// At most one up-switch per transport this often.
 pub const UP_INTERVAL: Duration = Duration::from_secs(2);
+/// Probes run this fraction above the rate they test, so that a path that carries it shows
+/// it with room to spare.
+const PROBE_MARGIN: u64 = 10;
 /// A subscription keeps its layer while that fits within one part in this many over the
 /// budget.
 const STAY_TOLERANCE: u64 = 10;
@@ -106,6 +109,22 @@ impl Router {
         self.reallocate(now, transport);
     }
 
+    /// The host changed what a subscription may get: allocation again at once, an up-switch
+    /// the viewer asked for not held back by the interval between the estimate's own.
+    pub(super) fn on_limits_changed(&mut self, transport: TransportId) {
+        let Some(now) = self.last_input else {
+            return;
+        };
+        if let Some(state) = self
+            .transports
+            .get_mut(&transport)
+            .and_then(|t| t.allocation.as_mut())
+        {
+            state.last_up = None;
+            self.reallocate(now, transport);
+        }
+    }
+
     /// Allocation again for every transport with an estimate.
     pub(super) fn reallocate_all(&mut self, now: Instant) {
         let with_estimate: SmallVec<[TransportId; 16]> = self
@@ -138,29 +157,64 @@ impl Router {
         // the measuring window, and a layer that fits on average should not be dropped (and,
         // after the hold-down, taken again) each time they do.
         let tolerated = allocate(budget + budget / STAY_TOLERANCE, &inputs);
+        // What the viewer asked for, whatever it costs: when the estimate holds it below
+        // that, a probe cluster tests whether the path carries more.
+        let wanted = allocate(u64::MAX, &inputs);
+        let cost = |layers: &[Layer]| -> u64 {
+            layers
+                .iter()
+                .zip(&video)
+                .map(|(&l, w)| w.rates.bps(l))
+                .sum::<u64>()
+                + audio_bps
+        };
+        // Up only once the hold-down is over, and toward a viewer with transport-wide CC only
+        // where a probe showed the path carries the new layers: an estimate that grew while
+        // the viewer was sent less than it could take says nothing about the path.
+        // What the path has shown it carries: a probe's result, or what the viewer was sent
+        // without overuse since the last downgrade the estimate forced.
+        let confirmed = self
+            .transports
+            .get(&transport)
+            .and_then(|t| t.send.as_ref())
+            .map(|side| {
+                side.estimator
+                    .probe_result_bps()
+                    .unwrap_or(0)
+                    .max(state.proven_bps)
+            });
         let may_rise = state.last_down.is_none_or(|at| now >= at + HOLD_DOWN)
-            && state.last_up.is_none_or(|at| now >= at + UP_INTERVAL);
+            && state.last_up.is_none_or(|at| now >= at + UP_INTERVAL)
+            && confirmed.is_none_or(|probed| probed >= cost(&chosen));
         let (mut down, mut up) = (false, false);
         let mut media_bps = audio_bps;
-        for ((w, layer), kept) in video.iter().zip(chosen).zip(tolerated) {
+        for (((w, &layer), &kept), &asked) in video.iter().zip(&chosen).zip(&tolerated).zip(&wanted)
+        {
             let rate = |l: Option<Layer>| l.map_or(u64::MAX, |l| w.rates.bps(l));
-            let may_stay = rate(Some(kept)) >= rate(w.allocated);
-            let lower = rate(Some(layer)) < rate(w.allocated) && !may_stay;
-            let higher = rate(Some(layer)) > rate(w.allocated);
-            if (higher && !may_rise) || Some(layer) == w.allocated || !(lower || higher) {
+            let current = rate(w.allocated);
+            // Down to the best that fits within the tolerance; up to the best that fits. A
+            // down to what the viewer asked for is its own choice: no hold-down follows it.
+            let next = if rate(Some(kept)) < current {
+                down |= rate(Some(kept)) < rate(Some(asked));
+                Some(kept)
+            } else if rate(Some(layer)) > current && may_rise {
+                up = true;
+                Some(layer)
+            } else {
+                None
+            };
+            let Some(next) = next.filter(|&l| Some(l) != w.allocated) else {
                 media_bps += w.allocated.map_or(0, |l| w.rates.bps(l));
                 continue;
-            }
-            media_bps += w.rates.bps(layer);
-            down |= lower;
-            up |= higher;
+            };
+            media_bps += w.rates.bps(next);
             if let Some(down_track) = self.down_tracks.get(&w.id) {
-                down_track.set_allocated(Some(layer));
+                down_track.set_allocated(Some(next));
             }
             self.events.push_back(Event::LayerAllocated {
                 transport,
                 down_track: w.id,
-                layer,
+                layer: next,
             });
         }
         if let Some(state) = self
@@ -170,7 +224,17 @@ impl Router {
         {
             state.last_down = if down { Some(now) } else { state.last_down };
             state.last_up = if up { Some(now) } else { state.last_up };
+            state.proven_bps = if down {
+                media_bps
+            } else {
+                state.proven_bps.max(media_bps)
+            };
             state.rtx.set(now, state.estimate_bps, media_bps);
+        }
+        let wanted_bps = cost(&wanted);
+        if wanted_bps > state.estimate_bps {
+            let rate = wanted_bps.min(state.estimate_bps.saturating_mul(2));
+            self.start_probe(now, transport, rate + rate / PROBE_MARGIN);
         }
     }
 

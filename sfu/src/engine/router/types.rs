@@ -173,6 +173,8 @@ pub struct RouterCounters {
     pub nacks_sent: u64,
     /// Subscriber NACKs not answered: the subscriber's estimate had no room for them.
     pub retransmissions_over_budget: u64,
+    /// Probe clusters started toward viewers held below the layers they asked for.
+    pub probe_clusters: u64,
     /// Keyframe requests (PLI or FIR) sent to publishers.
     pub keyframe_requests_sent: u64,
 }

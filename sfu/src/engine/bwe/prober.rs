@@ -1,0 +1,132 @@
+//! Probe clusters toward a viewer: a short burst of packets sent at a chosen rate, above what
+//! the viewer's media needs now, so that its feedback shows whether the path carries the next
+//! layers before the viewer is moved up to them. A delay-based estimate alone cannot rise much
+//! above what is acknowledged, so without probes a viewer that once went down stays down.
+//!
+//! The prober only keeps time: when a cluster starts, when its next packet is due (paced at
+//! the cluster's rate), and when it has sent enough to be measured. What the packets are is
+//! the router's business.
+
+use std::time::{Duration, Instant};
+
+/// A cluster is measured over at least this many packets ...
+const MIN_PACKETS: u32 = 5;
+/// ... and at least this long at its rate.
+const MIN_DURATION: Duration = Duration::from_millis(15);
+/// Never more packets than this in one cluster, however small they are.
+const MAX_PACKETS: u32 = 40;
+/// Clusters start at most this often per viewer.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Copy)]
+struct Cluster {
+    id: u32,
+    rate_bps: u64,
+    sent_bytes: u64,
+    sent_packets: u32,
+    next_at: Instant,
+}
+
+/// The probe clusters of one viewer transport.
+#[derive(Debug, Default)]
+pub struct Prober {
+    next_id: u32,
+    cluster: Option<Cluster>,
+    last_started: Option<Instant>,
+}
+
+impl Prober {
+    /// Starts a cluster at `rate_bps` unless one runs or one started within
+    /// [`PROBE_INTERVAL`]; returns its id if it started.
+    pub fn start(&mut self, now: Instant, rate_bps: u64) -> Option<u32> {
+        let too_soon = self
+            .last_started
+            .is_some_and(|at| now < at + PROBE_INTERVAL);
+        if self.cluster.is_some() || too_soon || rate_bps == 0 {
+            return None;
+        }
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        self.last_started = Some(now);
+        self.cluster = Some(Cluster {
+            id,
+            rate_bps,
+            sent_bytes: 0,
+            sent_packets: 0,
+            next_at: now,
+        });
+        Some(id)
+    }
+
+    /// When the running cluster's next packet is due.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.cluster.map(|c| c.next_at)
+    }
+
+    /// The cluster a packet is due for at `now`, if any.
+    pub fn due(&self, now: Instant) -> Option<u32> {
+        self.cluster.filter(|c| now >= c.next_at).map(|c| c.id)
+    }
+
+    /// A probe packet of `size` bytes went out at `now`: the next is due when the cluster's
+    /// rate has carried this one, and the cluster ends once it is long enough to measure.
+    pub fn on_sent(&mut self, now: Instant, size: usize) {
+        let Some(cluster) = self.cluster.as_mut() else {
+            return;
+        };
+        cluster.sent_bytes += size as u64;
+        cluster.sent_packets += 1;
+        let micros = (size as u64 * 8_000_000) / cluster.rate_bps.max(1);
+        cluster.next_at = now + Duration::from_micros(micros);
+        let long_enough =
+            cluster.sent_bytes * 8_000_000 >= cluster.rate_bps * MIN_DURATION.as_micros() as u64;
+        let measured = cluster.sent_packets >= MIN_PACKETS && long_enough;
+        if measured || cluster.sent_packets >= MAX_PACKETS {
+            self.cluster = None;
+        }
+    }
+
+    /// Gives up the running cluster (nothing to send it with).
+    pub fn abandon(&mut self) {
+        self.cluster = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_is_paced_at_its_rate_and_ends_once_measurable() {
+        let start = Instant::now();
+        let mut prober = Prober::default();
+        let id = prober.start(start, 2_000_000).expect("starts");
+        let mut now = start;
+        let mut sent = 0;
+        while let Some(due) = prober.next_due() {
+            now = due;
+            assert_eq!(prober.due(now), Some(id));
+            prober.on_sent(now, 1_000);
+            sent += 1;
+        }
+        // 1,000 bytes at 2 Mbit/s every 4 ms; 15 ms at 2 Mbit/s is 3,750 bytes: five packets.
+        assert_eq!(sent, MIN_PACKETS);
+        assert_eq!(now, start + Duration::from_millis(16));
+        assert_eq!(prober.start(now, 2_000_000), None, "not again so soon");
+        let later = start + PROBE_INTERVAL;
+        assert_eq!(prober.start(later, 2_000_000), Some(id + 1));
+    }
+
+    #[test]
+    fn small_packets_stop_at_the_cap_and_nothing_runs_twice() {
+        let start = Instant::now();
+        let mut prober = Prober::default();
+        prober.start(start, 50_000_000).expect("starts");
+        assert_eq!(prober.start(start, 1), None, "one at a time");
+        for _ in 0..MAX_PACKETS {
+            prober.on_sent(start, 100);
+        }
+        assert_eq!(prober.next_due(), None, "capped");
+        assert_eq!(prober.start(start, 0), None);
+    }
+}
