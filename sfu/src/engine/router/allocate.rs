@@ -185,7 +185,7 @@ impl Router {
             });
         let may_rise = state.last_down.is_none_or(|at| now >= at + HOLD_DOWN)
             && state.last_up.is_none_or(|at| now >= at + UP_INTERVAL)
-            && confirmed.is_none_or(|probed| probed >= cost(&chosen));
+            && confirmed.is_none_or(|probed| probed + probed / STAY_TOLERANCE >= cost(&chosen));
         let (mut down, mut up) = (false, false);
         let mut media_bps = audio_bps;
         for (((w, &layer), &kept), &asked) in video.iter().zip(&chosen).zip(&tolerated).zip(&wanted)
@@ -231,8 +231,11 @@ impl Router {
             };
             state.rtx.set(now, state.estimate_bps, media_bps);
         }
+        // Probe when the estimate holds the viewer below what it asked for, or when nothing
+        // yet shows the path carries the layers the estimate allows.
         let wanted_bps = cost(&wanted);
-        if wanted_bps > state.estimate_bps {
+        let unconfirmed = confirmed.is_some_and(|c| c + c / STAY_TOLERANCE < cost(&chosen));
+        if wanted_bps > state.estimate_bps || unconfirmed {
             let rate = wanted_bps.min(state.estimate_bps.saturating_mul(2));
             self.start_probe(now, transport, rate + rate / PROBE_MARGIN);
         }
