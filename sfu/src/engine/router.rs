@@ -29,6 +29,7 @@ use super::allocation::LayerOrder;
 use super::binding;
 use super::down_track::{DownTrack, WriteError};
 use super::keyframe::KeyframeRequester;
+use super::packet::ParsedPacket;
 use super::receiver::{PacketRef, ReceiveError, Receiver};
 use super::rtcp::{NackPairs, ReceiverReport, RtcpWireWriter, SenderReport, WallClock};
 use super::track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};
@@ -748,11 +749,7 @@ impl Router {
         let Some(at) = down_track.sent_source(out_seq) else {
             return Ok(None);
         };
-        let packet = self
-            .tracks
-            .get(&down_track.track())
-            .and_then(|p| p.receiver.packet(at));
-        let Some(packet) = packet else {
+        let Some(packet) = source_packet(&self.tracks, down_track, at) else {
             return Ok(None);
         };
         let transport = down_track.transport();
@@ -784,6 +781,15 @@ impl Router {
         self.next_id += 1;
         self.next_id - 1
     }
+}
+
+/// The received packet `down_track` sent from `at`, if its track still keeps it.
+fn source_packet<'a>(
+    tracks: &'a IdMap<TrackId, Published>,
+    down_track: &DownTrack,
+    at: PacketRef,
+) -> Option<&'a ParsedPacket> {
+    tracks.get(&down_track.track())?.receiver.packet(at)
 }
 
 /// The transport-wide sequence number a packet of `down_track` is to carry, and the send side

@@ -10,8 +10,8 @@ use crate::engine::down_track::{Transmit, WriteError};
 use crate::engine::track::DownTrackId;
 use crate::engine::transport::TransportId;
 
-use super::stamped;
 use super::Output;
+use super::{source_packet, stamped};
 
 impl Router {
     /// Starts a cluster toward `transport` at `rate_bps`, if it has a send side and may probe.
@@ -73,11 +73,7 @@ impl Router {
         let Some((out_seq, at)) = down_track.probe_source() else {
             return Ok(None);
         };
-        let packet = self
-            .tracks
-            .get(&down_track.track())
-            .and_then(|p| p.receiver.packet(at));
-        let Some(packet) = packet else {
+        let Some(packet) = source_packet(&self.tracks, down_track, at) else {
             return Ok(None);
         };
         let transport = down_track.transport();
