@@ -27,6 +27,7 @@ mod keyframe;
 mod layer_rates;
 mod munger;
 mod nack;
+mod pacer;
 mod packet;
 mod packet_ring;
 mod receive_stats;
@@ -46,11 +47,12 @@ pub use down_track::{
 pub use fault::Fault;
 pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};
 pub use layer_rates::{LayerBitrates, MEASURED_LAYERS};
+pub use pacer::PACING_PERCENT;
 pub use packet::ParsedPacket;
 pub use receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters, RECEIVE_RING};
 pub use router::{
     DownTrackInfo, Event, KeyframeRequest, Output, Router, RouterConfig, RouterCounters,
-    RouterError, RtcpTarget, RtcpTransmit,
+    RouterError, RtcpTarget, RtcpTransmit, MAX_HOLD,
 };
 pub use track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId, TransportCc};
 pub use transport::TransportId;

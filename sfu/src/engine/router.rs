@@ -7,10 +7,12 @@
 
 mod allocate;
 mod feedback;
+mod pacing;
 mod probe;
 mod queries;
 mod types;
 
+pub use pacing::MAX_HOLD;
 pub use queries::DownTrackInfo;
 pub use types::{
     Event, KeyframeRequest, Output, RouterConfig, RouterCounters, RouterError, RtcpTarget,
@@ -152,6 +154,9 @@ pub struct Router {
     down_tracks: IdMap<DownTrackId, Box<DownTrack>>,
     transports: IdMap<TransportId, Transport>,
     jobs: VecDeque<Job>,
+    /// Viewer transports paced to their estimate, and the ones with jobs waiting.
+    pacing: IdMap<TransportId, pacing::Paced>,
+    backlogged: VecDeque<TransportId>,
     rtcp: VecDeque<PendingRtcp>,
     events: VecDeque<Event>,
     /// Publisher transports whose transport-wide CC feedback is due: written straight into
@@ -180,6 +185,8 @@ impl Router {
             down_tracks: IdMap::default(),
             transports: IdMap::default(),
             jobs: VecDeque::new(),
+            pacing: IdMap::default(),
+            backlogged: VecDeque::new(),
             // Room for a round of reports and requests from the start: the queues grow only when
             // a router has more tracks and subscriptions than that, not in steady state.
             rtcp: VecDeque::with_capacity(QUEUE_CAPACITY),
@@ -229,6 +236,7 @@ impl Router {
             let _ = self.unsubscribe(down_track);
         }
         self.transports.remove(&id);
+        self.pacing.remove(&id);
         Ok(())
     }
 
@@ -649,7 +657,7 @@ impl Router {
             .values()
             .flat_map(|p| [p.receiver.next_timeout(), p.keyframes.next_timeout()])
             .chain([reports, self.next_twcc.filter(|_| self.has_twcc())])
-            .chain([self.probe_due()])
+            .chain([self.probe_due(), self.pacing_due()])
             .flatten()
             .min()
     }
@@ -661,7 +669,12 @@ impl Router {
     /// The next media packet for a subscriber, its header written into `buf`.
     #[must_use = "what it returns is lost otherwise"]
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Output> {
-        while let Some(job) = self.jobs.pop_front() {
+        loop {
+            let job = match self.jobs.pop_front() {
+                Some(job) if self.hold(job) => continue,
+                Some(job) => job,
+                None => self.next_paced()?,
+            };
             self.touch_next_down_track();
             let result = match job {
                 Job::Forward { down_track, at } => self.forward(down_track, at, buf),
@@ -675,13 +688,18 @@ impl Router {
                 } => self.probe(down_track, cluster, buf),
             };
             match result {
-                Ok(Some(output)) => return Some(output),
+                Ok(Some(output)) => {
+                    if !matches!(job, Job::Probe { .. }) {
+                        let size = output.transmit.len + output.transmit.payload.len();
+                        self.charge(output.transport, size);
+                    }
+                    return Some(output);
+                }
                 Ok(None) => {}
                 Err(WriteError::Rewrite) => self.counters.write_failures += 1,
                 Err(WriteError::NotRemembered) => {}
             }
         }
-        None
     }
 
     /// Loads the next job's DownTrack while this one is written: with hundreds of subscribers

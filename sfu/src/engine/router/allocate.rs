@@ -102,6 +102,7 @@ impl Router {
         on.allocation
             .get_or_insert_with(Allocation::default)
             .estimate_bps = bitrate_bps;
+        self.pace(now, transport, bitrate_bps);
         self.events.push_back(Event::BandwidthEstimate {
             transport,
             bitrate_bps,

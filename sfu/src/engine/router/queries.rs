@@ -45,6 +45,7 @@ impl Router {
                 .map(Transport::entries)
                 .sum::<usize>()
             + self.twcc_out.len()
+            + self.pacing.len()
     }
 
     /// The transport that publishes a track.

@@ -1,0 +1,177 @@
+//! A leaky bucket per viewer transport: what the router sends toward a viewer leaves at a
+//! little above its bandwidth estimate, so a keyframe (several times an average frame, sent
+//! by the publisher in one burst) reaches a shallow bottleneck queue spread out instead of
+//! overflowing it.
+//!
+//! The bucket fills with each packet's bits and drains at the pacing rate; a packet may go
+//! while the level is within a small burst allowance. Sizes are charged after the write, so a
+//! packet the selector drops costs nothing.
+
+use std::time::{Duration, Instant};
+
+/// The pacing rate over the estimate, in percent: a little above it, so that what the
+/// allocation fits within the estimate never waits for long and a burst drains within
+/// a few frames.
+pub const PACING_PERCENT: u64 = 125;
+/// The level the bucket may reach and still let a packet go: a few milliseconds at the
+/// rate, so packets due together leave together instead of one per timer ...
+const BURST: Duration = Duration::from_millis(5);
+/// ... and at least one full-size packet, so a slow rate is not held below one per wake-up.
+const MIN_BURST_BITS: u64 = 1_500 * 8;
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pacer {
+    rate_bps: u64,
+    /// Bits sent that the rate has not yet drained, as of `at`.
+    level_bits: u64,
+    at: Option<Instant>,
+}
+
+impl Pacer {
+    /// A pacer for a transport whose estimate is `estimate_bps`.
+    pub fn new(estimate_bps: u64) -> Self {
+        Self {
+            rate_bps: pacing_rate(estimate_bps),
+            level_bits: 0,
+            at: None,
+        }
+    }
+
+    /// The estimate changed: the rate follows it from now on.
+    pub fn set_estimate(&mut self, now: Instant, estimate_bps: u64) {
+        self.drain(now);
+        self.rate_bps = pacing_rate(estimate_bps);
+    }
+
+    /// Whether a packet may leave at `now`.
+    pub fn may_send(&mut self, now: Instant) -> bool {
+        self.drain(now);
+        self.level_bits <= self.burst_bits()
+    }
+
+    /// A packet of `bytes` left at `now`.
+    pub fn on_sent(&mut self, now: Instant, bytes: usize) {
+        self.drain(now);
+        self.level_bits = self.level_bits.saturating_add(bytes as u64 * 8);
+    }
+
+    /// When the next packet may leave: now if it may already.
+    pub fn next_send(&self) -> Option<Instant> {
+        let at = self.at?;
+        let over = self.level_bits.saturating_sub(self.burst_bits());
+        // Rounded up: a wake-up at the returned time always finds the bucket open, so a host
+        // that sleeps until then does not spin.
+        let micros = (over * 1_000_000).div_ceil(self.rate_bps.max(1));
+        Some(at + Duration::from_micros(micros))
+    }
+
+    fn burst_bits(&self) -> u64 {
+        let burst = self.rate_bps * BURST.as_micros() as u64 / 1_000_000;
+        burst.max(MIN_BURST_BITS)
+    }
+
+    fn drain(&mut self, now: Instant) {
+        let Some(at) = self.at.filter(|&at| now > at) else {
+            self.at = self.at.or(Some(now));
+            return;
+        };
+        let elapsed = now.duration_since(at).as_micros() as u64;
+        let drained = self.rate_bps.saturating_mul(elapsed) / 1_000_000;
+        self.level_bits = self.level_bits.saturating_sub(drained);
+        self.at = Some(now);
+    }
+}
+
+fn pacing_rate(estimate_bps: u64) -> u64 {
+    (estimate_bps.saturating_mul(PACING_PERCENT) / 100).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends packets of `bytes` as fast as the pacer lets them go for `span`, waking at its
+    /// `next_send`; returns the bits sent.
+    fn saturate(pacer: &mut Pacer, start: Instant, span: Duration, bytes: usize) -> u64 {
+        let mut now = start;
+        let mut bits = 0;
+        while now < start + span {
+            while pacer.may_send(now) {
+                pacer.on_sent(now, bytes);
+                bits += bytes as u64 * 8;
+            }
+            let next = pacer.next_send().expect("has sent");
+            assert!(
+                next > now,
+                "a wake-up that finds the bucket closed would spin"
+            );
+            now = next;
+        }
+        bits
+    }
+
+    #[test]
+    fn a_saturated_pacer_sends_at_a_little_above_the_estimate() {
+        let start = Instant::now();
+        let mut pacer = Pacer::new(1_000_000);
+        let bits = saturate(&mut pacer, start, Duration::from_secs(10), 1_200);
+        let rate = bits / 10;
+        // 1.25 Mbit/s, give or take the burst allowance and the last packet.
+        assert!((1_245_000..1_256_000).contains(&rate), "{rate} bit/s");
+    }
+
+    #[test]
+    fn a_burst_leaves_spread_out_at_the_pacing_rate() {
+        let start = Instant::now();
+        let mut pacer = Pacer::new(800_000);
+        // Ten packets due at once: the burst allowance (one packet at this rate) lets the
+        // first go, the others follow at the rate.
+        let mut sent = Vec::new();
+        let mut now = start;
+        while sent.len() < 10 {
+            if pacer.may_send(now) {
+                pacer.on_sent(now, 1_250);
+                sent.push(now);
+            } else {
+                now = pacer.next_send().expect("has sent");
+            }
+        }
+        let gaps: Vec<Duration> = sent.windows(2).map(|w| w[1] - w[0]).collect();
+        // 10,000 bits at 1 Mbit/s: 10 ms apart, after the first two.
+        assert_eq!(gaps[0], Duration::ZERO, "within the burst allowance");
+        for gap in &gaps[2..] {
+            assert_eq!(*gap, Duration::from_millis(10), "{gaps:?}");
+        }
+    }
+
+    #[test]
+    fn an_idle_pacer_lets_the_next_packet_go_at_once() {
+        let start = Instant::now();
+        let mut pacer = Pacer::new(500_000);
+        pacer.on_sent(start, 100_000);
+        assert!(!pacer.may_send(start + Duration::from_millis(10)));
+        // 800,000 bits at 625 kbit/s drain in 1.28 s.
+        let open = pacer.next_send().expect("has sent");
+        assert!(open <= start + Duration::from_millis(1_280));
+        assert!(pacer.may_send(open));
+        assert!(pacer.may_send(start + Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn a_new_estimate_changes_the_rate_from_then_on() {
+        let start = Instant::now();
+        let mut pacer = Pacer::new(1_000_000);
+        let slow = saturate(&mut pacer, start, Duration::from_secs(2), 1_000);
+        pacer.set_estimate(start + Duration::from_secs(2), 2_000_000);
+        let fast = saturate(
+            &mut pacer,
+            start + Duration::from_secs(2),
+            Duration::from_secs(2),
+            1_000,
+        );
+        assert!(
+            fast > slow * 19 / 10,
+            "{slow} then {fast} bits in two seconds"
+        );
+    }
+}
