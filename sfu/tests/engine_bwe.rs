@@ -5,116 +5,22 @@
 //! A viewer behind a narrow link settles at the layer that fits; a viewer beside it on a wide
 //! link of the same publisher keeps the top layer.
 
+#[path = "common/twcc_viewer.rs"]
+mod twcc_viewer;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rtp_ext::codec::Codec;
-use rtp_ext::rtp::RtpPacket;
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
-use selector::{Layer, LayerLimits};
-use sfu::engine::rtcp::{
-    write_chunks_and_deltas, RtcpFeedback, RtcpWireWriter, RtcpWriter, TransportCc, DELTA_UNIT,
-    REFERENCE_TIME_UNIT,
-};
-use sfu::engine::{DownTrackConfig, Event, RouterConfig, TrackConfig, TrackId, TransportId};
-use sfu::sim::{Bottleneck, Delivery, Direction, LinkConfig, Network, QueueLimit};
+use selector::Layer;
+use sfu::engine::{Event, RouterConfig, TrackConfig, TransportId};
+use sfu::sim::{Bottleneck, Direction, LinkConfig, Network, QueueLimit};
+use twcc_viewer::{subscribe, DD_EXT, FEEDBACK_INTERVAL};
 
-const DD_EXT: u8 = 11;
-const TWCC_EXT: u8 = 3;
 const FRAME: Duration = Duration::from_millis(33);
-const FEEDBACK_INTERVAL: Duration = Duration::from_millis(100);
 /// Filler appended to each generated packet, for a stream of about a megabit and a half.
 const FILLER: usize = 900;
-
-/// A viewer's side of transport-wide CC: what arrived since its last feedback.
-struct Viewer {
-    transport: TransportId,
-    /// (transport-wide sequence, arrival), not yet reported.
-    arrivals: Vec<(u16, Instant)>,
-    /// The first sequence the next feedback reports.
-    next_base: Option<u16>,
-    feedback_count: u8,
-    /// Bytes received in the last stretch, for the rate it was sent.
-    bytes: u64,
-}
-
-impl Viewer {
-    fn take(&mut self, net: &mut Network) {
-        for arrival in net.take_arrivals(self.transport) {
-            let Delivery::Media { packet, .. } = arrival.delivery else {
-                continue;
-            };
-            let parsed = RtpPacket::parse(&packet).expect("the router's RTP");
-            let seq = parsed.extension(TWCC_EXT).expect("every packet stamped");
-            self.arrivals
-                .push((u16::from_be_bytes([seq[0], seq[1]]), arrival.at));
-            self.bytes += packet.len() as u64;
-        }
-    }
-
-    /// Feedback on everything since the last, as RTCP, on the viewer's own clock (`epoch`).
-    fn feedback(&mut self, epoch: Instant) -> Option<Vec<u8>> {
-        self.arrivals.sort_by_key(|&(seq, _)| seq);
-        let &(first, first_at) = self.arrivals.first()?;
-        let base = self.next_base.unwrap_or(first);
-        let last = self.arrivals.last()?.0;
-        let reference = first_at.duration_since(epoch).as_micros() as u64
-            / REFERENCE_TIME_UNIT.as_micros() as u64;
-        let mut previous = epoch + REFERENCE_TIME_UNIT * reference as u32;
-        let mut packets = Vec::new();
-        let mut arrived = self.arrivals.iter().peekable();
-        for seq in base..=last {
-            match arrived.next_if(|&&(s, _)| s == seq) {
-                Some(&(_, at)) => {
-                    let units =
-                        (at.duration_since(previous).as_micros() / DELTA_UNIT.as_micros()) as i16;
-                    previous += DELTA_UNIT * units as u32;
-                    packets.push(Some(units));
-                }
-                None => packets.push(None),
-            }
-        }
-        let mut body = Vec::new();
-        let count = write_chunks_and_deltas(&packets, &mut body).expect("fits");
-        let feedback = RtcpFeedback::TransportCc(TransportCc {
-            sender_ssrc: 9,
-            media_ssrc: 0,
-            base_sequence: base,
-            packet_status_count: count,
-            reference_time: reference as u32,
-            fb_count: self.feedback_count,
-            chunks_and_deltas: &body,
-        });
-        self.feedback_count = self.feedback_count.wrapping_add(1);
-        self.next_base = Some(last.wrapping_add(1));
-        self.arrivals.clear();
-        let mut out = vec![0; 1500];
-        let len = RtcpWireWriter::new(b"viewer")
-            .expect("a short CNAME")
-            .write(&feedback, &mut out)
-            .expect("fits");
-        out.truncate(len);
-        Some(out)
-    }
-}
-
-fn subscribe(net: &mut Network, track: TrackId, down: LinkConfig, ssrc: u32) -> Viewer {
-    let transport = net.add_transport(LinkConfig::delayed(Duration::from_millis(25)), down);
-    let mut config = DownTrackConfig::new(ssrc, 45);
-    config.dd_ext_id = Some(DD_EXT);
-    config.transport_cc_ext_id = Some(TWCC_EXT);
-    // Probes go out as RTX copies of what was sent.
-    config.rtx = Some((ssrc + 1, 46));
-    net.with_router(|r| r.subscribe(transport, track, config, LayerLimits::default()))
-        .expect("a new transport");
-    Viewer {
-        transport,
-        arrivals: Vec::new(),
-        next_base: None,
-        feedback_count: 0,
-        bytes: 0,
-    }
-}
 
 /// Starting below the narrow link, the narrow viewer climbs to what it carries.
 #[test]
@@ -154,7 +60,7 @@ fn settle(initial_bps: u64) -> u64 {
     );
     let structure = generator.structure().clone();
     let wide = LinkConfig::delayed(Duration::from_millis(25));
-    let mut viewers = vec![subscribe(&mut net, track, wide, 0x10)];
+    let mut viewers = vec![subscribe(&mut net, track, uplink(), wide, 0x10)];
     // Three seconds to measure the layers, then a second viewer behind a link that carries
     // the middle layer but not the top one.
     let mut narrow_rate;
@@ -176,7 +82,7 @@ fn settle(initial_bps: u64) -> u64 {
                 }),
                 ..LinkConfig::delayed(Duration::from_millis(25))
             };
-            viewers.push(subscribe(&mut net, track, narrow, 0x20));
+            viewers.push(subscribe(&mut net, track, uplink(), narrow, 0x20));
         }
         loop {
             let packet = generator.next().expect("endless");
@@ -193,11 +99,7 @@ fn settle(initial_bps: u64) -> u64 {
         while next_feedback <= until {
             net.run_until(next_feedback);
             for viewer in &mut viewers {
-                viewer.take(&mut net);
-                if let Some(feedback) = viewer.feedback(start) {
-                    net.send_rtcp(viewer.transport, Bytes::from(feedback))
-                        .expect("a transport of the network");
-                }
+                viewer.report(&mut net, start);
             }
             next_feedback += FEEDBACK_INTERVAL;
         }
@@ -262,4 +164,8 @@ fn settle(initial_bps: u64) -> u64 {
         "each viewer's estimate is its own"
     );
     net.router().counters().probe_clusters
+}
+
+fn uplink() -> LinkConfig {
+    LinkConfig::delayed(Duration::from_millis(25))
 }

@@ -61,6 +61,8 @@ pub enum QueueLimit {
 pub struct LinkCounters {
     /// Packets given to the link.
     pub sent: u64,
+    /// Their bytes: what the sender offered the link, whatever it carried.
+    pub bytes_sent: u64,
     /// Packets lost at random.
     pub lost: u64,
     /// Packets dropped because the bottleneck's queue was full.
@@ -105,6 +107,7 @@ impl<T: Clone> Link<T> {
     /// copy's arrival), or None if it was lost or dropped.
     pub fn send(&mut self, now: Instant, size: usize, item: T) -> Option<Instant> {
         self.counters.sent += 1;
+        self.counters.bytes_sent += size as u64;
         if chance(&mut self.rng, self.config.loss) {
             self.counters.lost += 1;
             return None;

@@ -13,6 +13,11 @@ use super::PacketResult;
 /// Sending paused this long leaves nothing to compare with: the groups and the trend start
 /// over.
 const STREAM_TIMEOUT: Duration = Duration::from_secs(2);
+/// A probe cluster is sent above what the path may carry, on purpose: the queue it builds
+/// shows as overuse in the feedback on it and for a little after. Its result, not that
+/// overuse, says what the path carries, so overuse this soon after feedback on probe packets
+/// does not lower the estimate; overuse that outlasts it does.
+const PROBE_GRACE: Duration = Duration::from_millis(500);
 
 /// The delay-based estimate.
 #[derive(Debug, Clone)]
@@ -22,6 +27,8 @@ pub(super) struct DelayBasedControl {
     detector: OveruseDetector,
     rate: AimdRateControl,
     last_send: Option<Instant>,
+    /// Until when overuse is the last probe's queue.
+    probe_grace: Option<Instant>,
 }
 
 impl DelayBasedControl {
@@ -33,6 +40,7 @@ impl DelayBasedControl {
             detector: OveruseDetector::default(),
             rate: AimdRateControl::new(initial_bps, min_bps, max_bps),
             last_send: None,
+            probe_grace: None,
         }
     }
 
@@ -60,8 +68,16 @@ impl DelayBasedControl {
         for packet in packets {
             self.on_packet(packet);
         }
+        if packets.iter().any(|p| p.probe_cluster.is_some()) {
+            self.probe_grace = Some(now + PROBE_GRACE);
+        }
         let acknowledged = acknowledged_bps.map(|bps| bps as f64);
         let usage = self.detector.usage();
+        let probe_queue = self.probe_grace.is_some_and(|until| now < until);
+        if usage == BandwidthUsage::Overusing && probe_queue {
+            // Neither down (the queue is the probe's) nor up (it is a queue).
+            return probe_bps.is_some_and(|probe| self.take_probe(now, probe as f64));
+        }
         if usage == BandwidthUsage::Overusing {
             let throughput = acknowledged.unwrap_or(self.rate.bitrate_bps());
             if self.rate.time_to_reduce_further(now, throughput) {
@@ -69,16 +85,20 @@ impl DelayBasedControl {
             }
             return false;
         }
-        match probe_bps.map(|bps| bps as f64) {
-            Some(probe) if probe > self.rate.bitrate_bps() => {
-                self.rate.set_estimate(now, probe);
-                true
-            }
-            _ => {
-                self.rate.update(now, usage, acknowledged);
-                false
-            }
+        if probe_bps.is_some_and(|probe| self.take_probe(now, probe as f64)) {
+            return true;
         }
+        self.rate.update(now, usage, acknowledged);
+        false
+    }
+
+    /// A probe's result: the estimate if it is above it.
+    fn take_probe(&mut self, now: Instant, probe_bps: f64) -> bool {
+        let above = probe_bps > self.rate.bitrate_bps();
+        if above {
+            self.rate.set_estimate(now, probe_bps);
+        }
+        above
     }
 
     fn on_packet(&mut self, packet: &PacketResult) {
