@@ -687,7 +687,11 @@ fn a_viewers_estimate_and_layers_show_in_its_stats_and_metrics() {
     };
     assert_eq!(video.kind, MediaKind::Video);
     assert_eq!(video.codec, Codec::Av1);
-    assert_eq!(video.layer, Some(Layer::new(2, 1).into()), "the top, as asked");
+    assert_eq!(
+        video.layer,
+        Some(Layer::new(2, 1).into()),
+        "the top, as asked"
+    );
     assert_eq!(video.allocated, None, "no estimate, no allocation");
     let open_spatial = Ceiling {
         spatial: None,
@@ -743,7 +747,10 @@ fn a_viewers_estimate_and_layers_show_in_its_stats_and_metrics() {
 
     h.core.remove_peer(viewer).expect("live");
     let text = h.core.snapshot().render();
-    assert!(!text.contains(&viewer.to_string()), "its series went with it");
+    assert!(
+        !text.contains(&viewer.to_string()),
+        "its series went with it"
+    );
     assert!(h.core.viewer_stats(viewer).is_none());
 }
 

@@ -435,7 +435,11 @@ fn a_viewers_stats_answer_the_credential_that_created_it() {
     );
     let forbidden = node.request("GET", &whep, &[bob], "");
     assert_eq!(forbidden.status, 403);
-    assert!(forbidden.body.contains("another credential"), "{}", forbidden.body);
+    assert!(
+        forbidden.body.contains("another credential"),
+        "{}",
+        forbidden.body
+    );
     assert_eq!(node.request("GET", &whep, &[], "").status, 401);
     let as_viewer = whip.replacen("/whip/", "/whep/", 1);
     assert_eq!(
@@ -450,7 +454,8 @@ fn a_viewers_stats_answer_the_credential_that_created_it() {
     assert_eq!(refused.status, 400);
     assert!(refused.body.contains("room name"), "{}", refused.body);
     assert_eq!(
-        node.request("GET", "/whep/demo/not-an-id", &[alice], "").status,
+        node.request("GET", "/whep/demo/not-an-id", &[alice], "")
+            .status,
         404
     );
 
@@ -490,11 +495,20 @@ fn on_an_open_node_only_the_resource_url_ends_a_session() {
         metrics.body
     );
     assert_eq!(
-        node.request("GET", "/whep/demo/00000000000000000000000000000001", &[], "")
-            .status,
+        node.request(
+            "GET",
+            "/whep/demo/00000000000000000000000000000001",
+            &[],
+            ""
+        )
+        .status,
         404
     );
-    assert_eq!(node.request("GET", &whep, &[], "").status, 200, "the URL is the key");
+    assert_eq!(
+        node.request("GET", &whep, &[], "").status,
+        200,
+        "the URL is the key"
+    );
     assert_eq!(node.request("DELETE", &whep, &[], "").status, 200);
 }
 

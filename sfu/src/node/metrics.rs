@@ -216,7 +216,11 @@ fn viewers(out: &mut String, all: &[ViewerStats]) {
     family(out, Family { name, help, kind }, layers(|t| axes(t.layer)));
     let name = "viewer_allocated_layer";
     let help = "The most allocation lets a viewer's video be sent to fit its estimate, per axis.";
-    family(out, Family { name, help, kind }, layers(|t| axes(t.allocated)));
+    family(
+        out,
+        Family { name, help, kind },
+        layers(|t| axes(t.allocated)),
+    );
     let name = "viewer_ceiling_layer";
     let help = "The most a viewer's video may be sent (asked for), per axis (none: the best).";
     let ceiling = |t: &TrackStats| t.ceiling.map_or([None; 2], |c| [c.spatial, c.temporal]);
@@ -373,7 +377,7 @@ mod tests {
     /// leave out what it does not have.
     #[test]
     fn a_viewers_series_are_labelled_and_typed() {
-        use rtp_ext::codec::{Codec, MediaKind};
+        use rtp_ext::codec::Codec;
         use selector::Layer;
 
         use crate::node::peer::PeerId;
@@ -403,15 +407,27 @@ mod tests {
         };
         let text = snapshot.render();
         let labels = format!("{{session=\"{session}\",room=\"a\\\"b\"");
-        let series = |name: &str, more: &str| value(&text, &format!("strata_{name}{labels}{more}}}"));
+        let series =
+            |name: &str, more: &str| value(&text, &format!("strata_{name}{labels}{more}}}"));
         assert_eq!(series("viewer_estimate_bps", ""), Some(1_500_000), "{text}");
-        assert_eq!(series("viewer_sent_bytes_total", ",kind=\"audio\""), Some(700));
-        assert_eq!(series("viewer_sent_packets_total", ",kind=\"video\""), Some(7));
+        assert_eq!(
+            series("viewer_sent_bytes_total", ",kind=\"audio\""),
+            Some(700)
+        );
+        assert_eq!(
+            series("viewer_sent_packets_total", ",kind=\"video\""),
+            Some(7)
+        );
         assert_eq!(series("viewer_layer", ",axis=\"temporal\""), Some(2));
         assert_eq!(series("viewer_ceiling_layer", ",axis=\"spatial\""), Some(1));
         assert_eq!(series("viewer_ceiling_layer", ",axis=\"temporal\""), None);
-        assert!(!text.contains("strata_viewer_allocated_layer{"), "none allocated");
-        let layers = text.lines().filter(|l| l.starts_with("strata_viewer_layer{"));
+        assert!(
+            !text.contains("strata_viewer_allocated_layer{"),
+            "none allocated"
+        );
+        let layers = text
+            .lines()
+            .filter(|l| l.starts_with("strata_viewer_layer{"));
         assert_eq!(layers.count(), 2, "the video's two axes, nothing for audio");
         assert_typed(&text);
     }

@@ -22,11 +22,11 @@ use super::peer::{
     IceCredentials, Join, Kind, Owner, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec,
     ViewerMedia,
 };
-use super::stats::ViewerStats;
 use super::sdp::{
     self, AnswerMedia, AnswerParams, Demux, Extmap, Offer, PublishedMedia, RoomCodec, SdpError,
     SendSource, ViewedMedia,
 };
+use super::stats::ViewerStats;
 use crate::engine::{StreamConfig, StreamIds, TrackConfig, TransportCc};
 
 impl Kind {
