@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use rtp_ext::codec::Codec;
+use rtp_ext::codec::{Codec, MediaKind};
 use rtp_ext::dd::DependencyDescriptor;
 use rtp_ext::rtp::RtpPacket;
 use selector::Layer;
@@ -22,6 +22,7 @@ use sfu::node::peer::{
     ViewerMedia,
 };
 use sfu::node::srtp::Unprotected;
+use sfu::node::stats::Ceiling;
 use stun::message::{Message, BINDING_SUCCESS};
 
 const DD_IN: u8 = 11;
@@ -618,9 +619,26 @@ fn a_viewer_negotiates_against_the_live_publisher_not_a_reaped_one() {
     assert!(h.core.room_codecs("elsewhere").is_empty());
 }
 
+/// A viewer's REMB for its media SSRC.
+fn remb(media_ssrc: u32, bitrate_bps: u64) -> Vec<u8> {
+    use sfu::engine::rtcp::{Remb, RembSsrcs, RtcpFeedback, RtcpWireWriter, RtcpWriter};
+    let mut ssrcs = RembSsrcs::default();
+    ssrcs.push(media_ssrc).expect("room");
+    let remb = RtcpFeedback::Remb(Remb {
+        sender_ssrc: 9,
+        bitrate_bps,
+        ssrcs,
+    });
+    let mut buf = [0u8; 100];
+    let len = RtcpWireWriter::new(b"viewer")
+        .expect("a short CNAME")
+        .write(&remb, &mut buf)
+        .expect("fits");
+    buf[..len].to_vec()
+}
+
 #[test]
 fn the_engines_events_are_consumed_a_viewers_estimate_kept() {
-    use sfu::engine::rtcp::{Remb, RembSsrcs, RtcpFeedback, RtcpWireWriter, RtcpWriter};
     let mut h = Harness::new();
     h.publisher("room", publisher_of(av1_track(0xA1), &[]), addr(9400));
     let viewer = h.viewer(
@@ -635,24 +653,105 @@ fn the_engines_events_are_consumed_a_viewers_estimate_kept() {
         h.core.counters().layer_changes >= 1,
         "the viewer started on a layer"
     );
-    let mut ssrcs = RembSsrcs::default();
-    ssrcs.push(0x10).expect("room");
-    let remb = RtcpFeedback::Remb(Remb {
-        sender_ssrc: 9,
-        bitrate_bps: 800_000,
-        ssrcs,
-    });
-    let mut buf = [0u8; 100];
-    let len = RtcpWireWriter::new(b"viewer")
-        .expect("a short CNAME")
-        .write(&remb, &mut buf)
-        .expect("fits");
-    h.send(addr(9401), &buf[..len]);
+    h.send(addr(9401), &remb(0x10, 800_000));
     assert_eq!(h.core.counters().bandwidth_estimates, 1);
     assert_eq!(
         h.core.peer(viewer).and_then(|p| p.estimate_bps),
         Some(800_000)
     );
+}
+
+/// The value of one sample of the text format, by its name and labels.
+fn sample(text: &str, series: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// A viewer's stats and its `/metrics` series follow what it asked for, its estimate and the
+/// allocation that estimate made; an AV1 viewer without the DD has the base spatial layer as
+/// its ceiling; a viewer's series go with it.
+#[test]
+fn a_viewers_estimate_and_layers_show_in_its_stats_and_metrics() {
+    let mut h = Harness::new();
+    h.publisher("room", publisher_of(av1_track(0xA1), &[]), addr(9600));
+    let asked = Layer::new(u8::MAX, 1);
+    let viewer = h.viewer("room", av1_viewer(0x10, Some(DD_OUT), asked), addr(9601));
+    let no_dd = h.viewer("room", av1_viewer(0x20, None, asked), addr(9602));
+    for packet in l3t3(0xA1, 10) {
+        h.send(addr(9600), &packet);
+    }
+    let stats = h.core.viewer_stats(viewer).expect("a viewer");
+    assert_eq!(stats.estimate_bps, None);
+    let [video] = stats.tracks.as_slice() else {
+        panic!("one subscription: {stats:?}");
+    };
+    assert_eq!(video.kind, MediaKind::Video);
+    assert_eq!(video.codec, Codec::Av1);
+    assert_eq!(
+        video.layer,
+        Some(Layer::new(2, 1).into()),
+        "the top, as asked"
+    );
+    assert_eq!(video.allocated, None, "no estimate, no allocation");
+    let open_spatial = Ceiling {
+        spatial: None,
+        temporal: Some(1),
+    };
+    assert_eq!(video.ceiling, Some(open_spatial));
+    assert!(video.bytes_sent > 0 && video.packets_sent > 0);
+    let base_only = h.core.viewer_stats(no_dd).expect("a viewer").tracks;
+    assert_eq!(
+        base_only.first().and_then(|t| t.ceiling),
+        Some(Ceiling {
+            spatial: Some(0),
+            temporal: Some(1)
+        })
+    );
+
+    // Far too little for anything above the base layer.
+    h.send(addr(9601), &remb(0x10, 1_000));
+    let stats = h.core.viewer_stats(viewer).expect("a viewer");
+    assert_eq!(stats.estimate_bps, Some(1_000));
+    let video = stats.tracks.first().expect("subscribed");
+    assert_eq!(video.allocated, Some(Layer::BASE.into()));
+
+    let text = h.core.snapshot().render();
+    let labels = format!("{{session=\"{viewer}\",room=\"room\"");
+    let series = |name: &str, more: &str| sample(&text, &format!("strata_{name}{labels}{more}}}"));
+    assert_eq!(series("viewer_estimate_bps", ""), Some(1_000), "{text}");
+    let axis = |a| format!(",axis=\"{a}\"");
+    assert_eq!(series("viewer_allocated_layer", &axis("spatial")), Some(0));
+    assert_eq!(series("viewer_allocated_layer", &axis("temporal")), Some(0));
+    assert_eq!(series("viewer_ceiling_layer", &axis("temporal")), Some(1));
+    assert_eq!(
+        series("viewer_ceiling_layer", &axis("spatial")),
+        None,
+        "an open axis has no sample"
+    );
+    let video_kind = ",kind=\"video\"";
+    assert_eq!(
+        series("viewer_sent_bytes_total", video_kind),
+        Some(video.bytes_sent)
+    );
+    assert_eq!(
+        series("viewer_sent_packets_total", video_kind),
+        Some(video.packets_sent)
+    );
+    let other = format!("{{session=\"{no_dd}\",room=\"room\"}}");
+    assert_eq!(
+        sample(&text, &format!("strata_viewer_estimate_bps{other}")),
+        None,
+        "no estimate from the other viewer"
+    );
+    assert!(text.contains(&format!("strata_viewer_ceiling_layer{{session=\"{no_dd}\"")));
+
+    h.core.remove_peer(viewer).expect("live");
+    let text = h.core.snapshot().render();
+    assert!(
+        !text.contains(&viewer.to_string()),
+        "its series went with it"
+    );
+    assert!(h.core.viewer_stats(viewer).is_none());
 }
 
 /// With viewer estimation on, a viewer that negotiated transport-wide CC gets the sequence on

@@ -411,6 +411,60 @@ fn a_session_answers_only_the_credential_that_created_it() {
     assert_eq!(node.request("DELETE", &whip, &[alice], "").status, 200);
 }
 
+/// `GET` on a viewer's resource: its estimate and subscriptions as JSON (none before it
+/// connects), under the rules of PATCH and DELETE.
+#[test]
+fn a_viewers_stats_answer_the_credential_that_created_it() {
+    let node = Node::start(&["--token", "alice", "--token", "bob"]);
+    let alice = ("Authorization", "Bearer alice");
+    let bob = ("Authorization", "Bearer bob");
+    let published = node.request("POST", "/whip/demo", &[SDP, alice], AV1_OFFER);
+    let whip = published.header("location").expect("a resource").to_owned();
+    let watched = node.request("POST", "/whep/demo", &[SDP, alice], VIEWER_OFFER);
+    let whep = watched.header("location").expect("a resource").to_owned();
+
+    let stats = node.request("GET", &whep, &[alice], "");
+    assert_eq!(stats.status, 200, "{}", stats.body);
+    assert_eq!(stats.header("content-type"), Some("application/json"));
+    assert_eq!(stats.header("cache-control"), Some("no-store"));
+    let json: serde_json::Value = serde_json::from_str(&stats.body).expect("JSON");
+    assert_eq!(
+        json,
+        serde_json::json!({"estimate_bps": null, "tracks": []}),
+        "not connected: no estimate, no subscription"
+    );
+    let forbidden = node.request("GET", &whep, &[bob], "");
+    assert_eq!(forbidden.status, 403);
+    assert!(
+        forbidden.body.contains("another credential"),
+        "{}",
+        forbidden.body
+    );
+    assert_eq!(node.request("GET", &whep, &[], "").status, 401);
+    let as_viewer = whip.replacen("/whip/", "/whep/", 1);
+    assert_eq!(
+        node.request("GET", &as_viewer, &[alice], "").status,
+        404,
+        "a publisher has no viewer stats"
+    );
+    let other_room = whep.replacen("/whep/demo/", "/whep/elsewhere/", 1);
+    assert_eq!(node.request("GET", &other_room, &[alice], "").status, 404);
+    let bad_room = whep.replacen("/whep/demo/", "/whep/a%20b/", 1);
+    let refused = node.request("GET", &bad_room, &[alice], "");
+    assert_eq!(refused.status, 400);
+    assert!(refused.body.contains("room name"), "{}", refused.body);
+    assert_eq!(
+        node.request("GET", "/whep/demo/not-an-id", &[alice], "")
+            .status,
+        404
+    );
+
+    assert_eq!(node.request("DELETE", &whep, &[alice], "").status, 200);
+    let gone = node.request("GET", &whep, &[alice], "");
+    assert_eq!(gone.status, 404);
+    assert!(gone.body.contains("no such session"), "{}", gone.body);
+}
+
 #[test]
 fn on_an_open_node_only_the_resource_url_ends_a_session() {
     let node = Node::start(&[]);
@@ -432,6 +486,28 @@ fn on_an_open_node_only_the_resource_url_ends_a_session() {
         metrics.body.contains("strata_subscribers 1"),
         "{}",
         metrics.body
+    );
+    let id = whep.rsplit('/').next().expect("an id");
+    let sent = format!("strata_viewer_sent_bytes_total{{session=\"{id}\"");
+    assert!(
+        !metrics.body.contains(&sent),
+        "not subscribed yet: no per-subscription series\n{}",
+        metrics.body
+    );
+    assert_eq!(
+        node.request(
+            "GET",
+            "/whep/demo/00000000000000000000000000000001",
+            &[],
+            ""
+        )
+        .status,
+        404
+    );
+    assert_eq!(
+        node.request("GET", &whep, &[], "").status,
+        200,
+        "the URL is the key"
     );
     assert_eq!(node.request("DELETE", &whep, &[], "").status, 200);
 }

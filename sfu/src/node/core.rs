@@ -9,6 +9,7 @@
 //! handshake) is gone from every table here and from the engine at once.
 
 mod room;
+mod stats;
 mod wire;
 
 use std::collections::{HashMap, VecDeque};
@@ -210,6 +211,7 @@ impl NodeCore {
             addr: None,
             srtp: None,
             estimate_bps: None,
+            allocated: None,
             last_seen: now,
             role,
         };
@@ -533,11 +535,16 @@ impl NodeCore {
                     );
                 }
                 Event::LayerAllocated {
-                    transport, layer, ..
+                    transport,
+                    down_track,
+                    layer,
                 } => {
                     self.counters.layer_allocations += 1;
-                    let peer = self.by_transport.get(&transport);
-                    tracing::debug!(?peer, ?layer, "layer allocated to fit the estimate");
+                    let id = self.by_transport.get(&transport).copied();
+                    if let Some(peer) = id.and_then(|id| self.peers.get_mut(&id)) {
+                        peer.allocated = Some((down_track, layer));
+                    }
+                    tracing::debug!(peer = ?id, ?layer, "layer allocated to fit the estimate");
                 }
                 Event::KeyframeRequested { transport, track } => {
                     let peer = self.by_transport.get(&transport);
@@ -584,6 +591,7 @@ impl NodeCore {
             bad_rtcp: router.bad_rtcp,
             nacks_sent: router.nacks_sent,
             keyframe_requests_sent: router.keyframe_requests_sent,
+            viewer_stats: self.all_viewer_stats(),
             ..Snapshot::default()
         };
         for peer in self.peers.values() {

@@ -1,5 +1,5 @@
-//! The HTTP side of the node: WHIP (RFC 9725) and WHEP endpoints, CORS, `/metrics` and the
-//! demo page. Handlers only translate HTTP to [`Signaling`] calls and back.
+//! The HTTP side of the node: WHIP (RFC 9725) and WHEP endpoints, a viewer's stats, CORS,
+//! `/metrics` and the demo page. Handlers only translate HTTP to [`Signaling`] calls and back.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -41,7 +41,9 @@ pub fn routes(
         )
         .route(
             "/whep/{room}/{id}",
-            axum::routing::delete(end_viewer).patch(patch_viewer),
+            axum::routing::delete(end_viewer)
+                .patch(patch_viewer)
+                .get(viewer_stats),
         )
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(middleware::from_fn(move |request, next| {
@@ -313,6 +315,25 @@ async fn patch_viewer(
     let action = Action::SetLayer(choice.layer());
     signaling.on_resource(resource, caller, action).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The viewer's estimate and, per subscription, its layers, as JSON.
+async fn viewer_stats(
+    State(signaling): State<Arc<Signaling>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path((room, id)): ResourcePath,
+    headers: HeaderMap,
+) -> Result<Response, SignalError> {
+    let resource = (room.as_str(), id.as_str());
+    let stats = signaling
+        .viewer_stats(resource, caller(&headers, client))
+        .await?;
+    let mut response = axum::Json(stats).into_response();
+    // Polled for live values: a cached answer would be a stale one.
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
 }
 
 async fn metrics(

@@ -24,6 +24,7 @@ use super::metrics::Snapshot;
 use super::peer::{Join, PeerId, Publisher, Viewer};
 use super::sdp::RoomCodec;
 use super::srtp::{self, SrtpKeys};
+use super::stats::ViewerStats;
 use crate::engine::rtcp::WallClock;
 
 /// What signaling asks of the media loop; each carries where the answer goes.
@@ -52,6 +53,11 @@ pub enum Command {
     },
     Metrics {
         reply: oneshot::Sender<Snapshot>,
+    },
+    /// A viewer session's estimate and layers, through its resource URL.
+    ViewerStats {
+        resource: Resource,
+        reply: oneshot::Sender<Result<ViewerStats, CoreError>>,
     },
 }
 
@@ -225,6 +231,13 @@ impl MediaLoop {
             }
             Command::Metrics { reply } => {
                 let _ = reply.send(self.core.snapshot());
+            }
+            Command::ViewerStats { resource, reply } => {
+                let stats = self.core.resource(&resource).and_then(|id| {
+                    // The resource names a viewer: only a publisher would have none.
+                    self.core.viewer_stats(id).ok_or(CoreError::NotAViewer)
+                });
+                let _ = reply.send(stats);
             }
         }
     }

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::limits::LimitError;
+use super::stats::{kind_label, LayerView, TrackStats, ViewerStats};
 
 /// Why the node dropped a datagram or a packet before the engine saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +93,7 @@ impl NodeCounters {
 }
 
 /// Everything `/metrics` shows, gathered from the node and the engine in one pass.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
     pub rooms: usize,
     pub publishers: usize,
@@ -110,6 +111,8 @@ pub struct Snapshot {
     pub retransmissions: u64,
     pub keyframes_asked: u64,
     pub keyframe_requests_sent: u64,
+    /// Every viewer session, by room and session id.
+    pub viewer_stats: Vec<ViewerStats>,
 }
 
 struct Family<'a> {
@@ -118,12 +121,18 @@ struct Family<'a> {
     kind: &'a str,
 }
 
-fn family(out: &mut String, f: Family<'_>, samples: &[(&str, u64)]) {
+/// A family's HELP and TYPE lines and its samples, each a label set (`{a="b"}` or empty) and
+/// a value.
+fn family<L: AsRef<str>>(
+    out: &mut String,
+    f: Family<'_>,
+    samples: impl IntoIterator<Item = (L, u64)>,
+) {
     // Writing to a String cannot fail.
     let _ = writeln!(out, "# HELP strata_{} {}", f.name, f.help);
     let _ = writeln!(out, "# TYPE strata_{} {}", f.name, f.kind);
     for (labels, value) in samples {
-        let _ = writeln!(out, "strata_{}{labels} {value}", f.name);
+        let _ = writeln!(out, "strata_{}{} {value}", f.name, labels.as_ref());
     }
 }
 
@@ -134,23 +143,102 @@ fn by_reason<'a>(
     help: &str,
     reasons: impl IntoIterator<Item = (&'a str, u64)>,
 ) {
-    let labelled: Vec<(String, u64)> = reasons
+    let samples = reasons
         .into_iter()
-        .map(|(reason, value)| (format!("{{reason=\"{reason}\"}}"), value))
-        .collect();
-    let samples: Vec<(&str, u64)> = labelled.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+        .map(|(reason, value)| (format!("{{reason=\"{reason}\"}}"), value));
     let kind = "counter";
-    family(out, Family { name, help, kind }, &samples);
+    family(out, Family { name, help, kind }, samples);
+}
+
+/// A label value as the text format writes it: backslash, double quote and line feed escaped.
+/// (Room names are already restricted to `A-Z a-z 0-9 - _ .` by signaling; a host driving the
+/// core directly is not.)
+fn label_value(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// A viewer session's labels, without the closing brace so more can follow.
+fn viewer_labels(viewer: &ViewerStats) -> String {
+    format!(
+        "{{session=\"{}\",room=\"{}\"",
+        viewer.session,
+        label_value(&viewer.room)
+    )
+}
+
+/// Every subscription of every viewer, with its viewer.
+fn subscriptions(all: &[ViewerStats]) -> impl Iterator<Item = (&ViewerStats, &TrackStats)> {
+    all.iter()
+        .flat_map(|v| v.tracks.iter().map(move |t| (v, t)))
+}
+
+/// The per-viewer series. One label set per viewer session (and per subscription or layer
+/// axis, two of each at most): their number is bounded by the node's session limit
+/// (`limits.sessions`), so a scrape cannot grow without bound, and a session's series go
+/// when it ends.
+fn viewers(out: &mut String, all: &[ViewerStats]) {
+    let kind = "gauge";
+    let name = "viewer_estimate_bps";
+    let help = "A viewer's bandwidth estimate, bits/s (REMB or transport-wide CC).";
+    let estimates = all
+        .iter()
+        .filter_map(|v| Some((format!("{}}}", viewer_labels(v)), v.estimate_bps?)));
+    family(out, Family { name, help, kind }, estimates);
+    let sent = |pick: fn(&TrackStats) -> u64| {
+        subscriptions(all).map(move |(v, t)| {
+            let labels = format!("{},kind=\"{}\"}}", viewer_labels(v), kind_label(t.kind));
+            (labels, pick(t))
+        })
+    };
+    let kind = "counter";
+    let name = "viewer_sent_packets_total";
+    let help = "Packets sent to a viewer per subscription, retransmissions and probes included.";
+    family(out, Family { name, help, kind }, sent(|t| t.packets_sent));
+    let name = "viewer_sent_bytes_total";
+    let help = "Bytes sent to a viewer per subscription (its rate is the sent bitrate).";
+    family(out, Family { name, help, kind }, sent(|t| t.bytes_sent));
+    // Video's layers, one sample per axis; an axis without a value has no sample.
+    let layers = |pick: fn(&TrackStats) -> [Option<u8>; 2]| {
+        subscriptions(all).flat_map(move |(v, t)| {
+            let axes = ["spatial", "temporal"].into_iter().zip(pick(t));
+            axes.filter_map(move |(axis, n)| {
+                let labels = format!("{},axis=\"{axis}\"}}", viewer_labels(v));
+                Some((labels, u64::from(n?)))
+            })
+        })
+    };
+    let kind = "gauge";
+    let name = "viewer_layer";
+    let help = "The layer a viewer's video is sent now, per axis (none: nothing decodable).";
+    family(out, Family { name, help, kind }, layers(|t| axes(t.layer)));
+    let name = "viewer_allocated_layer";
+    let help = "The most allocation lets a viewer's video be sent to fit its estimate, per axis.";
+    family(
+        out,
+        Family { name, help, kind },
+        layers(|t| axes(t.allocated)),
+    );
+    let name = "viewer_ceiling_layer";
+    let help = "The most a viewer's video may be sent (asked for), per axis (none: the best).";
+    let ceiling = |t: &TrackStats| t.ceiling.map_or([None; 2], |c| [c.spatial, c.temporal]);
+    family(out, Family { name, help, kind }, layers(ceiling));
+}
+
+fn axes(layer: Option<LayerView>) -> [Option<u8>; 2] {
+    layer.map_or([None; 2], |l| [Some(l.spatial), Some(l.temporal)])
 }
 
 fn gauge(out: &mut String, name: &str, help: &str, value: usize) {
     let kind = "gauge";
-    family(out, Family { name, help, kind }, &[("", value as u64)]);
+    family(out, Family { name, help, kind }, [("", value as u64)]);
 }
 
 fn counter(out: &mut String, name: &str, help: &str, value: u64) {
     let kind = "counter";
-    family(out, Family { name, help, kind }, &[("", value)]);
+    family(out, Family { name, help, kind }, [("", value)]);
 }
 
 impl Snapshot {
@@ -234,6 +322,7 @@ impl Snapshot {
             sent,
             self.keyframe_requests_sent,
         );
+        viewers(&mut out, &self.viewer_stats);
         out
     }
 }
@@ -267,6 +356,14 @@ mod tests {
         let srtp = "strata_dropped_total{reason=\"srtp_rejected\"}";
         assert_eq!(value(&text, srtp), Some(2));
         assert_eq!(value(&text, "strata_keyframe_requests_sent_total"), Some(5));
+        assert!(
+            !text.contains("strata_viewer_layer{"),
+            "no viewer, no sample"
+        );
+        assert_typed(&text);
+    }
+
+    fn assert_typed(text: &str) {
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let name = line.split(['{', ' ']).next().expect("a name");
             assert!(
@@ -274,5 +371,64 @@ mod tests {
                 "{name} has a TYPE line"
             );
         }
+    }
+
+    /// A viewer's series carry its session and room (escaped as the text format wants) and
+    /// leave out what it does not have.
+    #[test]
+    fn a_viewers_series_are_labelled_and_typed() {
+        use rtp_ext::codec::Codec;
+        use selector::Layer;
+
+        use crate::node::peer::PeerId;
+        use crate::node::stats::TrackStats;
+
+        let session = PeerId(0xab);
+        let track = |codec: Codec, layer: Option<Layer>| TrackStats {
+            kind: codec.kind(),
+            codec,
+            layer: layer.map(Into::into),
+            allocated: None,
+            ceiling: layer.map(|_| Layer::new(1, u8::MAX).into()),
+            packets_sent: 7,
+            bytes_sent: 700,
+        };
+        let snapshot = Snapshot {
+            viewer_stats: vec![ViewerStats {
+                session,
+                room: "a\"b".into(),
+                estimate_bps: Some(1_500_000),
+                tracks: vec![
+                    track(Codec::Vp9, Some(Layer::new(1, 2))),
+                    track(Codec::Opus, None),
+                ],
+            }],
+            ..Snapshot::default()
+        };
+        let text = snapshot.render();
+        let labels = format!("{{session=\"{session}\",room=\"a\\\"b\"");
+        let series =
+            |name: &str, more: &str| value(&text, &format!("strata_{name}{labels}{more}}}"));
+        assert_eq!(series("viewer_estimate_bps", ""), Some(1_500_000), "{text}");
+        assert_eq!(
+            series("viewer_sent_bytes_total", ",kind=\"audio\""),
+            Some(700)
+        );
+        assert_eq!(
+            series("viewer_sent_packets_total", ",kind=\"video\""),
+            Some(7)
+        );
+        assert_eq!(series("viewer_layer", ",axis=\"temporal\""), Some(2));
+        assert_eq!(series("viewer_ceiling_layer", ",axis=\"spatial\""), Some(1));
+        assert_eq!(series("viewer_ceiling_layer", ",axis=\"temporal\""), None);
+        assert!(
+            !text.contains("strata_viewer_allocated_layer{"),
+            "none allocated"
+        );
+        let layers = text
+            .lines()
+            .filter(|l| l.starts_with("strata_viewer_layer{"));
+        assert_eq!(layers.count(), 2, "the video's two axes, nothing for audio");
+        assert_typed(&text);
     }
 }

@@ -14,6 +14,7 @@
 //! - [`signaling`]: an offer to a session and an answer.
 //! - [`http`]: the WHIP/WHEP routes, CORS, `/metrics`, the demo page.
 //! - [`metrics`]: counters and the Prometheus text format.
+//! - [`stats`]: one viewer's estimate and layers, for `/metrics` and its resource's `GET`.
 //! - [`limits`]: what one node holds at most, and how a refusal reads.
 //! - [`listener`]: the HTTP connections: a cap, and timeouts for slow or idle clients.
 //! - [`server`]: start, run, shut down.
@@ -35,3 +36,4 @@ pub mod sdp;
 pub mod server;
 pub mod signaling;
 pub mod srtp;
+pub mod stats;

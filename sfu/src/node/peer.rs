@@ -129,8 +129,13 @@ pub struct Peer {
     /// password from): all our packets to it go there.
     pub addr: Option<SocketAddr>,
     pub srtp: Option<Box<dyn SrtpContext>>,
-    /// The latest bandwidth estimate its receiver sent (REMB), if any.
+    /// The latest bandwidth estimate the engine holds for it (its REMB, or its transport-wide
+    /// CC feedback), if any.
     pub estimate_bps: Option<u64>,
+    /// The layer allocation last capped its video subscription at, with that subscription:
+    /// a subscription that replaced it (the room's next publisher) has none until allocation
+    /// runs for it.
+    pub allocated: Option<(DownTrackId, Layer)>,
     /// The last valid binding request: ICE consent (RFC 7675) keeps it fresh.
     pub last_seen: Instant,
     pub role: Role,

@@ -26,6 +26,7 @@ use super::sdp::{
     self, AnswerMedia, AnswerParams, Demux, Extmap, Offer, PublishedMedia, RoomCodec, SdpError,
     SendSource, ViewedMedia,
 };
+use super::stats::ViewerStats;
 use crate::engine::{StreamConfig, StreamIds, TrackConfig, TransportCc};
 
 impl Kind {
@@ -240,18 +241,11 @@ impl Signaling {
     /// the caller must hold the credential that created it.
     pub async fn on_resource(
         &self,
-        (kind, room, id): (Kind, &str, &str),
+        resource: (Kind, &str, &str),
         caller: Caller<'_>,
         action: Action,
     ) -> Result<(), SignalError> {
-        self.authorize(caller, room, kind.grant())?;
-        let id: PeerId = id.parse().map_err(|_| SignalError::NotFound)?;
-        let resource = Resource {
-            kind,
-            room: room.to_owned(),
-            id,
-            owner: self.owner(caller),
-        };
+        let resource = self.resource(resource, caller)?;
         let (reply, answer) = oneshot::channel();
         let command = Command::Resource {
             resource,
@@ -259,6 +253,36 @@ impl Signaling {
             reply,
         };
         Ok(self.ask(command, answer).await??)
+    }
+
+    /// A GET on a viewer's resource: its estimate and layers, under the same rules as a
+    /// PATCH or DELETE on it.
+    pub async fn viewer_stats(
+        &self,
+        (room, id): (&str, &str),
+        caller: Caller<'_>,
+    ) -> Result<ViewerStats, SignalError> {
+        let resource = self.resource((Kind::Viewer, room, id), caller)?;
+        let (reply, answer) = oneshot::channel();
+        let command = Command::ViewerStats { resource, reply };
+        Ok(self.ask(command, answer).await??)
+    }
+
+    /// A resource URL with the caller's credential, once the caller holds a grant of that
+    /// kind in the room; the media loop checks the rest (the session exists, is the caller's).
+    fn resource(
+        &self,
+        (kind, room, id): (Kind, &str, &str),
+        caller: Caller<'_>,
+    ) -> Result<Resource, SignalError> {
+        self.authorize(caller, room, kind.grant())?;
+        let id: PeerId = id.parse().map_err(|_| SignalError::NotFound)?;
+        Ok(Resource {
+            kind,
+            room: room.to_owned(),
+            id,
+            owner: self.owner(caller),
+        })
     }
 
     pub async fn metrics(&self) -> Result<super::metrics::Snapshot, SignalError> {
