@@ -63,6 +63,38 @@ pub struct AllocationInput<'a> {
 /// host's call: mute it); steps with no measured rate (a layer the publisher does not send)
 /// are skipped.
 pub fn allocate(budget_bps: u64, tracks: &[AllocationInput<'_>]) -> SmallVec<[Layer; 4]> {
+    let climbed = climb(budget_bps, tracks);
+    climbed
+        .steps
+        .iter()
+        .zip(&climbed.at)
+        .map(|(s, &i)| s.get(i).map_or(Layer::new(0, 0), |&(layer, _)| layer))
+        .collect()
+}
+
+/// What the next layer set above the allocation within `budget_bps` costs in all: the
+/// allocation plus the cheapest single step up on any track; `None` when every track is at
+/// its ceiling. A probe before an up-switch tests this rate.
+pub fn next_step_bps(budget_bps: u64, tracks: &[AllocationInput<'_>]) -> Option<u64> {
+    let climbed = climb(budget_bps, tracks);
+    let cheapest = climbed
+        .steps
+        .iter()
+        .zip(&climbed.at)
+        .filter_map(|(s, &i)| Some(s.get(i + 1)?.1.saturating_sub(s[i].1)))
+        .min()?;
+    Some(climbed.spent + cheapest)
+}
+
+/// Each track's steps, the step it reached and the rate of all of them.
+struct Climbed {
+    steps: SmallVec<[Steps; 4]>,
+    at: SmallVec<[usize; 4]>,
+    spent: u64,
+}
+
+/// Climbs one step at a time across tracks while the next fits `budget_bps`.
+fn climb(budget_bps: u64, tracks: &[AllocationInput<'_>]) -> Climbed {
     let steps: SmallVec<[Steps; 4]> = tracks
         .iter()
         .map(|t| measured_steps(t.rates, t.order, t.ceiling))
@@ -89,11 +121,7 @@ pub fn allocate(budget_bps: u64, tracks: &[AllocationInput<'_>]) -> SmallVec<[La
             }
         }
     }
-    steps
-        .iter()
-        .zip(&at)
-        .map(|(s, &i)| s.get(i).map_or(Layer::new(0, 0), |&(layer, _)| layer))
-        .collect()
+    Climbed { steps, at, spent }
 }
 
 /// The steps of `order` within `ceiling` that the publisher sends, with their rates; the
@@ -151,6 +179,27 @@ mod tests {
         assert_eq!(one(300_000, Layer::MAX), Layer::new(0, 2));
         assert_eq!(one(120_000, Layer::MAX), Layer::new(0, 1));
         assert_eq!(one(10_000, Layer::MAX), Layer::new(0, 0), "never nothing");
+    }
+
+    #[test]
+    fn the_next_layer_set_is_the_cheapest_step_up() {
+        let rates = camera();
+        let order = LayerOrder::frame_rate_first(3, 3);
+        let input = AllocationInput {
+            rates: &rates,
+            order: &order,
+            ceiling: Layer::MAX,
+        };
+        assert_eq!(next_step_bps(865_000, &[input]), Some(1_230_000), "720p");
+        assert_eq!(next_step_bps(300_000, &[input]), Some(500_000), "360p");
+        assert_eq!(next_step_bps(3_000_000, &[input]), None, "at the top");
+        // Two cameras at 360p in 1.1 Mbit/s: one of them to 720p.
+        assert_eq!(next_step_bps(1_100_000, &[input, input]), Some(1_730_000));
+        let capped = AllocationInput {
+            ceiling: Layer::new(1, 2),
+            ..input
+        };
+        assert_eq!(next_step_bps(865_000, &[capped]), None, "at its ceiling");
     }
 
     #[test]

@@ -39,7 +39,7 @@ mod track;
 mod transport;
 mod twcc;
 
-pub use allocation::{allocate, AllocationInput, LayerOrder};
+pub use allocation::{allocate, next_step_bps, AllocationInput, LayerOrder};
 pub use binding::StreamIds;
 pub use down_track::{
     DownTrack, DownTrackCounters, SubscriberReception, Transmit, WriteError, Written, SEND_HISTORY,

@@ -738,8 +738,9 @@ impl Router {
         if let (Ok(Some(transmit)), Some((_, side)), Some(now)) =
             (&written.result, send, self.last_input)
         {
+            let cluster = side.prober.running();
             side.history
-                .on_send(now, transmit.len + transmit.payload.len(), None);
+                .on_send(now, transmit.len + transmit.payload.len(), cluster);
         }
         if let Some(layer) = written.layer_changed {
             self.events.push_back(Event::LayerChanged {
@@ -785,8 +786,9 @@ impl Router {
         let seq = send.as_ref().map(|s| s.0);
         let transmit = down_track.write_retransmission(out_seq, packet, seq, buf)?;
         if let (Some((_, side)), Some(now)) = (send, self.last_input) {
+            let cluster = side.prober.running();
             side.history
-                .on_send(now, transmit.len + transmit.payload.len(), None);
+                .on_send(now, transmit.len + transmit.payload.len(), cluster);
         }
         Ok(Some(Output {
             transport: down_track.transport(),

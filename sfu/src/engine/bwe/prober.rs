@@ -58,6 +58,12 @@ impl Prober {
         Some(id)
     }
 
+    /// The running cluster: what else is sent meanwhile belongs to it too, so its result is
+    /// what the path carried of everything.
+    pub fn running(&self) -> Option<u32> {
+        self.cluster.map(|c| c.id)
+    }
+
     /// When the running cluster's next packet is due.
     pub fn next_due(&self) -> Option<Instant> {
         self.cluster.map(|c| c.next_at)

@@ -14,7 +14,7 @@ use selector::Layer;
 use smallvec::SmallVec;
 
 use super::{Event, Router};
-use crate::engine::allocation::{allocate, AllocationInput, LayerOrder};
+use crate::engine::allocation::{allocate, next_step_bps, AllocationInput, LayerOrder};
 use crate::engine::bwe::BandwidthEstimator;
 use crate::engine::layer_rates::{LayerBitrates, MEASURED_LAYERS};
 use crate::engine::rtcp::TransportCc;
@@ -25,9 +25,10 @@ use crate::engine::transport::{Allocation, SendSide, TransportId};
 pub const HOLD_DOWN: Duration = Duration::from_secs(5);
 /// At most one up-switch per transport this often.
 pub const UP_INTERVAL: Duration = Duration::from_secs(2);
-/// Probes run this fraction above the rate they test, so that a path that carries it shows
-/// it with room to spare.
-const PROBE_MARGIN: u64 = 10;
+/// Probes run one part in this many above the rate they test, so that a path that carries
+/// it shows it with room to spare: a probe's result comes out under what was sent (media
+/// frames in it are bursty, the last packet's time is not counted).
+const PROBE_MARGIN: u64 = 4;
 /// A subscription keeps its layer while that fits within one part in this many over the
 /// budget.
 const STAY_TOLERANCE: u64 = 10;
@@ -232,13 +233,18 @@ impl Router {
             };
             state.rtx.set(now, state.estimate_bps, media_bps);
         }
-        // Probe when the estimate holds the viewer below what it asked for, or when nothing
-        // yet shows the path carries the layers the estimate allows.
-        let wanted_bps = cost(&wanted);
+        // Probe when the estimate holds the viewer below what it asked for (at the rate of
+        // the next layer set up), or when nothing yet shows the path carries the layers the
+        // estimate allows (at their rate).
         let unconfirmed = confirmed.is_some_and(|c| c + c / STAY_TOLERANCE < cost(&chosen));
-        if wanted_bps > state.estimate_bps || unconfirmed {
-            let rate = wanted_bps.min(state.estimate_bps.saturating_mul(2));
-            self.start_probe(now, transport, rate + rate / PROBE_MARGIN);
+        let next = next_step_bps(budget, &inputs).map(|video| video + audio_bps);
+        let target = if unconfirmed {
+            Some(cost(&chosen))
+        } else {
+            next
+        };
+        if let Some(rate) = target {
+            self.start_probe(now, transport, rate + rate / PROBE_MARGIN, media_bps);
         }
     }
 

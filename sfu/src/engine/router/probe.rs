@@ -14,8 +14,19 @@ use super::Output;
 use super::{source_packet, stamped};
 
 impl Router {
-    /// Starts a cluster toward `transport` at `rate_bps`, if it has a send side and may probe.
-    pub(super) fn start_probe(&mut self, now: Instant, transport: TransportId, rate_bps: u64) {
+    /// Starts a cluster toward `transport` that brings what it is sent up to `target_bps`
+    /// while it runs: probe packets at the rate media (`media_bps`) leaves over, the media
+    /// sent meanwhile counted in the cluster. Only if it has a send side and may probe.
+    pub(super) fn start_probe(
+        &mut self,
+        now: Instant,
+        transport: TransportId,
+        target_bps: u64,
+        media_bps: u64,
+    ) {
+        // At least a quarter of the target in probe packets, so a cluster ends soon even
+        // when media alone is near the target.
+        let rate_bps = target_bps.saturating_sub(media_bps).max(target_bps / 4);
         let side = self
             .transports
             .get_mut(&transport)
