@@ -1190,6 +1190,21 @@ fn rtx_both_ways_and_padding() {
         original.extension(DD_EXT),
         "same DD"
     );
+    // Asked again, it goes again under the RTX stream's next sequence number: the RTX stream
+    // numbers its own packets, or the subscriber's SRTP would take the copy for a replay.
+    session.nack(id, 0x5000, &[wanted]);
+    let again = session.received[&id]
+        .packets
+        .last()
+        .expect("a retransmission")
+        .clone();
+    let again = RtpPacket::parse(&again).expect("RTP");
+    assert_eq!(again.fields().ssrc, 0x5001);
+    assert_eq!(
+        again.fields().sequence_number,
+        resent.fields().sequence_number.wrapping_add(1)
+    );
+    assert_eq!(&again.payload()[..2], &wanted.to_be_bytes());
 }
 
 /// Every real browser capture through the engine to subscribers at the lowest and the best

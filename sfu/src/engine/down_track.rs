@@ -130,6 +130,9 @@ struct State {
     last_sent: Option<u16>,
     /// Where the forwarder writes each packet's DD: kept, so it is not zeroed per packet.
     dd_scratch: [u8; MAX_DD_SIZE],
+    /// The RTX stream's next sequence number: its own, one per packet sent on it (RFC 4588
+    /// section 4), so a packet repaired or probed twice is not taken for a replay.
+    rtx_seq: u16,
 }
 
 /// A subscriber's reception, from its receiver reports (RFC 3550 6.4.1).
@@ -191,6 +194,9 @@ impl DownTrack {
                 reported_layer: None,
                 last_sent: None,
                 dd_scratch: [0; MAX_DD_SIZE],
+                // Apart from the media stream's numbers, so the two are not confused in a
+                // capture; any start is valid.
+                rtx_seq: config.ssrc as u16 ^ 0x5A5A,
             }),
             clock_rate: track_config.clock_rate,
         }
@@ -334,7 +340,7 @@ impl DownTrack {
             vp8_patch: f.vp8_patch,
             filler: f.filler,
         };
-        let transmit = self.write_sent(packet, &sent, dd, transport_seq, buf, false);
+        let transmit = self.write_sent(packet, &sent, dd, transport_seq, buf, None);
         let transmit = state.count(transmit)?;
         if let SentDd::Large = sent.dd {
             state.keep_large_dd(f.seq, f.dd_len);
@@ -402,8 +408,10 @@ impl DownTrack {
     ) -> Result<Transmit, WriteError> {
         let mut state = self.state.lock();
         let sent = *state.remembered(out_seq).ok_or(WriteError::NotRemembered)?;
+        let rtx_seq = state.rtx_seq;
+        state.rtx_seq = rtx_seq.wrapping_add(1);
         let dd = state.sent_dd(&sent).ok_or(WriteError::NotRemembered)?;
-        let transmit = self.write_sent(packet, &sent, dd, transport_seq, buf, true);
+        let transmit = self.write_sent(packet, &sent, dd, transport_seq, buf, Some(rtx_seq));
         let transmit = state.count(transmit)?;
         if probe {
             state.counters.probes += 1;
@@ -420,15 +428,21 @@ impl DownTrack {
         dd: &[u8],
         transport_seq: Option<u16>,
         buf: &mut [u8],
-        retransmission: bool,
+        again: Option<u16>,
     ) -> Result<Transmit, WriteError> {
         let source = packet.source_header().ok_or(WriteError::Rewrite)?;
-        let rtx = self.config.rtx.filter(|_| retransmission);
-        let (ssrc, payload_type) = rtx.unwrap_or((self.config.ssrc, self.config.payload_type));
+        let retransmission = again.is_some();
+        // Sent again: on the RTX stream under its own sequence number if it was negotiated,
+        // else on the media stream as it went the first time.
+        let rtx = self.config.rtx.zip(again);
+        let (ssrc, payload_type, sequence_number) = match rtx {
+            Some(((ssrc, payload_type), rtx_seq)) => (ssrc, payload_type, rtx_seq),
+            None => (self.config.ssrc, self.config.payload_type, sent.out_seq),
+        };
         let fields = RtpFields {
             marker: sent.marker,
             payload_type,
-            sequence_number: sent.out_seq,
+            sequence_number,
             timestamp: sent.ts,
             ssrc,
         };
