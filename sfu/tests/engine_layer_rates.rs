@@ -159,3 +159,54 @@ fn a_simulcast_stream_pays_only_for_itself() {
     assert!(near(rates.bps(Layer::new(1, 1)), per_second(1015)));
     assert_eq!(rates.bps(Layer::new(2, 0)), 0, "no third stream");
 }
+
+/// Simulcast with a Dependency Descriptor on each stream (as browsers send it): each stream's
+/// descriptor describes that stream alone, all of spatial layer 0, and its decode targets
+/// count toward the stream's own layer.
+#[test]
+fn a_simulcast_streams_descriptor_counts_toward_its_own_stream() {
+    let mut router = Router::new(RouterConfig::default());
+    let publisher = router.add_transport();
+    let mut config = TrackConfig::single(Codec::Vp8, 0xA0);
+    config.dd_ext_id = Some(DD_EXT);
+    config.streams.push(sfu::engine::StreamConfig {
+        ssrc: 0xA1,
+        rtx_ssrc: None,
+    });
+    let track = router.publish(publisher, config).expect("a new transport");
+    let stream = |ssrc| {
+        StreamGenerator::new(
+            ScalabilityMode::L1T3,
+            GeneratorConfig {
+                ssrc,
+                keyframe_interval_tus: 0,
+                packets_per_frame: 1..=1,
+                ..GeneratorConfig::default()
+            },
+        )
+    };
+    let mut streams = [(stream(0xA0), 300), (stream(0xA1), 1_200)];
+    let start = Instant::now();
+    let mut now = start;
+    for unit in 0..90u32 {
+        now = start + FRAME * unit;
+        for (generator, size) in &mut streams {
+            let structure = generator.structure().clone();
+            let packet = generator.next().expect("endless");
+            let mut bytes = packet.rtp_bytes(DD_EXT, &structure);
+            bytes.resize(*size, 0);
+            router
+                .handle_rtp(now, publisher, Bytes::from(bytes))
+                .expect("a valid packet");
+        }
+    }
+    let rates = router.layer_bitrates(track, now).expect("published");
+    let near = |measured: u64, expected: u64| measured.abs_diff(expected) < expected / 10;
+    // Every frame is in the top temporal target: the stream's whole rate.
+    let full = |size: u64| size * 8 * 30;
+    assert!(near(rates.bps(Layer::new(0, 2)), full(300)), "{rates:?}");
+    assert!(near(rates.bps(Layer::new(1, 2)), full(1_200)), "{rates:?}");
+    // L1T3: a quarter of the frames are T0.
+    assert!(near(rates.bps(Layer::new(1, 0)), full(1_200) / 4), "{rates:?}");
+    assert_eq!(rates.bps(Layer::new(2, 2)), 0, "no third stream");
+}

@@ -5,7 +5,8 @@
 //! A packet counts toward every target layer that needs it:
 //! - with a Dependency Descriptor, exactly the decode targets its frame is part of (its
 //!   decode target indications), whatever the codec: a K-SVC upper layer does not pay for the
-//!   lower layers' delta frames;
+//!   lower layers' delta frames. A simulcast stream's descriptor describes that stream alone
+//!   (its targets are all of spatial layer 0): they count as the stream's own layer;
 //! - a VP9 frame without one, toward its own and every higher spatial layer (a frame of
 //!   spatial layer `s` may be referenced from `s + 1`, which the packet does not say) and its
 //!   own and higher temporal layers: an over-count for K-SVC, never an under-count;
@@ -41,12 +42,15 @@ pub(super) struct LayerRates {
     /// The first packet: rates over less than a whole window divide by the time seen.
     first: Option<Instant>,
     /// Each decode target's layer index under the structure last seen, worked out once per
-    /// structure rather than per packet.
-    targets: Option<(
-        Arc<FrameDependencyStructure>,
-        [Option<u8>; MAX_DECODE_TARGETS],
-    )>,
+    /// structure rather than per packet: per stream, since each simulcast stream has its own.
+    targets: [Option<Targets>; MEASURED_LAYERS],
 }
+
+/// A structure, and the counter index of each of its decode targets.
+type Targets = (
+    Arc<FrameDependencyStructure>,
+    [Option<u8>; MAX_DECODE_TARGETS],
+);
 
 /// The bitrate of every target layer of a track, in bits per second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,7 +85,7 @@ impl Default for LayerRates {
             starts: [None; BUCKETS],
             current: 0,
             first: None,
-            targets: None,
+            targets: [const { None }; MEASURED_LAYERS],
         }
     }
 }
@@ -92,7 +96,10 @@ impl LayerRates {
         self.first.get_or_insert(now);
         let size = u32::try_from(packet.bytes.len()).unwrap_or(u32::MAX);
         if let (Some(dd), Some(structure)) = (&packet.dd, &packet.structure) {
-            let targets = self.targets_of(structure);
+            let Some(targets) = self.targets_of(structure, simulcast.then_some(packet.stream))
+            else {
+                return;
+            };
             let bucket = self.bucket(now);
             for (dt, dti) in dd.frame_dependencies.dtis.iter().enumerate() {
                 let target = targets.get(dt).copied().flatten();
@@ -125,17 +132,20 @@ impl LayerRates {
         }
     }
 
-    /// The decode targets' counter indices under `structure`, worked out when it changes.
+    /// The decode targets' counter indices under `structure` (of simulcast stream `stream`,
+    /// if it is one), worked out when it changes; `None` for a stream past what is measured.
     fn targets_of(
         &mut self,
         structure: &Arc<FrameDependencyStructure>,
-    ) -> [Option<u8>; MAX_DECODE_TARGETS] {
-        match &self.targets {
-            Some((known, targets)) if Arc::ptr_eq(known, structure) => *targets,
+        stream: Option<u8>,
+    ) -> Option<[Option<u8>; MAX_DECODE_TARGETS]> {
+        let slot = self.targets.get_mut(usize::from(stream.unwrap_or(0)))?;
+        match slot {
+            Some((known, targets)) if Arc::ptr_eq(known, structure) => Some(*targets),
             _ => {
-                let targets = target_indices(structure);
-                self.targets = Some((structure.clone(), targets));
-                targets
+                let targets = target_indices(structure, stream);
+                *slot = Some((structure.clone(), targets));
+                Some(targets)
             }
         }
     }
@@ -178,13 +188,18 @@ impl LayerRates {
     }
 }
 
-/// Each decode target's index into the per-layer counters, or `None` past what is measured.
-fn target_indices(structure: &FrameDependencyStructure) -> [Option<u8>; MAX_DECODE_TARGETS] {
+/// Each decode target's index into the per-layer counters, or `None` past what is measured:
+/// its own layer, or its temporal layer of simulcast stream `stream`.
+fn target_indices(
+    structure: &FrameDependencyStructure,
+    stream: Option<u8>,
+) -> [Option<u8>; MAX_DECODE_TARGETS] {
     let mut targets = [None; MAX_DECODE_TARGETS];
     let count = usize::from(structure.decode_target_count).min(MAX_DECODE_TARGETS);
     for (dt, target) in targets.iter_mut().enumerate().take(count) {
         let layer = structure.decode_target_layer(dt);
-        *target = index(Layer::new(layer.spatial_id, layer.temporal_id)).map(|i| i as u8);
+        let spatial = stream.unwrap_or(layer.spatial_id);
+        *target = index(Layer::new(spatial, layer.temporal_id)).map(|i| i as u8);
     }
     targets
 }
