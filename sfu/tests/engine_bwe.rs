@@ -28,11 +28,11 @@ fn each_viewer_settles_at_the_layers_its_own_link_carries() {
     settle(1_000_000);
 }
 
-/// Starting above it (the default), the narrow viewer's link overflows at first, the
-/// estimate falls below what the link carries, and a probe cluster finds the room again.
+/// Starting above it, the narrow viewer's link overflows at first, the estimate falls below
+/// what the link carries, and a probe cluster finds the room again.
 #[test]
 fn from_above_the_link_a_probe_finds_the_layers_it_carries() {
-    let probes = settle(RouterConfig::default().initial_estimate_bps);
+    let probes = settle(3_000_000);
     assert!(probes > 0, "probe clusters sent");
 }
 

@@ -207,6 +207,9 @@ fn a_simulcast_streams_descriptor_counts_toward_its_own_stream() {
     assert!(near(rates.bps(Layer::new(0, 2)), full(300)), "{rates:?}");
     assert!(near(rates.bps(Layer::new(1, 2)), full(1_200)), "{rates:?}");
     // L1T3: a quarter of the frames are T0.
-    assert!(near(rates.bps(Layer::new(1, 0)), full(1_200) / 4), "{rates:?}");
+    assert!(
+        near(rates.bps(Layer::new(1, 0)), full(1_200) / 4),
+        "{rates:?}"
+    );
     assert_eq!(rates.bps(Layer::new(2, 2)), 0, "no third stream");
 }

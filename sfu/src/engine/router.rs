@@ -367,7 +367,8 @@ impl Router {
         for ssrc in ssrcs {
             on.down_tracks.insert(ssrc, id);
         }
-        if config.transport_cc_ext_id.is_some() && on.send.is_none() {
+        let estimating = config.transport_cc_ext_id.is_some() && on.send.is_none();
+        if estimating {
             on.send = Some(Box::new(SendSide::new(self.config.initial_estimate_bps)));
         }
         let down_track = DownTrack::new(
@@ -379,6 +380,11 @@ impl Router {
         );
         published.subscribers.push(id);
         self.down_tracks.insert(id, Box::new(down_track));
+        // A viewer that estimates is allocated from its initial estimate before anything is
+        // forwarded to it, so its first packets already fit.
+        if let (true, Some(now)) = (estimating, self.last_input) {
+            self.on_estimate(now, transport, self.config.initial_estimate_bps);
+        }
         Ok(id)
     }
 

@@ -22,6 +22,8 @@ pub struct FeedbackEstimator {
     /// The viewer's own estimate, if it sends REMB too.
     remb_bps: Option<u64>,
     estimate_bps: u64,
+    /// When the last probe result came.
+    probe_at: Option<Instant>,
 }
 
 impl FeedbackEstimator {
@@ -38,6 +40,7 @@ impl FeedbackEstimator {
             loss: LossBasedControl::new(initial, min, max),
             remb_bps: None,
             estimate_bps: config.clamp(config.initial_bps),
+            probe_at: None,
         }
     }
 
@@ -63,6 +66,7 @@ impl BandwidthEstimator for FeedbackEstimator {
             }
         }
         let probe = self.probe.take_result_bps();
+        self.probe_at = probe.map_or(self.probe_at, |_| Some(now));
         let acknowledged = self.acknowledged.bitrate_bps();
         if self.delay.on_feedback(now, packets, acknowledged, probe) {
             self.loss.on_probe(self.delay.bitrate_bps());
@@ -89,5 +93,9 @@ impl BandwidthEstimator for FeedbackEstimator {
 
     fn probe_result_bps(&self) -> Option<u64> {
         self.probe.last_result_bps()
+    }
+
+    fn probe_result_at(&self) -> Option<Instant> {
+        self.probe_at
     }
 }

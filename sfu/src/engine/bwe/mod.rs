@@ -58,6 +58,11 @@ pub trait BandwidthEstimator {
     /// The rate the last probe cluster showed the path can carry, if any has; packets sent
     /// with a `probe_cluster` feed it, and a result above the estimate raises it.
     fn probe_result_bps(&self) -> Option<u64>;
+
+    /// When that result came (the `now` of the feedback that completed it).
+    fn probe_result_at(&self) -> Option<Instant> {
+        None
+    }
 }
 
 /// One sent packet, as its feedback reports it: the unit every estimator consumes.

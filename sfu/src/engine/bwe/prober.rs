@@ -11,12 +11,18 @@ use std::time::{Duration, Instant};
 
 /// A cluster is measured over at least this many packets ...
 const MIN_PACKETS: u32 = 5;
-/// ... and at least this long at its rate.
-const MIN_DURATION: Duration = Duration::from_millis(15);
+/// ... and at least this long at its rate: two frame intervals at 30 fps, so the media sent
+/// meanwhile (which counts in the cluster, and comes a frame at a time) is in it.
+const MIN_DURATION: Duration = Duration::from_millis(70);
 /// Never more packets than this in one cluster, however small they are.
 const MAX_PACKETS: u32 = 40;
-/// Clusters start at most this often per viewer.
+/// Clusters start at most this often per viewer ...
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+/// ... but for its first few, a second apart: a viewer that joins starts below the top
+/// layers, its first cluster goes out before the layers' rates are measured, and it should
+/// not wait five seconds for the next.
+const INITIAL_CLUSTERS: u32 = 3;
+const INITIAL_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy)]
 struct Cluster {
@@ -39,9 +45,12 @@ impl Prober {
     /// Starts a cluster at `rate_bps` unless one runs or one started within
     /// [`PROBE_INTERVAL`]; returns its id if it started.
     pub fn start(&mut self, now: Instant, rate_bps: u64) -> Option<u32> {
-        let too_soon = self
-            .last_started
-            .is_some_and(|at| now < at + PROBE_INTERVAL);
+        let interval = if self.next_id < INITIAL_CLUSTERS {
+            INITIAL_INTERVAL
+        } else {
+            PROBE_INTERVAL
+        };
+        let too_soon = self.last_started.is_some_and(|at| now < at + interval);
         if self.cluster.is_some() || too_soon || rate_bps == 0 {
             return None;
         }
@@ -115,12 +124,19 @@ mod tests {
             prober.on_sent(now, 1_000);
             sent += 1;
         }
-        // 1,000 bytes at 2 Mbit/s every 4 ms; 15 ms at 2 Mbit/s is 3,750 bytes: five packets.
-        assert_eq!(sent, MIN_PACKETS);
-        assert_eq!(now, start + Duration::from_millis(16));
+        // 1,000 bytes at 2 Mbit/s every 4 ms; 70 ms at 2 Mbit/s is 17,500 bytes: 18 packets.
+        assert_eq!(sent, 18);
+        assert_eq!(now, start + Duration::from_millis(68));
         assert_eq!(prober.start(now, 2_000_000), None, "not again so soon");
-        let later = start + PROBE_INTERVAL;
-        assert_eq!(prober.start(later, 2_000_000), Some(id + 1));
+        // The first few a second apart, then one per interval.
+        let mut at = start;
+        for n in 1..INITIAL_CLUSTERS {
+            at += INITIAL_INTERVAL;
+            assert_eq!(prober.start(at, 2_000_000), Some(id + n));
+            prober.abandon();
+        }
+        assert_eq!(prober.start(at + INITIAL_INTERVAL, 2_000_000), None);
+        assert_eq!(prober.start(at + PROBE_INTERVAL, 2_000_000), Some(id + 3));
     }
 
     #[test]

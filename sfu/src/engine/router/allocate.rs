@@ -45,6 +45,8 @@ struct Weighed {
     order: LayerOrder,
     ceiling: Layer,
     allocated: Option<Layer>,
+    /// What it is sent now.
+    forwarded: Option<Layer>,
 }
 
 impl Router {
@@ -185,9 +187,23 @@ impl Router {
                     .unwrap_or(0)
                     .max(state.proven_bps)
             });
-        let may_rise = state.last_down.is_none_or(|at| now >= at + HOLD_DOWN)
+        let covers = |probed: u64| probed + probed / STAY_TOLERANCE >= cost(&chosen);
+        // A probe since the downgrade that shows the path carries the new layers ends the
+        // hold-down early: it is the evidence the hold-down waits for.
+        let probed_since_down = self
+            .transports
+            .get(&transport)
+            .and_then(|t| t.send.as_ref())
+            .and_then(|side| {
+                side.estimator
+                    .probe_result_at()
+                    .zip(side.estimator.probe_result_bps())
+            })
+            .is_some_and(|(at, bps)| state.last_down.is_none_or(|down| at > down) && covers(bps));
+        let held = state.last_down.is_some_and(|at| now < at + HOLD_DOWN) && !probed_since_down;
+        let may_rise = !held
             && state.last_up.is_none_or(|at| now >= at + UP_INTERVAL)
-            && confirmed.is_none_or(|probed| probed + probed / STAY_TOLERANCE >= cost(&chosen));
+            && confirmed.is_none_or(covers);
         let (mut down, mut up) = (false, false);
         let mut media_bps = audio_bps;
         for (((w, &layer), &kept), &asked) in video.iter().zip(&chosen).zip(&tolerated).zip(&wanted)
@@ -195,9 +211,13 @@ impl Router {
             let rate = |l: Option<Layer>| l.map_or(u64::MAX, |l| w.rates.bps(l));
             let current = rate(w.allocated);
             // Down to the best that fits within the tolerance; up to the best that fits. A
-            // down to what the viewer asked for is its own choice: no hold-down follows it.
+            // down to what the viewer asked for is its own choice, and one below what it was
+            // never sent a start: no hold-down follows either.
             let next = if rate(Some(kept)) < current {
-                down |= rate(Some(kept)) < rate(Some(asked));
+                let forced = w
+                    .forwarded
+                    .is_some_and(|f| w.rates.bps(f) > rate(Some(kept)));
+                down |= forced && rate(Some(kept)) < rate(Some(asked));
                 Some(kept)
             } else if rate(Some(layer)) > current && may_rise {
                 up = true;
@@ -281,6 +301,7 @@ impl Router {
                 order,
                 ceiling: limits.effective(),
                 allocated,
+                forwarded: down_track.current_layer(),
             });
         }
         (audio_bps, video)

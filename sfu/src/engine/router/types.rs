@@ -22,10 +22,10 @@ pub struct RouterConfig {
     pub report_interval: Duration,
     /// How keyframes are asked of publishers.
     pub keyframe_request: KeyframeRequest,
-    /// Where a viewer's transport-wide estimate starts, bit/s. High enough for the top layer
-    /// of a camera: without probe clusters an estimate rises only to half again what the
-    /// viewer is sent, so a low start would keep a viewer on a wide link below the top layer;
-    /// on a narrow link the first overuse brings it down within seconds.
+    /// Where a viewer's transport-wide estimate starts, bit/s: low enough that a viewer on a
+    /// narrow link is not sent the top layer of a camera before its first feedback (its
+    /// queue would overflow and the video freeze before the estimate came down); a viewer on
+    /// a wide link gets there through the probe clusters its first feedback allows.
     pub initial_estimate_bps: u64,
 }
 
@@ -37,7 +37,7 @@ impl Default for RouterConfig {
             rtcp_ssrc: 1,
             report_interval: Duration::from_secs(1),
             keyframe_request: KeyframeRequest::Pli,
-            initial_estimate_bps: 3_000_000,
+            initial_estimate_bps: 1_000_000,
         }
     }
 }
