@@ -19,6 +19,7 @@ mod chromium;
 #[path = "browser/netns.rs"]
 mod netns;
 #[path = "browser/node.rs"]
+#[allow(dead_code, reason = "these scenarios use part of the browser tests' driver")]
 mod node;
 #[path = "browser/strata.rs"]
 #[allow(
@@ -169,7 +170,7 @@ fn limited_link(publisher: Publisher, viewer_estimation: bool) {
         "each layer costs more than the one below: {rates:?} kbit/s"
     );
 
-    let mut shaped = Netns::create();
+    let shaped = Netns::create();
     shaped.shape(cap);
     let first_browser = Chromium::launch_within(&shaped.enter());
     let first_page = first_browser.open(&url);

@@ -6,6 +6,7 @@
 //! Addresses: the viewer's namespace N has 10.77.N.2/24 with a default route via 10.77.N.1, the
 //! node side's end of its veth. These hosts exist only inside namespaces the test made.
 
+use std::cell::Cell;
 use std::net::Ipv4Addr;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -20,7 +21,7 @@ const LATENCY: &str = "200ms";
 pub struct Netns {
     holder: Child,
     index: u8,
-    shaped: bool,
+    shaped: Cell<bool>,
 }
 
 /// Runs `program args` and fails the test with its output if it does not succeed.
@@ -59,7 +60,7 @@ impl Netns {
         let mut ns = Netns {
             holder,
             index,
-            shaped: false,
+            shaped: Cell::new(false),
         };
         ns.wait_unshared();
         let (node_end, viewer_end) = (ns.node_end(), ns.viewer_end());
@@ -158,8 +159,8 @@ impl Netns {
     /// Limits the node->viewer direction to `kbit_s` (link-level bytes, as counted by
     /// [`sent_bytes`](Self::sent_bytes)); changed in place when already shaped, so the queue
     /// and its counters carry on.
-    pub fn shape(&mut self, kbit_s: u64) {
-        let verb = if self.shaped { "change" } else { "add" };
+    pub fn shape(&self, kbit_s: u64) {
+        let verb = if self.shaped.get() { "change" } else { "add" };
         let rate = format!("{kbit_s}kbit");
         let dev = self.node_end();
         run(
@@ -169,7 +170,7 @@ impl Netns {
                 "latency", LATENCY,
             ],
         );
-        self.shaped = true;
+        self.shaped.set(true);
     }
 
     /// Bytes sent toward the viewer so far, with every header down to the link's.
