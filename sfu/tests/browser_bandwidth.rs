@@ -146,7 +146,12 @@ fn limited_link(publisher: Publisher, viewer_estimation: bool) {
     };
     let node = Node::start_on(NODE_IP, Some(&config(viewer_estimation)), &[]);
     let url = node.url("/");
-    let sender = Chromium::launch();
+    // The camera is for secure origins alone, and the node's address is not loopback.
+    let origin = url.trim_end_matches('/');
+    let sender = Chromium::launch_within(
+        &[],
+        &[format!("--unsafely-treat-insecure-origin-as-secure={origin}")],
+    );
     let sending = sender.open(&url);
     let id = strata::publish(&sending, publisher.options());
     publisher.check(&strata::wait_publishing(&sending, &id));
@@ -154,7 +159,7 @@ fn limited_link(publisher: Publisher, viewer_estimation: bool) {
     // The unshaped viewer measures the layer rates first, then leaves, and later comes back
     // as the second viewer.
     let unshaped = Netns::create();
-    let second_browser = Chromium::launch_within(&unshaped.enter());
+    let second_browser = Chromium::launch_within(&unshaped.enter(), &[]);
     let second_page = second_browser.open(&url);
     let rates = measure_layer_rates(&second_page, &unshaped, publisher.room());
     let cap = (rates[1] + rates[2]) / 2;
@@ -172,7 +177,7 @@ fn limited_link(publisher: Publisher, viewer_estimation: bool) {
 
     let shaped = Netns::create();
     shaped.shape(cap);
-    let first_browser = Chromium::launch_within(&shaped.enter());
+    let first_browser = Chromium::launch_within(&shaped.enter(), &[]);
     let first_page = first_browser.open(&url);
 
     let mut scene = Scene::new(&node, &shaped, format!("{} {mode}", publisher.room()));
