@@ -15,11 +15,18 @@
 //! `STRATA_BW_TRACE=1` prints every sample and the node's allocation events, pass or fail.
 
 #[path = "browser/chromium.rs"]
+#[allow(
+    dead_code,
+    reason = "these scenarios use part of the browser tests' driver"
+)]
 mod chromium;
 #[path = "browser/netns.rs"]
 mod netns;
 #[path = "browser/node.rs"]
-#[allow(dead_code, reason = "these scenarios use part of the browser tests' driver")]
+#[allow(
+    dead_code,
+    reason = "these scenarios use part of the browser tests' driver"
+)]
 mod node;
 #[path = "browser/strata.rs"]
 #[allow(
@@ -150,7 +157,9 @@ fn limited_link(publisher: Publisher, viewer_estimation: bool) {
     let origin = url.trim_end_matches('/');
     let sender = Chromium::launch_within(
         &[],
-        &[format!("--unsafely-treat-insecure-origin-as-secure={origin}")],
+        &[format!(
+            "--unsafely-treat-insecure-origin-as-secure={origin}"
+        )],
     );
     let sending = sender.open(&url);
     let id = strata::publish(&sending, publisher.options());

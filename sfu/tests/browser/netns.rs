@@ -173,11 +173,22 @@ impl Netns {
         self.shaped.set(true);
     }
 
-    /// Bytes sent toward the viewer so far, with every header down to the link's.
+    /// Bytes sent toward the viewer so far, with every header down to the link's. Read from
+    /// `/proc/self/net/dev`, which is this namespace's (`/sys/class/net` is the namespace's
+    /// that mounted it).
     pub fn sent_bytes(&self) -> u64 {
-        let path = format!("/sys/class/net/{}/statistics/tx_bytes", self.node_end());
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        text.trim().parse().expect("a byte count")
+        let text = std::fs::read_to_string("/proc/self/net/dev").expect("read /proc/self/net/dev");
+        let dev = self.node_end();
+        let counters = text
+            .lines()
+            .find_map(|line| line.trim().strip_prefix(&format!("{dev}:")))
+            .unwrap_or_else(|| panic!("{dev} not in /proc/self/net/dev:\n{text}"));
+        // Eight receive counters, then the transmitted bytes.
+        counters
+            .split_whitespace()
+            .nth(8)
+            .and_then(|n| n.parse().ok())
+            .expect("a byte count")
     }
 
     /// The shaper's counters (sent, dropped, overlimits, backlog), for the test's output.
