@@ -420,6 +420,8 @@ struct Scene<'a> {
     label: String,
     viewers: Vec<Watcher<'a>>,
     failures: Vec<String>,
+    /// What the shaped link carried toward its viewer by each tick: (when, bytes so far).
+    link_bytes: Vec<(Duration, u64)>,
 }
 
 impl<'a> Scene<'a> {
@@ -433,6 +435,7 @@ impl<'a> Scene<'a> {
             label,
             viewers: Vec::new(),
             failures: Vec::new(),
+            link_bytes: Vec::new(),
         }
     }
 
@@ -461,6 +464,7 @@ impl<'a> Scene<'a> {
         // A slow stats call must not make the following ticks bunch up.
         self.next = self.next.max(Instant::now());
         let at = self.now();
+        self.link_bytes.push((at, self.link.sent_bytes()));
         for w in &mut self.viewers {
             let sample = Sample::read(&strata::stats(w.page)[&w.id], at);
             w.samples.push(sample);
@@ -558,6 +562,15 @@ impl<'a> Scene<'a> {
                     s.received
                 );
             }
+        }
+        let _ = writeln!(
+            out,
+            "--- the shaped link toward the first viewer (t, kbit/s)"
+        );
+        for pair in self.link_bytes.windows(2) {
+            let ((t0, b0), (t1, b1)) = (pair[0], pair[1]);
+            let kbit = (b1 - b0) as f64 * 8.0 / (t1 - t0).as_secs_f64().max(0.001) / 1000.0;
+            let _ = writeln!(out, "{:6.1} {kbit:6.0}", t1.as_secs_f64());
         }
         let _ = writeln!(out, "--- the shaper\n{}", self.link.qdisc_stats());
         let _ = writeln!(out, "--- the node's allocation events");
