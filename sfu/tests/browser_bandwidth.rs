@@ -172,7 +172,7 @@ fn limited_link(publisher: Publisher, viewer_estimation: bool) {
     let unshaped = Netns::create();
     let second_browser = Chromium::launch_within(&unshaped.enter(), &[]);
     let second_page = second_browser.open(&url);
-    let rates = measure_layer_rates(&second_page, &unshaped, publisher.room());
+    let rates = measure_layer_rates(&second_page, &unshaped, &node, publisher.room());
     let cap = (rates[1] + rates[2]) / 2;
     println!(
         "[{} {mode}] layer rates at the link (kbit/s): 180p {}, 360p {}, 720p {}; cap {cap}",
@@ -275,7 +275,7 @@ fn limited_link(publisher: Publisher, viewer_estimation: bool) {
 /// Each spatial layer's rate at the link (kbit/s, every header and the audio included), from
 /// one viewer switched from the top layer down: the top first, since the publisher takes
 /// longest to reach it.
-fn measure_layer_rates(page: &Page, link: &Netns, room: &str) -> [u64; 3] {
+fn measure_layer_rates(page: &Page, link: &Netns, node: &Node, room: &str) -> [u64; 3] {
     let id = strata::watch(page, json!({ "room": room, "spatial": 2, "temporal": 2 }));
     let mut rates = [0; 3];
     for spatial in [2, 1, 0] {
@@ -295,10 +295,13 @@ fn measure_layer_rates(page: &Page, link: &Netns, room: &str) -> [u64; 3] {
         std::thread::sleep(MEASURE);
         let sent = link.sent_bytes() - bytes;
         rates[spatial] = sent * 8 / start.elapsed().as_millis().max(1) as u64;
+        let now = strata::size(&strata::stats(page), &id);
         assert_eq!(
-            strata::size(&strata::stats(page), &id),
+            now,
             SIZES[spatial],
-            "the layer changed while its rate was measured"
+            "the unshaped viewer left {:?} while its rate was measured\n{}",
+            SIZES[spatial],
+            node_events(node)
         );
     }
     strata::stop_all(page);
@@ -317,6 +320,25 @@ fn require_node_address() {
         text.contains(&format!("inet {NODE_IP}/")),
         "{NODE_IP} is not on this namespace's loopback: {IGNORED}"
     );
+}
+
+/// The node's allocation events so far: who joined, each viewer's estimate, the layers it
+/// was allocated and switched to, and keyframe requests.
+fn node_events(node: &Node) -> String {
+    let wanted = [
+        "joined",
+        "viewer bandwidth estimate",
+        "layer allocated",
+        "layer changed",
+        "keyframe requested",
+    ];
+    let mut out = String::from("--- the node's allocation events\n");
+    for line in node.log_text().lines() {
+        if wanted.iter().any(|w| line.contains(w)) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    out
 }
 
 /// One reading of a viewer's inbound video.
@@ -573,19 +595,6 @@ impl<'a> Scene<'a> {
             let _ = writeln!(out, "{:6.1} {kbit:6.0}", t1.as_secs_f64());
         }
         let _ = writeln!(out, "--- the shaper\n{}", self.link.qdisc_stats());
-        let _ = writeln!(out, "--- the node's allocation events");
-        let wanted = [
-            "joined",
-            "viewer bandwidth estimate",
-            "layer allocated",
-            "layer changed",
-            "keyframe requested",
-        ];
-        for line in self.node.log_text().lines() {
-            if wanted.iter().any(|w| line.contains(w)) {
-                let _ = writeln!(out, "{line}");
-            }
-        }
-        out
+        out + &node_events(self.node)
     }
 }
