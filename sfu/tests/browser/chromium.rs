@@ -78,12 +78,28 @@ impl Chromium {
     /// before it becomes the browser, so no descriptor juggling (and no unsafe code) is needed
     /// here; the browser's own stdin and stdout are then closed off.
     pub fn launch() -> Chromium {
+        Chromium::launch_within(&[], &[])
+    }
+
+    /// Starts the browser through `prefix`, a command that runs its arguments somewhere else
+    /// (`nsenter -t PID -n`: inside a viewer's network namespace; nothing for here), with
+    /// `flags` after the usual ones.
+    pub fn launch_within(prefix: &[String], flags: &[String]) -> Chromium {
         let profile = fresh_profile_dir();
-        let mut child = Command::new("sh")
+        let mut command = match prefix.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg("sh");
+                command
+            }
+            None => Command::new("sh"),
+        };
+        let mut child = command
             .arg("-c")
             .arg(r#"exec "$0" "$@" 3<&0 4>&1 </dev/null >/dev/null"#)
             .arg(binary())
             .args(FLAGS)
+            .args(flags)
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg("about:blank")
             .stdin(Stdio::piped())

@@ -12,16 +12,17 @@ const LOG_FILTER: &str = "info,dtls=error";
 pub struct Node {
     child: Child,
     log: PathBuf,
+    config_file: Option<PathBuf>,
     pub http: String,
 }
 
-fn free_tcp_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free TCP port");
+fn free_tcp_port(ip: &str) -> u16 {
+    let listener = TcpListener::bind((ip, 0)).expect("bind a free TCP port");
     listener.local_addr().expect("local address").port()
 }
 
-fn free_udp_port() -> u16 {
-    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind a free UDP port");
+fn free_udp_port(ip: &str) -> u16 {
+    let socket = UdpSocket::bind((ip, 0)).expect("bind a free UDP port");
     socket.local_addr().expect("local address").port()
 }
 
@@ -29,16 +30,33 @@ impl Node {
     /// Starts the node with `args` after the addresses (tokens, secrets) and waits until its
     /// HTTP port accepts connections, which is its readiness contract.
     pub fn start(args: &[&str]) -> Node {
-        let http = format!("127.0.0.1:{}", free_tcp_port());
-        let udp = format!("127.0.0.1:{}", free_udp_port());
-        let log = std::env::temp_dir().join(format!(
-            "strata-node-{}-{}.log",
+        Node::start_on("127.0.0.1", None, args)
+    }
+
+    /// Starts the node serving and announcing `ip` (a local address other than loopback, for
+    /// browsers in other network namespaces), with `config` as its TOML file when given.
+    pub fn start_on(ip: &str, config: Option<&str>, args: &[&str]) -> Node {
+        let http = format!("{ip}:{}", free_tcp_port(ip));
+        let udp = format!("{ip}:{}", free_udp_port(ip));
+        let stem = std::env::temp_dir().join(format!(
+            "strata-node-{}-{}",
             std::process::id(),
-            free_tcp_port()
+            free_tcp_port(ip)
         ));
+        let log = stem.with_extension("log");
         let file = std::fs::File::create(&log).expect("create the node's log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_sfu"))
-            .args(["serve", "--http", &http, "--udp", &udp])
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sfu"));
+        command.args(["serve", "--http", &http, "--udp", &udp]);
+        if ip != "127.0.0.1" {
+            command.args(["--public-ip", ip]);
+        }
+        let config_file = config.map(|text| {
+            let path = stem.with_extension("toml");
+            std::fs::write(&path, text).expect("write the node's configuration");
+            command.arg("--config").arg(&path);
+            path
+        });
+        let child = command
             .args(args)
             .env(
                 "RUST_LOG",
@@ -50,7 +68,12 @@ impl Node {
             .stderr(file)
             .spawn()
             .expect("start the node");
-        let mut node = Node { child, log, http };
+        let mut node = Node {
+            child,
+            log,
+            config_file,
+            http,
+        };
         node.wait_ready();
         node
     }
@@ -77,7 +100,8 @@ impl Node {
         format!("http://{}{path}", self.http)
     }
 
-    fn log_text(&self) -> String {
+    /// Everything the node has logged so far.
+    pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
@@ -93,5 +117,8 @@ impl Drop for Node {
             tail.iter().rev().for_each(|line| eprintln!("{line}"));
         }
         let _ = std::fs::remove_file(&self.log);
+        if let Some(path) = &self.config_file {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
