@@ -50,10 +50,10 @@ pub struct NodeConfig {
     /// A keep-alive connection with no request for this long is closed.
     pub http_idle_timeout_ms: u64,
     /// Viewers that negotiate transport-wide CC get the sequence on every packet, and their
-    /// feedback sets the estimate their layers are fitted to. Off by default until the node
-    /// sends probe clusters: without them an estimate that fell (a viewer that chose a low
-    /// layer, a burst of loss) cannot rise past half again what the viewer is sent, and the
-    /// viewer would stay below the layers its link carries. Viewers' REMB is used either way.
+    /// feedback sets the estimate their layers are fitted to (and their pacing, and probe
+    /// clusters when the estimate holds them below what they asked for). On by default; off,
+    /// a viewer's REMB is its estimate, which cannot rise much above what it is sent and so
+    /// cannot bring it back up past a layer or two. Viewers' REMB caps the estimate either way.
     pub viewer_estimation: bool,
     /// Sessions per node, room and client, handshakes, offer sizes, room names, connections.
     pub limits: Limits,
@@ -81,7 +81,7 @@ impl Default for NodeConfig {
             http_header_timeout_ms: 5_000,
             http_body_timeout_ms: 10_000,
             http_idle_timeout_ms: 30_000,
-            viewer_estimation: false,
+            viewer_estimation: true,
             limits: Limits::default(),
         }
     }

@@ -102,7 +102,7 @@ impl NodeCore {
             peer_timeout,
             next_sweep: None,
             limits: Limits::default(),
-            viewer_estimation: false,
+            viewer_estimation: true,
         }
     }
 

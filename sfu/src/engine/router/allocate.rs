@@ -28,7 +28,7 @@ pub const UP_INTERVAL: Duration = Duration::from_secs(2);
 /// Probes run one part in this many above the rate they test, so that a path that carries
 /// it shows it with room to spare: a probe's result comes out under what was sent (media
 /// frames in it are bursty, the last packet's time is not counted).
-const PROBE_MARGIN: u64 = 4;
+const PROBE_MARGIN: u64 = 2;
 /// A subscription keeps its layer while that fits within one part in this many over the
 /// budget.
 const STAY_TOLERANCE: u64 = 10;
@@ -119,14 +119,21 @@ impl Router {
         let Some(now) = self.last_input else {
             return;
         };
-        if let Some(state) = self
+        if self.forget_last_up(transport) {
+            self.reallocate(now, transport);
+            // Nor does the viewer's own switch hold back the next up-switch the estimate
+            // allows (the probe that a ceiling above the estimate starts may show it soon).
+            self.forget_last_up(transport);
+        }
+    }
+
+    /// Whether the transport has an allocation, its last up-switch forgotten if so.
+    fn forget_last_up(&mut self, transport: TransportId) -> bool {
+        let state = self
             .transports
             .get_mut(&transport)
-            .and_then(|t| t.allocation.as_mut())
-        {
-            state.last_up = None;
-            self.reallocate(now, transport);
-        }
+            .and_then(|t| t.allocation.as_mut());
+        state.map(|s| s.last_up = None).is_some()
     }
 
     /// Allocation again for every transport with an estimate.
