@@ -2,7 +2,8 @@
 //! namespace of its own, behind a veth whose node-side end is shaped with a token bucket, and
 //! the assertions read what that browser decodes.
 //!
-//! One scenario per publisher and estimation mode. The layer rates are measured first, at the
+//! One scenario per publisher, with the node on its defaults (transport-wide CC toward the
+//! viewers, which browsers negotiate). The layer rates are measured first, at the
 //! link, from an unshaped viewer; the cap is set midway between the 360p and the 720p rate. A
 //! viewer asking for the best layer behind that cap must settle at 360p and hold it, go to
 //! 720p when the cap is lifted and back to 360p when it returns; a second, unshaped viewer of
@@ -117,43 +118,24 @@ impl Publisher {
 
 #[test]
 #[ignore = "needs root, chromium, tc and ethtool in a private network namespace: run .ci/browser-test"]
-fn av1_svc_behind_a_limited_link_with_remb() {
-    limited_link(Publisher::Av1Svc, false);
+fn av1_svc_behind_a_limited_link() {
+    limited_link(Publisher::Av1Svc);
 }
 
 #[test]
 #[ignore = "needs root, chromium, tc and ethtool in a private network namespace: run .ci/browser-test"]
-fn vp8_simulcast_behind_a_limited_link_with_remb() {
-    limited_link(Publisher::Vp8Simulcast, false);
+fn vp8_simulcast_behind_a_limited_link() {
+    limited_link(Publisher::Vp8Simulcast);
 }
 
-#[test]
-#[ignore = "needs root, chromium, tc and ethtool in a private network namespace: run .ci/browser-test"]
-fn av1_svc_behind_a_limited_link_with_transport_cc() {
-    limited_link(Publisher::Av1Svc, true);
-}
+/// The node's configuration: its defaults (transport-wide CC toward viewers that negotiate
+/// it, as browsers do), its allocation events logged.
+const CONFIG: &str = "log = \"info,dtls=error,sfu::node::core=debug\"\n";
 
-#[test]
-#[ignore = "needs root, chromium, tc and ethtool in a private network namespace: run .ci/browser-test"]
-fn vp8_simulcast_behind_a_limited_link_with_transport_cc() {
-    limited_link(Publisher::Vp8Simulcast, true);
-}
-
-/// The node's configuration: the estimation mode, and its allocation events logged.
-fn config(viewer_estimation: bool) -> String {
-    format!(
-        "viewer_estimation = {viewer_estimation}\nlog = \"info,dtls=error,sfu::node::core=debug\"\n"
-    )
-}
-
-fn limited_link(publisher: Publisher, viewer_estimation: bool) {
+fn limited_link(publisher: Publisher) {
     require_node_address();
-    let mode = if viewer_estimation {
-        "transport-wide CC"
-    } else {
-        "REMB"
-    };
-    let node = Node::start_on(NODE_IP, Some(&config(viewer_estimation)), &[]);
+    let mode = "transport-wide CC";
+    let node = Node::start_on(NODE_IP, Some(CONFIG), &[]);
     let url = node.url("/");
     // The camera is for secure origins alone, and the node's address is not loopback.
     let origin = url.trim_end_matches('/');
