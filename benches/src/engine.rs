@@ -1,7 +1,7 @@
 //! Engine cases: packets through the Router, from a publisher's packet to each subscriber's
 //! header in a caller buffer.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rtp_ext::codec::{Codec, PictureId, TemporalLayerId, Tl0PicIdx, Vp8Descriptor, Vp8Temporal};
@@ -18,6 +18,7 @@ use sfu::sim::{Delivery, LinkConfig, Network};
 use crate::{Case, Stream};
 
 const DD_EXT: u8 = 11;
+const TWCC_EXT: u8 = 3;
 /// Packets replayed per pass; a fresh router starts each pass (sequence numbers repeat).
 const PASS_PACKETS: usize = 20_000;
 /// Packets per pass of the single-DownTrack cases. In the engine the packet a DownTrack writes
@@ -47,6 +48,15 @@ pub fn cases() -> Vec<Case> {
         ),
     ];
     cases.extend([1, 10, 100, 1000].map(fanout));
+    // Each subscriber packet also stamped with its transport's sequence, recorded in the
+    // send history and charged to the transport's pacer.
+    cases.push(replay(
+        "fanout/av1_l3t3/100/paced",
+        l3t3_track(),
+        l3t3_packets(),
+        100,
+        true,
+    ));
     cases.push(nack_answer());
     cases
 }
@@ -238,17 +248,32 @@ const TARGETS: [Layer; 4] = [
 ];
 
 /// A router with `subscribers` subscriptions to one track, each on a transport of its own,
-/// their targets spread over the layers; and the publisher's transport.
-fn router_with(track: &TrackConfig, subscribers: usize) -> (Router, TransportId) {
-    let mut router = Router::new(RouterConfig::default());
+/// their targets spread over the layers; and the publisher's transport. Paced, every viewer
+/// negotiates transport-wide CC and is paced to an estimate far above the stream (so its
+/// bucket is open), allocated as it subscribes at `now`.
+fn router_with(
+    track: &TrackConfig,
+    subscribers: usize,
+    paced: Option<Instant>,
+) -> (Router, TransportId) {
+    let config = RouterConfig {
+        initial_estimate_bps: 1_000_000_000,
+        ..RouterConfig::default()
+    };
+    let mut router = Router::new(config);
     let publisher = router.add_transport();
     let id = router
         .publish(publisher, track.clone())
         .expect("fresh router");
+    if let Some(now) = paced {
+        // The time the subscriptions start at.
+        router.handle_timeout(now);
+    }
     for s in 0..subscribers {
         let viewer = router.add_transport();
         let mut config = DownTrackConfig::new(0x5000 + s as u32, 45);
         config.dd_ext_id = Some(DD_EXT);
+        config.transport_cc_ext_id = paced.map(|_| TWCC_EXT);
         let target = TARGETS[s % TARGETS.len()];
         router
             .subscribe(
@@ -266,10 +291,19 @@ fn router_with(track: &TrackConfig, subscribers: usize) -> (Router, TransportId)
 }
 
 /// Replays `packets` through a router; each op is one publisher packet and every subscriber
-/// packet it yields, headers written into one buffer.
-fn replay(name: &'static str, track: TrackConfig, packets: Packets, subscribers: usize) -> Case {
-    let now = Instant::now();
-    let (mut router, mut publisher) = router_with(&track, subscribers);
+/// packet it yields, headers written into one buffer. Paced, a millisecond passes per op and
+/// the router's timers run when due, as a host runs them (its first allocation, made before
+/// any layer was measured, rises at the first report interval).
+fn replay(
+    name: &'static str,
+    track: TrackConfig,
+    packets: Packets,
+    subscribers: usize,
+    paced: bool,
+) -> Case {
+    let mut now = Instant::now();
+    let setup = move |now: Instant| router_with(&track, subscribers, paced.then_some(now));
+    let (mut router, mut publisher) = setup(now);
     let mut next = 0;
     let mut buf = [0u8; 1500];
     let stream = Stream {
@@ -282,24 +316,34 @@ fn replay(name: &'static str, track: TrackConfig, packets: Packets, subscribers:
     Case::per_unit(name, subscribers.max(1) as u64, move || {
         if next == packets.len() {
             next = 0;
-            (router, publisher) = router_with(&track, subscribers);
+            (router, publisher) = setup(now);
+        }
+        if paced {
+            now += Duration::from_millis(1);
         }
         let accepted = router.handle_rtp(now, publisher, packets[next].clone());
         assert!(accepted.is_ok(), "{name}: packet {next} refused");
         next += 1;
+        if paced && router.poll_timeout().is_some_and(|at| at <= now) {
+            router.handle_timeout(now);
+        }
         let mut sent = 0;
         while let Some(out) = router.poll_transmit(&mut buf) {
             std::hint::black_box(&out);
             sent += 1;
         }
-        assert!(sent >= full, "{name}: {sent} subscriber packets");
+        assert!(paced || sent >= full, "{name}: {sent} subscriber packets");
+        if paced {
+            while router.poll_rtcp(&mut buf).is_some() {}
+            while router.poll_event().is_some() {}
+        }
     })
     .over(stream)
 }
 
 /// Parse and store only: a track without subscribers.
 fn receive() -> Case {
-    replay("receive/av1_l3t3", l3t3_track(), l3t3_packets(), 0)
+    replay("receive/av1_l3t3", l3t3_track(), l3t3_packets(), 0, false)
 }
 
 /// One subscriber's share only: each op is one packet, parsed beforehand by a Receiver,
@@ -362,5 +406,5 @@ fn fanout(subscribers: usize) -> Case {
         100 => "fanout/av1_l3t3/100",
         _ => "fanout/av1_l3t3/1000",
     };
-    replay(name, l3t3_track(), l3t3_packets(), subscribers)
+    replay(name, l3t3_track(), l3t3_packets(), subscribers, false)
 }

@@ -165,6 +165,7 @@ pub struct Router {
     next_twcc: Option<Instant>,
     rtcp_writer: RtcpWireWriter,
     nack_scratch: Vec<(u32, u16)>,
+    transport_scratch: Vec<TransportId>,
     /// Maps `now` to wall-clock NTP time for reports; anchored at the first use if the host
     /// gives none.
     wall_clock: Option<WallClock>,
@@ -196,6 +197,7 @@ impl Router {
             // A fixed CNAME of valid length: cannot fail.
             rtcp_writer: RtcpWireWriter::new(b"strata").expect("a short CNAME"),
             nack_scratch: Vec::new(),
+            transport_scratch: Vec::new(),
             wall_clock: None,
             next_report: None,
             last_input: None,
@@ -380,6 +382,18 @@ impl Router {
         );
         published.subscribers.push(id);
         self.down_tracks.insert(id, Box::new(down_track));
+        // Room for what each report interval queues per subscription (a sender report, an
+        // allocation and a layer event), made now rather than at the first interval.
+        let subscriptions = self.down_tracks.len();
+        self.rtcp
+            .reserve(subscriptions.saturating_sub(self.rtcp.len()));
+        self.events
+            .reserve((2 * subscriptions).saturating_sub(self.events.len()));
+        self.transport_scratch.reserve(
+            self.transports
+                .len()
+                .saturating_sub(self.transport_scratch.len()),
+        );
         // A viewer that estimates is allocated from its initial estimate before anything is
         // forwarded to it, so its first packets already fit.
         if let (true, Some(now)) = (estimating, self.last_input) {

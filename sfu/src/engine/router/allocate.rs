@@ -138,15 +138,20 @@ impl Router {
 
     /// Allocation again for every transport with an estimate.
     pub(super) fn reallocate_all(&mut self, now: Instant) {
-        let with_estimate: SmallVec<[TransportId; 16]> = self
-            .transports
-            .iter()
-            .filter(|(_, t)| t.allocation.is_some())
-            .map(|(&id, _)| id)
-            .collect();
-        for transport in with_estimate {
+        // A list kept from one interval to the next: a node with hundreds of viewers makes
+        // it once.
+        let mut with_estimate = std::mem::take(&mut self.transport_scratch);
+        with_estimate.clear();
+        with_estimate.extend(
+            self.transports
+                .iter()
+                .filter(|(_, t)| t.allocation.is_some())
+                .map(|(&id, _)| id),
+        );
+        for &transport in &with_estimate {
             self.reallocate(now, transport);
         }
+        self.transport_scratch = with_estimate;
     }
 
     fn reallocate(&mut self, now: Instant, transport: TransportId) {
