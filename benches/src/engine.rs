@@ -51,7 +51,7 @@ pub fn cases() -> Vec<Case> {
     // Each subscriber packet also stamped with its transport's sequence, recorded in the
     // send history and charged to the transport's pacer.
     cases.push(replay(
-        "fanout/av1_l3t3/100/paced",
+        "paced/av1_l3t3/100",
         l3t3_track(),
         l3t3_packets(),
         100,

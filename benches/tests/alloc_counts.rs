@@ -71,7 +71,7 @@ const EXPECTED: &[(&str, Budget)] = &[
     ("fanout/av1_l3t3/100", fanout(100)),
     ("fanout/av1_l3t3/1000", fanout(1000)),
     // Stamping, the send history, the pacer and the timers add none.
-    ("fanout/av1_l3t3/100/paced", fanout(100)),
+    ("paced/av1_l3t3/100", fanout(100)),
     ("nack/answer/av1_l3t3", each(0)),
     // The send history is preallocated once; the results `Vec` keeps its capacity.
     ("bwe/send_record", each(0)),
