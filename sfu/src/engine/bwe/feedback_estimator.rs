@@ -61,10 +61,8 @@ impl BandwidthEstimator for FeedbackEstimator {
                 continue;
             };
             self.acknowledged.on_packet(arrival, packet.size);
-            if let Some(cluster) = packet.probe_cluster {
-                self.probe.on_packet(now, cluster, packet, arrival);
-            }
         }
+        self.probe.on_feedback(now, packets);
         let probe = self.probe.take_result_bps();
         self.probe_at = probe.map_or(self.probe_at, |_| Some(now));
         let acknowledged = self.acknowledged.bitrate_bps();

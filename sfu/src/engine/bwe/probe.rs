@@ -21,7 +21,7 @@ const MIN_UNSATURATED_RATIO: f64 = 0.9;
 /// ...and the path's capacity is then taken as this fraction of the receive rate.
 const SATURATED_UTILIZATION: f64 = 0.95;
 
-/// The received packets of one cluster, by their extremes.
+/// What the feedback reported of one cluster: its received packets by their extremes.
 #[derive(Debug, Clone, Copy)]
 struct Cluster {
     id: u32,
@@ -35,34 +35,47 @@ struct Cluster {
     first_arrival_size: usize,
     bytes: usize,
     packets: u32,
+    /// The highest transport-wide sequence number reported of it, received or lost.
+    last_sequence: i64,
     /// When it last took a packet, for replacing the stalest.
     fed: Instant,
-    /// Whether it took packets since its rate was last read.
-    fresh: bool,
+    /// Whether the feedback reported a packet sent after it: it is then measured whole.
+    complete: bool,
+    /// Whether its rate was read.
+    measured: bool,
 }
 
 impl Cluster {
-    fn new(now: Instant, id: u32, packet: &PacketResult, arrival: Duration) -> Self {
+    fn new(now: Instant, id: u32, packet: &PacketResult) -> Self {
         Self {
             id,
             first_send: packet.send_time,
             last_send: packet.send_time,
-            first_arrival: arrival,
-            last_arrival: arrival,
-            last_send_size: packet.size,
-            first_arrival_size: packet.size,
-            bytes: packet.size,
-            packets: 1,
+            first_arrival: Duration::MAX,
+            last_arrival: Duration::ZERO,
+            last_send_size: 0,
+            first_arrival_size: 0,
+            bytes: 0,
+            packets: 0,
+            last_sequence: packet.sequence,
             fed: now,
-            fresh: true,
+            complete: false,
+            measured: false,
         }
     }
 
-    fn add(&mut self, now: Instant, packet: &PacketResult, arrival: Duration) {
-        if packet.send_time < self.first_send {
+    /// Takes one packet of the cluster the feedback reported, received or lost: a lost one
+    /// only tells that the cluster reached that far.
+    fn add(&mut self, now: Instant, packet: &PacketResult) {
+        self.last_sequence = self.last_sequence.max(packet.sequence);
+        self.fed = now;
+        let Some(arrival) = packet.arrival else {
+            return;
+        };
+        if self.packets == 0 || packet.send_time < self.first_send {
             self.first_send = packet.send_time;
         }
-        if packet.send_time >= self.last_send {
+        if self.packets == 0 || packet.send_time >= self.last_send {
             self.last_send = packet.send_time;
             self.last_send_size = packet.size;
         }
@@ -73,8 +86,6 @@ impl Cluster {
         self.last_arrival = self.last_arrival.max(arrival);
         self.bytes = self.bytes.saturating_add(packet.size);
         self.packets = self.packets.saturating_add(1);
-        self.fed = now;
-        self.fresh = true;
     }
 
     /// The rate the path showed: the lesser of the send and receive rates, or under the
@@ -117,16 +128,29 @@ pub(super) struct ProbeBitrate {
 }
 
 impl ProbeBitrate {
-    /// Takes one received packet of probe cluster `id`.
-    pub(super) fn on_packet(
-        &mut self,
-        now: Instant,
-        id: u32,
-        packet: &PacketResult,
-        arrival: Duration,
-    ) {
+    /// Takes one feedback's packets, in sequence order. A packet of no cluster (or of a
+    /// later one) reported past a cluster's last completes that cluster: the packets are
+    /// numbered in send order, so the feedback has then reported all of it. Measured before,
+    /// a cluster would show the rate of its head alone, and a shaper's burst lets the head
+    /// through faster than the path carries.
+    pub(super) fn on_feedback(&mut self, now: Instant, packets: &[PacketResult]) {
+        for packet in packets {
+            for cluster in self.clusters.iter_mut().flatten() {
+                if Some(cluster.id) != packet.probe_cluster
+                    && packet.sequence > cluster.last_sequence
+                {
+                    cluster.complete = true;
+                }
+            }
+            if let Some(id) = packet.probe_cluster {
+                self.on_packet(now, id, packet);
+            }
+        }
+    }
+
+    fn on_packet(&mut self, now: Instant, id: u32, packet: &PacketResult) {
         if let Some(cluster) = self.clusters.iter_mut().flatten().find(|c| c.id == id) {
-            cluster.add(now, packet, arrival);
+            cluster.add(now, packet);
             return;
         }
         // Empty slots sort first, then the stalest cluster.
@@ -135,21 +159,23 @@ impl ProbeBitrate {
             .iter_mut()
             .min_by_key(|slot| slot.map(|cluster| cluster.fed))
         {
-            *slot = Some(Cluster::new(now, id, packet, arrival));
+            let mut cluster = Cluster::new(now, id, packet);
+            cluster.add(now, packet);
+            *slot = Some(cluster);
         }
     }
 
-    /// The highest rate of the clusters fed since the last call, if any gives one; it is
-    /// then also [`Self::last_result_bps`].
+    /// The highest rate of the clusters completed since the last call, if any gives one; it
+    /// is then also [`Self::last_result_bps`]. Each cluster is measured once.
     pub(super) fn take_result_bps(&mut self) -> Option<u64> {
         let best = self
             .clusters
             .iter_mut()
             .flatten()
+            .filter(|cluster| cluster.complete && !cluster.measured)
             .filter_map(|cluster| {
-                std::mem::take(&mut cluster.fresh)
-                    .then(|| cluster.bitrate_bps())
-                    .flatten()
+                cluster.measured = true;
+                cluster.bitrate_bps()
             })
             .fold(None, |best: Option<f64>, bps| {
                 Some(best.map_or(bps, |b| b.max(bps)))
@@ -169,16 +195,28 @@ impl ProbeBitrate {
 mod tests {
     use super::*;
 
-    fn packet(start: Instant, sent_us: u64, arrival_us: u64) -> (PacketResult, Duration) {
-        let arrival = Duration::from_micros(arrival_us);
-        let result = PacketResult {
-            sequence: 0,
+    /// Packet `index` of cluster 7 (or of none), 1200 bytes sent and received at the offsets
+    /// given, in microseconds.
+    fn packet(start: Instant, index: i64, sent_us: u64, arrival_us: Option<u64>) -> PacketResult {
+        PacketResult {
+            sequence: index,
             send_time: start + Duration::from_micros(sent_us),
             size: 1200,
             probe_cluster: Some(7),
-            arrival: Some(arrival),
-        };
-        (result, arrival)
+            arrival: arrival_us.map(Duration::from_micros),
+        }
+    }
+
+    /// Ten packets of cluster 7 sent 4 ms apart and received `spacing_us` apart, then one of
+    /// no cluster.
+    fn cluster(start: Instant, spacing_us: u64) -> Vec<PacketResult> {
+        let mut packets: Vec<_> = (0..10u64)
+            .map(|i| packet(start, i as i64, i * 4_000, Some(50_000 + i * spacing_us)))
+            .collect();
+        let mut after = packet(start, 10, 40_000, Some(50_000 + 10 * spacing_us));
+        after.probe_cluster = None;
+        packets.push(after);
+        packets
     }
 
     #[test]
@@ -186,10 +224,7 @@ mod tests {
         let start = Instant::now();
         let mut probe = ProbeBitrate::default();
         // 1200 bytes every 4 ms: 2.4 Mbit/s, carried as sent.
-        for index in 0..10 {
-            let (result, arrival) = packet(start, index * 4_000, 50_000 + index * 4_000);
-            probe.on_packet(start, 7, &result, arrival);
-        }
+        probe.on_feedback(start, &cluster(start, 4_000));
         assert_eq!(probe.take_result_bps(), Some(2_400_000));
         assert_eq!(probe.take_result_bps(), None);
         assert_eq!(probe.last_result_bps(), Some(2_400_000));
@@ -200,27 +235,61 @@ mod tests {
         let start = Instant::now();
         let mut probe = ProbeBitrate::default();
         // Sent at 2.4 Mbit/s, received at 1.2.
-        for index in 0..10 {
-            let (result, arrival) = packet(start, index * 4_000, 50_000 + index * 8_000);
-            probe.on_packet(start, 7, &result, arrival);
-        }
+        probe.on_feedback(start, &cluster(start, 8_000));
         let bps = probe.take_result_bps().expect("a rate");
         assert!(bps.abs_diff(1_140_000) <= 1, "{bps}");
+    }
+
+    #[test]
+    fn a_cluster_is_measured_only_once_the_feedback_reported_past_it() {
+        let start = Instant::now();
+        let mut probe = ProbeBitrate::default();
+        let packets = cluster(start, 8_000);
+        // The head came through a shaper's burst at the send rate: measured alone it would
+        // show 2.4 Mbit/s.
+        let mut head = packets[..6].to_vec();
+        for (i, p) in head.iter_mut().enumerate() {
+            p.arrival = Some(Duration::from_micros(50_000 + i as u64 * 4_000));
+        }
+        probe.on_feedback(start, &head);
+        assert_eq!(
+            probe.take_result_bps(),
+            None,
+            "not before its end is reported"
+        );
+        // The rest, one of it lost, then the packet after it.
+        let mut tail = packets[6..].to_vec();
+        tail[1].arrival = None;
+        probe.on_feedback(start, &tail);
+        let bps = probe.take_result_bps().expect("a rate");
+        // Nine received: eight after the first over 72 ms of arrivals (the last at 122 ms),
+        // under the send rate.
+        let expected = 0.95 * (8.0 * 1200.0 * 8.0) / 0.072;
+        assert!((bps as f64 - expected).abs() <= 1.0, "{bps} vs {expected}");
+        assert_eq!(probe.take_result_bps(), None, "measured once");
     }
 
     #[test]
     fn too_few_or_simultaneous_packets_show_nothing() {
         let start = Instant::now();
         let mut probe = ProbeBitrate::default();
-        for index in 0..10 {
-            let (result, arrival) = packet(start, 0, 50_000 + index);
-            probe.on_packet(start, 7, &result, arrival);
-        }
+        let mut packets: Vec<_> = (0..10)
+            .map(|i| packet(start, i, 0, Some(50_000 + i as u64)))
+            .collect();
+        packets.push(PacketResult {
+            probe_cluster: None,
+            ..packet(start, 10, 0, Some(60_000))
+        });
+        probe.on_feedback(start, &packets);
         assert_eq!(probe.take_result_bps(), None);
-        for id in 0..10 {
-            let (result, arrival) = packet(start, u64::from(id), 1);
-            probe.on_packet(start, id, &result, arrival);
-        }
+        // Three packets of each of many clusters, each completed by the next.
+        let packets: Vec<_> = (0..30)
+            .map(|i| PacketResult {
+                probe_cluster: Some(i as u32 / 3),
+                ..packet(start, i, i as u64 * 1_000, Some(i as u64 * 1_000))
+            })
+            .collect();
+        probe.on_feedback(start, &packets);
         assert_eq!(probe.take_result_bps(), None);
     }
 }

@@ -11,9 +11,11 @@ use std::time::{Duration, Instant};
 
 /// A cluster is measured over at least this many packets ...
 const MIN_PACKETS: u32 = 5;
-/// ... and at least this long at its rate: two frame intervals at 30 fps, so the media sent
-/// meanwhile (which counts in the cluster, and comes a frame at a time) is in it.
-const MIN_DURATION: Duration = Duration::from_millis(70);
+/// ... and at least this long at its rate: three frame intervals at 30 fps, so the media
+/// sent meanwhile (which counts in the cluster, and comes a frame at a time) is in it, and
+/// long enough that a shaper's burst (which lets the cluster's head through faster than the
+/// path's rate) is a small part of what the cluster measures.
+const MIN_DURATION: Duration = Duration::from_millis(100);
 /// Never more packets than this in one cluster, however small they are.
 const MAX_PACKETS: u32 = 40;
 /// Clusters start at most this often per viewer ...
@@ -124,9 +126,9 @@ mod tests {
             prober.on_sent(now, 1_000);
             sent += 1;
         }
-        // 1,000 bytes at 2 Mbit/s every 4 ms; 70 ms at 2 Mbit/s is 17,500 bytes: 18 packets.
-        assert_eq!(sent, 18);
-        assert_eq!(now, start + Duration::from_millis(68));
+        // 1,000 bytes at 2 Mbit/s every 4 ms; 100 ms at 2 Mbit/s is 25,000 bytes: 25 packets.
+        assert_eq!(sent, 25);
+        assert_eq!(now, start + Duration::from_millis(96));
         assert_eq!(prober.start(now, 2_000_000), None, "not again so soon");
         // The first few a second apart, then one per interval.
         let mut at = start;

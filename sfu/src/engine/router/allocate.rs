@@ -258,8 +258,11 @@ impl Router {
         {
             state.last_down = if down { Some(now) } else { state.last_down };
             state.last_up = if up { Some(now) } else { state.last_up };
+            // An up-switch made now is not yet sent, so it proves nothing.
             state.proven_bps = if down {
                 media_bps
+            } else if up {
+                state.proven_bps
             } else {
                 state.proven_bps.max(media_bps)
             };
