@@ -76,10 +76,10 @@ fn settle(initial_bps: u64) -> u64 {
             assert!(mid * 5 / 4 < top, "the layers are apart: {mid} and {top}");
             narrow_rate = (mid + top) / 2;
             let narrow = LinkConfig {
-                bottleneck: Some(Bottleneck {
-                    rate_bps: narrow_rate,
-                    queue: QueueLimit::Delay(Duration::from_millis(300)),
-                }),
+                bottleneck: Some(Bottleneck::new(
+                    narrow_rate,
+                    QueueLimit::Delay(Duration::from_millis(300)),
+                )),
                 ..LinkConfig::delayed(Duration::from_millis(25))
             };
             viewers.push(subscribe(&mut net, track, uplink(), narrow, 0x20));

@@ -35,6 +35,21 @@ const SCHEDULE: [(u64, u64); 4] = [
     (80, 1_000_000),
 ];
 const END_S: u64 = 100;
+/// The path of RFC 8867 test case 5.1.
+const RFC8867: Path = Path {
+    schedule: &SCHEDULE,
+    end_s: END_S,
+    queue: QUEUE,
+    burst: 0,
+};
+/// A viewer capped midway between the 360p and the 720p rates by a token-bucket shaper with
+/// 3,000 bytes of burst and 200 ms of queue, as `tbf` shapes a link.
+const SHAPED: Path = Path {
+    schedule: &[(0, 865_000)],
+    end_s: 60,
+    queue: Duration::from_millis(200),
+    burst: 3_000,
+};
 /// How soon after a step the viewer is at the layers that fit.
 const SETTLE: Duration = Duration::from_secs(5);
 /// The window the offered rate is judged over.
@@ -54,6 +69,15 @@ fn packet_size(packet: &GeneratedPacket) -> usize {
     }
 }
 
+/// The scheduled viewer's downlink: its capacity from each time on (seconds, bit/s), how
+/// long the run lasts, and its shaper's queue and burst.
+struct Path {
+    schedule: &'static [(u64, u64)],
+    end_s: u64,
+    queue: Duration,
+    burst: u64,
+}
+
 /// What one run saw.
 struct Run {
     /// (time, offered bits in the window ending then) toward the scheduled viewer.
@@ -71,7 +95,7 @@ struct Run {
 
 #[test]
 fn rfc8867_variable_capacity_settles_at_the_layers_each_step_fits() {
-    let run = run_schedule();
+    let run = run_path(&RFC8867);
     let at = |s: u64| run.start + Duration::from_secs(s);
     // The layers that fit each step: 360p at full rate below 1.23 Mbit/s, 720p above.
     let fits = |capacity: u64| {
@@ -146,7 +170,7 @@ fn rfc8867_variable_capacity_settles_at_the_layers_each_step_fits() {
 /// only after one showed the room.
 #[test]
 fn probes_precede_each_up_switch_and_stop_once_everything_asked_for_is_sent() {
-    let run = run_schedule();
+    let run = run_path(&RFC8867);
     let clusters_at = |t: Instant| {
         run.probes
             .iter()
@@ -188,7 +212,24 @@ fn probes_precede_each_up_switch_and_stop_once_everything_asked_for_is_sent() {
     assert!(seen >= 1, "it went up at 40 s");
 }
 
-fn run_schedule() -> Run {
+/// A shaper's token bucket lets the head of a probe cluster through faster than its rate;
+/// measured by its head, a cluster would show room the link does not have. A viewer capped
+/// between the 360p and the 720p rates behind one is never moved up to 720p, and its probes
+/// go on.
+#[test]
+fn a_shapers_burst_does_not_lift_a_capped_viewer_past_its_link() {
+    let run = run_path(&SHAPED);
+    let after_start = run.start + Duration::from_secs(2);
+    for &(t, layer, wide) in run.layers.iter().filter(|l| l.0 >= after_start) {
+        let at = t - run.start;
+        assert_eq!(layer, Some(Layer::new(1, 2)), "capped viewer at {at:?}");
+        assert_eq!(wide, Some(Layer::new(2, 2)), "wide viewer at {at:?}");
+    }
+    let clusters = run.probes.last().map_or(0, |p| p.1);
+    assert!(clusters >= 10, "it kept probing: {clusters} clusters");
+}
+
+fn run_path(path: &Path) -> Run {
     let start = Instant::now();
     let mut net = Network::new(RouterConfig::default(), start, 8867);
     let publisher = net.add_transport(LinkConfig::default(), LinkConfig::default());
@@ -210,8 +251,8 @@ fn run_schedule() -> Run {
     let structure = generator.structure().clone();
     let link = |rate_bps| LinkConfig {
         bottleneck: Some(Bottleneck {
-            rate_bps,
-            queue: QueueLimit::Delay(QUEUE),
+            burst: path.burst,
+            ..Bottleneck::new(rate_bps, QueueLimit::Delay(path.queue))
         }),
         ..LinkConfig::delayed(ONE_WAY)
     };
@@ -223,7 +264,7 @@ fn run_schedule() -> Run {
             &mut net,
             track,
             LinkConfig::delayed(ONE_WAY),
-            link(SCHEDULE[0].1),
+            link(path.schedule[0].1),
             0x10,
         ),
         subscribe(
@@ -247,15 +288,16 @@ fn run_schedule() -> Run {
     let mut offered_before = 0;
     let mut step = 1;
     let mut unit = 1u32;
-    while FRAME * unit < Duration::from_secs(END_S) {
+    while FRAME * unit < Duration::from_secs(path.end_s) {
         let now = start + FRAME * unit;
-        if SCHEDULE
+        if path
+            .schedule
             .get(step)
             .is_some_and(|s| now >= start + Duration::from_secs(s.0))
         {
             let down = net.link_config_mut(viewers[0].transport, Direction::Down);
             down.expect("a transport of the network").bottleneck =
-                link(SCHEDULE[step].1).bottleneck;
+                link(path.schedule[step].1).bottleneck;
             step += 1;
         }
         send_temporal_unit(&mut net, publisher, &mut generator, &structure, now);

@@ -39,12 +39,27 @@ impl LinkConfig {
 }
 
 /// A rate limit: packets leave one after another at `rate_bps`, waiting in a drop-tail queue.
+/// With a `burst`, it is a token bucket as a shaper is: an idle link saves up to that many
+/// bytes of credit, and what fits in the credit leaves at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bottleneck {
     /// The rate packets are serialized at, in bits per second (at least 1).
     pub rate_bps: u64,
     /// How much may wait; a packet arriving at a fuller queue is dropped.
     pub queue: QueueLimit,
+    /// Bytes the bucket holds: 0 for a link that serializes every packet at its rate.
+    pub burst: u64,
+}
+
+impl Bottleneck {
+    /// A link serializing at `rate_bps` with a queue of `queue`, no burst.
+    pub fn new(rate_bps: u64, queue: QueueLimit) -> Self {
+        Self {
+            rate_bps,
+            queue,
+            burst: 0,
+        }
+    }
 }
 
 /// The size of a bottleneck's queue.
@@ -133,12 +148,18 @@ impl<T: Clone> Link<T> {
     }
 
     /// When the bottleneck has sent a packet of `size` bytes taken at `now`, or None if its
-    /// queue is full. The backlog is what the bottleneck still has to serialize: the time until
-    /// it is idle, at its rate.
+    /// queue is full. `busy_until` is when it would be idle having serialized all it took at
+    /// its rate; a packet leaves once that is within the burst's worth of time, and the
+    /// backlog is what waits beyond the burst.
     fn serialize(&mut self, now: Instant, size: usize, bottleneck: Bottleneck) -> Option<Instant> {
         let rate = bottleneck.rate_bps.max(1);
+        let time = |bytes: u64| {
+            let nanos = u128::from(bytes) * 8 * 1_000_000_000 / u128::from(rate);
+            Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+        };
         let start = self.busy_until.filter(|&busy| busy > now).unwrap_or(now);
-        let backlog = start - now;
+        let credit = time(bottleneck.burst);
+        let backlog = (start - now).saturating_sub(credit);
         let full = match bottleneck.queue {
             QueueLimit::Delay(limit) => backlog > limit,
             QueueLimit::Bytes(limit) => {
@@ -150,10 +171,9 @@ impl<T: Clone> Link<T> {
             self.counters.queue_dropped += 1;
             return None;
         }
-        let nanos = size as u128 * 8 * 1_000_000_000 / u128::from(rate);
-        let departure = start + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
-        self.busy_until = Some(departure);
-        Some(departure)
+        let finish = start + time(size as u64);
+        self.busy_until = Some(finish);
+        Some(finish.checked_sub(credit).map_or(now, |d| d.max(now)))
     }
 
     /// When a packet leaving at `departure` arrives: the delay plus its jitter, and not before
@@ -301,10 +321,7 @@ mod tests {
     #[test]
     fn a_bottleneck_spaces_packets_at_its_rate_and_drops_when_overfed() {
         // 1000-byte packets at 1 Mbit/s: 8 ms each. Sent every 10 ms they never queue.
-        let bottleneck = Bottleneck {
-            rate_bps: 1_000_000,
-            queue: QueueLimit::Bytes(5_000),
-        };
+        let bottleneck = Bottleneck::new(1_000_000, QueueLimit::Bytes(5_000));
         let config = LinkConfig {
             delay: Duration::from_millis(30),
             bottleneck: Some(bottleneck),
@@ -337,5 +354,31 @@ mod tests {
         let mut link = Link::new(config, 1);
         let kept = (0..10u64).filter_map(|i| link.send(t0, 1000, i)).count();
         assert_eq!(kept, 3, "backlogs of 0, 8 and 16 ms taken, 24 ms is full");
+    }
+
+    #[test]
+    fn a_token_bucket_lets_its_burst_through_at_once_then_the_rate() {
+        // 1000-byte packets at 1 Mbit/s with 3000 bytes of credit: an idle link passes three
+        // at once, then one per 8 ms; idle again, it saves its credit back.
+        let config = LinkConfig {
+            bottleneck: Some(Bottleneck {
+                burst: 3_000,
+                ..Bottleneck::new(1_000_000, QueueLimit::Bytes(5_000))
+            }),
+            ..LinkConfig::default()
+        };
+        let t0 = Instant::now();
+        let mut link = Link::new(config, 1);
+        let sent: Vec<_> = (0..10u64).map(|i| link.send(t0, 1000, i)).collect();
+        let kept: Vec<Instant> = sent.iter().flatten().copied().collect();
+        // Three through the credit, five more queued (the queue counts beyond the credit).
+        let expected: Vec<_> = [0, 0, 0, 8, 16, 24, 32, 40]
+            .iter()
+            .map(|&at| ms(t0, at))
+            .collect();
+        assert_eq!(kept, expected);
+        assert_eq!(link.counters().queue_dropped, 2);
+        let later = ms(t0, 200);
+        assert_eq!(link.send(later, 1000, 20), Some(later));
     }
 }

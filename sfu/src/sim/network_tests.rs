@@ -152,10 +152,7 @@ fn a_bottleneck_on_a_viewer_downlink_spaces_its_arrivals() {
     // they queue until the 4000-byte queue is full, then some are dropped.
     let down = LinkConfig {
         delay: Duration::from_millis(10),
-        bottleneck: Some(Bottleneck {
-            rate_bps: 1_000_000,
-            queue: QueueLimit::Bytes(4_000),
-        }),
+        bottleneck: Some(Bottleneck::new(1_000_000, QueueLimit::Bytes(4_000))),
         ..LinkConfig::default()
     };
     let (mut network, publisher, viewer) = call(LinkConfig::default(), down);
