@@ -16,7 +16,7 @@ use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::Layer;
 use sfu::engine::{Event, RouterConfig, TrackConfig, TransportId};
 use sfu::sim::{Bottleneck, Direction, LinkConfig, Network, QueueLimit};
-use twcc_viewer::{subscribe, DD_EXT, FEEDBACK_INTERVAL};
+use twcc_viewer::{subscribe, Viewer, DD_EXT, FEEDBACK_INTERVAL};
 
 const FRAME: Duration = Duration::from_millis(33);
 /// Filler appended to each generated packet, for a stream of about a megabit and a half.
@@ -58,7 +58,6 @@ fn settle(initial_bps: u64) -> u64 {
             ..GeneratorConfig::default()
         },
     );
-    let structure = generator.structure().clone();
     let wide = LinkConfig::delayed(Duration::from_millis(25));
     let mut viewers = vec![subscribe(&mut net, track, uplink(), wide, 0x10)];
     // Three seconds to measure the layers, then a second viewer behind a link that carries
@@ -84,16 +83,7 @@ fn settle(initial_bps: u64) -> u64 {
             };
             viewers.push(subscribe(&mut net, track, uplink(), narrow, 0x20));
         }
-        loop {
-            let packet = generator.next().expect("endless");
-            let mut bytes = packet.rtp_bytes(DD_EXT, &structure);
-            bytes.resize(bytes.len() + FILLER, 0xAB);
-            net.send_rtp_at(at, publisher, Bytes::from(bytes))
-                .expect("a transport of the network");
-            if packet.marker {
-                break;
-            }
-        }
+        send_temporal_unit(&mut net, publisher, &mut generator, at);
         unit += 1;
         let until = start + FRAME * unit;
         while next_feedback <= until {
@@ -164,6 +154,70 @@ fn settle(initial_bps: u64) -> u64 {
         "each viewer's estimate is its own"
     );
     net.router().counters().probe_clusters
+}
+
+/// Until a viewer's first feedback nothing would measure a probe cluster, so none is sent;
+/// after it, a viewer held below what it asked for is probed.
+#[test]
+fn no_probe_before_the_first_feedback() {
+    let start = Instant::now();
+    let mut net = Network::new(RouterConfig::default(), start, 11);
+    let publisher = net.add_transport(LinkConfig::default(), LinkConfig::default());
+    let mut config = TrackConfig::single(Codec::Av1, 0x5151);
+    config.dd_ext_id = Some(DD_EXT);
+    let track = net
+        .with_router(|r| r.publish(publisher, config))
+        .expect("a new transport");
+    let mut generator = StreamGenerator::new(
+        ScalabilityMode::L3T3,
+        GeneratorConfig {
+            ssrc: 0x5151,
+            keyframe_interval_tus: 30,
+            ..GeneratorConfig::default()
+        },
+    );
+    // The publisher is live when the viewer joins.
+    send_temporal_unit(&mut net, publisher, &mut generator, start);
+    net.run_until(start + FRAME / 2);
+    let down = LinkConfig::delayed(Duration::from_millis(25));
+    let mut viewer = subscribe(&mut net, track, uplink(), down, 0x10);
+    let clusters = |net: &Network| net.router().counters().probe_clusters;
+    let mut unit = 1;
+    let mut stream_until = |net: &mut Network, viewer: &mut Option<&mut Viewer>, secs: u32| {
+        for _ in 0..secs * 30 {
+            let at = start + FRAME * unit;
+            send_temporal_unit(net, publisher, &mut generator, at);
+            net.run_until(at + FRAME);
+            if let Some(viewer) = viewer.as_deref_mut() {
+                viewer.report(net, start);
+            }
+            unit += 1;
+        }
+    };
+    stream_until(&mut net, &mut None, 2);
+    assert_eq!(clusters(&net), 0, "no probe without feedback");
+    stream_until(&mut net, &mut Some(&mut viewer), 2);
+    assert!(clusters(&net) > 0, "probed once the viewer reports");
+}
+
+/// One temporal unit of the publisher's stream, with filler, all its packets sent at `at`.
+fn send_temporal_unit(
+    net: &mut Network,
+    publisher: TransportId,
+    generator: &mut StreamGenerator,
+    at: Instant,
+) {
+    let structure = generator.structure().clone();
+    loop {
+        let packet = generator.next().expect("endless");
+        let mut bytes = packet.rtp_bytes(DD_EXT, &structure);
+        bytes.resize(bytes.len() + FILLER, 0xAB);
+        net.send_rtp_at(at, publisher, Bytes::from(bytes))
+            .expect("a transport of the network");
+        if packet.marker {
+            return;
+        }
+    }
 }
 
 fn uplink() -> LinkConfig {

@@ -280,7 +280,7 @@ impl Snapshot {
         counter(&mut out, "bytes_out_total", "UDP bytes sent.", n.bytes_out);
         let layers = "Changes of the layer a viewer receives.";
         counter(&mut out, "layer_changes_total", layers, n.layer_changes);
-        let estimates = "Bandwidth estimates (REMB) from viewers.";
+        let estimates = "Bandwidth estimates toward viewers (their REMB, or ours from their transport-wide CC feedback).";
         counter(
             &mut out,
             "bandwidth_estimates_total",

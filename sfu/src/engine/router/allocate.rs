@@ -199,7 +199,17 @@ impl Router {
                     .unwrap_or(0)
                     .max(state.proven_bps)
             });
-        let covers = |probed: u64| probed + probed / STAY_TOLERANCE >= cost(&chosen);
+        // What an up-switch may reach: the best that fits the estimate and, toward a viewer
+        // with transport-wide CC, what the path has shown it carries (an estimate can run
+        // ahead of that, and the layers a probe confirmed should not wait for it).
+        let rise_to = match confirmed {
+            Some(c) => allocate(
+                budget.min((c + c / STAY_TOLERANCE).saturating_sub(audio_bps)),
+                &inputs,
+            ),
+            None => chosen.clone(),
+        };
+        let covers = |probed: u64| probed + probed / STAY_TOLERANCE >= cost(&rise_to);
         // A probe since the downgrade that shows the path carries the new layers ends the
         // hold-down early: it is the evidence the hold-down waits for.
         let probed_since_down = self
@@ -213,12 +223,11 @@ impl Router {
             })
             .is_some_and(|(at, bps)| state.last_down.is_none_or(|down| at > down) && covers(bps));
         let held = state.last_down.is_some_and(|at| now < at + HOLD_DOWN) && !probed_since_down;
-        let may_rise = !held
-            && state.last_up.is_none_or(|at| now >= at + UP_INTERVAL)
-            && confirmed.is_none_or(covers);
+        let may_rise = !held && state.last_up.is_none_or(|at| now >= at + UP_INTERVAL);
         let (mut down, mut up) = (false, false);
         let mut media_bps = audio_bps;
-        for (((w, &layer), &kept), &asked) in video.iter().zip(&chosen).zip(&tolerated).zip(&wanted)
+        for (((w, &layer), &kept), &asked) in
+            video.iter().zip(&rise_to).zip(&tolerated).zip(&wanted)
         {
             let rate = |l: Option<Layer>| l.map_or(u64::MAX, |l| w.rates.bps(l));
             let current = rate(w.allocated);
@@ -267,6 +276,14 @@ impl Router {
                 state.proven_bps.max(media_bps)
             };
             state.rtx.set(now, state.estimate_bps, media_bps);
+        }
+        // Paced at what the path has shown it carries when the estimate runs ahead of that
+        // (never under what the viewer is allocated): a keyframe let through at an estimate
+        // the path has not carried queues at the bottleneck, and the overuse it shows forces
+        // a downgrade the path did not need.
+        if let Some(c) = confirmed {
+            let pacing_bps = state.estimate_bps.min(c.max(media_bps));
+            self.pace(now, transport, pacing_bps);
         }
         // Probe when the estimate holds the viewer below what it asked for (at the rate of
         // the next layer set up), or when nothing yet shows the path carries the layers the

@@ -10,8 +10,8 @@ use crate::engine::down_track::{Transmit, WriteError};
 use crate::engine::track::DownTrackId;
 use crate::engine::transport::TransportId;
 
+use super::send::{source_packet, stamped};
 use super::Output;
-use super::{source_packet, stamped};
 
 impl Router {
     /// Starts a cluster toward `transport` that brings what it is sent up to `target_bps`
@@ -31,10 +31,13 @@ impl Router {
             .transports
             .get_mut(&transport)
             .and_then(|t| t.send.as_deref_mut());
-        if let Some(side) = side {
-            if side.prober.start(now, rate_bps).is_some() {
-                self.counters.probe_clusters += 1;
-            }
+        // Not before the viewer's first feedback: until it reports, nothing would measure
+        // the cluster.
+        let Some(side) = side.filter(|side| side.history.counters().matched > 0) else {
+            return;
+        };
+        if side.prober.start(now, rate_bps).is_some() {
+            self.counters.probe_clusters += 1;
         }
     }
 
