@@ -189,38 +189,27 @@ impl Router {
         // the viewer was sent less than it could take says nothing about the path.
         // What the path has shown it carries: a probe's result, or what the viewer was sent
         // without overuse since the last downgrade the estimate forced.
-        let confirmed = self
+        let estimator = self
             .transports
             .get(&transport)
             .and_then(|t| t.send.as_ref())
-            .map(|side| {
-                side.estimator
-                    .probe_result_bps()
-                    .unwrap_or(0)
-                    .max(state.proven_bps)
-            });
+            .map(|side| &side.estimator);
+        let probed = estimator.and_then(|e| e.probe_result_bps());
+        let confirmed = estimator.map(|_| probed.unwrap_or(0).max(state.proven_bps));
         // What an up-switch may reach: the best that fits the estimate and, toward a viewer
         // with transport-wide CC, what the path has shown it carries (an estimate can run
         // ahead of that, and the layers a probe confirmed should not wait for it).
+        // The tolerance is for staying, not rising: a probe through a shaper reads a little
+        // above the path's rate, and layer rates dip below their average between keyframes.
         let rise_to = match confirmed {
-            Some(c) => allocate(
-                budget.min((c + c / STAY_TOLERANCE).saturating_sub(audio_bps)),
-                &inputs,
-            ),
+            Some(c) => allocate(budget.min(c.saturating_sub(audio_bps)), &inputs),
             None => chosen.clone(),
         };
-        let covers = |probed: u64| probed + probed / STAY_TOLERANCE >= cost(&rise_to);
+        let covers = |probed: u64| probed >= cost(&rise_to);
         // A probe since the downgrade that shows the path carries the new layers ends the
         // hold-down early: it is the evidence the hold-down waits for.
-        let probed_since_down = self
-            .transports
-            .get(&transport)
-            .and_then(|t| t.send.as_ref())
-            .and_then(|side| {
-                side.estimator
-                    .probe_result_at()
-                    .zip(side.estimator.probe_result_bps())
-            })
+        let probed_since_down = estimator
+            .and_then(|e| e.probe_result_at().zip(e.probe_result_bps()))
             .is_some_and(|(at, bps)| state.last_down.is_none_or(|down| at > down) && covers(bps));
         let held = state.last_down.is_some_and(|at| now < at + HOLD_DOWN) && !probed_since_down;
         let may_rise = !held && state.last_up.is_none_or(|at| now >= at + UP_INTERVAL);
@@ -277,12 +266,14 @@ impl Router {
             };
             state.rtx.set(now, state.estimate_bps, media_bps);
         }
-        // Paced at what the path has shown it carries when the estimate runs ahead of that
-        // (never under what the viewer is allocated): a keyframe let through at an estimate
-        // the path has not carried queues at the bottleneck, and the overuse it shows forces
-        // a downgrade the path did not need.
-        if let Some(c) = confirmed {
-            let pacing_bps = state.estimate_bps.min(c.max(media_bps));
+        // Paced at what the last probe showed the path carries when the estimate runs ahead
+        // of it (never under what the viewer is allocated): a keyframe let through at an
+        // estimate the path has not carried queues at the bottleneck, and the overuse it
+        // shows forces a downgrade the path did not need. Before any probe result, at the
+        // estimate: what the viewer was sent so far is no measure of the path, and pacing a
+        // keyframe at that would hold it for hundreds of milliseconds.
+        if let Some(probed) = probed {
+            let pacing_bps = state.estimate_bps.min(probed.max(media_bps));
             self.pace(now, transport, pacing_bps);
         }
         // Probe when the estimate holds the viewer below what it asked for (at the rate of
