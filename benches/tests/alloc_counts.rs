@@ -80,6 +80,7 @@ const EXPECTED: &[(&str, Budget)] = &[
     // payloads, the IV, the AEAD's ciphertext and the output buffer.
     ("node/egress_srtp/library", each(7)),
     ("node/egress_srtp/in_place", each(0)),
+    ("node/egress_srtp/batched", each(0)),
     ("node/protect_srtp/library", each(7)),
     ("node/protect_srtp/in_place", each(0)),
     // The SRTP library's decrypt (`srtp_allocs.rs` itemises it): the header's extension list

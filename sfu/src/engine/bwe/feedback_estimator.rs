@@ -96,4 +96,8 @@ impl BandwidthEstimator for FeedbackEstimator {
     fn probe_result_at(&self) -> Option<Instant> {
         self.probe_at
     }
+
+    fn capacity_bps(&self) -> Option<u64> {
+        self.probe.capacity_bps()
+    }
 }

@@ -63,6 +63,12 @@ pub trait BandwidthEstimator {
     fn probe_result_at(&self) -> Option<Instant> {
         None
     }
+
+    /// The path's capacity, bit/s, when the last probe saturated the path (it arrived slower
+    /// than it was sent): more than a rate the path carries, what it carries at most.
+    fn capacity_bps(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// One sent packet, as its feedback reports it: the unit every estimator consumes.

@@ -89,8 +89,8 @@ impl Cluster {
     }
 
     /// The rate the path showed: the lesser of the send and receive rates, or under the
-    /// receive rate when the probe saturated the path.
-    fn bitrate_bps(&self) -> Option<f64> {
+    /// receive rate when the probe saturated the path; and whether it did.
+    fn bitrate_bps(&self) -> Option<(f64, bool)> {
         if self.packets < MIN_PACKETS {
             return None;
         }
@@ -113,9 +113,9 @@ impl Cluster {
             return None;
         }
         Some(if receive_bps < MIN_UNSATURATED_RATIO * send_bps {
-            SATURATED_UTILIZATION * receive_bps
+            (SATURATED_UTILIZATION * receive_bps, true)
         } else {
-            send_bps.min(receive_bps)
+            (send_bps.min(receive_bps), false)
         })
     }
 }
@@ -125,6 +125,9 @@ impl Cluster {
 pub(super) struct ProbeBitrate {
     clusters: [Option<Cluster>; CLUSTERS],
     last_result_bps: Option<u64>,
+    /// Whether the cluster of the last result saturated the path: its rate is then the
+    /// path's capacity, not only a rate the path carries.
+    last_saturated: bool,
 }
 
 impl ProbeBitrate {
@@ -168,7 +171,7 @@ impl ProbeBitrate {
     /// The highest rate of the clusters completed since the last call, if any gives one; it
     /// is then also [`Self::last_result_bps`]. Each cluster is measured once.
     pub(super) fn take_result_bps(&mut self) -> Option<u64> {
-        let best = self
+        let (best, saturated) = self
             .clusters
             .iter_mut()
             .flatten()
@@ -177,12 +180,16 @@ impl ProbeBitrate {
                 cluster.measured = true;
                 cluster.bitrate_bps()
             })
-            .fold(None, |best: Option<f64>, bps| {
-                Some(best.map_or(bps, |b| b.max(bps)))
-            })?;
+            .max_by(|a, b| a.0.total_cmp(&b.0))?;
         let bps = best as u64;
         self.last_result_bps = Some(bps);
+        self.last_saturated = saturated;
         Some(bps)
+    }
+
+    /// The path's capacity, when the last probe saturated it.
+    pub(super) fn capacity_bps(&self) -> Option<u64> {
+        self.last_result_bps.filter(|_| self.last_saturated)
     }
 
     /// The last rate a probe showed.
@@ -228,6 +235,7 @@ mod tests {
         assert_eq!(probe.take_result_bps(), Some(2_400_000));
         assert_eq!(probe.take_result_bps(), None);
         assert_eq!(probe.last_result_bps(), Some(2_400_000));
+        assert_eq!(probe.capacity_bps(), None, "a lower bound only");
     }
 
     #[test]
@@ -238,6 +246,7 @@ mod tests {
         probe.on_feedback(start, &cluster(start, 8_000));
         let bps = probe.take_result_bps().expect("a rate");
         assert!(bps.abs_diff(1_140_000) <= 1, "{bps}");
+        assert_eq!(probe.capacity_bps(), Some(bps), "the path's capacity");
     }
 
     #[test]

@@ -194,8 +194,8 @@ impl Router {
             .get(&transport)
             .and_then(|t| t.send.as_ref())
             .map(|side| &side.estimator);
-        let probed = estimator.and_then(|e| e.probe_result_bps());
-        let confirmed = estimator.map(|_| probed.unwrap_or(0).max(state.proven_bps));
+        let confirmed = estimator.map(|e| e.probe_result_bps().unwrap_or(0).max(state.proven_bps));
+        let capacity = estimator.and_then(|e| e.capacity_bps());
         // What an up-switch may reach: the best that fits the estimate and, toward a viewer
         // with transport-wide CC, what the path has shown it carries (an estimate can run
         // ahead of that, and the layers a probe confirmed should not wait for it).
@@ -266,14 +266,13 @@ impl Router {
             };
             state.rtx.set(now, state.estimate_bps, media_bps);
         }
-        // Paced at what the last probe showed the path carries when the estimate runs ahead
-        // of it (never under what the viewer is allocated): a keyframe let through at an
-        // estimate the path has not carried queues at the bottleneck, and the overuse it
-        // shows forces a downgrade the path did not need. Before any probe result, at the
-        // estimate: what the viewer was sent so far is no measure of the path, and pacing a
-        // keyframe at that would hold it for hundreds of milliseconds.
-        if let Some(probed) = probed {
-            let pacing_bps = state.estimate_bps.min(probed.max(media_bps));
+        // Paced at the path's capacity when a probe saturated it and the estimate runs ahead
+        // of that (never under what the viewer is allocated): a keyframe let through faster
+        // than the path carries queues at its bottleneck, and the overuse that shows forces
+        // a downgrade the path did not need. A probe the path carried whole says only that
+        // the path carries that much, and the estimate paces then.
+        if let Some(capacity) = capacity {
+            let pacing_bps = state.estimate_bps.min(capacity.max(media_bps));
             self.pace(now, transport, pacing_bps);
         }
         // Probe when the estimate holds the viewer below what it asked for (at the rate of
