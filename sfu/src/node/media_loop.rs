@@ -17,6 +17,7 @@ use selector::Layer;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
+use super::batch::{self, Batch};
 use super::core::{CoreError, Inbound, NodeCore, Resource, MAX_DATAGRAM};
 use super::dtls::{DtlsCertificate, DtlsError, DtlsInput, DtlsServer};
 use super::memory;
@@ -96,7 +97,8 @@ pub struct MediaLoop {
     dtls_tx: mpsc::UnboundedSender<DtlsEvent>,
     dtls_rx: mpsc::UnboundedReceiver<DtlsEvent>,
     handshakes: HashMap<PeerId, DtlsInput>,
-    out: Vec<u8>,
+    /// What one flush sends, in as few calls as it fits.
+    batch: Batch,
     /// Sessions removed since memory was last handed back, and when it may be next.
     reaped: usize,
     next_release: Instant,
@@ -137,7 +139,7 @@ impl MediaLoop {
             dtls_tx,
             dtls_rx,
             handshakes: HashMap::new(),
-            out: Vec::with_capacity(MAX_DATAGRAM + 64),
+            batch: Batch::new(MAX_DATAGRAM + 64),
             reaped: 0,
             next_release: now(),
         }
@@ -302,14 +304,27 @@ impl MediaLoop {
         }
     }
 
-    /// Sends everything the core has to send, then forgets removed sessions' handshakes.
-    /// Never waits for the socket: a full send buffer (a viewer that does not read) loses the
-    /// packet, which NACK repairs, instead of stalling every other session behind it.
+    /// Sends everything the core has to send, a batch per call, then forgets removed
+    /// sessions' handshakes. Never waits for the socket: a full send buffer (a viewer that
+    /// does not read) loses what is left of the batch, which NACK repairs, instead of
+    /// stalling every other session behind it.
     fn flush(&mut self) {
-        while let Some(to) = self.core.poll_datagram(&mut self.out) {
-            if let Err(e) = self.socket.try_send_to(&self.out, to) {
-                self.core.count_send_failure();
-                tracing::trace!("udp send to {to}: {e}");
+        loop {
+            while let Some(buffer) = self.batch.next_buffer() {
+                let Some(to) = self.core.poll_datagram(buffer) else {
+                    break;
+                };
+                self.batch.commit(to);
+            }
+            if self.batch.is_empty() {
+                break;
+            }
+            let more = self.batch.is_full();
+            let outcome = batch::send_all(&*self.socket, &self.batch);
+            self.core.count_sent(outcome);
+            self.batch.clear();
+            if !more {
+                break;
             }
         }
         while let Some(id) = self.core.poll_removed() {

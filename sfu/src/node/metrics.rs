@@ -65,6 +65,8 @@ pub struct NodeCounters {
     pub bytes_in: u64,
     pub rtp_out: u64,
     pub bytes_out: u64,
+    /// UDP send calls made: each sends a batch of datagrams.
+    pub send_calls: u64,
     /// The engine's events, by kind: a viewer's layer changed; a viewer's receiver sent a
     /// bandwidth estimate (REMB); allocation capped a viewer's layer to fit its estimate.
     pub layer_changes: u64,
@@ -278,6 +280,8 @@ impl Snapshot {
             n.rtp_out,
         );
         counter(&mut out, "bytes_out_total", "UDP bytes sent.", n.bytes_out);
+        let calls = "UDP send calls made; each sends a batch of datagrams.";
+        counter(&mut out, "udp_send_calls_total", calls, n.send_calls);
         let layers = "Changes of the layer a viewer receives.";
         counter(&mut out, "layer_changes_total", layers, n.layer_changes);
         let estimates = "Bandwidth estimates toward viewers (their REMB, or ours from their transport-wide CC feedback).";

@@ -20,6 +20,7 @@
 //! - [`server`]: start, run, shut down.
 
 pub mod auth;
+pub mod batch;
 pub mod config;
 pub mod core;
 pub mod dtls;

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use super::NodeCore;
 use crate::capture::{classify, PayloadKind};
 use crate::engine::{Output, ReceiveError};
+use crate::node::batch::Sent;
 use crate::node::ice::{BindingRequest, IceError};
 use crate::node::metrics::DropReason;
 use crate::node::peer::{PeerId, Role};
@@ -26,9 +27,13 @@ pub enum Inbound {
 }
 
 impl NodeCore {
-    /// A datagram the socket did not take (its send buffer was full).
-    pub fn count_send_failure(&mut self) {
-        self.counters.drop(DropReason::SendFailed);
+    /// What became of a batch sent: the datagrams the socket did not take (its send buffer
+    /// was full, or the host refused the destination) are dropped, by that reason.
+    pub fn count_sent(&mut self, outcome: Sent) {
+        for _ in 0..outcome.lost {
+            self.counters.drop(DropReason::SendFailed);
+        }
+        self.counters.send_calls += outcome.calls as u64;
     }
 
     /// One datagram from the UDP socket.

@@ -1,0 +1,185 @@
+use std::cell::RefCell;
+use std::net::UdpSocket;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// A batch of `count` one-byte datagrams numbered from 0, to port `1000 + n % 2`.
+fn numbered(count: usize) -> Batch {
+    let mut batch = Batch::new(16);
+    for n in 0..count {
+        let buffer = batch.next_buffer().expect("room");
+        buffer.clear();
+        buffer.push(n as u8);
+        batch.commit(addr(1000 + (n % 2) as u16));
+    }
+    batch
+}
+
+/// A socket that takes at most `per_call` datagrams a call, has room for `room` in all,
+/// and refuses the datagrams numbered in `refused` (as a host refuses a destination).
+struct Fake {
+    per_call: usize,
+    room: usize,
+    refused: Vec<u8>,
+    taken: RefCell<Vec<u8>>,
+}
+
+impl Fake {
+    fn new(per_call: usize, room: usize, refused: &[u8]) -> Self {
+        Self {
+            per_call,
+            room,
+            refused: refused.to_vec(),
+            taken: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+impl SendBatch for Fake {
+    fn send_from(&self, batch: &Batch, start: usize) -> io::Result<usize> {
+        let mut taken = self.taken.borrow_mut();
+        let mut n = 0;
+        for index in start..batch.len() {
+            let (datagram, _) = batch.datagram(index).expect("in the batch");
+            if n == self.per_call {
+                break;
+            }
+            if taken.len() == self.room {
+                return if n == 0 {
+                    Err(io::ErrorKind::WouldBlock.into())
+                } else {
+                    Ok(n)
+                };
+            }
+            if self.refused.contains(&datagram[0]) {
+                return if n == 0 {
+                    Err(io::ErrorKind::HostUnreachable.into())
+                } else {
+                    Ok(n)
+                };
+            }
+            taken.push(datagram[0]);
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_batch_fills_to_its_length_and_keeps_its_buffers() {
+    let mut batch = numbered(BATCH_LEN);
+    assert!(batch.is_full());
+    assert!(batch.next_buffer().is_none(), "nothing more fits");
+    batch.commit(addr(1));
+    assert_eq!(batch.len(), BATCH_LEN, "a commit past the end is ignored");
+    assert_eq!(batch.datagram(3), Some((&[3u8][..], addr(1001))));
+    assert_eq!(batch.datagram(BATCH_LEN), None);
+    batch.clear();
+    assert!(batch.is_empty());
+    let buffer = batch.next_buffer().expect("room again");
+    assert!(buffer.capacity() >= 16, "the buffer stays allocated");
+}
+
+#[test]
+fn every_datagram_goes_once_and_in_order_however_few_a_call_takes() {
+    for per_call in [1, 5, BATCH_LEN] {
+        let batch = numbered(BATCH_LEN);
+        let socket = Fake::new(per_call, usize::MAX, &[]);
+        let outcome = send_all(&socket, &batch);
+        let expected: Vec<u8> = (0..BATCH_LEN as u8).collect();
+        assert_eq!(*socket.taken.borrow(), expected, "{per_call} a call");
+        assert_eq!(outcome.sent, BATCH_LEN);
+        assert_eq!(outcome.lost, 0);
+        assert_eq!(outcome.calls, BATCH_LEN.div_ceil(per_call));
+    }
+}
+
+#[test]
+fn a_full_send_buffer_loses_the_rest_counted_and_does_not_wait() {
+    let batch = numbered(20);
+    let socket = Fake::new(8, 12, &[]);
+    let outcome = send_all(&socket, &batch);
+    assert_eq!(*socket.taken.borrow(), (0..12).collect::<Vec<u8>>());
+    assert_eq!(
+        outcome,
+        Sent {
+            sent: 12,
+            lost: 8,
+            calls: 3
+        }
+    );
+}
+
+#[test]
+fn a_refused_destination_loses_its_datagram_alone() {
+    let batch = numbered(10);
+    let socket = Fake::new(BATCH_LEN, usize::MAX, &[0, 4, 9]);
+    let outcome = send_all(&socket, &batch);
+    assert_eq!(*socket.taken.borrow(), vec![1, 2, 3, 5, 6, 7, 8]);
+    assert_eq!((outcome.sent, outcome.lost), (7, 3));
+}
+
+/// Two receivers on loopback, each read until it has `count` datagrams or a pause.
+fn receive(socket: &UdpSocket, count: usize) -> Vec<Vec<u8>> {
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 2048];
+    while got.len() < count {
+        match socket.recv(&mut buf) {
+            Ok(n) => got.push(buf[..n].to_vec()),
+            Err(_) => break,
+        }
+    }
+    got
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Through the real socket (`sendmmsg` on Linux): each destination gets exactly its
+    /// datagrams, whole and in order, batch after batch.
+    #[test]
+    fn through_the_socket_each_destination_gets_its_datagrams_in_order(
+        datagrams in proptest::collection::vec((any::<bool>(), 1usize..1200), 1..80),
+    ) {
+        let node = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let peers = [
+            UdpSocket::bind("127.0.0.1:0").expect("bind"),
+            UdpSocket::bind("127.0.0.1:0").expect("bind"),
+        ];
+        let to = peers.each_ref().map(|p| p.local_addr().expect("bound"));
+        let mut expected: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+        let mut batch = Batch::new(1200);
+        let mut sent = 0;
+        for (n, &(second, len)) in datagrams.iter().enumerate() {
+            let peer = usize::from(second);
+            let datagram: Vec<u8> = (0..len).map(|i| (n + i) as u8).collect();
+            let buffer = batch.next_buffer().expect("room");
+            buffer.clear();
+            buffer.extend_from_slice(&datagram);
+            batch.commit(to[peer]);
+            expected[peer].push(datagram);
+            if batch.is_full() || n + 1 == datagrams.len() {
+                let outcome = send_all(&node, &batch);
+                prop_assert_eq!(outcome.lost, 0);
+                sent += outcome.sent;
+                batch.clear();
+                // Read each batch before the next, so no receive buffer overflows.
+                for (peer, expected) in peers.iter().zip(&mut expected) {
+                    prop_assert_eq!(&receive(peer, expected.len()), &*expected);
+                    expected.clear();
+                }
+            }
+        }
+        prop_assert_eq!(sent, datagrams.len());
+    }
+}
