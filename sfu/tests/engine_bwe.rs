@@ -11,12 +11,11 @@ mod twcc_viewer;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rtp_ext::codec::Codec;
-use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
+use selector::scalability::{GeneratorConfig, StreamGenerator};
 use selector::Layer;
-use sfu::engine::{Event, RouterConfig, TrackConfig, TransportId};
+use sfu::engine::{Event, RouterConfig, TransportId};
 use sfu::sim::{Bottleneck, Direction, LinkConfig, Network, QueueLimit};
-use twcc_viewer::{subscribe, Viewer, DD_EXT, FEEDBACK_INTERVAL};
+use twcc_viewer::{publish_l3t3, subscribe, Viewer, DD_EXT, FEEDBACK_INTERVAL};
 
 const FRAME: Duration = Duration::from_millis(33);
 /// Filler appended to each generated packet, for a stream of about a megabit and a half.
@@ -44,16 +43,9 @@ fn settle(initial_bps: u64) -> u64 {
         ..RouterConfig::default()
     };
     let mut net = Network::new(config, start, 7);
-    let publisher = net.add_transport(LinkConfig::default(), LinkConfig::default());
-    let mut config = TrackConfig::single(Codec::Av1, 0x5151);
-    config.dd_ext_id = Some(DD_EXT);
-    let track = net
-        .with_router(|r| r.publish(publisher, config))
-        .expect("a new transport");
-    let mut generator = StreamGenerator::new(
-        ScalabilityMode::L3T3,
+    let (publisher, track, mut generator) = publish_l3t3(
+        &mut net,
         GeneratorConfig {
-            ssrc: 0x5151,
             keyframe_interval_tus: 90,
             ..GeneratorConfig::default()
         },
@@ -162,16 +154,9 @@ fn settle(initial_bps: u64) -> u64 {
 fn no_probe_before_the_first_feedback() {
     let start = Instant::now();
     let mut net = Network::new(RouterConfig::default(), start, 11);
-    let publisher = net.add_transport(LinkConfig::default(), LinkConfig::default());
-    let mut config = TrackConfig::single(Codec::Av1, 0x5151);
-    config.dd_ext_id = Some(DD_EXT);
-    let track = net
-        .with_router(|r| r.publish(publisher, config))
-        .expect("a new transport");
-    let mut generator = StreamGenerator::new(
-        ScalabilityMode::L3T3,
+    let (publisher, track, mut generator) = publish_l3t3(
+        &mut net,
         GeneratorConfig {
-            ssrc: 0x5151,
             keyframe_interval_tus: 30,
             ..GeneratorConfig::default()
         },

@@ -15,13 +15,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rtp_ext::codec::Codec;
 use rtp_ext::dd::FrameDependencyStructure;
-use selector::scalability::{GeneratedPacket, GeneratorConfig, ScalabilityMode, StreamGenerator};
+use selector::scalability::{GeneratedPacket, GeneratorConfig, StreamGenerator};
 use selector::Layer;
-use sfu::engine::{Event, RouterConfig, TrackConfig, TrackId, TransportId};
+use sfu::engine::{Event, RouterConfig, TrackId, TransportId};
 use sfu::sim::{Bottleneck, Direction, LinkConfig, Network, QueueLimit};
-use twcc_viewer::{subscribe, Viewer, DD_EXT, FEEDBACK_INTERVAL};
+use twcc_viewer::{publish_l3t3, subscribe, Viewer, DD_EXT, FEEDBACK_INTERVAL};
 
 /// 30 temporal units a second.
 const FRAME: Duration = Duration::from_micros(33_333);
@@ -232,16 +231,9 @@ fn a_shapers_burst_does_not_lift_a_capped_viewer_past_its_link() {
 fn run_path(path: &Path) -> Run {
     let start = Instant::now();
     let mut net = Network::new(RouterConfig::default(), start, 8867);
-    let publisher = net.add_transport(LinkConfig::default(), LinkConfig::default());
-    let mut config = TrackConfig::single(Codec::Av1, 0x5151);
-    config.dd_ext_id = Some(DD_EXT);
-    let track = net
-        .with_router(|r| r.publish(publisher, config))
-        .expect("a new transport");
-    let mut generator = StreamGenerator::new(
-        ScalabilityMode::L3T3,
+    let (publisher, track, mut generator) = publish_l3t3(
+        &mut net,
         GeneratorConfig {
-            ssrc: 0x5151,
             // Keyframes when asked, as a browser's encoder sends them.
             keyframe_interval_tus: 0,
             packets_per_frame: 4..=4,

@@ -1,10 +1,11 @@
-//! Datagrams sent in batches: what one poll of the core produces leaves in one `sendmmsg(2)`
-//! call instead of one `sendto(2)` each. The system call, not the cipher, is most of what a
+//! Datagrams sent and received in batches: what one poll of the core produces leaves in one
+//! `sendmmsg(2)` call instead of one `sendto(2)` each, and what waits on the socket comes in
+//! one `recvmmsg(2)`. The system call, not the cipher, is most of what a
 //! datagram costs the node (BENCHMARKS.md, `node/egress_srtp`), and a forwarding server sends
 //! many small datagrams to many destinations at once, so the call is what to share.
 //!
-//! Behind [`SendBatch`]: on Linux one `sendmmsg` per batch; elsewhere one `send_to` per
-//! datagram; in tests a socket that fills up.
+//! Behind [`SendBatch`] and [`ReceiveBatch`]: on Linux one call per batch; elsewhere one
+//! `send_to` or `recv_from` per datagram; in tests a socket that fills up.
 
 use std::io;
 use std::net::SocketAddr;
@@ -115,6 +116,61 @@ pub fn send_all(socket: &impl SendBatch, batch: &Batch) -> Sent {
     outcome
 }
 
+/// Datagrams received in one call, each in a buffer of its own, allocated once.
+#[derive(Debug, Default)]
+pub struct RecvBatch {
+    buffers: Vec<Vec<u8>>,
+    lens: Vec<usize>,
+    from: Vec<SocketAddr>,
+}
+
+impl RecvBatch {
+    /// [`BATCH_LEN`] buffers of `datagram_capacity` bytes each.
+    pub fn new(datagram_capacity: usize) -> Self {
+        Self {
+            buffers: vec![vec![0; datagram_capacity]; BATCH_LEN],
+            lens: Vec::with_capacity(BATCH_LEN),
+            from: Vec::with_capacity(BATCH_LEN),
+        }
+    }
+
+    /// Datagrams received by the last call.
+    pub fn len(&self) -> usize {
+        self.from.len()
+    }
+
+    /// Whether the last call received none.
+    pub fn is_empty(&self) -> bool {
+        self.from.is_empty()
+    }
+
+    /// Datagram `index` of the last call and where it came from.
+    pub fn datagram(&self, index: usize) -> Option<(&[u8], SocketAddr)> {
+        let from = *self.from.get(index)?;
+        let len = *self.lens.get(index)?;
+        Some((self.buffers.get(index)?.get(..len)?, from))
+    }
+
+    fn clear(&mut self) {
+        self.lens.clear();
+        self.from.clear();
+    }
+
+    fn push(&mut self, len: usize, from: SocketAddr) {
+        if self.from.len() < self.buffers.len() {
+            self.lens.push(len);
+            self.from.push(from);
+        }
+    }
+}
+
+/// A socket that receives datagrams in batches.
+pub trait ReceiveBatch {
+    /// Receives what is waiting, up to a batch, without waiting: `WouldBlock` when nothing
+    /// is. The batch holds what came, in arrival order.
+    fn receive(&self, batch: &mut RecvBatch) -> io::Result<usize>;
+}
+
 #[cfg(target_os = "linux")]
 impl SendBatch for tokio::net::UdpSocket {
     fn send_from(&self, batch: &Batch, start: usize) -> io::Result<usize> {
@@ -151,18 +207,68 @@ impl SendBatch for std::net::UdpSocket {
     }
 }
 
-/// `sendmmsg(2)`, which std and the runtime do not offer. The message headers point into the
-/// batch's buffers and into addresses on this stack frame, both alive for the call.
+#[cfg(target_os = "linux")]
+impl ReceiveBatch for tokio::net::UdpSocket {
+    fn receive(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        // Through the runtime, so an empty socket clears its read readiness.
+        self.try_io(tokio::io::Interest::READABLE, || {
+            mmsg::receive(self.as_raw_fd(), batch)
+        })
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl ReceiveBatch for std::net::UdpSocket {
+    fn receive(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        mmsg::receive(self.as_raw_fd(), batch)
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl ReceiveBatch for tokio::net::UdpSocket {
+    fn receive(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        batch.clear();
+        let buffer = batch
+            .buffers
+            .first_mut()
+            .ok_or(io::ErrorKind::InvalidInput)?;
+        let (len, from) = self.try_recv_from(buffer)?;
+        batch.push(len, from);
+        Ok(1)
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl ReceiveBatch for std::net::UdpSocket {
+    fn receive(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        batch.clear();
+        self.set_nonblocking(true)?;
+        let buffer = batch
+            .buffers
+            .first_mut()
+            .ok_or(io::ErrorKind::InvalidInput)?;
+        let (len, from) = self.recv_from(buffer)?;
+        batch.push(len, from);
+        Ok(1)
+    }
+}
+
+/// `sendmmsg(2)` and `recvmmsg(2)`, which std and the runtime do not offer. The message
+/// headers point into the batch's buffers and into addresses on this stack frame, both alive
+/// for the call.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 mod mmsg {
     use std::io;
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
     use std::os::fd::RawFd;
 
     use smallvec::SmallVec;
     use socket2::SockAddr;
 
-    use super::{Batch, BATCH_LEN};
+    use super::{Batch, RecvBatch, BATCH_LEN};
 
     pub(super) fn send(fd: RawFd, batch: &Batch, start: usize) -> io::Result<usize> {
         let count = batch.len().saturating_sub(start).min(BATCH_LEN);
@@ -202,6 +308,81 @@ mod mmsg {
             return Err(io::Error::last_os_error());
         }
         Ok(sent as usize)
+    }
+
+    /// `recvmmsg(2)` into the batch's buffers, without waiting.
+    pub(super) fn receive(fd: RawFd, batch: &mut RecvBatch) -> io::Result<usize> {
+        batch.clear();
+        let count = batch.buffers.len().min(BATCH_LEN);
+        // SAFETY: iovec, sockaddr_storage and mmsghdr are plain C structs for which all
+        // zeroes is valid.
+        let mut iovecs: [libc::iovec; BATCH_LEN] = unsafe { std::mem::zeroed() };
+        let mut names: [libc::sockaddr_storage; BATCH_LEN] = unsafe { std::mem::zeroed() };
+        let mut headers: [libc::mmsghdr; BATCH_LEN] = unsafe { std::mem::zeroed() };
+        for (i, buffer) in batch.buffers.iter_mut().take(count).enumerate() {
+            iovecs[i] = libc::iovec {
+                iov_base: buffer.as_mut_ptr() as *mut libc::c_void,
+                iov_len: buffer.len(),
+            };
+            let header = &mut headers[i].msg_hdr;
+            header.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+            header.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            header.msg_iov = &mut iovecs[i];
+            header.msg_iovlen = 1;
+        }
+        // SAFETY: `headers[..count]` point at the batch's buffers (each `iov_len` long) and
+        // at `names`, all alive and not otherwise touched during the call.
+        let received = unsafe {
+            libc::recvmmsg(
+                fd,
+                headers.as_mut_ptr(),
+                count as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if received < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        for (header, name) in headers.iter().zip(&names).take(received as usize) {
+            // A datagram longer than its buffer arrives cut to it, as `recv_from` cuts it.
+            if let Some(from) = socket_addr(name) {
+                batch.push(header.msg_len as usize, from);
+            }
+        }
+        Ok(batch.len())
+    }
+
+    /// The address the kernel wrote for a received datagram.
+    fn socket_addr(name: &libc::sockaddr_storage) -> Option<SocketAddr> {
+        match libc::c_int::from(name.ss_family) {
+            libc::AF_INET => {
+                // SAFETY: for AF_INET the kernel wrote a sockaddr_in, which fits in the
+                // storage and needs no more alignment than it has.
+                let v4 = unsafe {
+                    &*(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+                };
+                let ip = Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr));
+                Some(SocketAddr::V4(SocketAddrV4::new(
+                    ip,
+                    u16::from_be(v4.sin_port),
+                )))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: as above, a sockaddr_in6 for AF_INET6.
+                let v6 = unsafe {
+                    &*(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+                };
+                let ip = Ipv6Addr::from(v6.sin6_addr.s6_addr);
+                Some(SocketAddr::V6(SocketAddrV6::new(
+                    ip,
+                    u16::from_be(v6.sin6_port),
+                    v6.sin6_flowinfo,
+                    v6.sin6_scope_id,
+                )))
+            }
+            _ => None,
+        }
     }
 }
 

@@ -17,7 +17,7 @@ use selector::Layer;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
-use super::batch::{self, Batch};
+use super::batch::{self, Batch, ReceiveBatch, RecvBatch};
 use super::core::{CoreError, Inbound, NodeCore, Resource, MAX_DATAGRAM};
 use super::dtls::{DtlsCertificate, DtlsError, DtlsInput, DtlsServer};
 use super::memory;
@@ -147,12 +147,12 @@ impl MediaLoop {
 
     /// Runs until every command sender is gone (the node shuts down).
     pub async fn run(mut self) {
-        let mut buf = vec![0u8; 2048];
+        let mut inbound = RecvBatch::new(2048);
         loop {
             let deadline = self.serve_timers();
             tokio::select! {
-                received = self.socket.recv_from(&mut buf) => match received {
-                    Ok((len, from)) => self.on_datagram(from, &buf[..len]),
+                readable = self.socket.readable() => match readable {
+                    Ok(()) => self.receive(&mut inbound),
                     Err(e) => tracing::debug!("udp receive: {e}"),
                 },
                 command = self.commands.recv() => match command {
@@ -180,6 +180,23 @@ impl MediaLoop {
             tokio::task::spawn_blocking(memory::release_freed);
         }
         self.core.poll_timeout().unwrap_or(now + IDLE)
+    }
+
+    /// Takes what waits on the socket, a batch at a time; what it makes the core send goes
+    /// out together, after the batch.
+    fn receive(&mut self, inbound: &mut RecvBatch) {
+        match self.socket.receive(inbound) {
+            Ok(_) => {
+                for index in 0..inbound.len() {
+                    if let Some((data, from)) = inbound.datagram(index) {
+                        self.on_datagram(from, data);
+                    }
+                }
+            }
+            // Readiness can be stale: nothing was there after all.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => tracing::debug!("udp receive: {e}"),
+        }
     }
 
     fn on_datagram(&mut self, from: SocketAddr, data: &[u8]) {

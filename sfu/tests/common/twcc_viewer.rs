@@ -5,18 +5,45 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use rtp_ext::codec::Codec;
 use rtp_ext::rtp::RtpPacket;
+use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::LayerLimits;
 use sfu::engine::rtcp::{
     write_chunks_and_deltas, RtcpFeedback, RtcpWireWriter, RtcpWriter, TransportCc, DELTA_UNIT,
     REFERENCE_TIME_UNIT,
 };
-use sfu::engine::{DownTrackConfig, TrackId, TransportId};
+use sfu::engine::{DownTrackConfig, TrackConfig, TrackId, TransportId};
 use sfu::sim::{Delivery, LinkConfig, Network};
 
 pub const DD_EXT: u8 = 11;
 pub const TWCC_EXT: u8 = 3;
 pub const FEEDBACK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The SSRC of the publisher's stream.
+pub const PUBLISHER_SSRC: u32 = 0x5151;
+
+/// A publisher of an AV1 L3T3 stream with its DD on an ideal link, and the stream's generator
+/// (`generator`, with the publisher's SSRC).
+pub fn publish_l3t3(
+    net: &mut Network,
+    generator: GeneratorConfig,
+) -> (TransportId, TrackId, StreamGenerator) {
+    let publisher = net.add_transport(LinkConfig::default(), LinkConfig::default());
+    let mut config = TrackConfig::single(Codec::Av1, PUBLISHER_SSRC);
+    config.dd_ext_id = Some(DD_EXT);
+    let track = net
+        .with_router(|r| r.publish(publisher, config))
+        .expect("a new transport");
+    let generator = StreamGenerator::new(
+        ScalabilityMode::L3T3,
+        GeneratorConfig {
+            ssrc: PUBLISHER_SSRC,
+            ..generator
+        },
+    );
+    (publisher, track, generator)
+}
 
 /// A viewer's side of transport-wide CC: what arrived since its last feedback.
 pub struct Viewer {

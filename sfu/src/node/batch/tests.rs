@@ -183,3 +183,62 @@ proptest! {
         prop_assert_eq!(sent, datagrams.len());
     }
 }
+
+#[test]
+fn an_empty_socket_receives_nothing_and_does_not_wait() {
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let mut batch = RecvBatch::new(2048);
+    let error = socket.receive(&mut batch).expect_err("nothing waits");
+    assert_eq!(error.kind(), io::ErrorKind::WouldBlock);
+    assert!(batch.is_empty());
+}
+
+/// Receives until `count` datagrams came or a second passed.
+fn receive_batches(socket: &UdpSocket, count: usize) -> Vec<(Vec<u8>, SocketAddr)> {
+    let mut batch = RecvBatch::new(2048);
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    while got.len() < count && std::time::Instant::now() < deadline {
+        match socket.receive(&mut batch) {
+            Ok(n) => {
+                assert!(n <= BATCH_LEN);
+                got.extend(
+                    (0..n)
+                        .filter_map(|i| batch.datagram(i))
+                        .map(|(d, f)| (d.to_vec(), f)),
+                );
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+            Err(e) => panic!("receive: {e}"),
+        }
+    }
+    got
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Through the real socket (`recvmmsg` on Linux): every datagram from each sender, whole,
+    /// in its order, with the sender's address.
+    #[test]
+    fn through_the_socket_every_datagram_arrives_with_its_sender(
+        datagrams in proptest::collection::vec((any::<bool>(), 1usize..1200), 1..48),
+    ) {
+        let node = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let at = node.local_addr().expect("bound");
+        let senders = [
+            UdpSocket::bind("127.0.0.1:0").expect("bind"),
+            UdpSocket::bind("127.0.0.1:0").expect("bind"),
+        ];
+        let mut expected: Vec<(Vec<u8>, SocketAddr)> = Vec::new();
+        for (n, &(second, len)) in datagrams.iter().enumerate() {
+            let sender = &senders[usize::from(second)];
+            let datagram: Vec<u8> = (0..len).map(|i| (n * 7 + i) as u8).collect();
+            sender.send_to(&datagram, at).expect("send");
+            expected.push((datagram, sender.local_addr().expect("bound")));
+        }
+        let got = receive_batches(&node, expected.len());
+        // One socket receives in the order sent over loopback.
+        prop_assert_eq!(got, expected);
+    }
+}
