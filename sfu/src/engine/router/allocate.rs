@@ -32,6 +32,9 @@ const PROBE_MARGIN: u64 = 2;
 /// A subscription keeps its layer while that fits within one part in this many over the
 /// budget.
 const STAY_TOLERANCE: u64 = 10;
+/// An up-switch fits in all but this fraction (a sixth) of what the path has shown it
+/// carries: a probe through a token-bucket shaper has read a fifth above the shaper's rate.
+const RISE_HEADROOM: u64 = 6;
 /// A transport-wide estimate is handed to allocation when it moves by more than one part in
 /// this many ...
 const REPORT_CHANGE: u64 = 20;
@@ -199,13 +202,15 @@ impl Router {
         // What an up-switch may reach: the best that fits the estimate and, toward a viewer
         // with transport-wide CC, what the path has shown it carries (an estimate can run
         // ahead of that, and the layers a probe confirmed should not wait for it).
-        // The tolerance is for staying, not rising: a probe through a shaper reads a little
-        // above the path's rate, and layer rates dip below their average between keyframes.
+        // Rising takes headroom where staying takes a tolerance: a probe through a shaper
+        // reads above the path's rate (its burst passes at the send rate), and layer rates
+        // dip below their average between keyframes.
+        let shown = |c: u64| c - c / RISE_HEADROOM;
         let rise_to = match confirmed {
-            Some(c) => allocate(budget.min(c.saturating_sub(audio_bps)), &inputs),
+            Some(c) => allocate(budget.min(shown(c).saturating_sub(audio_bps)), &inputs),
             None => chosen.clone(),
         };
-        let covers = |probed: u64| probed >= cost(&rise_to);
+        let covers = |probed: u64| shown(probed) >= cost(&rise_to);
         // A probe since the downgrade that shows the path carries the new layers ends the
         // hold-down early: it is the evidence the hold-down waits for.
         let probed_since_down = estimator
