@@ -5,21 +5,32 @@
 //! The client runs in RTP mode: a publisher writes RTP packets it builds itself (any SSRC,
 //! sequence number and payload, announced or not), a viewer records every RTP packet it gets.
 //! It is sans-IO underneath and driven by polling ([`Client::poll`], [`drive_until`]), so one
-//! thread can run many clients without a runtime.
+//! thread can run many clients without a runtime. Video is VP8, or AV1 with the Dependency
+//! Descriptor ([`VideoCodec`]); a load tool turns recording off and takes each packet as it
+//! arrives ([`Client::poll_into`]), and may drop a share of what arrives ([`Client::set_inbound_loss`]).
 
+pub mod av1;
 pub mod http;
+mod sdp;
+mod stamp;
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use selector::scalability::SeededRng;
 use str0m::change::{SdpAnswer, SdpApi, SdpPendingOffer};
 use str0m::crypto::from_feature_flags;
 use str0m::format::Codec;
 use str0m::media::{Direction, MediaKind, Mid};
 use str0m::net::{Protocol, Receive};
-use str0m::rtp::{RtpWrite, Ssrc};
+use str0m::rtp::{Extension, ExtensionValues, RtpPacket, RtpWrite, SeqNo, Ssrc};
 use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig, RtcError};
+
+pub use av1::Av1Packet;
+use av1::{DdBytes, DdSerializer, DD_EXT_ID, DD_URI};
+use sdp::with_ssrcs;
+use stamp::StampedReceiver;
 
 /// Why a client could not start or went on no further.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +43,8 @@ pub enum ClientError {
     Answer(String),
     #[error("WebRTC: {0}")]
     Rtc(#[from] RtcError),
+    #[error("socket: {0}")]
+    Socket(std::io::Error),
 }
 
 /// What a publisher announces: its video SSRC with the SSRC of that stream's retransmissions,
@@ -52,6 +65,60 @@ pub struct Received {
     pub payload_type: u8,
     pub marker: bool,
     pub payload: Vec<u8>,
+}
+
+/// The video codec a client offers. AV1 goes with the Dependency Descriptor, so the node
+/// forwards every spatial layer (a viewer without the DD gets the base layer only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VideoCodec {
+    Vp8,
+    Av1,
+}
+
+/// Which of a viewer's tracks a packet came on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Track {
+    Video,
+    Audio,
+    /// A payload type the answer gave neither track (not expected from the node).
+    Other,
+}
+
+/// One RTP packet as it arrives, handed to the sink of [`Client::poll_into`] without a copy.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival<'a> {
+    pub track: Track,
+    /// The extended sequence number (the WebRTC state unwraps it); a retransmission arrives
+    /// under the number of the packet it repairs.
+    pub seq: u64,
+    pub timestamp: u32,
+    pub marker: bool,
+    /// When the datagram reached the socket: the kernel's stamp with
+    /// [`Client::use_kernel_timestamps`], else when it was read.
+    pub at: Instant,
+    pub payload: &'a [u8],
+}
+
+/// What came in on the socket: every datagram, and those dropped by the simulated loss.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub datagrams: u64,
+    pub bytes: u64,
+    pub dropped: u64,
+}
+
+/// Drops a share of incoming datagrams, drawn from a seeded generator so a run repeats.
+#[derive(Debug, Clone)]
+struct InboundLoss {
+    rng: SeededRng,
+    /// Datagrams dropped per million.
+    per_million: u64,
+}
+
+impl InboundLoss {
+    fn drop_next(&mut self) -> bool {
+        self.rng.below(1_000_000) < self.per_million
+    }
 }
 
 /// Publisher or viewer, as the offer said.
@@ -75,14 +142,28 @@ pub struct Client {
     /// Per sending section: the SSRC announced for it, with its retransmission SSRC.
     announced: Vec<(Mid, u32, Option<u32>)>,
     /// The payload types the answer settled on.
-    vp8_pt: u8,
+    video_pt: u8,
+    /// The video's retransmission payload type, when the answer gave it one.
+    video_rtx_pt: Option<u8>,
     opus_pt: Option<u8>,
     /// The instant the WebRTC state next wants a timeout input.
     wake: Instant,
     connected: bool,
     disconnected: bool,
+    /// Whether packets are kept in `received` (off for load: a sink takes them instead).
+    recording: bool,
     received: Vec<Received>,
     keyframe_requests: usize,
+    /// NACK messages this client sent (a viewer) or was sent (a publisher), as the WebRTC
+    /// state's statistics, taken once a second, last counted them.
+    nacks: u64,
+    traffic: Traffic,
+    loss: Option<InboundLoss>,
+    receiver: StampedReceiver,
+    /// When the datagram last handed to the WebRTC state arrived.
+    arrival: Instant,
+    /// The latest instant handed to the WebRTC state, which must never go back.
+    last_input: Instant,
     buf: Vec<u8>,
 }
 
@@ -106,6 +187,8 @@ const VP8_KEY: u8 = 0x10;
 const VP8_DELTA: u8 = 0x11;
 /// Datagrams one [`Client::poll`] takes from the socket at most.
 const MAX_DATAGRAMS_PER_POLL: usize = 256;
+/// How often the WebRTC state reports its statistics (the NACK counts come from them).
+const STATS_INTERVAL: Duration = Duration::from_secs(1);
 /// The VP8 payload bytes before the caller's body: descriptor, picture id, payload header.
 pub const VP8_PREFIX_LEN: usize = 5;
 
@@ -117,7 +200,17 @@ impl Client {
         room: &str,
         options: PublishOptions,
     ) -> Result<Self, ClientError> {
-        let (mut rtc, socket) = rtc_and_socket()?;
+        Self::publish_with(node, room, options, VideoCodec::Vp8)
+    }
+
+    /// As [`publish`](Self::publish), with the video in `codec`.
+    pub fn publish_with(
+        node: SocketAddr,
+        room: &str,
+        options: PublishOptions,
+        codec: VideoCodec,
+    ) -> Result<Self, ClientError> {
+        let (mut rtc, socket) = rtc_and_socket(codec)?;
         let mut api = rtc.sdp_api();
         let video = api.add_media(MediaKind::Video, Direction::SendOnly, None, None, None);
         let audio = options
@@ -135,7 +228,8 @@ impl Client {
             offer.1,
         );
         let path = format!("/whip/{room}");
-        let mut client = Self::signal(rtc, socket, offer, node, &path, Role::Publisher)?;
+        let role = (Role::Publisher, codec);
+        let mut client = Self::signal(rtc, socket, offer, node, &path, role)?;
         client.video = video;
         client.audio = audio;
         // The offer went out with the SSRCs asked for: the send streams take them too, so what
@@ -155,13 +249,24 @@ impl Client {
     /// Watches `room` over WHEP: recvonly video and audio sections; `query` (may be empty) goes
     /// on the request path, e.g. `?spatial=0`.
     pub fn watch(node: SocketAddr, room: &str, query: &str) -> Result<Self, ClientError> {
-        let (mut rtc, socket) = rtc_and_socket()?;
+        Self::watch_with(node, room, query, VideoCodec::Vp8)
+    }
+
+    /// As [`watch`](Self::watch), offering the video in `codec` only.
+    pub fn watch_with(
+        node: SocketAddr,
+        room: &str,
+        query: &str,
+        codec: VideoCodec,
+    ) -> Result<Self, ClientError> {
+        let (mut rtc, socket) = rtc_and_socket(codec)?;
         let mut api = rtc.sdp_api();
         let audio = api.add_media(MediaKind::Audio, Direction::RecvOnly, None, None, None);
         let video = api.add_media(MediaKind::Video, Direction::RecvOnly, None, None, None);
         let offer = take_offer(api)?;
         let path = format!("/whep/{room}{query}");
-        let mut client = Self::signal(rtc, socket, offer, node, &path, Role::Viewer)?;
+        let role = (Role::Viewer, codec);
+        let mut client = Self::signal(rtc, socket, offer, node, &path, role)?;
         client.video = video;
         client.audio = Some(audio);
         Ok(client)
@@ -174,7 +279,7 @@ impl Client {
         (offer, pending): (String, SdpPendingOffer),
         node: SocketAddr,
         path: &str,
-        role: Role,
+        (role, codec): (Role, VideoCodec),
     ) -> Result<Self, ClientError> {
         let local = socket.local_addr()?;
         let sdp = ("Content-Type", "application/sdp");
@@ -197,7 +302,16 @@ impl Client {
                 .find(|p| p.spec().codec == codec)
                 .map(|p| *p.pt())
         };
-        let vp8_pt = pt(Codec::Vp8).ok_or_else(|| ClientError::Answer("no VP8".into()))?;
+        let (wanted, name) = match codec {
+            VideoCodec::Vp8 => (Codec::Vp8, "no VP8"),
+            VideoCodec::Av1 => (Codec::Av1, "no AV1"),
+        };
+        let video_pt = pt(wanted).ok_or_else(|| ClientError::Answer(name.into()))?;
+        let video_rtx_pt = rtc
+            .codec_config()
+            .find(|p| *p.pt() == video_pt)
+            .and_then(|p| p.resend())
+            .map(|pt| *pt);
         let opus_pt = pt(Codec::Opus);
         Ok(Self {
             rtc,
@@ -209,13 +323,21 @@ impl Client {
             video: Mid::from("0"),
             audio: None,
             announced: Vec::new(),
-            vp8_pt,
+            video_pt,
+            video_rtx_pt,
             opus_pt,
             wake: Instant::now(),
             connected: false,
             disconnected: false,
+            recording: true,
             received: Vec::new(),
             keyframe_requests: 0,
+            nacks: 0,
+            traffic: Traffic::default(),
+            loss: None,
+            receiver: StampedReceiver::default(),
+            arrival: Instant::now(),
+            last_input: Instant::now(),
             buf: vec![0; 2000],
         })
     }
@@ -223,14 +345,33 @@ impl Client {
     /// Does everything due now without blocking: hands over every datagram waiting on the
     /// socket and the timer if it is due, sends what the WebRTC state puts out, records events.
     pub fn poll(&mut self) -> Result<(), ClientError> {
+        self.poll_into(&mut |_| {}).map(drop)
+    }
+
+    /// As [`poll`](Self::poll), handing every RTP packet to `sink` as it arrives. Whether the
+    /// socket was read until empty: when not, datagrams still wait and a poll on readiness
+    /// alone would not see them.
+    pub fn poll_into(&mut self, sink: &mut dyn FnMut(Arrival<'_>)) -> Result<bool, ClientError> {
+        let mut emptied = false;
         // Bounded, so that one client with a full socket does not starve the others.
         for _ in 0..MAX_DATAGRAMS_PER_POLL {
-            self.drain()?;
-            let (n, source) = match self.socket.recv_from(&mut self.buf) {
+            self.drain(sink)?;
+            let (n, source, arrived) = match self.receiver.recv(&self.socket, &mut self.buf) {
                 Ok(received) => received,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    emptied = true;
+                    break;
+                }
                 Err(e) => return Err(e.into()),
             };
+            self.traffic.datagrams += 1;
+            self.traffic.bytes += n as u64;
+            // The loss starts once connected, so it costs the handshake no retries.
+            let lose = self.connected && self.loss.as_mut().is_some_and(InboundLoss::drop_next);
+            if lose {
+                self.traffic.dropped += 1;
+                continue;
+            }
             // Not a datagram the WebRTC state can classify: nothing to hand over.
             let Ok(contents) = self.buf[..n].try_into() else {
                 continue;
@@ -241,19 +382,25 @@ impl Client {
                 destination: self.local,
                 contents,
             };
+            // A stamp older than what the state already saw is given as that: its clock only
+            // goes forward.
+            self.arrival = arrived;
+            self.last_input = self.last_input.max(arrived);
             self.rtc
-                .handle_input(Input::Receive(Instant::now(), receive))?;
+                .handle_input(Input::Receive(self.last_input, receive))?;
         }
         // The timer once per poll: a timeout the state sets for "now" again waits for the next.
         let now = Instant::now();
         if now >= self.wake {
+            self.last_input = now;
             self.rtc.handle_input(Input::Timeout(now))?;
         }
-        self.drain()
+        self.drain(sink)?;
+        Ok(emptied)
     }
 
     /// Runs the WebRTC state's outputs until it waits for input.
-    fn drain(&mut self) -> Result<(), ClientError> {
+    fn drain(&mut self, sink: &mut dyn FnMut(Arrival<'_>)) -> Result<(), ClientError> {
         loop {
             match self.rtc.poll_output()? {
                 Output::Timeout(at) => {
@@ -264,28 +411,108 @@ impl Client {
                     // A datagram the socket will not take is lost like any UDP datagram.
                     let _ = self.socket.send_to(&t.contents, t.destination);
                 }
-                Output::Event(event) => self.event(event),
+                Output::Event(event) => self.event(event, sink),
             }
         }
     }
 
-    fn event(&mut self, event: Event) {
+    fn event(&mut self, event: Event, sink: &mut dyn FnMut(Arrival<'_>)) {
         match event {
             Event::Connected => self.connected = true,
             Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
                 self.disconnected = true;
             }
-            Event::RtpPacket(packet) => self.received.push(Received {
+            Event::RtpPacket(packet) => self.rtp(&packet, sink),
+            Event::KeyframeRequest(_) => self.keyframe_requests += 1,
+            Event::MediaIngressStats(stats) if stats.mid == self.video => self.nacks = stats.nacks,
+            Event::MediaEgressStats(stats) if stats.mid == self.video => self.nacks = stats.nacks,
+            _ => {}
+        }
+    }
+
+    fn rtp(&mut self, packet: &RtpPacket, sink: &mut dyn FnMut(Arrival<'_>)) {
+        let pt = *packet.header.payload_type;
+        let track = match pt {
+            _ if pt == self.video_pt => Track::Video,
+            _ if Some(pt) == self.opus_pt => Track::Audio,
+            _ => Track::Other,
+        };
+        sink(Arrival {
+            track,
+            seq: *packet.seq_no,
+            timestamp: packet.header.timestamp,
+            marker: packet.header.marker,
+            // The state hands a packet out right after its datagram went in.
+            at: self.arrival,
+            payload: &packet.payload,
+        });
+        if self.recording {
+            self.received.push(Received {
                 ssrc: *packet.header.ssrc,
                 seq: packet.header.sequence_number,
                 timestamp: packet.header.timestamp,
-                payload_type: *packet.header.payload_type,
+                payload_type: pt,
                 marker: packet.header.marker,
                 payload: packet.payload.to_vec(),
-            }),
-            Event::KeyframeRequest(_) => self.keyframe_requests += 1,
-            _ => {}
+            });
         }
+    }
+
+    /// Sends whatever the WebRTC state has ready now (written packets), without reading.
+    pub fn flush(&mut self) -> Result<(), ClientError> {
+        self.drain(&mut |_| {})
+    }
+
+    /// Stops keeping received packets in [`received`](Self::received) (a sink of
+    /// [`poll_into`](Self::poll_into) sees them either way): a long run would keep them all.
+    pub fn set_recording(&mut self, recording: bool) {
+        self.recording = recording;
+    }
+
+    /// From when it is connected, drops `percent` of the datagrams that arrive before the
+    /// WebRTC state sees them, drawn from `seed`.
+    pub fn set_inbound_loss(&mut self, percent: f64, seed: u64) {
+        let per_million = (percent.clamp(0.0, 100.0) * 10_000.0).round() as u64;
+        self.loss = (per_million > 0).then_some(InboundLoss {
+            rng: SeededRng(seed),
+            per_million,
+        });
+    }
+
+    /// Takes each datagram's arrival from the kernel's receive timestamp (Linux), so a thread
+    /// busy with other clients does not delay it: for [`Arrival::at`] and for the arrival
+    /// times the WebRTC state reports in transport-wide CC feedback.
+    pub fn use_kernel_timestamps(&mut self) -> Result<(), ClientError> {
+        self.receiver
+            .use_kernel_stamps(&self.socket)
+            .map_err(ClientError::Socket)
+    }
+
+    /// The payload type the video's retransmissions go under, when the answer negotiated one
+    /// (without, NACKs go unanswered).
+    pub fn video_rtx_pt(&self) -> Option<u8> {
+        self.video_rtx_pt
+    }
+
+    /// What arrived on the socket so far.
+    pub fn traffic(&self) -> Traffic {
+        self.traffic
+    }
+
+    /// The instant the WebRTC state wants to be polled by, data or not.
+    pub fn next_wake(&self) -> Instant {
+        self.wake
+    }
+
+    /// The client's socket (non-blocking), for a caller that waits on readiness.
+    pub fn socket(&self) -> &UdpSocket {
+        &self.socket
+    }
+
+    /// NACK messages on the video track: sent by a viewer, received by a publisher. Taken
+    /// from the WebRTC state's statistics, which it updates once a second.
+    pub fn video_nacks(&self) -> u64 {
+        self.nacks
     }
 
     /// ICE and DTLS are done: media can flow.
@@ -329,8 +556,36 @@ impl Client {
         payload.push(if keyframe { VP8_KEY } else { VP8_DELTA });
         payload.extend_from_slice(body);
         let timestamp = u32::from(seq).wrapping_mul(3000);
-        let (mid, pt) = (self.video, self.vp8_pt);
-        self.write(ssrc, mid, pt, seq, timestamp, payload, true);
+        let (mid, pt) = (self.video, self.video_pt);
+        let write = RtpWrite::new(
+            pt.into(),
+            u64::from(seq).into(),
+            timestamp,
+            Instant::now(),
+            payload,
+        );
+        self.write(ssrc, mid, write.marker(true));
+    }
+
+    /// Writes one AV1 packet under `ssrc`, its DD as the header extension the offer named.
+    /// The WebRTC state keeps it for retransmission: a NACK for it is answered on the RTX
+    /// stream the offer announced.
+    pub fn send_av1(&mut self, ssrc: u32, packet: Av1Packet) {
+        let mut ext = ExtensionValues::default();
+        ext.user_values.set(DdBytes(packet.dd));
+        let seq: SeqNo = packet.seq.into();
+        let (mid, pt) = (self.video, self.video_pt);
+        let write = RtpWrite::new(
+            pt.into(),
+            seq,
+            packet.timestamp,
+            Instant::now(),
+            packet.payload,
+        )
+        .marker(packet.marker)
+        .ext_vals(ext)
+        .nackable(true);
+        self.write(ssrc, mid, write);
     }
 
     /// Writes one Opus packet (20 ms at 48 kHz per sequence number) under `ssrc`.
@@ -339,7 +594,14 @@ impl Client {
             return;
         };
         let timestamp = u32::from(seq).wrapping_mul(960);
-        self.write(ssrc, mid, pt, seq, timestamp, body.to_vec(), false);
+        let write = RtpWrite::new(
+            pt.into(),
+            u64::from(seq).into(),
+            timestamp,
+            Instant::now(),
+            body.to_vec(),
+        );
+        self.write(ssrc, mid, write);
     }
 
     /// Makes `ssrc` the SSRC section `mid` sends under. The WebRTC state paces and writes per
@@ -355,7 +617,7 @@ impl Client {
         }
         if let Some(current) = current {
             // Whatever the state can send now leaves under the old SSRC before it goes.
-            let _ = self.drain();
+            let _ = self.flush();
             self.rtc.direct_api().remove_stream_tx(current.into());
         }
         let rtx = self
@@ -368,30 +630,13 @@ impl Client {
             .declare_stream_tx(ssrc.into(), rtx, mid, None);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn write(
-        &mut self,
-        ssrc: u32,
-        mid: Mid,
-        pt: u8,
-        seq: u16,
-        timestamp: u32,
-        payload: Vec<u8>,
-        marker: bool,
-    ) {
+    fn write(&mut self, ssrc: u32, mid: Mid, write: RtpWrite) {
         self.use_ssrc(mid, ssrc);
         let mut direct = self.rtc.direct_api();
         let stream = direct
             .stream_tx(&ssrc.into())
             .expect("use_ssrc declared it");
-        let write = RtpWrite::new(
-            pt.into(),
-            u64::from(seq).into(),
-            timestamp,
-            Instant::now(),
-            payload,
-        );
-        stream.write_rtp(write.marker(marker));
+        stream.write_rtp(write);
     }
 
     /// Sends a picture loss indication naming `media_ssrc`, from `sender_ssrc`.
@@ -404,7 +649,7 @@ impl Client {
     /// Ends the session at the node (DELETE on its resource); the status it answered.
     pub fn close(mut self) -> Result<u16, ClientError> {
         self.rtc.disconnect();
-        let _ = self.drain();
+        let _ = self.flush();
         Ok(http::request(self.node, "DELETE", &self.resource, &[], "")?.status)
     }
 }
@@ -452,20 +697,26 @@ pub fn metric(node: SocketAddr, series: &str) -> Result<Option<u64>, ClientError
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok()))
 }
 
-/// RTP mode, VP8 and Opus only, the crypto backend built in. Both directions are set up by the
-/// offer; the node is the ICE-lite, DTLS-passive side.
-fn rtc_config() -> RtcConfig {
-    RtcConfig::new()
+/// RTP mode, one video codec (AV1 with the DD extension) and Opus, the crypto backend built
+/// in. Both directions are set up by the offer; the node is the ICE-lite, DTLS-passive side.
+fn rtc_config(codec: VideoCodec) -> RtcConfig {
+    let config = RtcConfig::new()
         .set_crypto_provider(Arc::new(from_feature_flags()))
         .set_rtp_mode(true)
+        .set_stats_interval(Some(STATS_INTERVAL))
         .clear_codecs()
-        .enable_vp8(true)
-        .enable_opus(true, false)
+        .enable_opus(true, false);
+    match codec {
+        VideoCodec::Vp8 => config.enable_vp8(true),
+        VideoCodec::Av1 => config
+            .enable_av1(true)
+            .set_extension(DD_EXT_ID, Extension::with_serializer(DD_URI, DdSerializer)),
+    }
 }
 
 /// A fresh WebRTC state with a non-blocking loopback socket as its one host candidate.
-fn rtc_and_socket() -> Result<(Rtc, UdpSocket), ClientError> {
-    let mut rtc = rtc_config().build(Instant::now());
+fn rtc_and_socket(codec: VideoCodec) -> Result<(Rtc, UdpSocket), ClientError> {
+    let mut rtc = rtc_config(codec).build(Instant::now());
     let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
     socket.set_nonblocking(true)?;
     let candidate = Candidate::host(socket.local_addr()?, "udp")
@@ -480,83 +731,4 @@ fn take_offer(api: SdpApi<'_>) -> Result<(String, SdpPendingOffer), ClientError>
         .apply()
         .ok_or_else(|| ClientError::Answer("no media to offer".into()))?;
     Ok((offer.to_sdp_string(), pending))
-}
-
-/// The offer with the SSRCs of section `mid` replaced, in order of first mention (the media
-/// stream's, then its retransmissions'), by `ssrcs`: the client picks its own, which the
-/// WebRTC state would otherwise draw at random.
-fn with_ssrcs(sdp: &str, mid: Mid, ssrcs: &[u32]) -> String {
-    let mut sections: Vec<Vec<String>> = vec![Vec::new()];
-    for line in sdp.split("\r\n") {
-        if line.starts_with("m=") {
-            sections.push(Vec::new());
-        }
-        sections
-            .last_mut()
-            .expect("one at least")
-            .push(line.to_owned());
-    }
-    for section in &mut sections {
-        let this_mid = section.iter().find_map(|l| l.strip_prefix("a=mid:"));
-        if this_mid != Some(&*mid) {
-            continue;
-        }
-        let mut old: Vec<String> = Vec::new();
-        for line in section.iter() {
-            for word in ssrc_words(line) {
-                if !old.iter().any(|o| o == word) {
-                    old.push(word.to_owned());
-                }
-            }
-        }
-        for line in section.iter_mut() {
-            let Some((name, rest)) = line.split_once(':') else {
-                continue;
-            };
-            if !name.starts_with("a=ssrc") {
-                continue;
-            }
-            let rewritten: Vec<String> = rest
-                .split(' ')
-                .map(|word| match old.iter().position(|o| o == word) {
-                    Some(i) if i < ssrcs.len() => ssrcs[i].to_string(),
-                    _ => word.to_owned(),
-                })
-                .collect();
-            *line = format!("{name}:{}", rewritten.join(" "));
-        }
-    }
-    sections.concat().join("\r\n")
-}
-
-/// The SSRCs a line names: the first word of `a=ssrc:`, the words after the semantics of
-/// `a=ssrc-group:`.
-fn ssrc_words(line: &str) -> Vec<&str> {
-    if let Some(rest) = line.strip_prefix("a=ssrc:") {
-        rest.split(' ').take(1).collect()
-    } else if let Some(rest) = line.strip_prefix("a=ssrc-group:") {
-        rest.split(' ').skip(1).collect()
-    } else {
-        Vec::new()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_ssrcs_of_one_section_are_replaced_in_order() {
-        let sdp = "v=0\r\nm=audio 9 X 111\r\na=mid:0\r\na=ssrc:5 cname:a\r\n\
-                   m=video 9 X 96\r\na=mid:1\r\na=ssrc-group:FID 7 8\r\na=ssrc:7 cname:b\r\n\
-                   a=ssrc:8 cname:b\r\n";
-        let out = with_ssrcs(sdp, Mid::from("1"), &[70, 80]);
-        assert!(out.contains("a=ssrc:5 cname:a"), "{out}");
-        assert!(out.contains("a=ssrc-group:FID 70 80"), "{out}");
-        assert!(
-            out.contains("a=ssrc:70 cname:b\r\na=ssrc:80 cname:b"),
-            "{out}"
-        );
-        assert!(!out.contains("a=ssrc:7 "), "{out}");
-    }
 }

@@ -9,6 +9,9 @@ pub mod codec;
 pub mod dd;
 pub mod engine;
 pub mod fixtures;
+/// The load test reads `/proc` and waits on its sockets with epoll: Linux only.
+#[cfg(target_os = "linux")]
+pub mod load;
 pub mod node;
 pub mod rtp;
 pub mod select;

@@ -19,7 +19,8 @@ pub fn cases() -> Vec<Case> {
     vec![
         egress("node/egress_srtp/library", Egress::Library, Then::Send),
         egress("node/egress_srtp/in_place", Egress::Fastest, Then::Send),
-        egress_batched("node/egress_srtp/batched"),
+        egress_batched("node/egress_srtp/batched", 1),
+        egress_batched("node/egress_srtp/batched_fanout", FANOUT_PEERS),
         egress("node/protect_srtp/library", Egress::Library, Then::Stop),
         egress("node/protect_srtp/in_place", Egress::Fastest, Then::Stop),
         ingress("node/unprotect_srtp/gcm", gcm_keys()),
@@ -144,13 +145,24 @@ fn egress(name: &'static str, egress: Egress, then: Then) -> Case {
     })
 }
 
+/// Peers the fan-out variant sends to in turn: no two consecutive datagrams go to one.
+const FANOUT_PEERS: usize = 8;
+
 /// The in-place send path with the node's batching: each packet protected into the next
-/// buffer of a batch, and a full batch sent in one call (`sendmmsg` on Linux).
-fn egress_batched(name: &'static str) -> Case {
+/// buffer of a batch, and a full batch sent in one call (`sendmmsg` on Linux). To one peer,
+/// as a keyframe or a probe cluster goes to one viewer, the batch leaves as one segmented
+/// send; to `peers` in turn, as one packet fans out to many viewers, one datagram each.
+fn egress_batched(name: &'static str, peers: usize) -> Case {
     let mut session = SrtpSession::new(&gcm_keys(), Egress::Fastest).expect("valid keys");
     let mut packet = av1_packet_1200();
     let mut batch = Batch::new(PACKET_LEN + 64);
-    let (node, peer, target) = loopback();
+    let node = UdpSocket::bind("127.0.0.1:0").expect("bind loopback");
+    let receivers: Vec<(UdpSocket, SocketAddr)> = (0..peers)
+        .map(|_| {
+            let (_, peer, target) = loopback();
+            (peer, target)
+        })
+        .collect();
     let mut seq = 0u16;
     Case::new(name, move || {
         seq = seq.wrapping_add(1);
@@ -159,12 +171,12 @@ fn egress_batched(name: &'static str) -> Case {
         session
             .protect_rtp(black_box(&packet), buffer)
             .expect("protects");
-        batch.commit(target);
+        batch.commit(receivers[usize::from(seq) % receivers.len()].1);
         if batch.is_full() {
             // As unsent: a full receive buffer drops silently.
             black_box(send_all(&node, &batch));
             batch.clear();
         }
-        black_box(&peer);
+        black_box(&receivers);
     })
 }

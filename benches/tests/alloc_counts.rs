@@ -81,6 +81,7 @@ const EXPECTED: &[(&str, Budget)] = &[
     ("node/egress_srtp/library", each(7)),
     ("node/egress_srtp/in_place", each(0)),
     ("node/egress_srtp/batched", each(0)),
+    ("node/egress_srtp/batched_fanout", each(0)),
     ("node/protect_srtp/library", each(7)),
     ("node/protect_srtp/in_place", each(0)),
     // The SRTP library's decrypt (`srtp_allocs.rs` itemises it): the header's extension list

@@ -4,6 +4,9 @@
 //! SSRC its session did not announce is dropped and counted, even when another session
 //! announced it; two sessions announcing the same SSRC are two streams.
 //!
+//! The node runs two media workers, and the two rooms of each test are on different ones:
+//! each worker reads the shared UDP socket and hands the other's datagrams over.
+//!
 //! The node runs in this process, on its own runtime, through the same `serve` the `sfu serve`
 //! command runs (only the flag parsing is left out): a test of another package cannot name the
 //! `sfu` binary cargo builds, and a binary found on disk could be stale.
@@ -13,7 +16,11 @@ use std::time::{Duration, Instant};
 
 use benches::client::{self, drive_for, drive_until, Client, PublishOptions, Received};
 use sfu::node::config::NodeConfig;
+use sfu::node::limits::Limits;
+use sfu::node::shard::worker_for_room;
 
+/// Media workers of the node under test.
+const WORKERS: usize = 2;
 /// ICE, DTLS and signaling on loopback take well under a second; this is for a loaded machine.
 const CONNECT: Duration = Duration::from_secs(20);
 /// Packets a viewer must see before the stream counts as flowing.
@@ -50,6 +57,10 @@ fn free_udp_port() -> u16 {
 
 impl Node {
     fn start() -> Self {
+        Self::start_with(Limits::default())
+    }
+
+    fn start_with(limits: Limits) -> Self {
         // The node's log, with RUST_LOG set (e.g. `sfu=debug`); the first test to
         // start a node installs it.
         let filter = tracing_subscriber::EnvFilter::from_default_env();
@@ -59,6 +70,8 @@ impl Node {
         let config = NodeConfig {
             http: SocketAddr::new(loopback, free_port()),
             udp: SocketAddr::new(loopback, free_udp_port()),
+            workers: WORKERS,
+            limits,
             ..NodeConfig::default()
         };
         let http = config.http;
@@ -168,6 +181,11 @@ fn options(video_ssrc: u32) -> PublishOptions {
 
 /// Two rooms, a publisher and a viewer in each, all connected.
 fn two_rooms(node: &Node, ssrc_a: u32, ssrc_b: u32) -> [Client; 4] {
+    assert_ne!(
+        worker_for_room("a", WORKERS),
+        worker_for_room("b", WORKERS),
+        "the rooms are on different workers"
+    );
     let pub_a = Client::publish(node.http, "a", options(ssrc_a)).expect("WHIP a: 201");
     let pub_b = Client::publish(node.http, "b", options(ssrc_b)).expect("WHIP b: 201");
     let view_a = Client::watch(node.http, "a", "").expect("WHEP a: 201");
@@ -362,4 +380,35 @@ fn a_keyframe_request_naming_another_transports_ssrc_reaches_no_one() {
         asked_b,
         "a PLI naming another transport's SSRC asks room b's publisher for nothing"
     );
+}
+
+/// The node's session limit counts every worker's sessions: with room for three, a fourth
+/// session is refused whichever worker its room is on, and one that leaves makes room.
+#[test]
+fn the_node_wide_session_limit_holds_across_workers() {
+    let node = Node::start_with(Limits {
+        sessions: 3,
+        ..Limits::default()
+    });
+    let mut clients = Vec::new();
+    for (room, ssrc) in [("a", 0x100), ("b", 0x200), ("a", 0x300)] {
+        clients.push(Client::publish(node.http, room, options(ssrc)).expect("room for three"));
+    }
+    for room in ["a", "b"] {
+        match Client::publish(node.http, room, options(0x400)) {
+            Err(client::ClientError::Refused { status, body }) => {
+                assert_eq!(status, 503, "{body}");
+                assert!(body.contains("3"), "the limit is named: {body}");
+            }
+            other => panic!("a fourth session in room {room}: {other:?}"),
+        }
+    }
+    let refused = "strata_sessions_refused_total{reason=\"node_full\"}";
+    assert_eq!(
+        client::metric(node.http, refused).expect("metrics"),
+        Some(2)
+    );
+    let first = clients.remove(0);
+    assert_eq!(first.close().expect("DELETE"), 200);
+    Client::publish(node.http, "b", options(0x500)).expect("room again after one left");
 }

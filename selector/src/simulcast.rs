@@ -77,8 +77,15 @@ impl SimulcastSelector {
 
     /// The limits for the temporal selection within the chosen stream: any spatial id (the
     /// stream's own DD says 0), the subscriber's temporal target.
+    ///
+    /// While a lower stream is wanted and its keyframe has not come, the current stream goes
+    /// on at its base temporal layer only. A switch down is for a link that carries less, and
+    /// the keyframe it waits for may take several requests (a publisher ignores one that
+    /// comes soon after another): the base layer is a fraction of the stream's rate and is
+    /// taken at once, so the link drains meanwhile instead of freezing the subscriber.
     pub fn stream_limits(&self) -> LayerLimits {
-        let temporal = |l: Layer| Layer::new(u8::MAX, l.temporal);
+        let down = self.current.zip(self.wanted()).is_some_and(|(c, w)| w < c);
+        let temporal = |l: Layer| Layer::new(u8::MAX, if down { 0 } else { l.temporal });
         LayerLimits {
             target: temporal(self.limits.target),
             max: temporal(self.limits.max),
@@ -245,6 +252,23 @@ mod tests {
         assert_eq!(s.choose(1, 10, true), StreamChoice::Drop);
         assert_eq!(s.choose(1, 12, false), StreamChoice::Drop);
         assert_eq!(s.choose(1, 20, true), StreamChoice::SwitchTo);
+    }
+
+    #[test]
+    fn a_switch_down_keeps_the_current_streams_base_layer_until_the_keyframe() {
+        let mut s = SimulcastSelector::new(3);
+        s.set_limits(limits(2));
+        assert_eq!(s.choose(2, 1, true), StreamChoice::SwitchTo);
+        assert_eq!(s.stream_limits().effective(), Layer::new(u8::MAX, u8::MAX));
+        s.set_limits(limits(1));
+        assert_eq!(s.choose(2, 2, false), StreamChoice::Forward);
+        assert_eq!(s.stream_limits().effective(), Layer::new(u8::MAX, 0));
+        assert_eq!(s.choose(1, 3, true), StreamChoice::SwitchTo);
+        assert_eq!(s.stream_limits().effective(), Layer::new(u8::MAX, u8::MAX));
+        // Going up waits at the current stream's full rate.
+        s.set_limits(limits(2));
+        assert_eq!(s.choose(1, 4, false), StreamChoice::Forward);
+        assert_eq!(s.stream_limits().effective(), Layer::new(u8::MAX, u8::MAX));
     }
 
     #[test]

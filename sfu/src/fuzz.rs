@@ -26,8 +26,8 @@ use crate::node::peer::{
     IceCredentials, Join, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
 };
 use crate::node::sdp::{
-    build_answer, negotiate_publisher, negotiate_viewer, parse_description, parse_offer,
-    AnswerMedia, AnswerParams, RoomCodec, SendSource,
+    build_answer, negotiate_participant, negotiate_publisher, negotiate_viewer, parse_description,
+    parse_offer, AnswerMedia, AnswerParams, OfferShape, RoomCodec, SendSource,
 };
 use crate::node::srtp::{
     self, SrtpContext, SrtpError, SrtpKeys, SrtpProfile, SrtpSession, Unprotected,
@@ -262,9 +262,10 @@ fn check_arrivals(network: &mut Network, publisher: TransportId, subscribers: &[
 }
 
 /// `sdp_offer`: the bytes (lossy UTF-8) as an offer. When it parses, it is negotiated as a
-/// publisher's and as a viewer's, in an empty room and in one publishing `SDP_ROOM_CODEC`;
-/// every plan accepted is answered, and the answer must read back with one section per
-/// offered section.
+/// publisher's and as a viewer's, in an empty room and in one publishing `SDP_ROOM_CODEC`, and
+/// as a conference participant's (a track in every receiving section, and the offer must
+/// follow itself as a renegotiation); every plan accepted is answered, and the answer must
+/// read back with one section per offered section.
 pub fn sdp_offer(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let Ok(offer) = parse_offer(&text) else {
@@ -283,6 +284,21 @@ pub fn sdp_offer(data: &[u8]) {
     let room = [sdp_room_codec()];
     if let Ok(plan) = negotiate_viewer(&offer, &room) {
         let media = AnswerMedia::for_viewer(&plan, |_| Some(send_source()));
+        answer_reads_back(media, plan.extmap_allow_mixed);
+    }
+    if let Ok(plan) = negotiate_participant(&offer) {
+        let shape = OfferShape::of(&offer);
+        assert_eq!(
+            shape.check_follows(&shape),
+            Ok(()),
+            "an offer follows itself"
+        );
+        // Its tracks and sections as the core would take them (or a clear error).
+        let _ = crate::node::signaling::participant_offer(&plan, &offer);
+        let media = AnswerMedia::for_participant(&plan, |media| AnswerMedia::Send {
+            media: media.clone(),
+            source: Some(send_source()),
+        });
         answer_reads_back(media, plan.extmap_allow_mixed);
     }
 }
@@ -320,6 +336,7 @@ fn answer_reads_back(media: Vec<AnswerMedia>, extmap_allow_mixed: bool) {
         extmap_allow_mixed,
         video_fmtp_suffix: Some("x-min-bitrate=2500".to_owned()),
         media,
+        origin: None,
     };
     let answer = build_answer(&params);
     let read = parse_description(&answer)
@@ -563,6 +580,7 @@ fn node_publisher() -> Publisher {
             config.dd_ext_id = Some(11);
             config.streams[0].rtx_ssrc = Some(ssrc ^ 1);
             PublishedTrack {
+                mid: String::new(),
                 config,
                 id: None,
                 fmtp: String::new(),
@@ -593,6 +611,7 @@ fn node_viewer() -> Viewer {
         }),
         audio: None,
         target: Layer::MAX,
+        source: None,
     }
 }
 

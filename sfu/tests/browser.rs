@@ -12,6 +12,10 @@ mod node;
 #[path = "browser/page_server.rs"]
 mod page_server;
 #[path = "browser/strata.rs"]
+#[allow(
+    dead_code,
+    reason = "the conference's part of the driver is not used here"
+)]
 mod strata;
 
 use std::process::Command;

@@ -14,7 +14,8 @@ use sfu::engine::rtcp::{
     Nack, NackPairs, Remb, RembSsrcs, RtcpFeedback, RtcpWireWriter, RtcpWriter,
 };
 use sfu::engine::{
-    DownTrackConfig, DownTrackId, Event, Router, RouterConfig, TrackConfig, TrackId, TransportId,
+    DownTrackConfig, DownTrackId, Event, Router, RouterConfig, StreamConfig, TrackConfig, TrackId,
+    TransportId,
 };
 
 const DD_EXT: u8 = 11;
@@ -309,4 +310,58 @@ fn the_viewers_own_switch_down_and_up_is_not_held_down() {
     assert_eq!(set(&mut room, Layer::new(0, 2)), [Layer::new(0, 2)]);
     room.run(1);
     assert_eq!(set(&mut room, Layer::MAX), [Layer::new(2, 2)], "at once");
+}
+
+/// A viewer with transport-wide CC is allocated at subscribe, before its first feedback,
+/// from the transport's initial estimate: a guess, so the start takes a sixth off it. The
+/// top simulcast stream here costs a twentieth more than a 1 Mbit/s guess, which a layer
+/// already sent may exceed and keep, but a start must not take it.
+#[test]
+fn a_viewer_starts_a_sixth_within_its_initial_estimate() {
+    for (initial_estimate_bps, spatial) in [(1_000_000, 1), (2_000_000, 2)] {
+        let mut router = Router::new(RouterConfig {
+            initial_estimate_bps,
+            ..RouterConfig::default()
+        });
+        let publisher = router.add_transport();
+        let mut config = TrackConfig::single(Codec::Vp8, 0xA0);
+        config.streams.extend([0xA1, 0xA2].map(|ssrc| StreamConfig {
+            ssrc,
+            rtx_ssrc: None,
+        }));
+        let track = router.publish(publisher, config).expect("a new transport");
+        // About 150, 450 and 1,050 kbit/s at 30 fps: packets per frame, of 15 header bytes
+        // and this many payload bytes.
+        let streams = [(0xA0, 1, 670), (0xA1, 2, 1_000), (0xA2, 4, 1_180)];
+        let begin = Instant::now();
+        let mut now = begin;
+        let mut seq = 0u16;
+        for frame in 0..90u32 {
+            now = begin + FRAME * frame;
+            for (ssrc, packets, size) in streams {
+                for _ in 0..packets {
+                    let packet = common::vp8_packet(ssrc, seq, (frame % 2) as u8, size);
+                    router
+                        .handle_rtp(now, publisher, packet)
+                        .expect("a valid packet");
+                    seq = seq.wrapping_add(1);
+                }
+            }
+        }
+        let rates = router.layer_bitrates(track, now).expect("published");
+        let top = rates.bps(Layer::new(2, 1));
+        assert!(
+            (1_000_000..1_100_000).contains(&top),
+            "the top stream within a tenth over 1 Mbit/s: {rates:?}"
+        );
+        let viewer = router.add_transport();
+        let mut down = DownTrackConfig::new(0x10, 96);
+        down.transport_cc_ext_id = Some(3);
+        router
+            .subscribe(viewer, track, down, LayerLimits::default())
+            .expect("a new transport");
+        let events: Vec<Event> = std::iter::from_fn(|| router.poll_event()).collect();
+        let started: Vec<u8> = allocated(&events).iter().map(|l| l.spatial).collect();
+        assert_eq!(started, [spatial], "from {initial_estimate_bps} bit/s");
+    }
 }

@@ -717,11 +717,10 @@ fn simulcast_track() -> TrackConfig {
     config
 }
 
-#[test]
-fn simulcast_switch_keeps_timestamps_smooth() {
-    let mut session = Session::new(simulcast_track());
-    let id = session.subscribe(Layer::new(0, 2));
-    let mut streams: Vec<_> = (0..3u32)
+/// The generators of [`simulcast_track`]'s three L1T3 streams, a keyframe on each every 30
+/// temporal units, with unrelated sequence numbers and timestamps.
+fn simulcast_streams() -> Vec<(StreamGenerator, Arc<FrameDependencyStructure>)> {
+    (0..3u32)
         .map(|s| {
             let g = StreamGenerator::new(
                 ScalabilityMode::L1T3,
@@ -737,7 +736,36 @@ fn simulcast_switch_keeps_timestamps_smooth() {
             let structure = g.structure().clone();
             (g, structure)
         })
-        .collect();
+        .collect()
+}
+
+/// Feeds one temporal unit of every stream, in stream order; returns, per stream, the
+/// temporal id of each packet fed.
+fn feed_simulcast_unit(
+    session: &mut Session,
+    streams: &mut [(StreamGenerator, Arc<FrameDependencyStructure>)],
+) -> Vec<Vec<u8>> {
+    let mut fed = Vec::new();
+    for (g, structure) in streams {
+        let mut temporal_ids = Vec::new();
+        loop {
+            let p = g.next().expect("endless");
+            temporal_ids.push(p.temporal_id());
+            session.feed([rtp_bytes(&p, structure)], &|_, _| false);
+            if p.marker {
+                break;
+            }
+        }
+        fed.push(temporal_ids);
+    }
+    fed
+}
+
+#[test]
+fn simulcast_switch_keeps_timestamps_smooth() {
+    let mut session = Session::new(simulcast_track());
+    let id = session.subscribe(Layer::new(0, 2));
+    let mut streams = simulcast_streams();
     for tu in 0..150 {
         if tu == 50 {
             session.set_target(id, Layer::new(2, 2));
@@ -745,17 +773,7 @@ fn simulcast_switch_keeps_timestamps_smooth() {
         if tu == 100 {
             session.set_target(id, Layer::new(1, 2));
         }
-        for (g, structure) in &mut streams {
-            loop {
-                let p = g.next().expect("endless");
-                let end = p.marker;
-                let bytes = rtp_bytes(&p, structure);
-                session.feed([bytes], &|_, _| false);
-                if end {
-                    break;
-                }
-            }
-        }
+        feed_simulcast_unit(&mut session, &mut streams);
         session.advance(FRAME);
     }
     let headers = session.received[&id].headers();
@@ -782,6 +800,43 @@ fn simulcast_switch_keeps_timestamps_smooth() {
             .map(|l| l.spatial),
         Some(1)
     );
+}
+
+/// A switch down to a lower stream waits for that stream's keyframe, which a publisher may
+/// be slow to send (one ignores a request that comes soon after another). Meanwhile the
+/// current stream goes on at its base temporal layer alone, a fraction of its rate, so the
+/// link the switch is for drains instead of freezing the subscriber.
+#[test]
+fn a_switch_down_forwards_only_the_current_streams_base_layer_until_the_keyframe() {
+    let mut session = Session::new(simulcast_track());
+    let id = session.subscribe(Layer::new(2, 2));
+    let mut streams = simulcast_streams();
+    let forwarded = |session: &Session| session.received.get(&id).map_or(0, |r| r.packets.len());
+    let layer = |session: &Session| session.router().down_track_info(id).and_then(|d| d.layer);
+    // Up to the keyframes of temporal unit 30, then down 15 units before the next ones.
+    for _ in 0..45 {
+        feed_simulcast_unit(&mut session, &mut streams);
+        session.advance(FRAME);
+    }
+    assert_eq!(layer(&session), Some(Layer::new(2, 2)));
+    session.set_target(id, Layer::new(1, 2));
+    let before = forwarded(&session);
+    let mut base_packets = 0;
+    for _ in 45..60 {
+        let fed = feed_simulcast_unit(&mut session, &mut streams);
+        base_packets += fed[2].iter().filter(|&&t| t == 0).count();
+        session.advance(FRAME);
+    }
+    assert_eq!(layer(&session), Some(Layer::new(2, 0)));
+    assert!(base_packets > 0);
+    assert_eq!(
+        forwarded(&session) - before,
+        base_packets,
+        "the top stream's base layer, nothing else"
+    );
+    // The lower stream's keyframe: its full rate from there.
+    feed_simulcast_unit(&mut session, &mut streams);
+    assert_eq!(layer(&session), Some(Layer::new(1, 2)));
 }
 
 /// Simulcast streams are announced by rid: the host publishes before it knows their SSRCs
@@ -945,7 +1000,11 @@ fn rtcp_items(datagrams: &[Vec<u8>]) -> Vec<RtcpFeedback<'_>> {
 fn reports_both_ways_and_round_trip_time() {
     let (_, bytes) = generated(ScalabilityMode::L1T3, 30);
     let mut session = Session::new(dd_track(0x1000));
-    let id = session.subscribe(Layer::MAX);
+    // With transport-wide CC, so that its bandwidth estimator takes the round trip too.
+    let mut config = DownTrackConfig::new(0x5000, 45);
+    config.dd_ext_id = Some(DD_EXT);
+    config.transport_cc_ext_id = Some(5);
+    let id = session.subscribe_with(config, limits(Layer::MAX));
     // The publisher's sender report first: the receiver report must echo it as LSR.
     let publisher_sr = RtcpFeedback::SenderReport(SenderReport {
         ssrc: 0x1000,
@@ -1027,6 +1086,8 @@ fn reports_both_ways_and_round_trip_time() {
         rtt >= Duration::from_millis(39) && rtt <= Duration::from_millis(41),
         "{rtt:?}"
     );
+    let transport = session.transports[&id];
+    assert_eq!(session.router().viewer_round_trip(transport), Some(rtt));
 }
 
 /// Three simulcast streams with unrelated timestamp bases whose sender reports tie them to the

@@ -2,6 +2,8 @@
 //! packets as they arrive, against the generator's own account of which frames each decode
 //! target needs.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -113,19 +115,6 @@ fn a_k_svc_upper_layer_does_not_pay_for_the_lower_layers() {
     assert!(bps(&key, 2, 2) > bps(&key, 0, 2) / 2);
 }
 
-/// A VP8 packet of temporal layer `tid`: payload descriptor with the T bit (RFC 7741
-/// section 4.2), then `size` payload bytes.
-fn vp8(ssrc: u32, seq: u16, tid: u8, size: usize) -> Bytes {
-    let mut packet = vec![0x80, 96];
-    packet.extend_from_slice(&seq.to_be_bytes());
-    packet.extend_from_slice(&(u32::from(seq) * 3000).to_be_bytes());
-    packet.extend_from_slice(&ssrc.to_be_bytes());
-    // X and S; then T; then TID, Y, KEYIDX.
-    packet.extend_from_slice(&[0x90, 0x20, tid << 6]);
-    packet.resize(packet.len() + size, 0x01);
-    Bytes::from(packet)
-}
-
 /// Simulcast: a stream's packets count toward its own layer only, at their temporal layer and
 /// above; a temporal layer's target includes the lower temporal layers.
 #[test]
@@ -145,7 +134,7 @@ fn a_simulcast_stream_pays_only_for_itself() {
         let tid = if i % 2 == 0 { 0 } else { 1 };
         for (ssrc, size) in [(0xA0, 200), (0xA1, 1000)] {
             router
-                .handle_rtp(now, publisher, vp8(ssrc, i, tid, size))
+                .handle_rtp(now, publisher, common::vp8_packet(ssrc, i, tid, size))
                 .expect("a valid packet");
         }
     }

@@ -7,6 +7,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rtp_ext::codec::{Codec, MediaKind};
@@ -14,6 +15,7 @@ use rtp_ext::dd::DependencyDescriptor;
 use rtp_ext::rtp::RtpPacket;
 use selector::Layer;
 use sfu::engine::{RouterConfig, StreamConfig, StreamIds, TrackConfig};
+use sfu::node::admission::Admission;
 use sfu::node::core::{CoreError, NodeCore, Resource};
 use sfu::node::limits::{LimitError, Limits};
 use sfu::node::metrics::DropReason;
@@ -21,6 +23,7 @@ use sfu::node::peer::{
     IceCredentials, Join, Kind, Owner, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec,
     ViewerMedia,
 };
+use sfu::node::shard::Steering;
 use sfu::node::srtp::Unprotected;
 use sfu::node::stats::Ceiling;
 use stun::message::{Message, BINDING_SUCCESS};
@@ -134,6 +137,7 @@ fn publisher_of(mut config: TrackConfig, rids: &[&str]) -> Publisher {
     }
     Publisher {
         tracks: vec![PublishedTrack {
+            mid: String::new(),
             config,
             id: None,
             fmtp: String::new(),
@@ -160,6 +164,7 @@ fn av1_viewer(ssrc: u32, dd: Option<u8>, target: Layer) -> Viewer {
         }),
         audio: None,
         target,
+        source: None,
     }
 }
 
@@ -454,9 +459,18 @@ fn a_publisher_cannot_send_under_another_sessions_ssrc() {
     );
 }
 
+/// Also as one worker of several: the addresses its sessions were bound at leave the shared
+/// steering table, whether a session is ended or swept out for silence.
 #[test]
 fn sessions_that_come_and_go_leave_every_table_empty() {
     let mut h = Harness::new();
+    let steering = Arc::new(Steering::default());
+    let admission = Arc::new(Admission::default());
+    h.core = std::mem::replace(
+        &mut h.core,
+        NodeCore::new(RouterConfig::default(), Duration::from_secs(30)),
+    )
+    .with_shard(1, admission.clone(), steering.clone());
     let mut rng = 0x2545_F491_4F6C_DD1Du64;
     let mut next = || {
         rng ^= rng << 13;
@@ -480,10 +494,22 @@ fn sessions_that_come_and_go_leave_every_table_empty() {
         }
     }
     assert!(h.core.table_entries() > 0);
-    while let Some(id) = live.pop() {
+    assert_eq!(
+        steering.len(),
+        live.len(),
+        "one bound address per live session"
+    );
+    for _ in 0..live.len() / 2 {
+        let id = live.pop().expect("live");
         h.core.remove_peer(id).expect("live");
     }
+    // The rest fall silent and are swept.
+    h.now += Duration::from_secs(31);
+    h.core.handle_timeout(h.now);
+    h.drain();
     assert_eq!(h.core.table_entries(), 0, "every map is empty");
+    assert!(steering.is_empty(), "no address steered to a gone session");
+    assert_eq!(admission.entries(), 0, "no place held for a gone session");
     assert_eq!(h.core.room_count(), 0);
     assert_eq!(h.core.remove_peer(PeerId(7)), Err(CoreError::UnknownPeer));
 }
@@ -613,10 +639,20 @@ fn a_viewer_negotiates_against_the_live_publisher_not_a_reaped_one() {
     let mut av1 = publisher_of(av1_track(0xE2), &[]);
     av1.codecs = vec![codec(Codec::Av1)];
     h.publisher("room", av1, addr(9301));
-    assert_eq!(h.core.room_codecs("room"), vec![codec(Codec::Vp8)]);
+    assert_eq!(
+        h.core.room_codecs("room", None),
+        Ok(vec![codec(Codec::Vp8)])
+    );
     h.core.remove_peer(first).expect("live");
-    assert_eq!(h.core.room_codecs("room"), vec![codec(Codec::Av1)]);
-    assert!(h.core.room_codecs("elsewhere").is_empty());
+    assert_eq!(
+        h.core.room_codecs("room", None),
+        Ok(vec![codec(Codec::Av1)])
+    );
+    assert_eq!(h.core.room_codecs("elsewhere", None), Ok(Vec::new()));
+    assert_eq!(
+        h.core.room_codecs("room", Some("nobody")),
+        Err(CoreError::NoSuchParticipant)
+    );
 }
 
 /// A viewer's REMB for its media SSRC.

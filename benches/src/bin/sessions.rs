@@ -140,6 +140,7 @@ fn viewer(core: &mut NodeCore, now: Instant, room: &str, serial: &mut u32) -> Pe
         video: Some(media(Codec::Av1, 45)),
         audio: Some(media(Codec::Opus, 111)),
         target: Layer::MAX,
+        source: None,
     };
     let id = core
         .add_viewer(now, Join::new(room, ice(serial)), viewer)
@@ -158,6 +159,7 @@ fn publisher(core: &mut NodeCore, now: Instant, room: &str, serial: &mut u32) ->
     let tracks = [video, audio]
         .into_iter()
         .map(|config| PublishedTrack {
+            mid: String::new(),
             config,
             id: None,
             fmtp: String::new(),

@@ -39,6 +39,13 @@ pub struct ServeArgs {
     /// Log filter, e.g. `info` or `sfu=debug` [default: info].
     #[arg(long, env = "STRATA_LOG")]
     log: Option<String>,
+    /// Media workers, each taking whole rooms [default: one per core the node may use].
+    #[arg(long, env = "STRATA_WORKERS")]
+    workers: Option<usize>,
+    /// While more publishers of a room speak at once, forward only this many of the loudest
+    /// [default: 0, all].
+    #[arg(long, env = "STRATA_LOUDEST_SPEAKERS")]
+    loudest_speakers: Option<usize>,
 }
 
 impl ServeArgs {
@@ -59,6 +66,8 @@ impl ServeArgs {
             .keyframe_interval_ms
             .unwrap_or(config.keyframe_interval_ms);
         config.log = self.log.unwrap_or(config.log);
+        config.workers = self.workers.unwrap_or(config.workers);
+        config.loudest_speakers = self.loudest_speakers.unwrap_or(config.loudest_speakers);
         Ok(config)
     }
 

@@ -55,10 +55,14 @@ pub struct AllocationInput<'a> {
     pub order: &'a LayerOrder,
     /// The viewer's own choice: a ceiling, not a promise.
     pub ceiling: Layer,
+    /// Climbed before the others (the dominant speaker's video): the others start higher
+    /// than their lowest step only once every priority track is at its top.
+    pub priority: bool,
 }
 
 /// Per track, in input order, the layer allocated: the highest steps whose rates together fit
-/// `budget_bps`, climbed one step at a time across tracks so none starves the others. A track
+/// `budget_bps`, climbed one step at a time across tracks so none starves the others (priority
+/// tracks first, to the top, then the rest). A track
 /// always gets its lowest measured step, even past the budget (cutting video entirely is the
 /// host's call: mute it); steps with no measured rate (a layer the publisher does not send)
 /// are skipped.
@@ -105,19 +109,24 @@ fn climb(budget_bps: u64, tracks: &[AllocationInput<'_>]) -> Climbed {
         .filter_map(|s| s.first())
         .map(|&(_, r)| r)
         .sum();
-    let mut climbed = true;
-    while climbed {
-        climbed = false;
-        for (track, position) in at.iter_mut().enumerate() {
-            let Some(&(_, next)) = steps[track].get(*position + 1) else {
-                continue;
-            };
-            let current = steps[track][*position].1;
-            let cost = next.saturating_sub(current);
-            if spent + cost <= budget_bps {
-                spent += cost;
-                *position += 1;
-                climbed = true;
+    for priority in [true, false] {
+        let mut climbed = true;
+        while climbed {
+            climbed = false;
+            for (track, position) in at.iter_mut().enumerate() {
+                if tracks[track].priority != priority {
+                    continue;
+                }
+                let Some(&(_, next)) = steps[track].get(*position + 1) else {
+                    continue;
+                };
+                let current = steps[track][*position].1;
+                let cost = next.saturating_sub(current);
+                if spent + cost <= budget_bps {
+                    spent += cost;
+                    *position += 1;
+                    climbed = true;
+                }
             }
         }
     }
@@ -164,6 +173,7 @@ mod tests {
             rates: &rates,
             order: &order,
             ceiling,
+            priority: false,
         };
         allocate(budget, &[input])[0]
     }
@@ -189,6 +199,7 @@ mod tests {
             rates: &rates,
             order: &order,
             ceiling: Layer::MAX,
+            priority: false,
         };
         assert_eq!(next_step_bps(865_000, &[input]), Some(1_230_000), "720p");
         assert_eq!(next_step_bps(300_000, &[input]), Some(500_000), "360p");
@@ -218,6 +229,7 @@ mod tests {
             rates: &rates,
             order: &order,
             ceiling: Layer::MAX,
+            priority: false,
         };
         // Two cameras in 1.1 Mbit/s: both at 360p, not one at 720p and one at 180p.
         let both = allocate(1_100_000, &[input, input]);
@@ -246,10 +258,42 @@ mod tests {
             rates: &rates,
             order: &order,
             ceiling: Layer::MAX,
+            priority: false,
         };
         assert_eq!(allocate(700_000, &[input])[0], Layer::new(2, 1));
         assert_eq!(allocate(500_000, &[input])[0], Layer::new(0, 2));
         let empty = LayerOrder::custom(&[]);
         assert_eq!(empty.within(Layer::MAX).count(), 1);
+    }
+
+    #[test]
+    fn a_priority_track_climbs_to_its_top_before_the_others_leave_their_base() {
+        let rates = camera();
+        let order = LayerOrder::frame_rate_first(3, 3);
+        let other = AllocationInput {
+            rates: &rates,
+            order: &order,
+            ceiling: Layer::MAX,
+            priority: false,
+        };
+        let speaker = AllocationInput {
+            priority: true,
+            ..other
+        };
+        // 1.23 Mbit/s for the speaker's 720p and the others' lowest step; 52.5 kbit/s each.
+        let budget = 1_230_000 + 2 * 52_500;
+        assert_eq!(
+            allocate(budget, &[other, speaker, other]).as_slice(),
+            [Layer::new(0, 0), Layer::new(2, 2), Layer::new(0, 0)]
+        );
+        // Without a priority the same budget is shared: nobody reaches 720p.
+        let shared = allocate(budget, &[other, other, other]);
+        assert!(shared.iter().all(|l| l.spatial < 2), "{shared:?}");
+        // Past the speaker's top, the rest climb as before.
+        let more = allocate(budget + 2 * 450_000, &[other, speaker, other]);
+        assert_eq!(
+            more.as_slice(),
+            [Layer::new(1, 2), Layer::new(2, 2), Layer::new(1, 2)]
+        );
     }
 }

@@ -30,11 +30,13 @@ mod nack;
 mod pacer;
 mod packet;
 mod packet_ring;
+mod publisher_estimate;
 mod receive_stats;
 mod receiver;
 mod router;
 pub mod rtcp;
 mod rtx_budget;
+mod speech;
 mod track;
 mod transport;
 mod twcc;
@@ -47,12 +49,15 @@ pub use down_track::{
 pub use fault::Fault;
 pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};
 pub use layer_rates::{LayerBitrates, MEASURED_LAYERS};
-pub use pacer::PACING_PERCENT;
+pub use pacer::{PACING_BURST, PACING_PERCENT};
 pub use packet::ParsedPacket;
+pub use publisher_estimate::{PUBLISHER_INITIAL_BPS, REMB_INTERVAL};
 pub use receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters, RECEIVE_RING};
 pub use router::{
     DownTrackInfo, Event, KeyframeRequest, Output, Router, RouterConfig, RouterCounters,
     RouterError, RtcpTarget, RtcpTransmit, MAX_HOLD,
 };
-pub use track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId, TransportCc};
+pub use track::{
+    DownTrackConfig, DownTrackId, PublisherRemb, StreamConfig, TrackConfig, TrackId, TransportCc,
+};
 pub use transport::TransportId;

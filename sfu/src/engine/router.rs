@@ -12,6 +12,7 @@ mod probe;
 mod queries;
 mod send;
 mod types;
+mod uplink;
 
 pub use pacing::MAX_HOLD;
 pub use queries::DownTrackInfo;
@@ -24,7 +25,6 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rtp_ext::ext::{HeaderExtension, TransportSequenceNumber};
 use rtp_ext::rtp::RtpPacket;
 use selector::LayerLimits;
 
@@ -33,10 +33,11 @@ use super::binding;
 use super::down_track::DownTrack;
 use super::keyframe::KeyframeRequester;
 use super::receiver::{PacketRef, ReceiveError, Receiver};
-use super::rtcp::{NackPairs, ReceiverReport, RtcpWireWriter, SenderReport, WallClock};
+use super::rtcp::{NackPairs, ReceiverReport, RembSsrcs, RtcpWireWriter, SenderReport, WallClock};
+use super::speech::SpeechLevel;
 use super::track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};
-use super::transport::{IdMap, SendSide, Transport, TransportId, Twcc};
-use super::twcc::{TwccRecorder, TWCC_INTERVAL};
+use super::transport::{IdMap, SendSide, Transport, TransportId};
+use super::twcc::TWCC_INTERVAL;
 
 /// Work queued by inputs and done when outputs are polled.
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +66,14 @@ struct Published {
     fir_seq: u8,
     /// The order allocation climbs its layers in, if the host set one.
     layer_order: Option<LayerOrder>,
+    /// Allocation climbs its layers before other tracks' (the host's choice: the dominant
+    /// speaker's video).
+    priority: bool,
+    /// Whether its packets go to its subscribers (the host holds back all but the loudest
+    /// audio tracks, say). It is received, repaired and reported either way.
+    forwarded: bool,
+    /// How loud it is, for an audio track whose publisher writes its level.
+    speech: SpeechLevel,
 }
 
 /// RTCP the router owes publishers.
@@ -95,6 +104,11 @@ enum PendingRtcp {
         track: TrackId,
         media_ssrc: u32,
         pairs: NackPairs,
+    },
+    Remb {
+        track: TrackId,
+        bitrate_bps: u64,
+        ssrcs: RembSsrcs,
     },
 }
 
@@ -278,6 +292,9 @@ impl Router {
                 subscribers: Vec::new(),
                 fir_seq: 0,
                 layer_order: None,
+                priority: false,
+                forwarded: true,
+                speech: SpeechLevel::default(),
             },
         );
         Ok(id)
@@ -332,9 +349,7 @@ impl Router {
         if let Some(on) = self.transports.get_mut(&published.transport) {
             on.ssrcs.retain(|_, t| *t != track);
             on.tracks.retain(|t| *t != track);
-            if on.twcc.as_ref().is_some_and(|t| t.track == track) {
-                on.twcc = None;
-            }
+            uplink::forget_track(on, track);
         }
         for down_track in published.subscribers {
             if let Some(removed) = self.down_tracks.remove(&down_track) {
@@ -460,6 +475,27 @@ impl Router {
         Ok(())
     }
 
+    /// Gives a track's video the first share of its viewers' estimates (the dominant
+    /// speaker's): allocation climbs it to the top before the others leave their lowest step.
+    pub fn set_priority(&mut self, track: TrackId, priority: bool) -> Result<(), RouterError> {
+        self.tracks
+            .get_mut(&track)
+            .ok_or(RouterError::UnknownTrack)?
+            .priority = priority;
+        Ok(())
+    }
+
+    /// Whether a track's packets go to its subscribers: a host that forwards only the
+    /// loudest audio tracks holds the others back. Held back, a track is still received,
+    /// repaired and reported, and its speech level kept.
+    pub fn set_forwarded(&mut self, track: TrackId, forwarded: bool) -> Result<(), RouterError> {
+        self.tracks
+            .get_mut(&track)
+            .ok_or(RouterError::UnknownTrack)?
+            .forwarded = forwarded;
+        Ok(())
+    }
+
     /// One RTP packet from a publisher. A bad packet is counted and dropped; nothing else
     /// changes.
     pub fn handle_rtp(
@@ -496,22 +532,7 @@ impl Router {
         ) else {
             return Err(ReceiveError::UnknownSsrc);
         };
-        // Transport-wide feedback reports every packet that arrived, whatever the receiver
-        // makes of it: the padding probes and retransmissions it drops are what the
-        // publisher's bandwidth estimate ramps up on. Reported lost, they would hold the
-        // estimate (and the upper spatial layers) down.
-        if let Some(cc) = published.receiver.config().transport_cc {
-            if let Some(seq) = transport_seq(&view, cc.ext_id) {
-                let media_ssrc = published.receiver.config().streams[0].ssrc;
-                let twcc = on.twcc.get_or_insert_with(|| Twcc {
-                    recorder: TwccRecorder::new(now),
-                    track,
-                    media_ssrc,
-                    queued: false,
-                });
-                twcc.recorder.record(seq, now);
-            }
-        }
+        uplink::note_arrival(on, published, track, &view, now);
         let at = published
             .receiver
             .receive_parsed(now, &view, packet.clone())
@@ -523,12 +544,18 @@ impl Router {
                     published.keyframes.request(now, stream);
                 }
             })?;
-        self.jobs.extend(
-            published
-                .subscribers
-                .iter()
-                .map(|&down_track| Job::Forward { down_track, at }),
-        );
+        // The level of the packet just taken (the last one written, for a packet without).
+        if let Some(level) = published.receiver.audio_level() {
+            published.speech.on_level(now, level.level);
+        }
+        if published.forwarded {
+            self.jobs.extend(
+                published
+                    .subscribers
+                    .iter()
+                    .map(|&down_track| Job::Forward { down_track, at }),
+            );
+        }
         Ok(())
     }
 
@@ -615,25 +642,12 @@ impl Router {
         }
         if self.next_twcc.is_none_or(|at| now >= at) {
             self.next_twcc = Some(now + TWCC_INTERVAL);
-            self.queue_transport_cc();
+            self.queue_uplink_feedback(now);
         }
         if self.next_report.is_none_or(|at| now >= at) {
             self.next_report = Some(now + self.config.report_interval);
             self.queue_reports(now);
             self.reallocate_all(now);
-        }
-    }
-
-    /// Transport-wide CC feedback for every publisher transport that received packets.
-    fn queue_transport_cc(&mut self) {
-        for (&transport, on) in &mut self.transports {
-            let Some(twcc) = on.twcc.as_mut().filter(|t| !t.queued) else {
-                continue;
-            };
-            if twcc.recorder.has_pending() {
-                twcc.queued = true;
-                self.twcc_out.push_back(transport);
-            }
         }
     }
 
@@ -676,14 +690,13 @@ impl Router {
         self.tracks
             .values()
             .flat_map(|p| [p.receiver.next_timeout(), p.keyframes.next_timeout()])
-            .chain([reports, self.next_twcc.filter(|_| self.has_twcc())])
+            .chain([
+                reports,
+                self.next_twcc.filter(|_| self.has_uplink_feedback()),
+            ])
             .chain([self.probe_due(), self.pacing_due()])
             .flatten()
             .min()
-    }
-
-    fn has_twcc(&self) -> bool {
-        self.transports.values().any(|t| t.twcc.is_some())
     }
 
     fn next_id(&mut self) -> u32 {
@@ -728,10 +741,4 @@ fn flush(rtcp: &mut VecDeque<PendingRtcp>, track: TrackId, nack: Option<(u32, Na
             pairs,
         });
     }
-}
-
-/// The transport-wide sequence number a packet carries, if it is readable.
-fn transport_seq(packet: &RtpPacket<'_>, ext_id: u8) -> Option<u16> {
-    let value = packet.extension(ext_id)?;
-    TransportSequenceNumber::parse(value).ok().map(|seq| seq.0)
 }

@@ -40,6 +40,8 @@ pub struct TrackConfig {
     pub audio_level_ext_id: Option<u8>,
     /// Transport-wide congestion control feedback for this track's publisher, if negotiated.
     pub transport_cc: Option<TransportCc>,
+    /// REMB toward this track's publisher, if it negotiated REMB and not transport-wide CC.
+    pub remb: Option<PublisherRemb>,
     /// How streams whose SSRCs the signaling did not give are named in their packets; their
     /// `ssrc` in [`streams`](Self::streams) is taken from the first packet so named.
     pub stream_ids: StreamIds,
@@ -51,6 +53,14 @@ pub struct TrackConfig {
 pub struct TransportCc {
     /// The local id of the transport-wide sequence number extension.
     pub ext_id: u8,
+}
+
+/// REMB toward a publisher that estimates nothing itself (it negotiated `goog-remb` and not
+/// transport-wide CC): the router estimates its uplink from the send times its packets carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublisherRemb {
+    /// The local id of the abs-send-time extension.
+    pub abs_send_time_ext_id: u8,
 }
 
 impl TrackConfig {
@@ -70,6 +80,7 @@ impl TrackConfig {
             dd_ext_id: None,
             audio_level_ext_id: None,
             transport_cc: None,
+            remb: None,
             stream_ids: StreamIds::Signaled,
         }
     }

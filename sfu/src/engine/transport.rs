@@ -11,6 +11,7 @@ use std::time::Instant;
 use smallvec::SmallVec;
 
 use super::bwe::{EstimatorConfig, FeedbackEstimator, PacketResult, Prober, SendHistory};
+use super::publisher_estimate::PublisherEstimate;
 use super::rtx_budget::RtxBudget;
 use super::track::{DownTrackId, TrackId};
 use super::twcc::TwccRecorder;
@@ -155,6 +156,9 @@ pub(super) struct Transport {
     /// Transport-wide CC of what it publishes; the outgoing transport-wide sequence and the
     /// bandwidth estimate toward it belong here too.
     pub twcc: Option<Twcc>,
+    /// The uplink estimate of what it publishes, when it negotiated REMB and not
+    /// transport-wide CC. Boxed: most transports have none.
+    pub remb: Option<Box<PublisherEstimate>>,
     /// Layer allocation toward it, once it has a bandwidth estimate.
     pub allocation: Option<Allocation>,
     /// Transport-wide CC toward it, once a subscription on it negotiated the extension. Boxed:
@@ -169,6 +173,7 @@ impl Transport {
             + self.tracks.len()
             + self.down_tracks.len()
             + usize::from(self.twcc.is_some())
+            + usize::from(self.remb.is_some())
             + usize::from(self.allocation.is_some())
             + usize::from(self.send.is_some())
     }

@@ -84,6 +84,8 @@ impl std::fmt::Debug for Auth {
 #[derive(Deserialize)]
 struct Claims {
     room: String,
+    /// Who the token is for (RFC 7519 section 4.1.2): the name a participant goes by.
+    sub: Option<String>,
     #[serde(default)]
     publish: bool,
     #[serde(default)]
@@ -161,6 +163,16 @@ impl Auth {
         }
         let secret = self.jwt_secret.as_deref().ok_or(AuthError::UnknownToken)?;
         check_claims(&verify_hs256(secret, token)?, room, grant, now_unix)
+    }
+}
+
+impl Auth {
+    /// The subject (`sub`) of the request's token, when it is a valid JWT with one: the name
+    /// its holder goes by in a room. Checked as [`authorize`](Self::authorize) checks it.
+    pub fn subject(&self, authorization: Option<&str>) -> Option<String> {
+        let token = bearer_token(authorization?).ok()?;
+        let claims = verify_hs256(self.jwt_secret.as_deref()?, token).ok()?;
+        claims.sub
     }
 }
 

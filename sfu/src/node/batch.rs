@@ -4,7 +4,8 @@
 //! datagram costs the node (BENCHMARKS.md, `node/egress_srtp`), and a forwarding server sends
 //! many small datagrams to many destinations at once, so the call is what to share.
 //!
-//! Behind [`SendBatch`] and [`ReceiveBatch`]: on Linux one call per batch; elsewhere one
+//! Behind [`SendBatch`] and [`ReceiveBatch`]: on Linux one call per batch, and consecutive
+//! datagrams to one destination as one segmented send ([`segments`]); elsewhere one
 //! `send_to` or `recv_from` per datagram; in tests a socket that fills up.
 
 use std::io;
@@ -116,6 +117,14 @@ pub fn send_all(socket: &impl SendBatch, batch: &Batch) -> Sent {
     outcome
 }
 
+/// Whether sends to one destination leave segmented (Linux, until the kernel refuses it).
+pub fn segmentation_on() -> bool {
+    #[cfg(target_os = "linux")]
+    return mmsg::segmentation_on();
+    #[cfg(not(target_os = "linux"))]
+    return false;
+}
+
 /// Datagrams received in one call, each in a buffer of its own, allocated once.
 #[derive(Debug, Default)]
 pub struct RecvBatch {
@@ -169,6 +178,27 @@ pub trait ReceiveBatch {
     /// Receives what is waiting, up to a batch, without waiting: `WouldBlock` when nothing
     /// is. The batch holds what came, in arrival order.
     fn receive(&self, batch: &mut RecvBatch) -> io::Result<usize>;
+}
+
+/// Receives what waits on `socket`, up to a batch, and hands each datagram to `each` (its
+/// sender, its bytes) in arrival order. Nothing waiting is not an error (readiness can be
+/// stale); another error is logged, and the next readiness tries again.
+pub fn receive_each(
+    socket: &impl ReceiveBatch,
+    batch: &mut RecvBatch,
+    mut each: impl FnMut(SocketAddr, &[u8]),
+) {
+    match socket.receive(batch) {
+        Ok(_) => {
+            for index in 0..batch.len() {
+                if let Some((data, from)) = batch.datagram(index) {
+                    each(from, data);
+                }
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+        Err(e) => tracing::debug!("udp receive: {e}"),
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -265,37 +295,75 @@ mod mmsg {
     use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
     use std::os::fd::RawFd;
 
+    use std::sync::atomic::{AtomicBool, Ordering};
+
     use smallvec::SmallVec;
     use socket2::SockAddr;
 
+    use super::segments::segment_run;
     use super::{Batch, RecvBatch, BATCH_LEN};
 
+    /// `UDP_SEGMENT` (linux/udp.h): the segment size of a send, as a control message.
+    const UDP_SEGMENT: libc::c_int = 103;
+    /// Whether the kernel takes segmented sends: until one is refused as unsupported.
+    static SEGMENTATION: AtomicBool = AtomicBool::new(true);
+
+    pub(super) fn segmentation_on() -> bool {
+        SEGMENTATION.load(Ordering::Relaxed)
+    }
+
+    /// Room for one control message holding a `u16`, aligned as the kernel reads it.
+    #[derive(Clone, Copy)]
+    #[repr(C, align(8))]
+    struct Control([u8; 32]);
+
+    /// `sendmmsg(2)` of datagrams `start..`: a run that [`segment_run`] finds leaves as one
+    /// message with its segment size, the others one message each. Returns how many
+    /// datagrams the messages the kernel took held.
     pub(super) fn send(fd: RawFd, batch: &Batch, start: usize) -> io::Result<usize> {
-        let count = batch.len().saturating_sub(start).min(BATCH_LEN);
-        let addrs: SmallVec<[SockAddr; BATCH_LEN]> = (start..start + count)
-            .filter_map(|i| batch.datagram(i).map(|(_, to)| SockAddr::from(to)))
+        let segmented = SEGMENTATION.load(Ordering::Relaxed);
+        // Per message: its first datagram and how many it holds.
+        let mut messages: SmallVec<[(usize, usize); BATCH_LEN]> = SmallVec::new();
+        let mut next = start;
+        while next < batch.len() && messages.len() < BATCH_LEN {
+            let run = if segmented {
+                segment_run(batch, next)
+            } else {
+                1
+            };
+            messages.push((next, run.max(1)));
+            next += run.max(1);
+        }
+        let addrs: SmallVec<[SockAddr; BATCH_LEN]> = messages
+            .iter()
+            .filter_map(|&(first, _)| batch.datagram(first).map(|(_, to)| SockAddr::from(to)))
             .collect();
-        // SAFETY: iovec and mmsghdr are plain C structs for which all zeroes is valid (null
-        // pointers, zero lengths).
+        // SAFETY: iovec, mmsghdr and cmsghdr are plain C structs for which all zeroes is
+        // valid (null pointers, zero lengths).
         let mut iovecs: [libc::iovec; BATCH_LEN] = unsafe { std::mem::zeroed() };
         let mut headers: [libc::mmsghdr; BATCH_LEN] = unsafe { std::mem::zeroed() };
-        for (i, addr) in addrs.iter().enumerate() {
-            let Some((datagram, _)) = batch.datagram(start + i) else {
-                break;
-            };
-            iovecs[i] = libc::iovec {
+        let mut controls = [Control([0; 32]); BATCH_LEN];
+        for (index, datagram) in (start..next).filter_map(|i| batch.datagram(i)).enumerate() {
+            iovecs[index] = libc::iovec {
                 // The kernel only reads from it.
-                iov_base: datagram.as_ptr() as *mut libc::c_void,
-                iov_len: datagram.len(),
+                iov_base: datagram.0.as_ptr() as *mut libc::c_void,
+                iov_len: datagram.0.len(),
             };
-            let header = &mut headers[i].msg_hdr;
+        }
+        for (m, (&(first, count), addr)) in messages.iter().zip(&addrs).enumerate() {
+            let header = &mut headers[m].msg_hdr;
             header.msg_name = addr.as_ptr() as *mut libc::c_void;
             header.msg_namelen = addr.len();
-            header.msg_iov = &mut iovecs[i];
-            header.msg_iovlen = 1;
+            header.msg_iov = &mut iovecs[first - start];
+            header.msg_iovlen = count;
+            if count > 1 {
+                let size = batch.datagram(first).map_or(0, |(d, _)| d.len());
+                set_segment_size(header, &mut controls[m], size as u16);
+            }
         }
-        // SAFETY: `headers[..addrs.len()]` are initialized above and point at buffers and
-        // addresses that outlive the call; the kernel writes only their `msg_len`.
+        // SAFETY: `headers[..addrs.len()]` are initialized above and point at buffers,
+        // addresses and control messages that outlive the call; the kernel writes only their
+        // `msg_len`.
         let sent = unsafe {
             libc::sendmmsg(
                 fd,
@@ -305,9 +373,39 @@ mod mmsg {
             )
         };
         if sent < 0 {
-            return Err(io::Error::last_os_error());
+            let error = io::Error::last_os_error();
+            let unsupported = matches!(
+                error.raw_os_error(),
+                Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
+            );
+            if unsupported && messages.first().is_some_and(|&(_, count)| count > 1) {
+                // A kernel or device without segmentation: one datagram per message from now.
+                SEGMENTATION.store(false, Ordering::Relaxed);
+                return send(fd, batch, start);
+            }
+            return Err(error);
         }
-        Ok(sent as usize)
+        Ok(messages
+            .iter()
+            .take(sent as usize)
+            .map(|&(_, count)| count)
+            .sum())
+    }
+
+    /// Gives `header` one control message: `UDP_SEGMENT` with `size`, in `control`.
+    fn set_segment_size(header: &mut libc::msghdr, control: &mut Control, size: u16) {
+        header.msg_control = control.0.as_mut_ptr().cast();
+        // SAFETY: CMSG_SPACE only computes a length.
+        header.msg_controllen = unsafe { libc::CMSG_SPACE(size_of::<u16>() as libc::c_uint) } as _;
+        // SAFETY: `header` points at `control`, which is aligned for a cmsghdr and longer than
+        // CMSG_SPACE(2), so the first header and its two data bytes lie within it.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(header);
+            (*cmsg).cmsg_level = libc::SOL_UDP;
+            (*cmsg).cmsg_type = UDP_SEGMENT;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as libc::c_uint) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), size);
+        }
     }
 
     /// `recvmmsg(2)` into the batch's buffers, without waiting.
@@ -386,5 +484,7 @@ mod mmsg {
     }
 }
 
+#[cfg(any(target_os = "linux", test))]
+pub mod segments;
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::limits::Limits;
+use super::shard::MAX_WORKERS;
 
 /// Everything `sfu serve` can be told. Every field has a default, so an empty file (or none)
 /// is a complete configuration.
@@ -55,6 +56,12 @@ pub struct NodeConfig {
     /// a viewer's REMB is its estimate, which cannot rise much above what it is sent and so
     /// cannot bring it back up past a layer or two. Viewers' REMB caps the estimate either way.
     pub viewer_estimation: bool,
+    /// Media workers: each takes whole rooms, and they share the UDP port. 0 (the default)
+    /// is one per core the node may run on.
+    pub workers: usize,
+    /// While more publishers of a room speak at once than this, only the loudest are
+    /// forwarded; 0 (the default): all of them.
+    pub loudest_speakers: usize,
     /// Sessions per node, room and client, handshakes, offer sizes, room names, connections.
     pub limits: Limits,
 }
@@ -82,6 +89,8 @@ impl Default for NodeConfig {
             http_body_timeout_ms: 10_000,
             http_idle_timeout_ms: 30_000,
             viewer_estimation: true,
+            workers: 0,
+            loudest_speakers: 0,
             limits: Limits::default(),
         }
     }
@@ -127,6 +136,16 @@ impl NodeConfig {
             None if self.udp.ip().is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
             None => self.udp.ip(),
         }
+    }
+
+    /// How many media workers run: as configured, or one per core the node may run on.
+    pub fn workers(&self) -> usize {
+        let cores = || std::thread::available_parallelism().map_or(1, usize::from);
+        match self.workers {
+            0 => cores(),
+            n => n,
+        }
+        .min(MAX_WORKERS)
     }
 
     pub fn keyframe_interval(&self) -> Duration {

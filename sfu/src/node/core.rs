@@ -8,34 +8,42 @@
 //! and whose it is, and a session that ends for any reason (DELETE, silence, a failed
 //! handshake) is gone from every table here and from the engine at once.
 
+mod conference;
 mod room;
+mod speakers;
 mod stats;
+mod views;
 mod wire;
 
 use std::collections::{HashMap, VecDeque};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use selector::Layer;
 
 use self::room::Room;
+use super::admission::Admission;
 use super::limits::{LimitError, Limits};
-use super::metrics::{NodeCounters, Snapshot};
+use super::metrics::{DropReason, NodeCounters, Snapshot};
 use super::peer::{Join, Kind, Owner, Peer, PeerId, Publisher, Role, Viewer};
 use super::sdp::RoomCodec;
+use super::session_events::SessionEvent;
+use super::shard::{Steering, WorkerId};
 use super::srtp::SrtpContext;
 use crate::engine::rtcp::WallClock;
 use crate::engine::{
     DownTrackConfig, DownTrackId, Event, Router, RouterConfig, RouterError, TrackId, TransportId,
 };
 
+pub use self::conference::{Negotiated, ParticipantOffer, Sending, MAX_NAME_BYTES};
 pub use self::wire::{Inbound, MAX_DATAGRAM};
 
 /// How often sessions are checked for silence.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Why the core refused a request from signaling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CoreError {
     #[error("no such session")]
     UnknownPeer,
@@ -45,6 +53,20 @@ pub enum CoreError {
     NotAViewer,
     #[error("an SSRC of the offer is already published")]
     SsrcInUse,
+    #[error("the session is not a conference participant")]
+    NotAParticipant,
+    #[error("the name is taken in this room")]
+    NameTaken,
+    #[error("a name is 1 to {MAX_NAME_BYTES} bytes without control characters")]
+    BadName,
+    #[error("no such participant in the room")]
+    NoSuchParticipant,
+    #[error("no such track in the room")]
+    UnknownTrack,
+    #[error("If-Match names answer {named}, the session's last answer is {current}")]
+    Stale { named: u64, current: u64 },
+    #[error("the offer does not match the session: {0}")]
+    OfferMismatch(String),
     #[error(transparent)]
     Limit(#[from] LimitError),
 }
@@ -67,12 +89,17 @@ pub struct NodeCore {
     by_addr: HashMap<SocketAddr, PeerId>,
     /// Each session's engine transport: outputs name the transport they go out on.
     by_transport: HashMap<TransportId, PeerId>,
-    /// Live sessions per HTTP client address.
-    clients: HashMap<IpAddr, usize>,
-    /// Sessions without SRTP keys yet.
+    /// The node-wide places its sessions hold, shared with the node's other cores.
+    admission: Arc<Admission>,
+    /// This core's worker and the table that steers datagrams to workers, when the node
+    /// has several.
+    steering: Option<(WorkerId, Arc<Steering>)>,
+    /// This core's sessions without SRTP keys yet.
     connecting: usize,
     stun_out: VecDeque<(SocketAddr, Vec<u8>)>,
     removed: VecDeque<PeerId>,
+    /// Events for participants' event streams.
+    session_events: VecDeque<(PeerId, SessionEvent)>,
     counters: NodeCounters,
     /// A decrypted inbound packet, or an outbound one before encryption.
     plain: Vec<u8>,
@@ -82,6 +109,11 @@ pub struct NodeCore {
     /// Whether viewers that negotiated transport-wide CC get it (their estimate from its
     /// feedback).
     viewer_estimation: bool,
+    /// When the rooms' speakers are next looked at.
+    next_speakers: Option<Instant>,
+    /// While more publishers of a room speak at once than this, only the loudest are
+    /// forwarded; `None`: all.
+    loudest_speakers: Option<usize>,
 }
 
 impl NodeCore {
@@ -93,17 +125,28 @@ impl NodeCore {
             by_ufrag: HashMap::new(),
             by_addr: HashMap::new(),
             by_transport: HashMap::new(),
-            clients: HashMap::new(),
+            admission: Arc::default(),
+            steering: None,
             connecting: 0,
             stun_out: VecDeque::new(),
             removed: VecDeque::new(),
+            session_events: VecDeque::new(),
             counters: NodeCounters::default(),
             plain: Vec::with_capacity(MAX_DATAGRAM),
             peer_timeout,
             next_sweep: None,
             limits: Limits::default(),
             viewer_estimation: true,
+            next_speakers: None,
+            loudest_speakers: None,
         }
+    }
+
+    /// The same core forwarding only the `n` loudest audio tracks of a room while more speak
+    /// at once (`None`: all).
+    pub fn with_loudest_speakers(mut self, n: Option<usize>) -> Self {
+        self.loudest_speakers = n;
+        self
     }
 
     /// Anchors the engine's NTP timestamps to wall-clock time.
@@ -124,12 +167,31 @@ impl NodeCore {
         self
     }
 
+    /// The same core as worker `worker` of several: the node-wide limits count in
+    /// `admission` with the others', and the addresses its sessions are bound at go into
+    /// `steering`.
+    pub fn with_shard(
+        mut self,
+        worker: WorkerId,
+        admission: Arc<Admission>,
+        steering: Arc<Steering>,
+    ) -> Self {
+        self.admission = admission;
+        self.steering = Some((worker, steering));
+        self
+    }
+
     pub fn router(&self) -> &Router {
         &self.router
     }
 
     pub fn counters(&self) -> &NodeCounters {
         &self.counters
+    }
+
+    /// Datagrams the loop around the core dropped.
+    pub fn count_dropped(&mut self, reason: DropReason, datagrams: u64) {
+        self.counters.drop_many(reason, datagrams);
     }
 
     pub fn peer(&self, id: PeerId) -> Option<&Peer> {
@@ -149,36 +211,32 @@ impl NodeCore {
             + self.by_ufrag.len()
             + self.by_addr.len()
             + self.by_transport.len()
-            + self.clients.len()
+            + self.admission.entries()
             + self.connecting
             + self.router.table_entries()
     }
 
-    /// Refuses a new session past a limit (counted by reason).
+    /// Refuses a new session past a limit (counted by reason), or takes its place.
     fn admit(&mut self, join: &Join) -> Result<(), CoreError> {
-        let l = self.limits;
         let room = self.rooms.get(&join.room).map_or(0, Room::len);
-        let client = join
-            .client
-            .and_then(|c| self.clients.get(&c).copied())
-            .unwrap_or(0);
-        let refused = if self.peers.len() >= l.sessions {
-            Some(LimitError::NodeFull(l.sessions))
-        } else if room >= l.sessions_per_room {
-            Some(LimitError::RoomFull(l.sessions_per_room))
-        } else if client >= l.sessions_per_client {
-            Some(LimitError::ClientFull(l.sessions_per_client))
-        } else if self.connecting >= l.handshakes {
-            Some(LimitError::Handshakes(l.handshakes))
-        } else {
-            None
-        };
-        match refused {
-            Some(limit) => {
+        self.admission
+            .admit(&self.limits, room, join.client)
+            .map_err(|limit| {
                 self.counters.refuse(limit);
-                Err(limit.into())
-            }
-            None => Ok(()),
+                limit.into()
+            })
+    }
+
+    /// Steers datagrams from `addr` to this core's worker, when the node has several.
+    fn bind(&self, addr: SocketAddr) {
+        if let Some((worker, steering)) = &self.steering {
+            steering.bind(addr, *worker);
+        }
+    }
+
+    fn unbind(&self, addr: SocketAddr) {
+        if let Some((worker, steering)) = &self.steering {
+            steering.unbind(addr, *worker);
         }
     }
 
@@ -190,15 +248,20 @@ impl NodeCore {
         self.by_transport.insert(transport, id);
         self.arm_sweep(now);
         self.by_ufrag.insert(join.ice.local_ufrag.clone(), id);
-        if let Some(client) = join.client {
-            *self.clients.entry(client).or_default() += 1;
-        }
         self.connecting += 1;
+        let identity = join.name.clone().map(|name| self.identity(name));
         let room = self.rooms.entry(join.room.clone()).or_default();
+        if let Some(identity) = &identity {
+            room.names.insert(identity.name.clone(), id);
+        }
         match role {
             Role::Publisher(_) => room.publishers.push(id),
             Role::Viewer(_) => {
                 room.viewers.insert(id);
+            }
+            Role::Participant(_) => {
+                room.publishers.push(id);
+                room.participants.push(id);
             }
         }
         let peer = Peer {
@@ -213,6 +276,7 @@ impl NodeCore {
             estimate_bps: None,
             allocated: None,
             last_seen: now,
+            identity,
             role,
         };
         self.peers.insert(id, peer);
@@ -227,21 +291,20 @@ impl NodeCore {
         join: Join,
         mut publisher: Publisher,
     ) -> Result<PeerId, CoreError> {
+        if let Some(name) = &join.name {
+            self.check_name(&join.room, name)?;
+        }
         self.admit(&join)?;
         let transport = self.router.add_transport();
-        for track in &mut publisher.tracks {
-            match self.router.publish(transport, track.config.clone()) {
-                Ok(id) => track.id = Some(id),
-                Err(_) => {
-                    // Just added: known to the router, with what it published so far.
-                    let _ = self.router.remove_transport(transport);
-                    return Err(CoreError::SsrcInUse);
-                }
-            }
+        if let Err(e) = self.publish_tracks(transport, &mut publisher) {
+            // Just added: known to the router, with what it published so far.
+            let _ = self.router.remove_transport(transport);
+            self.admission.left(join.client, true);
+            return Err(e);
         }
         let room = join.room.clone();
         let id = self.add_peer(now, transport, join, Role::Publisher(publisher));
-        self.serve_waiting(&room);
+        self.announce_join(now, &room, id);
         Ok(id)
     }
 
@@ -272,16 +335,36 @@ impl NodeCore {
         }
     }
 
-    /// What the room's first publisher sends: a new viewer's codecs must match it.
-    pub fn room_codecs(&self, room: &str) -> Vec<RoomCodec> {
-        self.rooms
-            .get(room)
-            .and_then(|r| r.publishers.first())
-            .and_then(|id| match &self.peers.get(id)?.role {
-                Role::Publisher(p) => Some(p.codecs.clone()),
-                Role::Viewer(_) => None,
-            })
-            .unwrap_or_default()
+    /// What the publisher a new viewer watches sends (the one named `source`, or the room's
+    /// first that publishes): the viewer's codecs must match it.
+    pub fn room_codecs(
+        &self,
+        room: &str,
+        source: Option<&str>,
+    ) -> Result<Vec<RoomCodec>, CoreError> {
+        let Some(members) = self.rooms.get(room) else {
+            return match source {
+                Some(_) => Err(CoreError::NoSuchParticipant),
+                None => Ok(Vec::new()),
+            };
+        };
+        let publisher = |id: &PeerId| self.peers.get(id)?.role.publisher();
+        match source {
+            Some(name) => {
+                let id = members
+                    .names
+                    .get(name)
+                    .ok_or(CoreError::NoSuchParticipant)?;
+                Ok(publisher(id).map(|p| p.codecs.clone()).unwrap_or_default())
+            }
+            None => Ok(members
+                .publishers
+                .iter()
+                .filter_map(publisher)
+                .find(|p| !p.codecs.is_empty())
+                .map(|p| p.codecs.clone())
+                .unwrap_or_default()),
+        }
     }
 
     /// Ends a session (DELETE, silence, a failed handshake, shutdown): it leaves every table.
@@ -290,25 +373,30 @@ impl NodeCore {
         self.by_ufrag.remove(&peer.ice.local_ufrag);
         if let Some(addr) = peer.addr {
             self.by_addr.remove(&addr);
+            self.unbind(addr);
         }
-        if let Some(client) = peer.client {
-            if let Some(n) = self.clients.get_mut(&client) {
-                *n -= 1;
-                if *n == 0 {
-                    self.clients.remove(&client);
-                }
-            }
-        }
+        self.admission.left(peer.client, peer.srtp.is_none());
         if peer.srtp.is_none() {
             self.connecting -= 1;
         }
         if let Some(room) = self.rooms.get_mut(&peer.room) {
             room.remove(id);
         }
-        if let Role::Publisher(publisher) = &peer.role {
-            for track in publisher.tracks.iter().filter_map(|t| t.id) {
-                self.unpublish(&peer.room, track);
-            }
+        for track in peer
+            .role
+            .publisher()
+            .iter()
+            .flat_map(|p| p.tracks.iter().filter_map(|t| t.id))
+        {
+            self.unpublish(&peer.room, track);
+        }
+        if let Some(identity) = &peer.identity {
+            let left = SessionEvent::ParticipantLeft {
+                participant: identity.public,
+                name: identity.name.clone(),
+            };
+            self.broadcast(&peer.room, id, left);
+            tracing::info!(peer = %id, participant = %identity.public, "left its room");
         }
         self.by_transport.remove(&peer.transport);
         // Known to the router since the session was added: its subscriptions go with it.
@@ -317,7 +405,9 @@ impl NodeCore {
             self.rooms.remove(&peer.room);
         }
         self.removed.push_back(id);
+        self.session_events.retain(|(to, _)| *to != id);
         self.serve_waiting(&peer.room);
+        self.ask_renegotiation(&peer.room);
         Ok(())
     }
 
@@ -331,6 +421,7 @@ impl NodeCore {
             .map(|&d| (d, self.owner_of(d)))
             .collect();
         let _ = self.router.unpublish(track);
+        self.forget_track(room, track);
         for (down_track, owner) in subscribers {
             let Some(owner) = owner else {
                 continue;
@@ -358,17 +449,8 @@ impl NodeCore {
             return;
         }
         let waiting: Vec<PeerId> = members.waiting.iter().copied().collect();
-        let tracks: Vec<TrackId> = members
-            .publishers
-            .iter()
-            .filter_map(|p| match &self.peers.get(p)?.role {
-                Role::Publisher(publisher) => Some(publisher.tracks.iter().filter_map(|t| t.id)),
-                Role::Viewer(_) => None,
-            })
-            .flatten()
-            .collect();
         for viewer in waiting {
-            for &track in &tracks {
+            for track in self.watched_tracks(room, viewer) {
                 self.connect(viewer, track);
             }
             let served = self
@@ -379,6 +461,23 @@ impl NodeCore {
             if let (true, Some(members)) = (served, self.rooms.get_mut(room)) {
                 members.waiting.remove(&viewer);
             }
+        }
+    }
+
+    /// The tracks a viewer may watch: the named publisher's, or every publisher's in the order
+    /// they came (it takes the first of each kind that it decodes).
+    fn watched_tracks(&self, room: &str, viewer: PeerId) -> Vec<TrackId> {
+        let source = match self.peers.get(&viewer).map(|p| &p.role) {
+            Some(Role::Viewer(v)) => v.source.clone(),
+            _ => return Vec::new(),
+        };
+        match source {
+            Some(name) => self
+                .rooms
+                .get(room)
+                .and_then(|r| r.names.get(&name))
+                .map_or(Vec::new(), |&id| self.tracks_of(id)),
+            None => self.room_tracks(room, None),
         }
     }
 
@@ -433,11 +532,11 @@ impl NodeCore {
             .track_transport(track)
             .and_then(|t| self.by_transport.get(&t))
             .and_then(|p| self.peers.get(p));
-        match publisher.map(|p| &p.role) {
-            Some(Role::Publisher(publisher)) => publisher.format_of(track).unwrap_or_default(),
-            _ => "",
-        }
-        .to_owned()
+        publisher
+            .and_then(|p| p.role.publisher())
+            .and_then(|p| p.format_of(track))
+            .unwrap_or_default()
+            .to_owned()
     }
 
     /// A new layer choice for a viewer's video (PATCH on its resource).
@@ -477,21 +576,27 @@ impl NodeCore {
             return;
         }
         self.connecting -= 1;
+        self.admission.connected();
         if let (Role::Viewer(_), Some(room)) = (&peer.role, self.rooms.get_mut(&peer.room)) {
             room.waiting.insert(id);
             let room = peer.room.clone();
             self.serve_waiting(&room);
+        } else if let Role::Participant(_) = &peer.role {
+            self.connect_sections(id);
         }
     }
 
     fn arm_sweep(&mut self, now: Instant) {
         self.next_sweep.get_or_insert(now + SWEEP_INTERVAL);
+        self.next_speakers
+            .get_or_insert(now + speakers::SPEAKER_INTERVAL);
     }
 
     /// The engine's timers, and the sweep of silent sessions once a second.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.router.handle_timeout(now);
         self.handle_events();
+        self.check_speakers(now);
         if self.next_sweep.is_some_and(|at| at > now) {
             return;
         }
@@ -513,11 +618,26 @@ impl NodeCore {
         while let Some(event) = self.router.poll_event() {
             match event {
                 Event::LayerChanged {
-                    transport, layer, ..
+                    transport,
+                    layer,
+                    down_track,
                 } => {
                     self.counters.layer_changes += 1;
-                    let peer = self.by_transport.get(&transport);
+                    let peer = self.by_transport.get(&transport).copied();
                     tracing::debug!(?peer, ?layer, "layer changed");
+                    let track = peer.and_then(|p| self.participant(p)).and_then(|p| {
+                        p.sections
+                            .iter()
+                            .find(|s| s.media.down_track == Some(down_track))?
+                            .source
+                    });
+                    if let (Some(peer), Some(track)) = (peer, track) {
+                        let event = SessionEvent::LayerChanged {
+                            track: track.0,
+                            layer,
+                        };
+                        self.session_events.push_back((peer, event));
+                    }
                 }
                 Event::StreamBound {
                     transport,
@@ -556,10 +676,19 @@ impl NodeCore {
                 } => {
                     self.counters.bandwidth_estimates += 1;
                     let id = self.by_transport.get(&transport).copied();
-                    if let Some(peer) = id.and_then(|id| self.peers.get_mut(&id)) {
-                        peer.estimate_bps = Some(bitrate_bps);
-                    }
+                    let Some((id, peer)) = id.and_then(|id| Some((id, self.peers.get_mut(&id)?)))
+                    else {
+                        continue;
+                    };
+                    let before = peer.estimate_bps.replace(bitrate_bps);
                     tracing::debug!(peer = ?id, bitrate_bps, "viewer bandwidth estimate");
+                    // A participant hears of a change of a twentieth or more, not of every
+                    // feedback's.
+                    let moved = before.is_none_or(|b| b.abs_diff(bitrate_bps) * 20 >= b);
+                    if moved && matches!(peer.role, Role::Participant(_)) {
+                        let event = SessionEvent::Estimate { bitrate_bps };
+                        self.session_events.push_back((id, event));
+                    }
                 }
             }
         }
@@ -568,7 +697,8 @@ impl NodeCore {
     /// When [`handle_timeout`](Self::handle_timeout) is next due: always a time once the
     /// core has seen a session or a datagram, so the sweep runs however busy the node is.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.router.poll_timeout(), self.next_sweep]
+        let speakers = self.next_speakers.filter(|_| !self.rooms.is_empty());
+        [self.router.poll_timeout(), self.next_sweep, speakers]
             .into_iter()
             .flatten()
             .min()
@@ -577,6 +707,11 @@ impl NodeCore {
     /// Sessions removed since the last call (their DTLS state can go).
     pub fn poll_removed(&mut self) -> Option<PeerId> {
         self.removed.pop_front()
+    }
+
+    /// The next event for a participant's event stream.
+    pub fn poll_session_event(&mut self) -> Option<(PeerId, SessionEvent)> {
+        self.session_events.pop_front()
     }
 
     /// Sessions, subscriptions and counters of the node and the engine, for `/metrics`.
@@ -591,28 +726,40 @@ impl NodeCore {
             bad_rtcp: router.bad_rtcp,
             nacks_sent: router.nacks_sent,
             keyframe_requests_sent: router.keyframe_requests_sent,
+            rembs_sent: router.rembs_sent,
             viewer_stats: self.all_viewer_stats(),
             ..Snapshot::default()
         };
         for peer in self.peers.values() {
-            match &peer.role {
-                Role::Publisher(p) => {
+            if let Some(p) = peer.role.publisher() {
+                snapshot.tracks += p.tracks.len();
+                for track in p.tracks.iter().filter_map(|t| t.id) {
+                    let asked = self.router.keyframe_counters(track).map(|k| k.asked);
+                    snapshot.keyframes_asked += asked.unwrap_or(0);
+                }
+            }
+            let subscriptions: Vec<DownTrackId> = match &peer.role {
+                Role::Publisher(_) => {
                     snapshot.publishers += 1;
-                    snapshot.tracks += p.tracks.len();
-                    for track in p.tracks.iter().filter_map(|t| t.id) {
-                        let asked = self.router.keyframe_counters(track).map(|k| k.asked);
-                        snapshot.keyframes_asked += asked.unwrap_or(0);
-                    }
+                    Vec::new()
                 }
                 Role::Viewer(v) => {
                     snapshot.viewers += 1;
-                    let subscriptions = [&v.video, &v.audio].into_iter().flatten();
-                    for down_track in subscriptions.filter_map(|m| m.down_track) {
-                        snapshot.subscriptions += 1;
-                        let counters = self.router.down_track_counters(down_track);
-                        snapshot.retransmissions += counters.map_or(0, |c| c.retransmitted);
-                    }
+                    let media = [&v.video, &v.audio].into_iter().flatten();
+                    media.filter_map(|m| m.down_track).collect()
                 }
+                Role::Participant(p) => {
+                    snapshot.participants += 1;
+                    p.sections
+                        .iter()
+                        .filter_map(|s| s.media.down_track)
+                        .collect()
+                }
+            };
+            for down_track in subscriptions {
+                snapshot.subscriptions += 1;
+                let counters = self.router.down_track_counters(down_track);
+                snapshot.retransmissions += counters.map_or(0, |c| c.retransmitted);
             }
         }
         snapshot
@@ -623,7 +770,7 @@ impl Peer {
     fn viewer_mut(&mut self) -> Option<&mut Viewer> {
         match &mut self.role {
             Role::Viewer(viewer) => Some(viewer),
-            Role::Publisher(_) => None,
+            Role::Publisher(_) | Role::Participant(_) => None,
         }
     }
 }

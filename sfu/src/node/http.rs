@@ -18,39 +18,72 @@ use serde::Deserialize;
 use super::auth::Grant;
 use super::media_loop::Action;
 use super::peer::{Kind, PeerId};
+use super::sdp;
 use super::signaling::{Caller, SignalError, Signaling};
 use selector::Layer;
 
+mod rooms;
+
 const DEMO_PAGE: &str = include_str!("demo.html");
+/// The demo page's conference view.
+const CONFERENCE_JS: &str = include_str!("conference.js");
 
 /// The routes, sharing one [`Signaling`]. A request's body must arrive whole within
-/// `body_timeout` (408 otherwise), so a client trickling its body holds nothing for long.
+/// `body_timeout` (408 otherwise), so a client trickling its body holds nothing for long; it
+/// may be `max_body_bytes` long, or a participant's offer's limit on the conference routes
+/// (an offer there grows with the room).
 pub fn routes(
     signaling: Arc<Signaling>,
     max_body_bytes: usize,
     body_timeout: Duration,
 ) -> axum::Router {
-    axum::Router::new()
+    let sessions = axum::Router::new()
         .route("/", get(|| async { Html(DEMO_PAGE) }))
+        .route(
+            "/conference.js",
+            get(|| async { ([(header::CONTENT_TYPE, "text/javascript")], CONFERENCE_JS) }),
+        )
         .route("/metrics", get(metrics))
         .route("/whip/{room}", post(publish))
         .route("/whep/{room}", post(watch))
         .route(
             "/whip/{room}/{id}",
-            axum::routing::delete(end_publisher).patch(patch_publisher),
+            axum::routing::delete(|s, c, p, h| end(Kind::Publisher, s, c, p, h))
+                .patch(patch_publisher),
         )
         .route(
             "/whep/{room}/{id}",
-            axum::routing::delete(end_viewer)
+            axum::routing::delete(|s, c, p, h| end(Kind::Viewer, s, c, p, h))
                 .patch(patch_viewer)
-                .get(viewer_stats),
+                .get(viewer_stats)
+                .post(watch_named),
+        );
+    let rooms = axum::Router::new()
+        .route("/rooms/{room}", get(rooms::state).post(rooms::join))
+        .route(
+            "/rooms/{room}/{id}",
+            axum::routing::delete(|s, c, p, h| end(Kind::Participant, s, c, p, h))
+                .patch(rooms::patch),
         )
-        .layer(DefaultBodyLimit::max(max_body_bytes))
-        .layer(middleware::from_fn(move |request, next| {
-            read_body(request, next, max_body_bytes, body_timeout)
-        }))
+        .route("/rooms/{room}/{id}/events", get(rooms::events));
+    let participant_bytes = max_body_bytes.max(sdp::MAX_PARTICIPANT_SDP_LEN);
+    bodies_within(sessions, max_body_bytes, body_timeout)
+        .merge(bodies_within(rooms, participant_bytes, body_timeout))
         .layer(middleware::from_fn(cors))
         .with_state(signaling)
+}
+
+/// The routes with bodies of at most `limit` bytes, each arriving within `timeout`.
+fn bodies_within(
+    routes: axum::Router<Arc<Signaling>>,
+    limit: usize,
+    timeout: Duration,
+) -> axum::Router<Arc<Signaling>> {
+    routes
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn(move |request, next| {
+            read_body(request, next, limit, timeout)
+        }))
 }
 
 /// Reads the whole body first, within the size limit and the time allowed.
@@ -126,8 +159,10 @@ impl IntoResponse for SignalError {
             SignalError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             SignalError::Forbidden => StatusCode::FORBIDDEN,
             SignalError::NotSdp => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            SignalError::NotFound => StatusCode::NOT_FOUND,
-            SignalError::Conflict => StatusCode::CONFLICT,
+            SignalError::NotFound | SignalError::Missing(_) => StatusCode::NOT_FOUND,
+            SignalError::Conflict | SignalError::NameTaken => StatusCode::CONFLICT,
+            SignalError::Stale(_) => StatusCode::PRECONDITION_FAILED,
+            SignalError::OfferMismatch(_) => StatusCode::UNPROCESSABLE_ENTITY,
             SignalError::Limit(limit) => {
                 StatusCode::from_u16(limit.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
             }
@@ -192,17 +227,25 @@ fn created(kind: Kind, room: &str, id: PeerId, answer: String, refused: &[String
     response
 }
 
+/// `POST /whip/{room}?name=NAME`: publishes, as a participant of the room that only publishes
+/// (named by its token's subject, or `NAME`, or a name of its own).
 async fn publish(
     State(signaling): State<Arc<Signaling>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(room): Path<String>,
+    name: Result<Query<rooms::Name>, QueryRejection>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, SignalError> {
     let caller = caller(&headers, client);
     signaling.authorize(caller, &room, Grant::Publish)?;
+    let Ok(Query(name)) = name else {
+        return Err(SignalError::BadBody("the query is ?name=NAME"));
+    };
     let offer = offer_text(&headers, &body)?;
-    let (id, answer, refused) = signaling.publish(&room, &offer, caller).await?;
+    let (id, answer, refused) = signaling
+        .publish(&room, &offer, name.name.as_deref(), caller)
+        .await?;
     Ok(created(Kind::Publisher, &room, id, answer, &refused))
 }
 
@@ -230,14 +273,39 @@ async fn watch(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, SignalError> {
-    let caller = caller(&headers, client);
+    watch_source(&signaling, client, (room, None), choice, &headers, &body).await
+}
+
+/// `POST /whep/{room}/{participant}`: watches the participant (or WHIP publisher) of that
+/// name.
+async fn watch_named(
+    State(signaling): State<Arc<Signaling>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path((room, participant)): ResourcePath,
+    choice: Result<Query<LayerChoice>, QueryRejection>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, SignalError> {
+    let source = (room, Some(participant));
+    watch_source(&signaling, client, source, choice, &headers, &body).await
+}
+
+async fn watch_source(
+    signaling: &Signaling,
+    client: SocketAddr,
+    (room, source): (String, Option<String>),
+    choice: Result<Query<LayerChoice>, QueryRejection>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Response, SignalError> {
+    let caller = caller(headers, client);
     signaling.authorize(caller, &room, Grant::Subscribe)?;
     let Ok(Query(choice)) = choice else {
         return Err(SignalError::BadBody("spatial and temporal must be numbers"));
     };
-    let offer = offer_text(&headers, &body)?;
+    let offer = offer_text(headers, body)?;
     let (id, answer, refused) = signaling
-        .watch(&room, &offer, choice.layer(), caller)
+        .watch((&room, source.as_deref()), &offer, choice.layer(), caller)
         .await?;
     Ok(created(Kind::Viewer, &room, id, answer, &refused))
 }
@@ -245,25 +313,15 @@ async fn watch(
 /// A resource URL's room and session id.
 type ResourcePath = Path<(String, String)>;
 
-async fn end_publisher(
+/// `DELETE` on a session's resource (`kind` as its path names it): ends the session.
+pub(super) async fn end(
+    kind: Kind,
     State(signaling): State<Arc<Signaling>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path((room, id)): ResourcePath,
     headers: HeaderMap,
 ) -> Result<StatusCode, SignalError> {
-    let resource = (Kind::Publisher, room.as_str(), id.as_str());
-    let caller = caller(&headers, client);
-    signaling.on_resource(resource, caller, Action::End).await?;
-    Ok(StatusCode::OK)
-}
-
-async fn end_viewer(
-    State(signaling): State<Arc<Signaling>>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    Path((room, id)): ResourcePath,
-    headers: HeaderMap,
-) -> Result<StatusCode, SignalError> {
-    let resource = (Kind::Viewer, room.as_str(), id.as_str());
+    let resource = (kind, room.as_str(), id.as_str());
     let caller = caller(&headers, client);
     signaling.on_resource(resource, caller, Action::End).await?;
     Ok(StatusCode::OK)

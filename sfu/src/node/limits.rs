@@ -11,6 +11,9 @@ pub struct Limits {
     pub sessions: usize,
     /// Sessions in one room.
     pub sessions_per_room: usize,
+    /// Conference participants in one room: each receives every other's tracks, so a room's
+    /// cost grows with the square of this.
+    pub participants_per_room: usize,
     /// Sessions created from one client address (HTTP peer) and still alive.
     pub sessions_per_client: usize,
     /// Sessions whose ICE and DTLS have not completed yet: what a flood of offers that never
@@ -18,6 +21,9 @@ pub struct Limits {
     pub handshakes: usize,
     /// m-sections in one offer.
     pub sections_per_offer: usize,
+    /// m-sections in one conference participant's offer: two for each other participant's
+    /// audio and video, and its own.
+    pub sections_per_participant_offer: usize,
     /// Sending m-sections (published tracks) in one offer.
     pub tracks_per_offer: usize,
     /// Bytes of a room name (which may hold only `A-Z a-z 0-9 - _ .`, so that it round-trips
@@ -34,9 +40,11 @@ impl Default for Limits {
             // full node within a few hundred MB.
             sessions: 2000,
             sessions_per_room: 1000,
+            participants_per_room: 50,
             sessions_per_client: 100,
             handshakes: 200,
             sections_per_offer: 16,
+            sections_per_participant_offer: 128,
             tracks_per_offer: 6,
             room_name_bytes: 64,
             http_connections: 1000,
@@ -55,6 +63,8 @@ pub enum LimitError {
     ClientFull(usize),
     #[error("{0} sessions are connecting already; try again shortly")]
     Handshakes(usize),
+    #[error("the room has its maximum of {0} participants")]
+    ParticipantsFull(usize),
 }
 
 impl LimitError {
@@ -62,7 +72,10 @@ impl LimitError {
     pub fn status(self) -> u16 {
         match self {
             Self::ClientFull(_) => 429,
-            Self::NodeFull(_) | Self::RoomFull(_) | Self::Handshakes(_) => 503,
+            Self::NodeFull(_)
+            | Self::RoomFull(_)
+            | Self::Handshakes(_)
+            | Self::ParticipantsFull(_) => 503,
         }
     }
 
@@ -72,7 +85,7 @@ impl LimitError {
         match self {
             Self::Handshakes(_) => 2,
             Self::ClientFull(_) => 10,
-            Self::NodeFull(_) | Self::RoomFull(_) => 30,
+            Self::NodeFull(_) | Self::RoomFull(_) | Self::ParticipantsFull(_) => 30,
         }
     }
 
@@ -82,10 +95,17 @@ impl LimitError {
             Self::RoomFull(_) => "room_full",
             Self::ClientFull(_) => "client_full",
             Self::Handshakes(_) => "handshakes",
+            Self::ParticipantsFull(_) => "participants_full",
         }
     }
 
-    pub const LABELS: [&'static str; 4] = ["node_full", "room_full", "client_full", "handshakes"];
+    pub const LABELS: [&'static str; 5] = [
+        "node_full",
+        "room_full",
+        "client_full",
+        "handshakes",
+        "participants_full",
+    ];
 
     pub fn index(self) -> usize {
         match self {
@@ -93,6 +113,7 @@ impl LimitError {
             Self::RoomFull(_) => 1,
             Self::ClientFull(_) => 2,
             Self::Handshakes(_) => 3,
+            Self::ParticipantsFull(_) => 4,
         }
     }
 }

@@ -17,16 +17,22 @@ use selector::Layer;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
-use super::batch::{self, Batch, ReceiveBatch, RecvBatch};
-use super::core::{CoreError, Inbound, NodeCore, Resource, MAX_DATAGRAM};
+use super::batch::{self, Batch, RecvBatch};
+use super::core::{
+    CoreError, Inbound, Negotiated, NodeCore, ParticipantOffer, Resource, MAX_DATAGRAM,
+};
 use super::dtls::{DtlsCertificate, DtlsError, DtlsInput, DtlsServer};
 use super::memory;
-use super::metrics::Snapshot;
+use super::metrics::{DropReason, Snapshot};
+use super::participant::Choice;
 use super::peer::{Join, PeerId, Publisher, Viewer};
+use super::room_view::RoomView;
 use super::sdp::RoomCodec;
+use super::shard::{Handoff, Shard};
 use super::srtp::{self, SrtpKeys};
 use super::stats::ViewerStats;
 use crate::engine::rtcp::WallClock;
+use crate::engine::TrackId;
 
 /// What signaling asks of the media loop; each carries where the answer goes.
 #[derive(Debug)]
@@ -41,10 +47,42 @@ pub enum Command {
         viewer: Viewer,
         reply: oneshot::Sender<Result<PeerId, CoreError>>,
     },
-    /// What a room's first publisher sends, for a viewer's negotiation.
+    /// What the publisher a viewer watches sends (the one named, or the room's first), for
+    /// the viewer's negotiation.
     RoomCodecs {
         room: String,
-        reply: oneshot::Sender<Vec<RoomCodec>>,
+        source: Option<String>,
+        reply: oneshot::Sender<Result<Vec<RoomCodec>, CoreError>>,
+    },
+    /// A conference participant joins with its offer.
+    Join {
+        join: Join,
+        offer: ParticipantOffer,
+        reply: oneshot::Sender<Result<Negotiated, CoreError>>,
+    },
+    /// A participant's new offer, with the version its `If-Match` named.
+    Renegotiate {
+        resource: Resource,
+        if_match: Option<u64>,
+        offer: ParticipantOffer,
+        reply: oneshot::Sender<Result<Negotiated, CoreError>>,
+    },
+    /// A participant's event stream: the room as it is, then its changes.
+    Events {
+        resource: Resource,
+        reply: oneshot::Sender<Result<mpsc::Receiver<String>, CoreError>>,
+    },
+    /// A participant's choice for one of the room's tracks.
+    Choose {
+        resource: Resource,
+        track: TrackId,
+        choice: Choice,
+        reply: oneshot::Sender<Result<(), CoreError>>,
+    },
+    /// The room's state.
+    RoomState {
+        room: String,
+        reply: oneshot::Sender<Option<RoomView>>,
     },
     /// Something done to a session through its resource URL.
     Resource {
@@ -60,6 +98,24 @@ pub enum Command {
         resource: Resource,
         reply: oneshot::Sender<Result<ViewerStats, CoreError>>,
     },
+}
+
+impl Command {
+    /// The room the command is about: the worker that serves that room takes it.
+    pub fn room(&self) -> Option<&str> {
+        match self {
+            Self::Publish { join, .. } | Self::Watch { join, .. } | Self::Join { join, .. } => {
+                Some(&join.room)
+            }
+            Self::RoomCodecs { room, .. } | Self::RoomState { room, .. } => Some(room),
+            Self::Resource { resource, .. }
+            | Self::ViewerStats { resource, .. }
+            | Self::Renegotiate { resource, .. }
+            | Self::Events { resource, .. }
+            | Self::Choose { resource, .. } => Some(&resource.room),
+            Self::Metrics { .. } => None,
+        }
+    }
 }
 
 /// What a request does to an existing session.
@@ -102,6 +158,10 @@ pub struct MediaLoop {
     /// Sessions removed since memory was last handed back, and when it may be next.
     reaped: usize,
     next_release: Instant,
+    /// This loop's part when the node has several workers.
+    shard: Option<Shard>,
+    /// Participants' event streams.
+    event_streams: HashMap<PeerId, mpsc::Sender<String>>,
 }
 
 impl std::fmt::Debug for MediaLoop {
@@ -115,7 +175,7 @@ impl std::fmt::Debug for MediaLoop {
 impl MediaLoop {
     pub fn new(
         core: NodeCore,
-        socket: UdpSocket,
+        socket: Arc<UdpSocket>,
         certificate: Arc<DtlsCertificate>,
         dtls_timeout: Duration,
         commands: mpsc::Receiver<Command>,
@@ -132,7 +192,7 @@ impl MediaLoop {
         let (dtls_tx, dtls_rx) = mpsc::unbounded_channel();
         Self {
             core,
-            socket: Arc::new(socket),
+            socket,
             certificate,
             dtls_timeout,
             commands,
@@ -142,16 +202,27 @@ impl MediaLoop {
             batch: Batch::new(MAX_DATAGRAM + 64),
             reaped: 0,
             next_release: now(),
+            shard: None,
+            event_streams: HashMap::new(),
         }
+    }
+
+    /// The same loop as one worker of several (its core made
+    /// [`with_shard`](NodeCore::with_shard) with the same steering).
+    pub fn with_shard(mut self, shard: Shard) -> Self {
+        self.shard = Some(shard);
+        self
     }
 
     /// Runs until every command sender is gone (the node shuts down).
     pub async fn run(mut self) {
         let mut inbound = RecvBatch::new(2048);
+        // One of several workers takes its datagrams from the reader, not the socket.
+        let reads = self.shard.is_none();
         loop {
             let deadline = self.serve_timers();
             tokio::select! {
-                readable = self.socket.readable() => match readable {
+                readable = self.socket.readable(), if reads => match readable {
                     Ok(()) => self.receive(&mut inbound),
                     Err(e) => tracing::debug!("udp receive: {e}"),
                 },
@@ -160,6 +231,7 @@ impl MediaLoop {
                     None => break,
                 },
                 Some(event) = self.dtls_rx.recv() => self.on_dtls(event),
+                Some((from, data)) = handed_over(&mut self.shard) => self.take_handed_over(from, &data),
                 () = tokio::time::sleep_until(deadline.into()) => {}
             }
             self.flush();
@@ -185,17 +257,20 @@ impl MediaLoop {
     /// Takes what waits on the socket, a batch at a time; what it makes the core send goes
     /// out together, after the batch.
     fn receive(&mut self, inbound: &mut RecvBatch) {
-        match self.socket.receive(inbound) {
-            Ok(_) => {
-                for index in 0..inbound.len() {
-                    if let Some((data, from)) = inbound.datagram(index) {
-                        self.on_datagram(from, data);
-                    }
-                }
-            }
-            // Readiness can be stale: nothing was there after all.
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => tracing::debug!("udp receive: {e}"),
+        let socket = Arc::clone(&self.socket);
+        batch::receive_each(&*socket, inbound, |from, data| self.on_datagram(from, data));
+    }
+
+    /// A datagram the reader handed over, and up to a batch more that wait behind it: what
+    /// they make the core send goes out together, as after a batch read from the socket
+    /// (a loop turn and a send call per datagram cost more than the datagram itself).
+    fn take_handed_over(&mut self, from: SocketAddr, data: &[u8]) {
+        self.on_datagram(from, data);
+        for _ in 1..batch::BATCH_LEN {
+            let Some(Ok((from, data))) = self.shard.as_mut().map(|s| s.inbox.try_recv()) else {
+                break;
+            };
+            self.on_datagram(from, &data);
         }
     }
 
@@ -238,8 +313,45 @@ impl MediaLoop {
                 }
                 let _ = reply.send(added);
             }
-            Command::RoomCodecs { room, reply } => {
-                let _ = reply.send(self.core.room_codecs(&room));
+            Command::RoomCodecs {
+                room,
+                source,
+                reply,
+            } => {
+                let _ = reply.send(self.core.room_codecs(&room, source.as_deref()));
+            }
+            Command::Join { join, offer, reply } => {
+                let _ = reply.send(self.core.add_participant(now, join, offer));
+            }
+            Command::Renegotiate {
+                resource,
+                if_match,
+                offer,
+                reply,
+            } => {
+                let renegotiated = self
+                    .core
+                    .resource(&resource)
+                    .and_then(|id| self.core.renegotiate(now, id, if_match, offer));
+                let _ = reply.send(renegotiated);
+            }
+            Command::Events { resource, reply } => {
+                let _ = reply.send(self.open_events(now, &resource));
+            }
+            Command::Choose {
+                resource,
+                track,
+                choice,
+                reply,
+            } => {
+                let chosen = self
+                    .core
+                    .resource(&resource)
+                    .and_then(|id| self.core.set_choice(id, track, choice));
+                let _ = reply.send(chosen);
+            }
+            Command::RoomState { room, reply } => {
+                let _ = reply.send(self.core.room_view(&room, now));
             }
             Command::Resource {
                 resource,
@@ -249,6 +361,10 @@ impl MediaLoop {
                 let _ = reply.send(self.on_resource(&resource, action));
             }
             Command::Metrics { reply } => {
+                if let Some(shard) = &self.shard {
+                    let lost = shard.lost.swap(0, std::sync::atomic::Ordering::Relaxed);
+                    self.core.count_dropped(DropReason::HandoffFull, lost);
+                }
                 let _ = reply.send(self.core.snapshot());
             }
             Command::ViewerStats { resource, reply } => {
@@ -346,8 +462,56 @@ impl MediaLoop {
         }
         while let Some(id) = self.core.poll_removed() {
             self.handshakes.remove(&id);
+            // Its event stream ends with it.
+            self.event_streams.remove(&id);
             self.reaped += 1;
         }
+        self.deliver_session_events();
+    }
+
+    /// A participant's event stream, opening with the room as it is; a stream it had before
+    /// ends.
+    fn open_events(
+        &mut self,
+        now: Instant,
+        resource: &Resource,
+    ) -> Result<mpsc::Receiver<String>, CoreError> {
+        let id = self.core.resource(resource)?;
+        let snapshot = self
+            .core
+            .session_snapshot(id, now)
+            .ok_or(CoreError::NotAParticipant)?;
+        let (tx, rx) = mpsc::channel(EVENT_QUEUE);
+        // A new channel has room for its first event.
+        let _ = tx.try_send(snapshot.to_wire());
+        self.event_streams.insert(id, tx);
+        Ok(rx)
+    }
+
+    /// The core's events to their participants' streams. A stream whose client does not
+    /// read them is closed rather than let grow (counted): the client opens another and
+    /// starts again from the room's state.
+    fn deliver_session_events(&mut self) {
+        while let Some((id, event)) = self.core.poll_session_event() {
+            let Some(stream) = self.event_streams.get(&id) else {
+                continue;
+            };
+            if stream.try_send(event.to_wire()).is_err() {
+                self.event_streams.remove(&id);
+                self.core.count_dropped(DropReason::EventStreamBehind, 1);
+            }
+        }
+    }
+}
+
+/// Events a participant's stream holds for it at most.
+const EVENT_QUEUE: usize = 256;
+
+/// The next datagram another worker handed over; never, for the only worker.
+async fn handed_over(shard: &mut Option<Shard>) -> Option<Handoff> {
+    match shard {
+        Some(shard) => shard.inbox.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -372,7 +536,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_sweep_runs_under_a_request_every_100_ms() {
         let core = NodeCore::new(RouterConfig::default(), Duration::from_secs(3));
-        let socket = UdpSocket::bind("127.0.0.1:0").await.expect("a socket");
+        let socket = Arc::new(UdpSocket::bind("127.0.0.1:0").await.expect("a socket"));
         let certificate = Arc::new(DtlsCertificate::generate().expect("a certificate"));
         let (commands, receiver) = mpsc::channel(8);
         let media = MediaLoop::new(core, socket, certificate, Duration::from_secs(10), receiver);
@@ -385,6 +549,7 @@ mod tests {
             video: None,
             audio: None,
             target: Layer::MAX,
+            source: None,
         };
         let (reply, added) = oneshot::channel();
         let join = Join::new("room", ice);

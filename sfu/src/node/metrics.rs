@@ -28,10 +28,16 @@ pub enum DropReason {
     NotConnected,
     /// A datagram the socket would not take (send buffer full).
     SendFailed,
+    /// A datagram for a worker whose queue from the socket's reader was full (that worker
+    /// fell behind).
+    HandoffFull,
+    /// A participant's event stream that fell behind (its client did not read it): closed,
+    /// counted once.
+    EventStreamBehind,
 }
 
 impl DropReason {
-    const ALL: [DropReason; 9] = [
+    const ALL: [DropReason; 11] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -41,6 +47,8 @@ impl DropReason {
         Self::UnknownSsrc,
         Self::NotConnected,
         Self::SendFailed,
+        Self::HandoffFull,
+        Self::EventStreamBehind,
     ];
 
     fn label(self) -> &'static str {
@@ -54,6 +62,8 @@ impl DropReason {
             Self::UnknownSsrc => "unknown_ssrc",
             Self::NotConnected => "not_connected",
             Self::SendFailed => "send_failed",
+            Self::HandoffFull => "handoff_full",
+            Self::EventStreamBehind => "event_stream_behind",
         }
     }
 }
@@ -86,11 +96,33 @@ impl NodeCounters {
     }
 
     pub fn drop(&mut self, reason: DropReason) {
-        self.dropped[reason as usize] += 1;
+        self.drop_many(reason, 1);
+    }
+
+    pub fn drop_many(&mut self, reason: DropReason, datagrams: u64) {
+        self.dropped[reason as usize] += datagrams;
     }
 
     pub fn dropped(&self, reason: DropReason) -> u64 {
         self.dropped[reason as usize]
+    }
+
+    /// Adds another worker's counters to these.
+    pub fn add(&mut self, other: &NodeCounters) {
+        self.datagrams_in += other.datagrams_in;
+        self.bytes_in += other.bytes_in;
+        self.rtp_out += other.rtp_out;
+        self.bytes_out += other.bytes_out;
+        self.send_calls += other.send_calls;
+        self.layer_changes += other.layer_changes;
+        self.bandwidth_estimates += other.bandwidth_estimates;
+        self.layer_allocations += other.layer_allocations;
+        for (sum, n) in self.dropped.iter_mut().zip(other.dropped) {
+            *sum += n;
+        }
+        for (sum, n) in self.refused.iter_mut().zip(other.refused) {
+            *sum += n;
+        }
     }
 }
 
@@ -100,6 +132,8 @@ pub struct Snapshot {
     pub rooms: usize,
     pub publishers: usize,
     pub viewers: usize,
+    /// Conference participants.
+    pub participants: usize,
     /// Sessions whose ICE and DTLS have not completed.
     pub connecting: usize,
     pub tracks: usize,
@@ -113,6 +147,8 @@ pub struct Snapshot {
     pub retransmissions: u64,
     pub keyframes_asked: u64,
     pub keyframe_requests_sent: u64,
+    /// REMB packets sent to publishers that estimate nothing themselves.
+    pub rembs_sent: u64,
     /// Every viewer session, by room and session id.
     pub viewer_stats: Vec<ViewerStats>,
 }
@@ -244,11 +280,35 @@ fn counter(out: &mut String, name: &str, help: &str, value: u64) {
 }
 
 impl Snapshot {
+    /// Adds another worker's figures to these: each room and session is on one worker, so
+    /// the sums count each once.
+    pub fn merge(&mut self, other: Snapshot) {
+        self.rooms += other.rooms;
+        self.publishers += other.publishers;
+        self.viewers += other.viewers;
+        self.connecting += other.connecting;
+        self.participants += other.participants;
+        self.tracks += other.tracks;
+        self.subscriptions += other.subscriptions;
+        self.node.add(&other.node);
+        self.rtp_in += other.rtp_in;
+        self.engine_dropped_in += other.engine_dropped_in;
+        self.bad_rtcp += other.bad_rtcp;
+        self.nacks_sent += other.nacks_sent;
+        self.retransmissions += other.retransmissions;
+        self.keyframes_asked += other.keyframes_asked;
+        self.keyframe_requests_sent += other.keyframe_requests_sent;
+        self.rembs_sent += other.rembs_sent;
+        self.viewer_stats.extend(other.viewer_stats);
+    }
+
     pub fn render(&self) -> String {
         let mut out = String::new();
         gauge(&mut out, "rooms", "Rooms with a session.", self.rooms);
         gauge(&mut out, "publishers", "WHIP sessions.", self.publishers);
         gauge(&mut out, "subscribers", "WHEP sessions.", self.viewers);
+        let participants = "Conference sessions (publishing and receiving on one connection).";
+        gauge(&mut out, "participants", participants, self.participants);
         let connecting = "Sessions whose ICE and DTLS have not completed.";
         gauge(&mut out, "sessions_connecting", connecting, self.connecting);
         gauge(&mut out, "tracks", "Published tracks.", self.tracks);
@@ -326,6 +386,9 @@ impl Snapshot {
             sent,
             self.keyframe_requests_sent,
         );
+        let remb =
+            "REMB packets sent to publishers that negotiated REMB without transport-wide CC.";
+        counter(&mut out, "rembs_sent_total", remb, self.rembs_sent);
         viewers(&mut out, &self.viewer_stats);
         out
     }
@@ -351,6 +414,7 @@ mod tests {
             tracks: 3,
             node,
             keyframe_requests_sent: 5,
+            rembs_sent: 6,
             ..Snapshot::default()
         };
         let text = snapshot.render();
@@ -360,6 +424,7 @@ mod tests {
         let srtp = "strata_dropped_total{reason=\"srtp_rejected\"}";
         assert_eq!(value(&text, srtp), Some(2));
         assert_eq!(value(&text, "strata_keyframe_requests_sent_total"), Some(5));
+        assert_eq!(value(&text, "strata_rembs_sent_total"), Some(6));
         assert!(
             !text.contains("strata_viewer_layer{"),
             "no viewer, no sample"

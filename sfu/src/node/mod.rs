@@ -7,7 +7,9 @@
 //! - [`ice`]: STUN binding requests answered as an ICE-lite agent.
 //! - [`dtls`]: the DTLS 1.2 server handshake that yields the SRTP keys.
 //! - [`srtp`]: SRTP and SRTCP behind our own trait; [`replay`]: its replay windows.
-//! - [`peer`]: one WHIP or WHEP session.
+//! - [`peer`]: one WHIP, WHEP or conference session.
+//! - [`participant`]: a conference participant: publishing and receiving on one peer
+//!   connection, renegotiated in place.
 //! - [`core`]: the sessions and the engine behind one UDP port, sans-IO.
 //! - [`media_loop`]: the task that owns the core, the socket and the clock.
 //! - [`memory`]: freed memory handed back to the system after sessions leave.
@@ -15,10 +17,12 @@
 //! - [`http`]: the WHIP/WHEP routes, CORS, `/metrics`, the demo page.
 //! - [`metrics`]: counters and the Prometheus text format.
 //! - [`stats`]: one viewer's estimate and layers, for `/metrics` and its resource's `GET`.
+//! - [`room_view`]: a room's state as JSON; [`session_events`]: a participant's event stream.
 //! - [`limits`]: what one node holds at most, and how a refusal reads.
 //! - [`listener`]: the HTTP connections: a cap, and timeouts for slow or idle clients.
 //! - [`server`]: start, run, shut down.
 
+pub mod admission;
 pub mod auth;
 pub mod batch;
 pub mod config;
@@ -31,10 +35,14 @@ pub mod listener;
 pub mod media_loop;
 pub mod memory;
 pub mod metrics;
+pub mod participant;
 pub mod peer;
 pub mod replay;
+pub mod room_view;
 pub mod sdp;
 pub mod server;
+pub mod session_events;
+pub mod shard;
 pub mod signaling;
 pub mod srtp;
 pub mod stats;

@@ -9,6 +9,7 @@ use std::time::Instant;
 use rtp_ext::codec::{Codec, MediaKind};
 use selector::{Layer, LayerLimits};
 
+use super::participant::{Identity, Participant};
 use super::sdp::{format, Fingerprint, RoomCodec};
 use super::srtp::SrtpContext;
 use crate::engine::{DownTrackId, TrackConfig, TrackId, TransportId};
@@ -50,8 +51,12 @@ impl FromStr for PeerId {
 /// Which side of a room a session is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// WHIP: publishes only.
     Publisher,
+    /// WHEP: watches only.
     Viewer,
+    /// A conference participant: publishes and receives on one peer connection.
+    Participant,
 }
 
 impl Kind {
@@ -60,6 +65,7 @@ impl Kind {
         match self {
             Self::Publisher => "whip",
             Self::Viewer => "whep",
+            Self::Participant => "rooms",
         }
     }
 }
@@ -95,6 +101,8 @@ pub struct Join {
     pub owner: Option<Owner>,
     /// The HTTP client's address, counted against the per-client limit.
     pub client: Option<IpAddr>,
+    /// The name a publishing or conference session goes by in its room.
+    pub name: Option<String>,
 }
 
 impl Join {
@@ -106,6 +114,7 @@ impl Join {
             fingerprint: None,
             owner: None,
             client: None,
+            name: None,
         }
     }
 }
@@ -138,6 +147,8 @@ pub struct Peer {
     pub allocated: Option<(DownTrackId, Layer)>,
     /// The last valid binding request: ICE consent (RFC 7675) keeps it fresh.
     pub last_seen: Instant,
+    /// How a publishing or conference session is known in its room.
+    pub identity: Option<Identity>,
     pub role: Role,
 }
 
@@ -156,6 +167,8 @@ impl fmt::Debug for Peer {
 pub enum Role {
     Publisher(Publisher),
     Viewer(Viewer),
+    /// Boxed: its sections and choices are larger than the other roles.
+    Participant(Box<Participant>),
 }
 
 impl Role {
@@ -163,6 +176,16 @@ impl Role {
         match self {
             Self::Publisher(_) => Kind::Publisher,
             Self::Viewer(_) => Kind::Viewer,
+            Self::Participant(_) => Kind::Participant,
+        }
+    }
+
+    /// What it publishes, if it publishes.
+    pub fn publisher(&self) -> Option<&Publisher> {
+        match self {
+            Self::Publisher(publisher) => Some(publisher),
+            Self::Participant(participant) => Some(&participant.publisher),
+            Self::Viewer(_) => None,
         }
     }
 }
@@ -178,6 +201,8 @@ pub struct Publisher {
 /// A track as the publisher's SDP described it.
 #[derive(Debug, Clone)]
 pub struct PublishedTrack {
+    /// The mid of the section it is sent in.
+    pub mid: String,
     /// What the engine publishes it with, stream naming (rid, mid) included.
     pub config: TrackConfig,
     /// The router's id once published.
@@ -204,6 +229,8 @@ pub struct Viewer {
     pub audio: Option<ViewerMedia>,
     /// The layer asked for (query string or PATCH).
     pub target: Layer,
+    /// The participant it watches, by name; `None`: the room's first publisher.
+    pub source: Option<String>,
 }
 
 /// One receiving m-line of a viewer: the SSRCs we announced and the codecs it accepts.
@@ -333,6 +360,7 @@ mod tests {
             video: None,
             audio: None,
             target: Layer::new(2, 2),
+            source: None,
         };
         assert_eq!(
             viewer.limits(Codec::Av1, None).effective(),

@@ -8,7 +8,9 @@ use std::time::Duration;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
+use super::admission::Admission;
 use super::auth::Auth;
 use super::config::NodeConfig;
 use super::core::NodeCore;
@@ -16,6 +18,7 @@ use super::dtls::DtlsCertificate;
 use super::http;
 use super::listener::{self, HttpLimits};
 use super::media_loop::MediaLoop;
+use super::shard;
 use super::signaling::{Signaling, SignalingConfig};
 use crate::engine::RouterConfig;
 
@@ -63,13 +66,47 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
         keyframe_interval: config.keyframe_interval(),
         ..RouterConfig::default()
     };
-    let core = NodeCore::new(router, config.peer_timeout())
-        .with_limits(config.limits)
-        .with_viewer_estimation(config.viewer_estimation);
-    let (commands, command_rx) = mpsc::channel(COMMAND_QUEUE);
-    let dtls_timeout = config.dtls_timeout();
-    let media = MediaLoop::new(core, socket, certificate.clone(), dtls_timeout, command_rx);
-    let mut media = tokio::spawn(media.run());
+    let socket = Arc::new(socket);
+    let workers = config.workers();
+    // One worker reads the socket itself; several take their datagrams from one reader.
+    let (reader, shards) = match workers {
+        1 => (None, Vec::new()),
+        n => {
+            let (reader, shards) = shard::split(n);
+            (Some(reader), shards)
+        }
+    };
+    let mut shards = shards.into_iter();
+    let admission = Arc::new(Admission::default());
+    let mut commands = Vec::with_capacity(workers);
+    let mut media = JoinSet::new();
+    for worker in 0..workers {
+        let mut core = NodeCore::new(router, config.peer_timeout())
+            .with_limits(config.limits)
+            .with_viewer_estimation(config.viewer_estimation)
+            .with_loudest_speakers(
+                (config.loudest_speakers > 0).then_some(config.loudest_speakers),
+            );
+        let shard = shards.next();
+        if let Some(shard) = &shard {
+            core = core.with_shard(worker, admission.clone(), shard.steering.clone());
+        }
+        let (to_worker, command_rx) = mpsc::channel(COMMAND_QUEUE);
+        let dtls_timeout = config.dtls_timeout();
+        let mut media_loop = MediaLoop::new(
+            core,
+            socket.clone(),
+            certificate.clone(),
+            dtls_timeout,
+            command_rx,
+        );
+        if let Some(shard) = shard {
+            media_loop = media_loop.with_shard(shard);
+        }
+        media.spawn(media_loop.run());
+        commands.push(to_worker);
+    }
+    let reader = reader.map(|reader| tokio::spawn(reader.run(socket.clone())));
     let candidate = SocketAddr::new(config.announced_ip(), udp_addr.port());
     let auth = Auth::new(
         config.tokens.clone(),
@@ -91,7 +128,7 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     let signaling = Arc::new(Signaling::new(commands, auth, signaling));
     let body_timeout = Duration::from_millis(config.http_body_timeout_ms);
     let app = http::routes(signaling, config.max_body_bytes, body_timeout);
-    tracing::info!(%udp_addr, %candidate, "media on one UDP port");
+    tracing::info!(%udp_addr, %candidate, workers, "media on one UDP port");
     println!("Strata is serving: open http://{http_addr}/ to publish and watch");
     let limits = HttpLimits {
         connections: config.limits.http_connections,
@@ -101,15 +138,18 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     let http = listener::serve(listener, app, limits, shutdown_signal());
     tokio::select! {
         () = http => {
-            // The HTTP side is gone with its command senders: the media loop ends after them.
-            let _ = media.await;
+            // The HTTP side is gone with its command senders: the media loops end after them.
+            while media.join_next().await.is_some() {}
+            if let Some(reader) = reader {
+                reader.abort();
+            }
             tracing::info!("stopped");
             Ok(())
         }
-        // The media loop only ends on its own through a bug: stop rather than keep answering
+        // A media loop only ends on its own through a bug: stop rather than keep answering
         // signaling for media that no longer flows.
-        ended = &mut media => {
-            tracing::error!("the media loop ended: {ended:?}");
+        Some(ended) = media.join_next() => {
+            tracing::error!("a media loop ended: {ended:?}");
             Err(ServeError::MediaLoop)
         }
     }

@@ -9,7 +9,9 @@ use std::net::{IpAddr, SocketAddr};
 use rtp_ext::codec::MediaKind;
 use rtp_ext::dd;
 use rtp_ext::ext::TransportSequenceNumber;
-use rtp_ext::ext::{AudioLevel, HeaderExtension, Mid, RepairedRtpStreamId, RtpStreamId};
+use rtp_ext::ext::{
+    AbsSendTime, AudioLevel, HeaderExtension, Mid, RepairedRtpStreamId, RtpStreamId,
+};
 use selector::Layer;
 use smallvec::SmallVec;
 use tokio::sync::{mpsc, oneshot};
@@ -26,14 +28,20 @@ use super::sdp::{
     self, AnswerMedia, AnswerParams, Demux, Extmap, Offer, PublishedMedia, RoomCodec, SdpError,
     SendSource, ViewedMedia,
 };
+use super::shard::{mark_ufrag, worker_for_room, WorkerId};
+
+mod conference;
+
 use super::stats::ViewerStats;
-use crate::engine::{StreamConfig, StreamIds, TrackConfig, TransportCc};
+use crate::engine::{PublisherRemb, StreamConfig, StreamIds, TrackConfig, TransportCc};
+pub use conference::{participant_answer, participant_offer, Answered};
 
 impl Kind {
     pub fn grant(self) -> Grant {
         match self {
             Self::Publisher => Grant::Publish,
-            Self::Viewer => Grant::Subscribe,
+            // A participant's own resource is its to change as long as it may receive.
+            Self::Viewer | Self::Participant => Grant::Subscribe,
         }
     }
 }
@@ -64,6 +72,14 @@ pub enum SignalError {
     #[error("the offer's SSRCs are already published")]
     Conflict,
     #[error("{0}")]
+    Missing(String),
+    #[error("the name is taken in this room")]
+    NameTaken,
+    #[error("{0}")]
+    Stale(String),
+    #[error("the offer does not match the session: {0}")]
+    OfferMismatch(String),
+    #[error("{0}")]
     Limit(#[from] LimitError),
     #[error("the node is shutting down")]
     ShuttingDown,
@@ -72,9 +88,18 @@ pub enum SignalError {
 impl From<CoreError> for SignalError {
     fn from(e: CoreError) -> Self {
         match e {
-            CoreError::UnknownPeer | CoreError::NotAViewer => Self::NotFound,
+            CoreError::UnknownPeer | CoreError::NotAViewer | CoreError::NotAParticipant => {
+                Self::NotFound
+            }
+            CoreError::NoSuchParticipant | CoreError::UnknownTrack => Self::Missing(e.to_string()),
             CoreError::NotOwner => Self::Forbidden,
             CoreError::SsrcInUse => Self::Conflict,
+            CoreError::NameTaken => Self::NameTaken,
+            CoreError::BadName => {
+                Self::BadBody("a name is 1 to 64 bytes without control characters")
+            }
+            CoreError::Stale { .. } => Self::Stale(e.to_string()),
+            CoreError::OfferMismatch(reason) => Self::OfferMismatch(reason),
             CoreError::Limit(limit) => Self::Limit(limit),
         }
     }
@@ -99,13 +124,15 @@ pub struct SignalingConfig {
 
 #[derive(Debug)]
 pub struct Signaling {
-    commands: mpsc::Sender<Command>,
+    /// Each media worker's queue, by worker.
+    commands: Vec<mpsc::Sender<Command>>,
     auth: Auth,
     config: SignalingConfig,
 }
 
 impl Signaling {
-    pub fn new(commands: mpsc::Sender<Command>, auth: Auth, config: SignalingConfig) -> Self {
+    /// Signaling for media workers taking `commands` (at least one).
+    pub fn new(commands: Vec<mpsc::Sender<Command>>, auth: Auth, config: SignalingConfig) -> Self {
         Self {
             commands,
             auth,
@@ -139,6 +166,7 @@ impl Signaling {
         &self,
         room: &str,
         offer: &str,
+        name: Option<&str>,
         caller: Caller<'_>,
     ) -> Result<(PeerId, String, Vec<String>), SignalError> {
         let offer = self.parse_offer(offer)?;
@@ -154,7 +182,13 @@ impl Signaling {
                 fmtp: m.codec.fmtp.clone(),
             })
             .collect();
-        let join = self.join(room, &offer, caller);
+        let name = self
+            .name(caller, name)
+            .unwrap_or_else(|| format!("publisher-{:08x}", rand::random::<u32>()));
+        let join = Join {
+            name: Some(name),
+            ..self.join(room, &offer, caller)
+        };
         let local = join.ice.clone();
         let (reply, answer) = oneshot::channel();
         let command = Command::Publish {
@@ -178,11 +212,12 @@ impl Signaling {
         Ok((id, answer, refused(id, &plan.sections)))
     }
 
-    /// A WHEP offer: subscribes the viewer to the room (now, or when something is published)
-    /// and answers with the SSRCs it will receive, and why each section not served is not.
+    /// A WHEP offer: subscribes the viewer to the room's first publisher, or to the one named
+    /// `source` (now, or when it publishes), and answers with the SSRCs it will receive, and
+    /// why each section not served is not.
     pub async fn watch(
         &self,
-        room: &str,
+        (room, source): (&str, Option<&str>),
         offer: &str,
         target: Layer,
         caller: Caller<'_>,
@@ -191,14 +226,16 @@ impl Signaling {
         let (reply, codecs) = oneshot::channel();
         let room_codecs = Command::RoomCodecs {
             room: room.to_owned(),
+            source: source.map(str::to_owned),
             reply,
         };
-        let codecs = self.ask(room_codecs, codecs).await?;
+        let codecs = self.ask(room_codecs, codecs).await??;
         let plan = sdp::negotiate_viewer(&offer, &codecs)?;
         let mut viewer = Viewer {
             video: None,
             audio: None,
             target,
+            source: source.map(str::to_owned),
         };
         let mut sources = HashMap::new();
         for media in plan.sections.iter().filter_map(|s| s.accepted()) {
@@ -285,17 +322,42 @@ impl Signaling {
         })
     }
 
+    /// Every worker's figures, summed.
     pub async fn metrics(&self) -> Result<super::metrics::Snapshot, SignalError> {
-        let (reply, answer) = oneshot::channel();
-        self.ask(Command::Metrics { reply }, answer).await
+        let mut total: Option<super::metrics::Snapshot> = None;
+        for worker in &self.commands {
+            let (reply, answer) = oneshot::channel();
+            let part = Self::ask_worker(worker, Command::Metrics { reply }, answer).await?;
+            match &mut total {
+                Some(total) => total.merge(part),
+                None => total = Some(part),
+            }
+        }
+        total.ok_or(SignalError::ShuttingDown)
     }
 
+    /// The worker that serves `room`.
+    fn worker(&self, room: &str) -> WorkerId {
+        worker_for_room(room, self.commands.len())
+    }
+
+    /// Asks the worker of the command's room.
     async fn ask<T>(
         &self,
         command: Command,
         answer: oneshot::Receiver<T>,
     ) -> Result<T, SignalError> {
-        self.commands
+        let worker = command.room().map_or(0, |room| self.worker(room));
+        let queue = self.commands.get(worker).ok_or(SignalError::ShuttingDown)?;
+        Self::ask_worker(queue, command, answer).await
+    }
+
+    async fn ask_worker<T>(
+        queue: &mpsc::Sender<Command>,
+        command: Command,
+        answer: oneshot::Receiver<T>,
+    ) -> Result<T, SignalError> {
+        queue
             .send(command)
             .await
             .map_err(|_| SignalError::ShuttingDown)?;
@@ -304,8 +366,13 @@ impl Signaling {
 
     /// Parses an offer within the node's limits on its size.
     fn parse_offer(&self, text: &str) -> Result<Offer, SignalError> {
-        let offer = sdp::parse_offer(text)?;
-        let limit = self.config.limits.sections_per_offer;
+        let limits = &self.config.limits;
+        Self::offer_within(text, sdp::MAX_SDP_LEN, limits.sections_per_offer)
+    }
+
+    /// Parses an offer of at most `max_len` bytes and `limit` m-sections.
+    fn offer_within(text: &str, max_len: usize, limit: usize) -> Result<Offer, SignalError> {
+        let offer = sdp::parse_offer_within(text, max_len)?;
         if offer.media.len() > limit {
             return Err(SignalError::OfferTooLarge {
                 what: "m-sections",
@@ -339,7 +406,12 @@ impl Signaling {
 
     /// Our ICE credentials for a new session, and what else the core keeps of it.
     fn join(&self, room: &str, offer: &Offer, caller: Caller<'_>) -> Join {
-        let (local_ufrag, local_pwd) = sdp::random_ice_credentials();
+        let (mut local_ufrag, local_pwd) = sdp::random_ice_credentials();
+        // Marked with the room's worker, so a worker that reads the session's first binding
+        // request before ICE bound its address knows whose it is.
+        if self.commands.len() > 1 {
+            local_ufrag = mark_ufrag(self.worker(room), &local_ufrag);
+        }
         let ice = IceCredentials {
             local_ufrag,
             local_pwd,
@@ -366,6 +438,7 @@ impl Signaling {
             extmap_allow_mixed,
             video_fmtp_suffix: None,
             media,
+            origin: None,
         }
     }
 }
@@ -395,15 +468,29 @@ fn publisher_of(accepted: &[&PublishedMedia]) -> Result<Publisher, SignalError> 
             dd_ext_id: ext(dd::URI),
             audio_level_ext_id: ext(AudioLevel::URI),
             transport_cc: ext(TransportSequenceNumber::URI).map(|ext_id| TransportCc { ext_id }),
+            remb: remb_of(media),
             stream_ids: stream_ids_of(media),
         };
         publisher.tracks.push(PublishedTrack {
+            mid: media.mid.clone(),
             config,
             id: None,
             fmtp: media.codec.fmtp.clone(),
         });
     }
     Ok(publisher)
+}
+
+/// REMB toward a publisher that estimates nothing itself: it negotiated `goog-remb` and the
+/// abs-send-time extension, and not transport-wide CC.
+fn remb_of(media: &PublishedMedia) -> Option<PublisherRemb> {
+    let ext = |uri| extension_id(&media.extensions, uri);
+    let remb = media.codec.feedback.iter().any(|f| f == "goog-remb");
+    let twcc = ext(TransportSequenceNumber::URI).is_some();
+    let abs_send_time_ext_id = ext(AbsSendTime::URI).filter(|_| remb && !twcc)?;
+    Some(PublisherRemb {
+        abs_send_time_ext_id,
+    })
 }
 
 /// The SSRCs the offer gave; for streams named by rid or mid, placeholders the engine
@@ -475,5 +562,55 @@ fn viewer_media(media: &ViewedMedia, extmap_allow_mixed: bool) -> ViewerMedia {
             .transport_cc_id
             .filter(|_| media.transport_cc_feedback),
         down_track: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PUBLISHER_VP8: &str = include_str!("sdp/fixtures/publisher_vp8.sdp");
+
+    /// The video track the node publishes for the fixture with the lines starting with any of
+    /// `cut` taken out.
+    fn video_track(cut: &[&str]) -> TrackConfig {
+        let text: String = PUBLISHER_VP8
+            .lines()
+            .filter(|line| !cut.iter().any(|prefix| line.starts_with(prefix)))
+            .map(|line| format!("{line}\r\n"))
+            .collect();
+        let offer = sdp::parse_offer(&text).expect("a browser's offer");
+        let plan = sdp::negotiate_publisher(&offer).expect("served");
+        let accepted: Vec<&PublishedMedia> =
+            plan.sections.iter().filter_map(|s| s.accepted()).collect();
+        let publisher = publisher_of(&accepted).expect("served");
+        let video = publisher
+            .tracks
+            .into_iter()
+            .find(|t| t.config.codec.kind() == MediaKind::Video);
+        video.expect("a video track").config
+    }
+
+    #[test]
+    fn a_publisher_gets_remb_only_when_it_negotiated_remb_without_transport_wide_cc() {
+        let both = video_track(&[]);
+        assert_eq!(both.transport_cc, Some(TransportCc { ext_id: 3 }));
+        assert_eq!(both.remb, None);
+        let twcc = "a=extmap:3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc";
+        let remb_only = video_track(&[twcc, "a=rtcp-fb:96 transport-cc"]);
+        assert_eq!(remb_only.transport_cc, None);
+        assert_eq!(
+            remb_only.remb,
+            Some(PublisherRemb {
+                abs_send_time_ext_id: 2
+            })
+        );
+        let neither = video_track(&[twcc, "a=rtcp-fb:96 goog-remb"]);
+        assert_eq!((neither.transport_cc, neither.remb), (None, None));
+        let no_send_time = video_track(&[
+            twcc,
+            "a=extmap:2 http://www.webrtc.org/experiments/rtp-hdrext/abs",
+        ]);
+        assert_eq!(no_send_time.remb, None);
     }
 }

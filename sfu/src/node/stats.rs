@@ -86,11 +86,11 @@ pub fn kind_label(kind: MediaKind) -> &'static str {
     }
 }
 
-fn kind_name<S: serde::Serializer>(kind: &MediaKind, s: S) -> Result<S::Ok, S::Error> {
+pub fn kind_name<S: serde::Serializer>(kind: &MediaKind, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(kind_label(*kind))
 }
 
-fn codec_name<S: serde::Serializer>(codec: &Codec, s: S) -> Result<S::Ok, S::Error> {
+pub fn codec_name<S: serde::Serializer>(codec: &Codec, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(codec.encoding_name())
 }
 

@@ -171,6 +171,17 @@ impl Netns {
             ],
         );
         self.shaped.set(true);
+        // On the node log's clock (UTC time of day), to line the change up with its events.
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let day = since_epoch.as_secs_f64() % 86_400.0;
+        println!(
+            "shaped {dev} to {rate} at {:02}:{:02}:{:06.3} UTC",
+            (day / 3600.0) as u32,
+            (day % 3600.0 / 60.0) as u32,
+            day % 60.0
+        );
     }
 
     /// Bytes sent toward the viewer so far, with every header down to the link's. Read from

@@ -1,10 +1,12 @@
 //! A minimal HTTP server for the demo page alone, so the page and the driver can be tested
-//! without a node: every GET is answered with the page.
+//! without a node: `/conference.js` is answered with the page's conference script, every other
+//! GET with the page.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 
 const DEMO: &str = include_str!("../../src/node/demo.html");
+const CONFERENCE: &str = include_str!("../../src/node/conference.js");
 
 /// Serves the page on a free loopback port until the test process ends; returns its URL.
 pub fn serve_demo() -> String {
@@ -21,14 +23,20 @@ pub fn serve_demo() -> String {
 fn answer(mut stream: TcpStream) -> std::io::Result<()> {
     // Read the request head; the body of anything but a GET is not expected here.
     let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request = String::new();
+    reader.read_line(&mut request)?;
     let mut line = String::new();
     while reader.read_line(&mut line)? > 2 {
         line.clear();
     }
+    let (kind, body) = match request.split_whitespace().nth(1) {
+        Some("/conference.js") => ("text/javascript", CONFERENCE),
+        _ => ("text/html; charset=utf-8", DEMO),
+    };
     let head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        DEMO.len()
+        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
     );
     stream.write_all(head.as_bytes())?;
-    stream.write_all(DEMO.as_bytes())
+    stream.write_all(body.as_bytes())
 }

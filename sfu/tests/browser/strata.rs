@@ -101,3 +101,8 @@ pub fn wait_publishing(page: &Page, id: &str) -> Vec<Value> {
         },
     )
 }
+
+/// Ends one session on the page.
+pub fn stop_one(page: &Page, id: &str) {
+    page.eval_json(&format!("strata.stop({id:?})"));
+}

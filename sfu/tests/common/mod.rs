@@ -194,3 +194,16 @@ pub fn as_rtx(packet: &[u8], rtx_ssrc: u32, rtx_seq: u16) -> bytes::Bytes {
     rtx.extend_from_slice(original.payload());
     bytes::Bytes::from(rtx)
 }
+
+/// A VP8 packet of temporal layer `tid`: payload descriptor with the T bit (RFC 7741
+/// section 4.2), then `size` payload bytes.
+pub fn vp8_packet(ssrc: u32, seq: u16, tid: u8, size: usize) -> bytes::Bytes {
+    let mut packet = vec![0x80, 96];
+    packet.extend_from_slice(&seq.to_be_bytes());
+    packet.extend_from_slice(&(u32::from(seq) * 3000).to_be_bytes());
+    packet.extend_from_slice(&ssrc.to_be_bytes());
+    // X and S; then T; then TID, Y, KEYIDX.
+    packet.extend_from_slice(&[0x90, 0x20, tid << 6]);
+    packet.resize(packet.len() + size, 0x01);
+    bytes::Bytes::from(packet)
+}

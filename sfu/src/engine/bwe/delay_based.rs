@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use super::aimd::AimdRateControl;
 use super::inter_arrival::InterArrival;
 use super::overuse::{BandwidthUsage, OveruseDetector};
+use super::queue_growth::{QueueReading, QueueSurge};
 use super::trendline::Trendline;
 use super::PacketResult;
 
@@ -18,6 +19,11 @@ const STREAM_TIMEOUT: Duration = Duration::from_secs(2);
 /// overuse, says what the path carries, so overuse this soon after feedback on probe packets
 /// does not lower the estimate; overuse that outlasts it does.
 const PROBE_GRACE: Duration = Duration::from_millis(500);
+/// A probe's queue drains once the cluster has ended: media packets sent after it arrive
+/// sooner and sooner. A feedback without probe packets whose media packets show the queue
+/// growing by more than this, from the first of them to the last, is the media's own overuse
+/// (the path's capacity fell), and the grace does not hide it.
+const GROWING_QUEUE: Duration = Duration::from_millis(10);
 
 /// The delay-based estimate.
 #[derive(Debug, Clone)]
@@ -29,6 +35,7 @@ pub(super) struct DelayBasedControl {
     last_send: Option<Instant>,
     /// Until when overuse is the last probe's queue.
     probe_grace: Option<Instant>,
+    surge: QueueSurge,
 }
 
 impl DelayBasedControl {
@@ -41,6 +48,7 @@ impl DelayBasedControl {
             rate: AimdRateControl::new(initial_bps, min_bps, max_bps),
             last_send: None,
             probe_grace: None,
+            surge: QueueSurge::default(),
         }
     }
 
@@ -68,12 +76,19 @@ impl DelayBasedControl {
         for packet in packets {
             self.on_packet(packet);
         }
-        if packets.iter().any(|p| p.probe_cluster.is_some()) {
+        let probed = packets.iter().any(|p| p.probe_cluster.is_some());
+        if probed {
             self.probe_grace = Some(now + PROBE_GRACE);
         }
         let acknowledged = acknowledged_bps.map(|bps| bps as f64);
-        let usage = self.detector.usage();
-        let probe_queue = self.probe_grace.is_some_and(|until| now < until);
+        let reading = (!probed).then(|| QueueReading::of(packets)).flatten();
+        // A queue growing fast is overuse now, whatever the trendline has taken in yet.
+        let usage = match self.surge.on_reading(reading) {
+            true => BandwidthUsage::Overusing,
+            false => self.detector.usage(),
+        };
+        let grows = reading.is_some_and(|r| r.growth > GROWING_QUEUE);
+        let probe_queue = self.probe_grace.is_some_and(|until| now < until) && (probed || !grows);
         if usage == BandwidthUsage::Overusing && probe_queue {
             // Neither down (the queue is the probe's) nor up (it is a queue).
             return probe_bps.is_some_and(|probe| self.take_probe(now, probe as f64));
@@ -191,6 +206,83 @@ mod tests {
             0,
         );
         assert!(control.bitrate_bps() > steady, "{}", control.bitrate_bps());
+    }
+
+    /// 100 ms of feedback from `from_ms` (a 1200-byte packet every 10 ms, each waiting
+    /// `growth_us` longer than the one before, from a queue of `queued_us`), reported 50 ms
+    /// after its last packet; returns the queue its last packet left.
+    fn batch(
+        control: &mut DelayBasedControl,
+        start: Instant,
+        from_ms: u64,
+        (queued_us, growth_us): (u64, u64),
+        probe: bool,
+    ) -> u64 {
+        let packets: Vec<PacketResult> = (0..10u64)
+            .map(|index| {
+                let sent = Duration::from_millis(from_ms + index * 10);
+                let queued = Duration::from_micros(queued_us + growth_us * index);
+                PacketResult {
+                    sequence: 0,
+                    send_time: start + sent,
+                    size: 1200,
+                    probe_cluster: probe.then_some(7),
+                    arrival: Some(Duration::from_secs(100) + sent + queued),
+                }
+            })
+            .collect();
+        let now = start + Duration::from_millis(from_ms + 140);
+        control.on_feedback(now, &packets, Some(960_000), None);
+        queued_us + growth_us * 9
+    }
+
+    /// A steady second, then a probe cluster whose queue grows fast, then a feedback of media
+    /// within the probe's grace whose queue grows by `after_us` a packet; returns the
+    /// estimate before that feedback, and the control after it.
+    fn probe_then(after_us: u64) -> (f64, DelayBasedControl) {
+        let (mut control, start) = after_a_second(0);
+        let mut queued = 0;
+        for from_ms in [1_000, 1_100, 1_200] {
+            queued = batch(&mut control, start, from_ms, (queued, 1_500), true);
+        }
+        let before = control.bitrate_bps();
+        batch(&mut control, start, 1_300, (queued, after_us), false);
+        (before, control)
+    }
+
+    #[test]
+    fn the_queue_a_probe_left_does_not_lower_the_estimate() {
+        let (before, control) = probe_then(0);
+        assert_eq!(control.detector.usage(), BandwidthUsage::Overusing);
+        assert_eq!(control.bitrate_bps(), before);
+    }
+
+    #[test]
+    fn a_queue_that_grows_after_the_probe_lowers_the_estimate_at_once() {
+        let (before, control) = probe_then(1_500);
+        assert!(control.bitrate_bps() < before, "{}", control.bitrate_bps());
+        assert_eq!(control.bitrate_bps(), 0.85 * 960_000.0 - 5_000.0);
+    }
+
+    /// After a pause the trendline starts over and takes several feedbacks to call a queue;
+    /// two feedbacks of a queue growing fast are overuse at once.
+    #[test]
+    fn a_queue_that_grows_fast_lowers_the_estimate_at_the_second_feedback() {
+        let (mut control, start) = after_a_second(0);
+        let steady = control.bitrate_bps();
+        // A round trip short enough that a decrease need not wait for the last change.
+        control.set_rtt(Duration::from_millis(20));
+        // Three seconds without sending, then packets waiting 4 ms longer each: 36 ms over
+        // each feedback's 90 ms.
+        let mut queued = 0;
+        for from_ms in [4_000, 4_100] {
+            queued = batch(&mut control, start, from_ms, (queued, 4_000), false);
+        }
+        assert_eq!(
+            control.bitrate_bps(),
+            0.85 * 960_000.0 - 5_000.0,
+            "from {steady}"
+        );
     }
 
     #[test]

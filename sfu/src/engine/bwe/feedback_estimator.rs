@@ -24,6 +24,8 @@ pub struct FeedbackEstimator {
     estimate_bps: u64,
     /// When the last probe result came.
     probe_at: Option<Instant>,
+    /// The viewer's round trip, once measured.
+    rtt: Option<Duration>,
 }
 
 impl FeedbackEstimator {
@@ -41,6 +43,7 @@ impl FeedbackEstimator {
             remb_bps: None,
             estimate_bps: config.clamp(config.initial_bps),
             probe_at: None,
+            rtt: None,
         }
     }
 
@@ -81,8 +84,13 @@ impl BandwidthEstimator for FeedbackEstimator {
     }
 
     fn on_round_trip_time(&mut self, _now: Instant, rtt: Duration) {
+        self.rtt = Some(rtt);
         self.delay.set_rtt(rtt);
         self.loss.set_rtt(rtt);
+    }
+
+    fn round_trip_time(&self) -> Option<Duration> {
+        self.rtt
     }
 
     fn estimate_bps(&self) -> u64 {

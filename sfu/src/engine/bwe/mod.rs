@@ -22,6 +22,7 @@ mod loss_based;
 mod overuse;
 mod probe;
 mod prober;
+mod queue_growth;
 mod remb;
 mod send_history;
 mod threshold;
@@ -58,6 +59,11 @@ pub trait BandwidthEstimator {
     /// The rate the last probe cluster showed the path can carry, if any has; packets sent
     /// with a `probe_cluster` feed it, and a result above the estimate raises it.
     fn probe_result_bps(&self) -> Option<u64>;
+
+    /// The round trip last given to [`on_round_trip_time`](Self::on_round_trip_time).
+    fn round_trip_time(&self) -> Option<Duration> {
+        None
+    }
 
     /// When that result came (the `now` of the feedback that completed it).
     fn probe_result_at(&self) -> Option<Instant> {

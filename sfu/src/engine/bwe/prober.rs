@@ -20,11 +20,12 @@ const MIN_DURATION: Duration = Duration::from_millis(100);
 const MAX_PACKETS: u32 = 40;
 /// Clusters start at most this often per viewer ...
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
-/// ... but for its first few, a second apart: a viewer that joins starts below the top
-/// layers, its first cluster goes out before the layers' rates are measured, and it should
-/// not wait five seconds for the next.
+/// ... but for its first few, and after a cluster the path carried whole, a second apart: a
+/// viewer that joins starts below the top layers, its first cluster goes out before the
+/// layers' rates are measured, and it should not wait five seconds for the next; nor should
+/// a viewer whose link has shown room for more.
 const INITIAL_CLUSTERS: u32 = 3;
-const INITIAL_INTERVAL: Duration = Duration::from_secs(1);
+const SOON_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy)]
 struct Cluster {
@@ -45,10 +46,11 @@ pub struct Prober {
 
 impl Prober {
     /// Starts a cluster at `rate_bps` unless one runs or one started within
-    /// [`PROBE_INTERVAL`]; returns its id if it started.
-    pub fn start(&mut self, now: Instant, rate_bps: u64) -> Option<u32> {
-        let interval = if self.next_id < INITIAL_CLUSTERS {
-            INITIAL_INTERVAL
+    /// [`PROBE_INTERVAL`] (within [`SOON_INTERVAL`] for the first few, or when the caller
+    /// says the last cluster showed room: `room_shown`); returns its id if it started.
+    pub fn start(&mut self, now: Instant, rate_bps: u64, room_shown: bool) -> Option<u32> {
+        let interval = if self.next_id < INITIAL_CLUSTERS || room_shown {
+            SOON_INTERVAL
         } else {
             PROBE_INTERVAL
         };
@@ -117,7 +119,7 @@ mod tests {
     fn a_cluster_is_paced_at_its_rate_and_ends_once_measurable() {
         let start = Instant::now();
         let mut prober = Prober::default();
-        let id = prober.start(start, 2_000_000).expect("starts");
+        let id = prober.start(start, 2_000_000, false).expect("starts");
         let mut now = start;
         let mut sent = 0;
         while let Some(due) = prober.next_due() {
@@ -129,28 +131,48 @@ mod tests {
         // 1,000 bytes at 2 Mbit/s every 4 ms; 100 ms at 2 Mbit/s is 25,000 bytes: 25 packets.
         assert_eq!(sent, 25);
         assert_eq!(now, start + Duration::from_millis(96));
-        assert_eq!(prober.start(now, 2_000_000), None, "not again so soon");
+        assert_eq!(
+            prober.start(now, 2_000_000, false),
+            None,
+            "not again so soon"
+        );
         // The first few a second apart, then one per interval.
         let mut at = start;
         for n in 1..INITIAL_CLUSTERS {
-            at += INITIAL_INTERVAL;
-            assert_eq!(prober.start(at, 2_000_000), Some(id + n));
+            at += SOON_INTERVAL;
+            assert_eq!(prober.start(at, 2_000_000, false), Some(id + n));
             prober.abandon();
         }
-        assert_eq!(prober.start(at + INITIAL_INTERVAL, 2_000_000), None);
-        assert_eq!(prober.start(at + PROBE_INTERVAL, 2_000_000), Some(id + 3));
+        at += SOON_INTERVAL;
+        assert_eq!(prober.start(at, 2_000_000, false), None);
+        // After a cluster that showed room, a second apart again.
+        assert_eq!(prober.start(at, 2_000_000, true), Some(id + 3));
+        prober.abandon();
+        assert_eq!(prober.start(at + SOON_INTERVAL / 2, 2_000_000, true), None);
+        assert_eq!(
+            prober.start(at + PROBE_INTERVAL / 2, 2_000_000, false),
+            None
+        );
+        assert_eq!(
+            prober.start(at + SOON_INTERVAL, 2_000_000, true),
+            Some(id + 4)
+        );
+        prober.abandon();
+        assert_eq!(prober.start(at + PROBE_INTERVAL, 2_000_000, false), None);
+        let at = at + SOON_INTERVAL + PROBE_INTERVAL;
+        assert_eq!(prober.start(at, 2_000_000, false), Some(id + 5));
     }
 
     #[test]
     fn small_packets_stop_at_the_cap_and_nothing_runs_twice() {
         let start = Instant::now();
         let mut prober = Prober::default();
-        prober.start(start, 50_000_000).expect("starts");
-        assert_eq!(prober.start(start, 1), None, "one at a time");
+        prober.start(start, 50_000_000, false).expect("starts");
+        assert_eq!(prober.start(start, 1, false), None, "one at a time");
         for _ in 0..MAX_PACKETS {
             prober.on_sent(start, 100);
         }
         assert_eq!(prober.next_due(), None, "capped");
-        assert_eq!(prober.start(start, 0), None);
+        assert_eq!(prober.start(start, 0, false), None);
     }
 }

@@ -22,13 +22,19 @@ const REFERENCE_WRAP: i64 = 1 << 24;
 const REFERENCE_UNIT_US: i64 = REFERENCE_TIME_UNIT.as_micros() as i64;
 const DELTA_UNIT_US: i64 = DELTA_UNIT.as_micros() as i64;
 
-/// One packet sent, as remembered.
+/// One packet sent, as remembered: 24 bytes, so a history of thousands of packets per viewer
+/// stays under 200 KiB.
 #[derive(Debug, Clone, Copy)]
 struct Sent {
-    sequence: i64,
-    send_time: Instant,
-    size: usize,
-    probe_cluster: Option<u32>,
+    /// Microseconds after the history's epoch.
+    send_us: u64,
+    /// The extended sequence number's low 32 bits: a slot holds the packet asked for when
+    /// they match (an older occupant is a multiple of the capacity behind, far less than 2^32).
+    sequence: u32,
+    /// The probe cluster's id plus one; 0 for a packet not sent to probe.
+    probe: u32,
+    /// Bytes on the wire, at most 65,535 (an MTU is 1,500).
+    size: u16,
     /// Whether a feedback has reported it already: it is given once.
     reported: bool,
 }
@@ -64,6 +70,8 @@ pub struct SendHistoryCounters {
 pub struct SendHistory {
     /// By extended sequence number modulo the capacity.
     slots: Box<[Option<Sent>]>,
+    /// Send times count from the first packet's.
+    epoch: Option<Instant>,
     /// The extended sequence number the next packet gets; the first is 0.
     next_sequence: i64,
     /// The highest reference time of the feedback so far, extended past 24 bits.
@@ -82,6 +90,7 @@ impl SendHistory {
     pub fn new() -> Self {
         Self {
             slots: vec![None; SEND_HISTORY_CAPACITY].into_boxed_slice(),
+            epoch: None,
             next_sequence: 0,
             reference: None,
             counters: SendHistoryCounters::default(),
@@ -100,11 +109,13 @@ impl SendHistory {
     /// header extension. Call in send order.
     pub fn on_send(&mut self, now: Instant, size: usize, probe_cluster: Option<u32>) -> u16 {
         let sequence = self.next_sequence;
+        let epoch = *self.epoch.get_or_insert(now);
         self.slots[slot(sequence)] = Some(Sent {
-            sequence,
-            send_time: now,
-            size,
-            probe_cluster,
+            send_us: now.saturating_duration_since(epoch).as_micros() as u64,
+            // Truncation intended: see `Sent::sequence`.
+            sequence: sequence as u32,
+            probe: probe_cluster.map_or(0, |c| c.saturating_add(1)),
+            size: u16::try_from(size).unwrap_or(u16::MAX),
             reported: false,
         });
         self.next_sequence += 1;
@@ -133,7 +144,8 @@ impl SendHistory {
             if let Some(delta) = delta {
                 arrival_us += i64::from(delta) * DELTA_UNIT_US;
             }
-            let Some(sent) = self.remembered(sequence) else {
+            let epoch = self.epoch;
+            let Some((sent, epoch)) = self.remembered(sequence).zip(epoch) else {
                 summary.unknown += 1;
                 continue;
             };
@@ -145,9 +157,9 @@ impl SendHistory {
             summary.matched += 1;
             results.push(PacketResult {
                 sequence,
-                send_time: sent.send_time,
-                size: sent.size,
-                probe_cluster: sent.probe_cluster,
+                send_time: epoch + Duration::from_micros(sent.send_us),
+                size: usize::from(sent.size),
+                probe_cluster: sent.probe.checked_sub(1),
                 arrival: delta.map(|_| micros(arrival_us)),
             });
         }
@@ -173,7 +185,8 @@ impl SendHistory {
         }
         self.slots[slot(sequence)]
             .as_mut()
-            .filter(|sent| sent.sequence == sequence)
+            // Truncation intended: see `Sent::sequence`.
+            .filter(|sent| sent.sequence == sequence as u32)
     }
 
     /// The extended sequence number of a feedback's base: the latest one sent with those low

@@ -50,6 +50,8 @@ struct Weighed {
     allocated: Option<Layer>,
     /// What it is sent now.
     forwarded: Option<Layer>,
+    /// Its track's video is climbed first.
+    priority: bool,
 }
 
 impl Router {
@@ -168,6 +170,7 @@ impl Router {
                 rates: &w.rates,
                 order: &w.order,
                 ceiling: w.ceiling,
+                priority: w.priority,
             })
             .collect();
         let budget = state.estimate_bps.saturating_sub(audio_bps);
@@ -210,6 +213,15 @@ impl Router {
             Some(c) => allocate(budget.min(shown(c).saturating_sub(audio_bps)), &inputs),
             None => chosen.clone(),
         };
+        // A first allocation toward a viewer with transport-wide CC starts within the
+        // headroom of the estimate: it may still be the transport's initial guess, and what
+        // the viewer starts on it gets until its feedback shows the path (a simulcast
+        // stream's switch down waits for that stream's keyframe). A REMB is the viewer's own
+        // measure, and a start takes it as it is.
+        let start = match confirmed {
+            Some(_) => allocate(shown(budget), &inputs),
+            None => chosen.clone(),
+        };
         let covers = |probed: u64| shown(probed) >= cost(&rise_to);
         // A probe since the downgrade that shows the path carries the new layers ends the
         // hold-down early: it is the evidence the hold-down waits for.
@@ -218,22 +230,26 @@ impl Router {
             .is_some_and(|(at, bps)| state.last_down.is_none_or(|down| at > down) && covers(bps));
         let held = state.last_down.is_some_and(|at| now < at + HOLD_DOWN) && !probed_since_down;
         let may_rise = !held && state.last_up.is_none_or(|at| now >= at + UP_INTERVAL);
-        let (mut down, mut up) = (false, false);
+        let (mut down, mut up, mut started) = (false, false, false);
         let mut media_bps = audio_bps;
-        for (((w, &layer), &kept), &asked) in
-            video.iter().zip(&rise_to).zip(&tolerated).zip(&wanted)
+        for ((((w, &layer), &kept), &asked), &first) in video
+            .iter()
+            .zip(&rise_to)
+            .zip(&tolerated)
+            .zip(&wanted)
+            .zip(&start)
         {
             let rate = |l: Option<Layer>| l.map_or(u64::MAX, |l| w.rates.bps(l));
             let current = rate(w.allocated);
             // Down to the best that fits within the tolerance; up to the best that fits. A
             // down to what the viewer asked for is its own choice, and one below what it was
             // never sent a start: no hold-down follows either.
-            let next = if rate(Some(kept)) < current {
-                let forced = w
-                    .forwarded
-                    .is_some_and(|f| w.rates.bps(f) > rate(Some(kept)));
-                down |= forced && rate(Some(kept)) < rate(Some(asked));
-                Some(kept)
+            let next = if w.allocated.is_none() || rate(Some(kept)) < current {
+                started |= w.allocated.is_none();
+                let to = if w.allocated.is_none() { first } else { kept };
+                let forced = w.forwarded.is_some_and(|f| w.rates.bps(f) > rate(Some(to)));
+                down |= forced && rate(Some(to)) < rate(Some(asked));
+                Some(to)
             } else if rate(Some(layer)) > current && may_rise {
                 up = true;
                 Some(layer)
@@ -261,10 +277,10 @@ impl Router {
         {
             state.last_down = if down { Some(now) } else { state.last_down };
             state.last_up = if up { Some(now) } else { state.last_up };
-            // An up-switch made now is not yet sent, so it proves nothing.
+            // An up-switch or a start made now is not yet sent, so it proves nothing.
             state.proven_bps = if down {
                 media_bps
-            } else if up {
+            } else if up || started {
                 state.proven_bps
             } else {
                 state.proven_bps.max(media_bps)
@@ -283,9 +299,14 @@ impl Router {
         // Probe when the estimate holds the viewer below what it asked for (at the rate of
         // the next layer set up), or when nothing yet shows the path carries the layers the
         // estimate allows (at their rate).
+        // It also probes at the rate of the layers the estimate allows when the viewer is
+        // sent less and what the path showed is too little to rise to them: otherwise a
+        // probe that read between the two would be the last.
         let unconfirmed = confirmed.is_some_and(|c| c + c / STAY_TOLERANCE < cost(&chosen));
+        let short_of =
+            confirmed.is_some_and(|c| shown(c) < cost(&chosen)) && media_bps < cost(&chosen);
         let next = next_step_bps(budget, &inputs).map(|video| video + audio_bps);
-        let target = if unconfirmed {
+        let target = if unconfirmed || short_of {
             Some(cost(&chosen))
         } else {
             next
@@ -329,6 +350,7 @@ impl Router {
                 ceiling: limits.effective(),
                 allocated,
                 forwarded: down_track.current_layer(),
+                priority: published.priority,
             });
         }
         (audio_bps, video)

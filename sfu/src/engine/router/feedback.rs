@@ -8,9 +8,10 @@ use std::time::Instant;
 use smallvec::SmallVec;
 
 use super::{Job, PendingRtcp, Router, RouterError, RtcpTarget, RtcpTransmit};
+use crate::engine::bwe::BandwidthEstimator;
 use crate::engine::down_track::DownTrack;
 use crate::engine::rtcp::{
-    compact_ntp, parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, Pli,
+    compact_ntp, parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, Pli, Remb,
     RtcpFeedback, RtcpWriter, TransportCc,
 };
 use crate::engine::track::DownTrackId;
@@ -42,6 +43,7 @@ impl Router {
         let arrival = compact_ntp(self.wall_clock.get_or_insert(super::anchor(now)).ntp(now));
         let mut keyframes = KeyframeAsks::new();
         let mut estimate = None;
+        let mut round_trip = None;
         let mut transport_cc = TransportCcItems::new();
         let (tracks, down_tracks, jobs) = (&mut self.tracks, &self.down_tracks, &mut self.jobs);
         // The subscription the router sends to this transport under `ssrc` (media, not RTX).
@@ -61,6 +63,7 @@ impl Router {
                 for block in report.blocks.iter() {
                     if let Some((_, down_track)) = sent_under(block.ssrc) {
                         down_track.on_report_block(block, arrival);
+                        round_trip = block.round_trip_time(arrival).or(round_trip);
                     }
                 }
             }
@@ -90,6 +93,16 @@ impl Router {
         });
         if parsed.is_err() {
             self.counters.bad_rtcp += 1;
+        }
+        // The viewer's round trip spaces its estimator's decreases: without it they wait
+        // the estimator's default (200 ms) after each change, and a viewer whose link just
+        // narrowed is sent too much for that much longer.
+        let side = self
+            .transports
+            .get_mut(&transport)
+            .and_then(|t| t.send.as_deref_mut());
+        if let Some((side, rtt)) = side.zip(round_trip) {
+            side.estimator.on_round_trip_time(now, rtt);
         }
         for feedback in &transport_cc {
             self.on_transport_cc(now, transport, feedback);
@@ -216,6 +229,19 @@ impl Router {
                     pairs,
                 };
                 (RtcpTarget::Publisher(track), RtcpFeedback::Nack(nack))
+            }
+            PendingRtcp::Remb {
+                track,
+                bitrate_bps,
+                ssrcs,
+            } => {
+                self.counters.rembs_sent += 1;
+                let remb = Remb {
+                    sender_ssrc,
+                    bitrate_bps,
+                    ssrcs,
+                };
+                (RtcpTarget::Publisher(track), RtcpFeedback::Remb(remb))
             }
         }
     }

@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use super::{Job, Router};
+use crate::engine::bwe::BandwidthEstimator;
 use crate::engine::down_track::{Transmit, WriteError};
 use crate::engine::track::DownTrackId;
 use crate::engine::transport::TransportId;
@@ -27,16 +28,31 @@ impl Router {
         // At least a quarter of the target in probe packets, so a cluster ends soon even
         // when media alone is near the target.
         let rate_bps = target_bps.saturating_sub(media_bps).max(target_bps / 4);
-        let side = self
-            .transports
-            .get_mut(&transport)
-            .and_then(|t| t.send.as_deref_mut());
-        // Not before the viewer's first feedback: until it reports, nothing would measure
-        // the cluster.
-        let Some(side) = side.filter(|side| side.history.counters().matched > 0) else {
+        let Some(on) = self.transports.get_mut(&transport) else {
             return;
         };
-        if side.prober.start(now, rate_bps).is_some() {
+        let last_down = on.allocation.and_then(|a| a.last_down);
+        // Not before the viewer's first feedback: until it reports, nothing would measure
+        // the cluster.
+        let Some(side) = on
+            .send
+            .as_deref_mut()
+            .filter(|side| side.history.counters().matched > 0)
+        else {
+            return;
+        };
+        // A cluster the path carried whole, with no downgrade or fall of the estimate
+        // since, says the path may carry more: the next may follow sooner, so a viewer whose
+        // link opened up climbs within seconds.
+        let estimator = &side.estimator;
+        let room_shown = estimator.capacity_bps().is_none()
+            && estimator
+                .probe_result_at()
+                .zip(estimator.probe_result_bps())
+                .is_some_and(|(at, bps)| {
+                    last_down.is_none_or(|down| at > down) && estimator.estimate_bps() >= bps
+                });
+        if side.prober.start(now, rate_bps, room_shown).is_some() {
             self.counters.probe_clusters += 1;
         }
     }

@@ -7,6 +7,7 @@ use rtp_ext::ext::AudioLevel;
 use selector::Layer;
 
 use super::{Router, RouterCounters, Transport};
+use crate::engine::bwe::BandwidthEstimator;
 use crate::engine::down_track::{DownTrackCounters, SubscriberReception};
 use crate::engine::keyframe::KeyframeCounters;
 use crate::engine::layer_rates::LayerBitrates;
@@ -91,6 +92,13 @@ impl Router {
         self.tracks.get(&track)?.receiver.publisher_rtt()
     }
 
+    /// The round trip to a viewer transport with transport-wide CC, from its receiver
+    /// reports, as its bandwidth estimator has it.
+    pub fn viewer_round_trip(&self, transport: TransportId) -> Option<Duration> {
+        let side = self.transports.get(&transport)?.send.as_ref()?;
+        side.estimator.round_trip_time()
+    }
+
     /// What a subscriber of the track receiving each layer would be sent, measured over the
     /// last two seconds up to `now`.
     pub fn layer_bitrates(&self, track: TrackId, now: Instant) -> Option<LayerBitrates> {
@@ -100,6 +108,13 @@ impl Router {
     /// The latest audio level the track's publisher sent (RFC 6464), for active-speaker use.
     pub fn audio_level(&self, track: TrackId) -> Option<AudioLevel> {
         self.tracks.get(&track)?.receiver.audio_level()
+    }
+
+    /// How loud an audio track is at `now`, in dB above silence (0 silent, 127 as loud as it
+    /// gets), from the levels its publisher writes (RFC 6464), smoothed over about a third of
+    /// a second; `None` for an unknown track. A host picks speakers from it.
+    pub fn speech_level(&self, track: TrackId, now: Instant) -> Option<f32> {
+        Some(self.tracks.get(&track)?.speech.at(now))
     }
 
     /// Keyframe requests to the track's publisher: asked for, sent, and held back by the

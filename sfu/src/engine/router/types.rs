@@ -180,4 +180,6 @@ pub struct RouterCounters {
     pub probe_clusters: u64,
     /// Keyframe requests (PLI or FIR) sent to publishers.
     pub keyframe_requests_sent: u64,
+    /// REMB packets sent to publishers that negotiated REMB and not transport-wide CC.
+    pub rembs_sent: u64,
 }

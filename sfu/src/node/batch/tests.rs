@@ -142,6 +142,43 @@ fn receive(socket: &UdpSocket, count: usize) -> Vec<Vec<u8>> {
     got
 }
 
+/// Sends `datagrams` (each to the first or the second peer, of its length) through the real
+/// socket a batch at a time: each peer gets exactly its datagrams, whole and in order, and
+/// none is lost.
+fn through_the_socket(datagrams: &[(bool, usize)]) -> Result<(), TestCaseError> {
+    let node = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let peers = [
+        UdpSocket::bind("127.0.0.1:0").expect("bind"),
+        UdpSocket::bind("127.0.0.1:0").expect("bind"),
+    ];
+    let to = peers.each_ref().map(|p| p.local_addr().expect("bound"));
+    let mut expected: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+    let mut batch = Batch::new(1228);
+    let mut sent = 0;
+    for (n, &(second, len)) in datagrams.iter().enumerate() {
+        let peer = usize::from(second);
+        let datagram: Vec<u8> = (0..len).map(|i| (n + i) as u8).collect();
+        let buffer = batch.next_buffer().expect("room");
+        buffer.clear();
+        buffer.extend_from_slice(&datagram);
+        batch.commit(to[peer]);
+        expected[peer].push(datagram);
+        if batch.is_full() || n + 1 == datagrams.len() {
+            let outcome = send_all(&node, &batch);
+            prop_assert_eq!(outcome.lost, 0);
+            sent += outcome.sent;
+            batch.clear();
+            // Read each batch before the next, so no receive buffer overflows.
+            for (peer, expected) in peers.iter().zip(&mut expected) {
+                prop_assert_eq!(&receive(peer, expected.len()), &*expected);
+                expected.clear();
+            }
+        }
+    }
+    prop_assert_eq!(sent, datagrams.len());
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
 
@@ -151,36 +188,48 @@ proptest! {
     fn through_the_socket_each_destination_gets_its_datagrams_in_order(
         datagrams in proptest::collection::vec((any::<bool>(), 1usize..1200), 1..80),
     ) {
-        let node = UdpSocket::bind("127.0.0.1:0").expect("bind");
-        let peers = [
-            UdpSocket::bind("127.0.0.1:0").expect("bind"),
-            UdpSocket::bind("127.0.0.1:0").expect("bind"),
-        ];
-        let to = peers.each_ref().map(|p| p.local_addr().expect("bound"));
-        let mut expected: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
-        let mut batch = Batch::new(1200);
-        let mut sent = 0;
-        for (n, &(second, len)) in datagrams.iter().enumerate() {
-            let peer = usize::from(second);
-            let datagram: Vec<u8> = (0..len).map(|i| (n + i) as u8).collect();
-            let buffer = batch.next_buffer().expect("room");
-            buffer.clear();
-            buffer.extend_from_slice(&datagram);
-            batch.commit(to[peer]);
-            expected[peer].push(datagram);
-            if batch.is_full() || n + 1 == datagrams.len() {
-                let outcome = send_all(&node, &batch);
-                prop_assert_eq!(outcome.lost, 0);
-                sent += outcome.sent;
-                batch.clear();
-                // Read each batch before the next, so no receive buffer overflows.
-                for (peer, expected) in peers.iter().zip(&mut expected) {
-                    prop_assert_eq!(&receive(peer, expected.len()), &*expected);
-                    expected.clear();
-                }
-            }
-        }
-        prop_assert_eq!(sent, datagrams.len());
+        through_the_socket(&datagrams)?;
+    }
+}
+
+/// Runs of datagrams to one destination, most of one size: what a keyframe to one viewer
+/// looks like, and what segmentation sends as one.
+fn runs() -> impl Strategy<Value = Vec<(bool, usize)>> {
+    let run = (
+        any::<bool>(),
+        1usize..12,
+        prop_oneof![Just(1100usize), Just(1228), 1usize..1228],
+        prop_oneof![Just(None), (1usize..1228).prop_map(Some)],
+    );
+    proptest::collection::vec(run, 1..12).prop_map(|runs| {
+        runs.into_iter()
+            .flat_map(|(second, count, size, last)| {
+                let last = last.map(|l| l.min(size));
+                (0..count).map(move |i| {
+                    (
+                        second,
+                        if i + 1 == count {
+                            last.unwrap_or(size)
+                        } else {
+                            size
+                        },
+                    )
+                })
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Through the real socket, runs to one destination leaving segmented: each destination
+    /// still gets exactly its datagrams, whole and in order.
+    #[test]
+    fn segmented_runs_arrive_as_the_datagrams_they_were(datagrams in runs()) {
+        through_the_socket(&datagrams)?;
+        #[cfg(target_os = "linux")]
+        prop_assert!(segmentation_on(), "the kernel took the segmented sends");
     }
 }
 

@@ -1,24 +1,43 @@
-//! A viewer session's estimate and subscriptions, read from the session and the engine for
-//! `/metrics` and the `GET` on its resource.
+//! A receiving session's estimate and subscriptions (a WHEP viewer's, or a conference
+//! participant's), read from the session and the engine for `/metrics` and the `GET` on a
+//! viewer's resource.
 
-use rtp_ext::codec::MediaKind;
+use rtp_ext::codec::{Codec, MediaKind};
+use selector::LayerLimits;
 
+use super::conference::subscription_limits;
 use super::NodeCore;
-use crate::node::peer::{Peer, PeerId, Role, Viewer, ViewerMedia};
+use crate::node::peer::{Peer, PeerId, Role, ViewerMedia};
 use crate::node::stats::{TrackStats, ViewerStats};
 
 impl NodeCore {
-    /// A viewer session's stats; None for a publisher or an unknown session.
+    /// A receiving session's stats; None for a publisher or an unknown session.
     pub fn viewer_stats(&self, id: PeerId) -> Option<ViewerStats> {
         let peer = self.peers.get(&id)?;
-        let Role::Viewer(viewer) = &peer.role else {
-            return None;
+        let tracks = match &peer.role {
+            Role::Viewer(viewer) => [&viewer.video, &viewer.audio]
+                .into_iter()
+                .flatten()
+                .filter_map(|media| {
+                    self.track_stats(peer, media, |codec| viewer.limits(codec, media.dd_ext_id))
+                })
+                .collect(),
+            Role::Participant(participant) => participant
+                .sections
+                .iter()
+                .filter_map(|section| {
+                    let choice = section
+                        .source
+                        .and_then(|t| participant.choices.get(&t).copied())
+                        .unwrap_or_default();
+                    let dd = section.media.dd_ext_id;
+                    self.track_stats(peer, &section.media, |codec| {
+                        subscription_limits(choice, Some(codec), dd)
+                    })
+                })
+                .collect(),
+            Role::Publisher(_) => return None,
         };
-        let tracks = [&viewer.video, &viewer.audio]
-            .into_iter()
-            .flatten()
-            .filter_map(|media| self.track_stats(peer, viewer, media))
-            .collect();
         Some(ViewerStats {
             session: id,
             room: peer.room.clone(),
@@ -38,7 +57,13 @@ impl NodeCore {
         all
     }
 
-    fn track_stats(&self, peer: &Peer, viewer: &Viewer, media: &ViewerMedia) -> Option<TrackStats> {
+    /// One subscription's stats; `limits` gives its limits for the track's codec.
+    fn track_stats(
+        &self,
+        peer: &Peer,
+        media: &ViewerMedia,
+        limits: impl Fn(Codec) -> LayerLimits,
+    ) -> Option<TrackStats> {
         let down_track = media.down_track?;
         let info = self.router.down_track_info(down_track)?;
         let codec = self.router.receiver_config(info.track)?.codec;
@@ -56,7 +81,7 @@ impl NodeCore {
             codec,
             layer: info.layer.filter(|_| video).map(Into::into),
             allocated,
-            ceiling: video.then(|| viewer.limits(codec, media.dd_ext_id).effective().into()),
+            ceiling: video.then(|| limits(codec).effective().into()),
             packets_sent: sent.packets,
             bytes_sent: sent.bytes,
         })

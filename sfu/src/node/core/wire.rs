@@ -84,7 +84,9 @@ impl NodeCore {
         if peer.addr.is_none() || (nominated && peer.addr != Some(from)) {
             if let Some(old) = peer.addr.replace(from) {
                 self.by_addr.remove(&old);
+                self.unbind(old);
             }
+            self.bind(from);
             if let Some(other) = self.by_addr.insert(from, id).filter(|&o| o != id) {
                 // Another session had that address (a client that reconnected from the same
                 // port): it is not reachable there any more.
@@ -103,7 +105,7 @@ impl NodeCore {
             return;
         };
         let transport = peer.transport;
-        if !matches!(peer.role, Role::Publisher(_)) {
+        if !matches!(peer.role, Role::Publisher(_) | Role::Participant(_)) {
             self.counters.drop(DropReason::NotAPublisher);
             return;
         }

@@ -17,7 +17,7 @@ use sdp::description::session::{Origin, TimeDescription, Timing};
 use sdp::SessionDescription;
 
 use super::{Direction, OfferedCodec, PublishedMedia, PublisherPlan, Section, ViewedMedia};
-use super::{Extmap, InactiveMedia, ViewerPlan};
+use super::{Extmap, InactiveMedia, ParticipantMedia, ParticipantPlan, ViewerPlan};
 
 /// The transport of every accepted section (RFC 8829 section 5.1.2).
 const PROTO: [&str; 4] = ["UDP", "TLS", "RTP", "SAVPF"];
@@ -100,6 +100,25 @@ impl AnswerMedia {
             .collect()
     }
 
+    /// The answer's sections for a participant's plan: what it sends received, and each of
+    /// its receiving sections as `receiving` answers it.
+    pub fn for_participant(
+        plan: &ParticipantPlan,
+        receiving: impl Fn(&ViewedMedia) -> Self,
+    ) -> Vec<Self> {
+        plan.sections
+            .iter()
+            .map(|section| {
+                Self::from_section(section, |accepted| match accepted {
+                    ParticipantMedia::Publish(media) => Self::Receive(media.clone()),
+                    ParticipantMedia::Receive(media) => receiving(media),
+                })
+            })
+            .collect()
+    }
+
+    /// The answer's section for a planned one: `accepted` for what is served, inactive or
+    /// port 0 for what is not.
     fn from_section<T>(section: &Section<T>, accepted: impl Fn(&T) -> Self) -> Self {
         match section {
             Section::Accepted(media) => accepted(media),
@@ -155,6 +174,9 @@ pub struct AnswerParams {
     pub video_fmtp_suffix: Option<String>,
     /// One entry per offered section, in the offer's order.
     pub media: Vec<AnswerMedia>,
+    /// The `o=` line's session id and version: one session's answers keep the id and count
+    /// up the version (RFC 3264 section 8); `None` for a session's only answer.
+    pub origin: Option<(u64, u64)>,
 }
 
 /// Writes the answer.
@@ -174,13 +196,16 @@ pub fn build_answer(params: &AnswerParams) -> String {
         attributes.push(flag("extmap-allow-mixed"));
     }
     attributes.push(attribute("msid-semantic", " WMS *"));
+    // JSEP (RFC 8829 section 5.2.1) wants a random id that fits a signed 64-bit int.
+    let (session_id, session_version) = params
+        .origin
+        .unwrap_or_else(|| (rand::rng().random::<u64>() >> 1, 2));
     SessionDescription {
         version: 0,
         origin: Origin {
             username: "-".to_owned(),
-            // JSEP (RFC 8829 section 5.2.1) wants a random id that fits a signed 64-bit int.
-            session_id: rand::rng().random::<u64>() >> 1,
-            session_version: 2,
+            session_id,
+            session_version,
             network_type: "IN".to_owned(),
             address_type: "IP4".to_owned(),
             unicast_address: "127.0.0.1".to_owned(),

@@ -1,7 +1,9 @@
-//! SDP offer/answer (RFC 3264, RFC 8829) for WHIP publishers and WHEP viewers.
+//! SDP offer/answer (RFC 3264, RFC 8829) for WHIP publishers, WHEP viewers and conference
+//! participants.
 //!
 //! - [`offer`]: a session description read into the fields the node uses.
 //! - [`negotiate`]: what to accept from a publisher's or a viewer's offer.
+//! - [`participant`]: a participant's offer, and what a renegotiation's must keep.
 //! - [`answer`]: the answer written from a plan.
 //! - [`format`] and [`h264_profile`]: which codec formats are forwarded and which a viewer
 //!   decodes.
@@ -11,6 +13,7 @@ pub mod format;
 pub mod h264_profile;
 pub mod negotiate;
 pub mod offer;
+pub mod participant;
 
 #[cfg(test)]
 mod tests;
@@ -21,23 +24,33 @@ pub use negotiate::{
     PublisherPlan, RoomCodec, Section, ViewedMedia, ViewerPlan,
 };
 pub use offer::{
-    parse_description, parse_offer, Direction, Extmap, Fingerprint, Offer, OfferedCodec,
-    OfferedMedia, SsrcInfo,
+    parse_description, parse_offer, parse_offer_within, Direction, Extmap, Fingerprint, Offer,
+    OfferedCodec, OfferedMedia, SsrcInfo,
 };
+pub use participant::{negotiate_participant, OfferShape, ParticipantMedia, ParticipantPlan};
 
 use rand::Rng;
 
 /// The largest SDP body accepted. A browser offer with every codec is about 10 KiB; anything
 /// much larger is not a browser offer and is refused before parsing.
 pub const MAX_SDP_LEN: usize = 64 * 1024;
+/// The largest conference participant's offer: a browser's receiving sections are some 6 KiB
+/// for each other participant's audio and video, so a room of 50 needs about 300 KiB.
+pub const MAX_PARTICIPANT_SDP_LEN: usize = 512 * 1024;
 
 /// Why an SDP body was refused. The Display text is the body of the HTTP 400 answer, so it
 /// says what is wrong in the offer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SdpError {
-    /// The body is above [`MAX_SDP_LEN`].
-    #[error("SDP of {0} bytes is above the limit of {limit} bytes", limit = MAX_SDP_LEN)]
-    TooLarge(usize),
+    /// The body is above the limit ([`MAX_SDP_LEN`], or [`MAX_PARTICIPANT_SDP_LEN`] for a
+    /// participant's offer).
+    #[error("SDP of {len} bytes is above the limit of {limit} bytes")]
+    TooLarge {
+        /// The body's length.
+        len: usize,
+        /// The limit it is above.
+        limit: usize,
+    },
     /// A line is not of the `<letter>=<value>` form (RFC 8866 section 5); the line number
     /// counts from 1.
     #[error("not SDP: line {0}")]

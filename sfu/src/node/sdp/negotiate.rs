@@ -211,26 +211,7 @@ pub fn negotiate_publisher(offer: &Offer) -> Result<PublisherPlan, SdpError> {
         if !media.direction.sends() {
             return Err(format!("{}, nothing to receive", media.direction.as_str()));
         }
-        let codec = media
-            .codecs
-            .iter()
-            .find(|c| supported(c, kind))
-            .ok_or("no supported codec")?;
-        let extensions = keep_extensions(&media.extensions, &PUBLISHER_EXTENSIONS);
-        let demux = demux_of(offer, media, codec, &extensions).map_err(|e| {
-            let reason = e.to_string();
-            unidentifiable.get_or_insert(e);
-            reason
-        })?;
-        Ok(PublishedMedia {
-            mid: media.mid.clone(),
-            kind,
-            codec: keep_feedback(codec),
-            extensions,
-            ssrcs: media.ssrcs.clone(),
-            rids: media.send_rids.clone(),
-            demux,
-        })
+        plan_published(offer, media, kind, &mut unidentifiable)
     });
     if let Some(error) = unidentifiable {
         return Err(error);
@@ -239,6 +220,37 @@ pub fn negotiate_publisher(offer: &Offer) -> Result<PublisherPlan, SdpError> {
     Ok(PublisherPlan {
         extmap_allow_mixed: offer.extmap_allow_mixed,
         sections,
+    })
+}
+
+/// What the node receives in a section the offerer sends in: Opus or the first supported
+/// video codec in the offer's order. A section whose packets could not be told from another's
+/// leaves its error in `unidentifiable`, for the caller to fail the offer with.
+pub(super) fn plan_published(
+    offer: &Offer,
+    media: &OfferedMedia,
+    kind: MediaKind,
+    unidentifiable: &mut Option<SdpError>,
+) -> Result<PublishedMedia, String> {
+    let codec = media
+        .codecs
+        .iter()
+        .find(|c| supported(c, kind))
+        .ok_or("no supported codec")?;
+    let extensions = keep_extensions(&media.extensions, &PUBLISHER_EXTENSIONS);
+    let demux = demux_of(offer, media, codec, &extensions).map_err(|e| {
+        let reason = e.to_string();
+        unidentifiable.get_or_insert(e);
+        reason
+    })?;
+    Ok(PublishedMedia {
+        mid: media.mid.clone(),
+        kind,
+        codec: keep_feedback(codec),
+        extensions,
+        ssrcs: media.ssrcs.clone(),
+        rids: media.send_rids.clone(),
+        demux,
     })
 }
 
@@ -252,7 +264,7 @@ pub fn negotiate_viewer(offer: &Offer, room: &[RoomCodec]) -> Result<ViewerPlan,
     })
 }
 
-fn plan_viewed(
+pub(super) fn plan_viewed(
     media: &OfferedMedia,
     kind: MediaKind,
     room: &[RoomCodec],
@@ -295,7 +307,7 @@ fn plan_viewed(
 /// Plans every section with `plan`, after refusing those no plan can serve: refused by the
 /// offerer, outside the BUNDLE group, or neither audio nor video. Fails when nothing is
 /// accepted, with each section's reason.
-fn plan_sections<T>(
+pub(super) fn plan_sections<T>(
     offer: &Offer,
     mut plan: impl FnMut(&OfferedMedia, MediaKind) -> Result<T, String>,
 ) -> Result<Vec<Section<T>>, SdpError> {

@@ -166,7 +166,13 @@ pub struct Offer {
 /// Reads an offer to the node. On top of [`parse_description`], an offer must bundle its
 /// media, since the node serves one transport per peer.
 pub fn parse_offer(text: &str) -> Result<Offer, SdpError> {
-    let offer = parse_description(text)?;
+    parse_offer_within(text, MAX_SDP_LEN)
+}
+
+/// [`parse_offer`] with another size limit (a conference participant's offer grows with its
+/// room).
+pub fn parse_offer_within(text: &str, max_len: usize) -> Result<Offer, SdpError> {
+    let offer = read_description(text, max_len)?;
     if offer.bundle_mids.is_empty() {
         return Err(SdpError::NoBundle);
     }
@@ -176,8 +182,15 @@ pub fn parse_offer(text: &str) -> Result<Offer, SdpError> {
 /// Reads any session description, an offer or an answer: ICE credentials, a fingerprint and at
 /// least one media section are required.
 pub fn parse_description(text: &str) -> Result<Offer, SdpError> {
-    if text.len() > MAX_SDP_LEN {
-        return Err(SdpError::TooLarge(text.len()));
+    read_description(text, MAX_SDP_LEN)
+}
+
+fn read_description(text: &str, max_len: usize) -> Result<Offer, SdpError> {
+    if text.len() > max_len {
+        return Err(SdpError::TooLarge {
+            len: text.len(),
+            limit: max_len,
+        });
     }
     check_lines(text)?;
     let description = SessionDescription::unmarshal(&mut Cursor::new(text.as_bytes()))

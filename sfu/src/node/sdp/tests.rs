@@ -70,6 +70,7 @@ fn params(media: Vec<AnswerMedia>, extmap_allow_mixed: bool) -> AnswerParams {
         extmap_allow_mixed,
         video_fmtp_suffix: Some("x-google-min-bitrate=2500;x-google-start-bitrate=2500".to_owned()),
         media,
+        origin: None,
     }
 }
 
@@ -296,11 +297,21 @@ fn out_of_order_lines_are_not_sdp() {
 fn bodies_above_64_kib_are_refused() {
     let padding = "a=x-padding:0123456789abcdef\r\n".repeat(MAX_SDP_LEN / 30);
     let text = crlf(PUBLISHER_VP8) + &padding;
-    assert_eq!(parse_offer(&text), Err(SdpError::TooLarge(text.len())));
+    let too_large = SdpError::TooLarge {
+        len: text.len(),
+        limit: MAX_SDP_LEN,
+    };
+    assert_eq!(parse_offer(&text), Err(too_large));
     assert_eq!(
-        SdpError::TooLarge(70_000).to_string(),
+        SdpError::TooLarge {
+            len: 70_000,
+            limit: MAX_SDP_LEN
+        }
+        .to_string(),
         "SDP of 70000 bytes is above the limit of 65536 bytes"
     );
+    // A participant's offer may be larger, up to its own limit.
+    assert!(parse_offer_within(&text, MAX_PARTICIPANT_SDP_LEN).is_ok());
 }
 
 #[test]

@@ -1,0 +1,52 @@
+//! The load test: the node as its own process under one AV1 L3T3 publisher and N viewers,
+//! every one a WebRTC peer of the independent client crate (real ICE, DTLS, SRTP and RTCP over
+//! loopback). The published video is generated, not recorded: no real L3T3 capture with a
+//! Dependency Descriptor exists beside the checkout, so the frame pattern and DDs come from the
+//! workspace's own DD stream generator (`selector::scalability`), with frame sizes set to a
+//! browser-like 2.5 Mbit/s over three spatial layers (`benches::load::source`).
+//!
+//! `cargo run --release -p benches --bin load -- --viewers 300 --seconds 60 [--workers N]
+//! [--loss PCT] [--json] [--check]`; `--help` lists the rest. Progress goes to stderr, the
+//! report (a table, or one JSON line with `--json`) to stdout. With `--check` the exit status
+//! is 1 unless every viewer connected and got video and the loss after retransmission stayed
+//! below `--max-loss` percent (1 by default); 2 when the run itself could not be done.
+
+use std::process::ExitCode;
+
+#[cfg(target_os = "linux")]
+use benches::load::{run, Options};
+#[cfg(target_os = "linux")]
+use clap::Parser;
+
+#[cfg(not(target_os = "linux"))]
+fn main() -> ExitCode {
+    eprintln!("load: runs on Linux only (it reads /proc and waits with epoll)");
+    ExitCode::from(2)
+}
+
+#[cfg(target_os = "linux")]
+fn main() -> ExitCode {
+    let options = Options::parse();
+    let report = match run(&options) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("load: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match options.json {
+        true => println!("{}", report.json()),
+        false => print!("{}", report.table()),
+    }
+    if !options.check {
+        return ExitCode::SUCCESS;
+    }
+    let failures = report.check(options.max_loss);
+    for failure in &failures {
+        eprintln!("load: check failed: {failure}");
+    }
+    match failures.is_empty() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::FAILURE,
+    }
+}

@@ -1,0 +1,414 @@
+//! The load test: the node as its own process, one publisher and N viewers in this one, all
+//! WebRTC peers of the independent client crate (`crate::client`), so every session does real
+//! ICE, DTLS, SRTP and RTCP (receiver reports, NACK, transport-wide CC feedback) over loopback.
+//!
+//! The run: build and start the node; connect the publisher, which streams a generated AV1
+//! L3T3 stream with its Dependency Descriptor and Opus (`source`); connect the viewers, a
+//! third each asking for spatial layer 0, 1 and 2; let their bandwidth estimates ramp up
+//! (`--warmup`); measure for `--seconds`; stop the media and let the last retransmissions
+//! land; report. Every packet's payload ends in a tag with its send time on the process's one
+//! clock (`tag`), so a viewer measures the latency the node adds (and the tool's own lag,
+//! which its CPU figure shows). The node's CPU and memory come from `/proc`.
+
+pub mod node;
+pub mod options;
+pub mod procfs;
+pub mod publisher;
+pub mod report;
+pub mod source;
+pub mod stats;
+pub mod tag;
+pub mod viewers;
+pub mod wait;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::client::{Client, ClientError, VideoCodec};
+
+use node::NodeProcess;
+pub use options::{Options, OptionsError};
+use procfs::Process;
+pub use report::Report;
+use report::{Joining, Measured, SocketDrops, Warmup};
+use viewers::{ViewerJob, WorkerReport};
+
+/// Room `index` of a run.
+fn room(index: usize) -> String {
+    format!("load-{index}")
+}
+/// How long the publisher may take to connect.
+const PUBLISHER_READY: Duration = Duration::from_secs(30);
+/// The stream runs this long before the first viewer joins, so the room has its track.
+const STREAM_SETTLE: Duration = Duration::from_millis(500);
+/// After the media stops: NACKs for the last packets and their retransmissions land.
+const DRAIN: Duration = Duration::from_millis(1500);
+/// A refused join (the node's limits on sessions still connecting) is tried again after this.
+const RETRY: Duration = Duration::from_millis(50);
+/// Temporal layer every viewer asks for: all of them.
+const TEMPORAL: u8 = 2;
+/// How often the warm-up asks the node where its viewers are.
+const WARMUP_POLL: Duration = Duration::from_millis(500);
+/// Once every viewer is at its layer, the last up-switch's keyframe is let through first.
+const WARMUP_SETTLE: Duration = Duration::from_secs(1);
+
+/// Why a run could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    #[error("building the node: {0}")]
+    Build(String),
+    #[error("cannot start the node {0}: {1}")]
+    NodeSpawn(String, std::io::Error),
+    #[error("the node does not take --workers (not implemented in this build):\n{0}")]
+    NoWorkersFlag(String),
+    #[error("the node exited ({status}):\n{log}")]
+    NodeExited { status: String, log: String },
+    #[error("the node did not answer HTTP in time:\n{0}")]
+    NodeNotListening(String),
+    #[error("the publisher: {0}")]
+    Publisher(String),
+    #[error("the publisher did not connect in time")]
+    PublisherNotConnected,
+    #[error("a client: {0}")]
+    Client(#[from] ClientError),
+    #[error("{0}")]
+    Io(std::io::Error),
+    #[error("the {0} thread panicked")]
+    Panicked(&'static str),
+}
+
+/// Where a run is; every thread reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Phase {
+    /// The publisher streams, viewers connect and warm up; nothing is counted yet.
+    Joining,
+    /// Everything is counted.
+    Measuring,
+    /// The publisher sends no new media but answers NACKs; arrivals still count.
+    Draining,
+    Stopped,
+}
+
+/// The run's phase, shared by its threads.
+#[derive(Debug, Default)]
+pub struct Control(AtomicU8);
+
+impl Control {
+    pub fn phase(&self) -> Phase {
+        match self.0.load(Ordering::Acquire) {
+            0 => Phase::Joining,
+            1 => Phase::Measuring,
+            2 => Phase::Draining,
+            _ => Phase::Stopped,
+        }
+    }
+
+    pub fn set(&self, phase: Phase) {
+        self.0.store(phase as u8, Ordering::Release);
+    }
+}
+
+/// Stops every thread of the run however it ends, an error included.
+struct StopOnDrop(Arc<Control>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.set(Phase::Stopped);
+    }
+}
+
+/// Runs the load test the options describe.
+pub fn run(options: &Options) -> Result<Report, LoadError> {
+    options.validate()?;
+    let mut node = start_node(options)?;
+    let control = Arc::new(Control::default());
+    let _stop = StopOnDrop(Arc::clone(&control));
+    let epoch = Instant::now();
+    let publishers = (0..options.rooms)
+        .map(|index| start_publisher(&node, options, &room(index), epoch, &control))
+        .collect::<Result<Vec<_>, _>>()?;
+    std::thread::sleep(STREAM_SETTLE);
+    let rss_before = Process::Pid(node.pid()).rss_kib().map_err(LoadError::Io)?;
+    let connected = Arc::new(AtomicUsize::new(0));
+    let (senders, workers) = start_viewer_threads(options, epoch, &control, &connected)?;
+    let joining = join_viewers(node.http, options, &senders, &connected);
+    drop(senders);
+    progress(&joining.summary(options.viewers));
+    let warmup = warm_up(node.http, options, &joining);
+    progress(&warmup.summary());
+    let mut measured = measure(&mut node, options, &control, rss_before)?;
+    measured.warmup = warmup;
+    measured.viewer_gauges = node::viewer_gauges(node.http);
+    control.set(Phase::Draining);
+    std::thread::sleep(DRAIN);
+    control.set(Phase::Stopped);
+    let mut reports = Vec::new();
+    for worker in workers {
+        reports.push(join(worker, "viewers")??);
+    }
+    let mut ports = Vec::new();
+    let mut publisher: Option<publisher::PublisherReport> = None;
+    for handle in publishers {
+        let report = join(handle, "publisher")??;
+        ports.push(report.port);
+        match &mut publisher {
+            Some(all) => all.merge(&report),
+            None => publisher = Some(report),
+        }
+    }
+    let publisher = publisher.ok_or(LoadError::PublisherNotConnected)?;
+    measured.socket_drops = socket_drops(node.udp.port(), &reports, &ports);
+    measured.node_drops = node::drops(node.http);
+    measured.keyframe_requests_sent =
+        node::metric(node.http, "strata_keyframe_requests_sent_total");
+    Ok(Report::new(
+        options, &joining, &measured, &reports, &publisher,
+    ))
+}
+
+/// The node, built unless `--node` names its binary, up and answering.
+fn start_node(options: &Options) -> Result<NodeProcess, LoadError> {
+    let binary = match &options.node {
+        Some(path) => path.clone(),
+        None => {
+            progress("building the node (cargo build --release -p sfu)");
+            node::build()?
+        }
+    };
+    let node = node::start(&binary, options.workers, options.viewers)?;
+    let (pid, http, udp) = (node.pid(), node.http, node.udp);
+    progress(&format!("node {pid} up on {http} (UDP {udp})"));
+    Ok(node)
+}
+
+fn start_publisher(
+    node: &NodeProcess,
+    options: &Options,
+    room: &str,
+    epoch: Instant,
+    control: &Arc<Control>,
+) -> Result<JoinHandle<Result<publisher::PublisherReport, LoadError>>, LoadError> {
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let handle = publisher::spawn(
+        node.http,
+        room.into(),
+        options.seed,
+        epoch,
+        Arc::clone(control),
+        ready_tx,
+    )
+    .map_err(LoadError::Io)?;
+    match ready_rx.recv_timeout(PUBLISHER_READY) {
+        Ok(Ok(())) => {
+            progress("publisher connected, streaming AV1 L3T3 + Opus");
+            Ok(handle)
+        }
+        Ok(Err(e)) => Err(LoadError::Publisher(e)),
+        Err(_) => Err(LoadError::PublisherNotConnected),
+    }
+}
+
+type Workers = Vec<JoinHandle<Result<WorkerReport, LoadError>>>;
+
+fn start_viewer_threads(
+    options: &Options,
+    epoch: Instant,
+    control: &Arc<Control>,
+    connected: &Arc<AtomicUsize>,
+) -> Result<(Vec<Sender<ViewerJob>>, Workers), LoadError> {
+    let threads = options.client_threads.min(options.viewers);
+    let mut senders = Vec::new();
+    let mut handles = Vec::new();
+    for i in 0..threads {
+        let (tx, rx) = mpsc::channel();
+        let control = Arc::clone(control);
+        let connected = Arc::clone(connected);
+        let handle = viewers::spawn(format!("viewers-{i}"), rx, control, epoch, connected)
+            .map_err(LoadError::Io)?;
+        senders.push(tx);
+        handles.push(handle);
+    }
+    Ok((senders, handles))
+}
+
+/// Signals every viewer (one after another, as a crowd of browsers joining would) and hands
+/// each to a thread that drives its connection; waits until all have connected.
+fn join_viewers(
+    http: SocketAddr,
+    options: &Options,
+    senders: &[Sender<ViewerJob>],
+    connected: &AtomicUsize,
+) -> Joining {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(options.connect_timeout);
+    let mut joining = Joining::default();
+    for index in 0..options.viewers {
+        let spatial = (index % 3) as u8;
+        match signal(http, options, index, spatial, deadline) {
+            Ok(job) => {
+                joining.accepted += 1;
+                joining.spatial.push(spatial);
+                // A thread ends only after the run: its receiver is there.
+                let _ = senders[index % senders.len()].send(job);
+            }
+            Err(e) => joining.refused.push(format!("viewer {index}: {e}")),
+        }
+    }
+    joining.signaled = start.elapsed();
+    while connected.load(Ordering::Relaxed) < joining.accepted && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    joining.connected = connected.load(Ordering::Relaxed);
+    joining.all_connected = start.elapsed();
+    joining
+}
+
+/// One viewer's WHEP request, tried again while the node says it is busy (503, 429).
+fn signal(
+    http: SocketAddr,
+    options: &Options,
+    index: usize,
+    spatial: u8,
+    deadline: Instant,
+) -> Result<ViewerJob, ClientError> {
+    let query = format!("?spatial={spatial}&temporal={TEMPORAL}");
+    loop {
+        let joined = Instant::now();
+        match Client::watch_with(http, &room(index % options.rooms), &query, VideoCodec::Av1) {
+            Ok(mut client) => {
+                client.set_recording(false);
+                client.use_kernel_timestamps()?;
+                // Each viewer its own draw, all from the run's seed.
+                let seed = options.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                client.set_inbound_loss(options.loss, seed);
+                return Ok(ViewerJob {
+                    index,
+                    spatial,
+                    client,
+                    joined,
+                });
+            }
+            Err(ClientError::Refused { status, .. })
+                if matches!(status, 429 | 503) && Instant::now() < deadline =>
+            {
+                std::thread::sleep(RETRY);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Waits until the node sends each viewer the spatial layer it asked for (and a moment more),
+/// or `--warmup` seconds.
+fn warm_up(http: SocketAddr, options: &Options, joining: &Joining) -> Warmup {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(options.warmup);
+    let wanted = wanted_layers(&joining.spatial);
+    loop {
+        let sent = node::viewer_gauges(http).spatial_sent;
+        if sent == wanted {
+            std::thread::sleep(WARMUP_SETTLE);
+            return Warmup {
+                took: start.elapsed(),
+                at_layer: true,
+                sent,
+            };
+        }
+        if Instant::now() >= deadline {
+            return Warmup {
+                took: start.elapsed(),
+                at_layer: false,
+                sent,
+            };
+        }
+        std::thread::sleep(WARMUP_POLL);
+    }
+}
+
+/// Viewers by the spatial layer they asked for.
+fn wanted_layers(spatial: &[u8]) -> [usize; 3] {
+    let mut wanted = [0; 3];
+    for &s in spatial {
+        wanted[usize::from(s).min(2)] += 1;
+    }
+    wanted
+}
+
+/// Counts the node's and this process's CPU over the measured seconds.
+fn measure(
+    node: &mut NodeProcess,
+    options: &Options,
+    control: &Control,
+    rss_before: u64,
+) -> Result<Measured, LoadError> {
+    let node_process = Process::Pid(node.pid());
+    let node_cpu = node_process.cpu_time().map_err(LoadError::Io)?;
+    let tool_cpu = Process::This.cpu_time().map_err(LoadError::Io)?;
+    let (busy, cores) = procfs::machine_busy().map_err(LoadError::Io)?;
+    let start = Instant::now();
+    control.set(Phase::Measuring);
+    progress(&format!("measuring for {} s", options.seconds));
+    let end = start + Duration::from_secs_f64(options.seconds);
+    while Instant::now() < end {
+        if let Some(status) = node.exited() {
+            let log = node.log_tail();
+            return Err(LoadError::NodeExited { status, log });
+        }
+        std::thread::sleep(
+            end.saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(200)),
+        );
+    }
+    let wall = start.elapsed();
+    let node_cpu = (node_process.cpu_time().map_err(LoadError::Io)?).saturating_sub(node_cpu);
+    let tool_cpu = (Process::This.cpu_time().map_err(LoadError::Io)?).saturating_sub(tool_cpu);
+    let busy = (procfs::machine_busy().map_err(LoadError::Io)?.0).saturating_sub(busy);
+    Ok(Measured {
+        wall,
+        node_cpu,
+        tool_cpu,
+        others_cpu: busy.saturating_sub(node_cpu + tool_cpu),
+        cores,
+        rss_before_kib: rss_before,
+        rss_after_kib: node_process.rss_kib().map_err(LoadError::Io)?,
+        ..Measured::default()
+    })
+}
+
+/// What the run's sockets dropped for a full receive buffer: the node's, the viewers', the
+/// publisher's (none when `/proc/net/udp` cannot be read).
+fn socket_drops(
+    node_port: u16,
+    workers: &[WorkerReport],
+    publishers: &[u16],
+) -> Option<SocketDrops> {
+    let table = procfs::udp_drops().ok()?;
+    let of = |port: u16| {
+        table
+            .iter()
+            .filter(|(p, _)| *p == port)
+            .map(|(_, n)| n)
+            .sum::<u64>()
+    };
+    let viewers = workers.iter().flat_map(|w| &w.viewers);
+    Some(SocketDrops {
+        node: of(node_port),
+        viewers: viewers.map(|v| of(v.port)).sum(),
+        publisher: publishers.iter().map(|&p| of(p)).sum(),
+    })
+}
+
+fn join<T>(handle: JoinHandle<T>, name: &'static str) -> Result<T, LoadError> {
+    handle.join().map_err(|_| LoadError::Panicked(name))
+}
+
+fn progress(line: &str) {
+    eprintln!("load: {line}");
+}

@@ -1,0 +1,124 @@
+//! The load test's command line.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// Loads a node with one AV1 L3T3 publisher (a generated stream with its Dependency
+/// Descriptor, plus Opus) and N viewers at a mix of layers, each a WebRTC peer of the
+/// independent client crate (ICE, DTLS, SRTP, RTCP), and reports what the viewers got and what
+/// it cost the node.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "load")]
+pub struct Options {
+    /// Viewers to connect (a third each at spatial layer 0, 1 and 2).
+    #[arg(long, default_value_t = 50)]
+    pub viewers: usize,
+    /// Seconds measured once every viewer is connected and the warm-up is over.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Seconds at most between the last viewer connecting and the measurement: it starts once
+    /// the node sends every viewer the spatial layer it asked for (its bandwidth estimate
+    /// climbs there over some seconds, each spatial up-switch with a keyframe), or when these
+    /// are up.
+    #[arg(long, default_value_t = 20.0)]
+    pub warmup: f64,
+    /// Rooms, each with its own publisher; the viewers are dealt out over them in turn. A
+    /// room lives on one of the node's workers, so one room measures one worker.
+    #[arg(long, default_value_t = 1)]
+    pub rooms: usize,
+    /// Passed to the node as `--workers N` (not passed when left out).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Percent of the datagrams each viewer drops on arrival once connected (seeded).
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// Seeds the simulated loss and the frame sizes.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Threads the viewers are spread over (the publisher has its own).
+    #[arg(long, default_value_t = 2)]
+    pub client_threads: usize,
+    /// The node's binary; by default the tool builds it (release) beside itself.
+    #[arg(long)]
+    pub node: Option<PathBuf>,
+    /// Seconds the viewers may take to connect, all told.
+    #[arg(long, default_value_t = 60.0)]
+    pub connect_timeout: f64,
+    /// One JSON line instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit non-zero unless every viewer connected and received video and the loss after
+    /// retransmission stayed below `--max-loss` percent.
+    #[arg(long)]
+    pub check: bool,
+    /// The loss after retransmission (percent) `--check` allows.
+    #[arg(long, default_value_t = 1.0)]
+    pub max_loss: f64,
+}
+
+/// Why the options cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OptionsError {
+    #[error("--viewers must be at least 1")]
+    NoViewers,
+    #[error("--client-threads must be at least 1")]
+    NoThreads,
+    #[error("--workers must be at least 1")]
+    NoWorkers,
+    #[error("--rooms must be from 1 to --viewers")]
+    Rooms,
+    #[error("--loss is a percentage from 0 to 100, not {0}")]
+    Loss(f64),
+    #[error("--{0} must be a positive number of seconds")]
+    Seconds(&'static str),
+}
+
+impl Options {
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        if self.viewers == 0 {
+            return Err(OptionsError::NoViewers);
+        }
+        if self.client_threads == 0 {
+            return Err(OptionsError::NoThreads);
+        }
+        if self.workers == Some(0) {
+            return Err(OptionsError::NoWorkers);
+        }
+        if self.rooms == 0 || self.rooms > self.viewers {
+            return Err(OptionsError::Rooms);
+        }
+        if !(0.0..=100.0).contains(&self.loss) {
+            return Err(OptionsError::Loss(self.loss));
+        }
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if !positive(self.seconds) {
+            return Err(OptionsError::Seconds("seconds"));
+        }
+        if !positive(self.connect_timeout) {
+            return Err(OptionsError::Seconds("connect-timeout"));
+        }
+        if !(self.warmup.is_finite() && self.warmup >= 0.0) {
+            return Err(OptionsError::Seconds("warmup"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_run_and_bad_values_are_named() {
+        let options = Options::parse_from(["load"]);
+        assert_eq!(options.validate(), Ok(()));
+        let options = Options::parse_from(["load", "--viewers", "300", "--loss", "2.5"]);
+        assert_eq!((options.viewers, options.loss), (300, 2.5));
+        assert_eq!(options.workers, None);
+        let bad = Options::parse_from(["load", "--loss", "120"]);
+        assert_eq!(bad.validate(), Err(OptionsError::Loss(120.0)));
+        let bad = Options::parse_from(["load", "--seconds", "0"]);
+        assert_eq!(bad.validate(), Err(OptionsError::Seconds("seconds")));
+    }
+}

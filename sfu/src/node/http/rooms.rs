@@ -1,0 +1,210 @@
+//! The conference routes: join a room with an offer, offer again to renegotiate, choose per
+//! track, follow the room's events, read its state (leaving is the `DELETE` every session has).
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::header::{self, HeaderMap, HeaderValue};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use super::{caller, content_type_is, created, offer_text, trickle, ResourcePath};
+use crate::node::media_loop::Action;
+use crate::node::participant::Choice;
+use crate::node::peer::Kind;
+use crate::node::signaling::{Answered, SignalError, Signaling};
+use selector::Layer;
+
+/// A comment line this often keeps an event stream's connection from being taken for idle.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// `?name=`: the name a participant (or WHIP publisher) goes by when its token has no
+/// subject.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct Name {
+    pub(super) name: Option<String>,
+}
+
+/// `POST /rooms/{room}`: joins with an offer; 201 with the answer, its `Location` and `ETag`.
+pub(super) async fn join(
+    State(signaling): State<Arc<Signaling>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(room): Path<String>,
+    name: Result<Query<Name>, QueryRejection>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, SignalError> {
+    let caller = caller(&headers, client);
+    let Ok(Query(name)) = name else {
+        return Err(SignalError::BadBody("the query is ?name=NAME"));
+    };
+    let offer = offer_text(&headers, &body)?;
+    let answered = signaling
+        .join_conference(&room, &offer, name.name.as_deref(), caller)
+        .await?;
+    let mut response = created(
+        Kind::Participant,
+        &room,
+        answered.id,
+        answered.answer.clone(),
+        &answered.refused,
+    );
+    set_etag(&mut response, &answered);
+    Ok(response)
+}
+
+/// `PATCH /rooms/{room}/{id}`: an offer (`application/sdp`, `If-Match` optional) is answered
+/// with 200, the answer and its `ETag`; a choice (`application/json`,
+/// `{"track":N,"spatial":S,"temporal":T,"paused":B}`) is 204; a trickle fragment is 204.
+pub(super) async fn patch(
+    State(signaling): State<Arc<Signaling>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path((room, id)): ResourcePath,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, SignalError> {
+    let caller = caller(&headers, client);
+    let resource = (room.as_str(), id.as_str());
+    if content_type_is(&headers, "application/sdp") {
+        let offer = offer_text(&headers, &body)?;
+        let if_match = if_match(&headers)?;
+        let answered = signaling
+            .renegotiate(resource, &offer, if_match, caller)
+            .await?;
+        let mut response = (StatusCode::OK, answered.answer.clone()).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/sdp"),
+        );
+        set_etag(&mut response, &answered);
+        return Ok(response);
+    }
+    if content_type_is(&headers, "application/json") {
+        let asked: TrackChoice = serde_json::from_slice(&body).map_err(|_| {
+            SignalError::BadBody(
+                "expected {\"track\":N} with \"spatial\", \"temporal\" (numbers) or \"paused\" (true or false)",
+            )
+        })?;
+        let choice = Choice {
+            target: Layer::new(
+                asked.spatial.unwrap_or(u8::MAX),
+                asked.temporal.unwrap_or(u8::MAX),
+            ),
+            paused: asked.paused.unwrap_or(false),
+        };
+        signaling
+            .choose(resource, asked.track, choice, caller)
+            .await?;
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    signaling
+        .on_resource((Kind::Participant, &room, &id), caller, Action::Check)
+        .await?;
+    trickle(&headers).map(IntoResponse::into_response)
+}
+
+/// `GET /rooms/{room}/{id}/events`: the participant's events, `text/event-stream`.
+pub(super) async fn events(
+    State(signaling): State<Arc<Signaling>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path((room, id)): ResourcePath,
+    headers: HeaderMap,
+) -> Result<Response, SignalError> {
+    let events = signaling
+        .events((&room, &id), caller(&headers, client))
+        .await?;
+    let body = Body::from_stream(EventStream {
+        events,
+        keep_alive: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
+    });
+    let mut response = (StatusCode::OK, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+/// `GET /rooms/{room}`: the room's state as JSON.
+pub(super) async fn state(
+    State(signaling): State<Arc<Signaling>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(room): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, SignalError> {
+    let view = signaling
+        .room_state(&room, caller(&headers, client))
+        .await?;
+    let mut response = axum::Json(view).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+/// A participant's choice for one track; left out: the best layer, not paused.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrackChoice {
+    track: u32,
+    spatial: Option<u8>,
+    temporal: Option<u8>,
+    paused: Option<bool>,
+}
+
+/// `If-Match: "N"` (or `N`, or `*` for any): the version of the answer the offer follows.
+fn if_match(headers: &HeaderMap) -> Result<Option<u64>, SignalError> {
+    let Some(value) = headers.get(header::IF_MATCH) else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default().trim();
+    if text == "*" {
+        return Ok(None);
+    }
+    text.trim_matches('"')
+        .parse()
+        .map(Some)
+        .map_err(|_| SignalError::BadBody("If-Match is the ETag of the session's last answer"))
+}
+
+fn set_etag(response: &mut Response, answered: &Answered) {
+    if let Ok(value) = HeaderValue::from_str(&format!("\"{}\"", answered.version)) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+}
+
+/// A participant's events as the response body, with a comment line whenever nothing was
+/// sent for [`KEEP_ALIVE`]; it ends when the session does (or falls behind).
+struct EventStream {
+    events: mpsc::Receiver<String>,
+    keep_alive: tokio::time::Interval,
+}
+
+impl futures_core::Stream for EventStream {
+    type Item = Result<String, std::convert::Infallible>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        match this.events.poll_recv(cx) {
+            Poll::Ready(Some(event)) => {
+                this.keep_alive.reset();
+                Poll::Ready(Some(Ok(event)))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match this.keep_alive.poll_tick(cx) {
+                Poll::Ready(_) => Poll::Ready(Some(Ok(": keep-alive\n\n".to_owned()))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}

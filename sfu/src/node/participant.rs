@@ -1,0 +1,125 @@
+//! A conference participant: one peer connection that publishes its own tracks and receives
+//! the room's other tracks in sections of its own, renegotiated in place as the room changes.
+//!
+//! The participant always offers and the node always answers: when the room changes, the node
+//! tells the participant (its event stream's `renegotiate`) how many receiving sections of
+//! each kind it needs, and the participant offers again with at least that many. With one
+//! offerer there is no glare; an offer that crosses a change is answered with the room as it
+//! is then, and the participant is told to renegotiate once more if that answer is behind.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use rtp_ext::codec::MediaKind;
+use selector::Layer;
+
+use super::peer::{Publisher, ViewerMedia};
+use super::sdp::OfferShape;
+use crate::engine::TrackId;
+
+/// How other participants and the room's state name a participant: random, and not the
+/// session id (which, on an open node, is the key to the session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParticipantId(pub u64);
+
+impl ParticipantId {
+    pub fn random() -> Self {
+        Self(rand::random())
+    }
+}
+
+impl fmt::Display for ParticipantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl serde::Serialize for ParticipantId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// What a participant chose for one of the room's tracks: a layer ceiling, and whether it is
+/// paused (nothing forwarded while it is not shown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    pub target: Layer,
+    pub paused: bool,
+}
+
+impl Default for Choice {
+    fn default() -> Self {
+        Self {
+            target: Layer::MAX,
+            paused: false,
+        }
+    }
+}
+
+/// One of a participant's receiving sections.
+#[derive(Debug, Clone)]
+pub struct ReceiveSection {
+    pub mid: String,
+    pub kind: MediaKind,
+    /// The SSRCs the node sends it under, the codecs the participant takes in it, and the
+    /// subscription while one is made.
+    pub media: ViewerMedia,
+    /// The track the last answer said the section carries.
+    pub answered: Option<TrackId>,
+    /// The track it carries now: what was answered, until that track ends.
+    pub source: Option<TrackId>,
+}
+
+/// How a publishing or conference session is known in its room: the name it joined with
+/// (its token's subject, or the one it gave) and the id others see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub name: String,
+    pub public: ParticipantId,
+}
+
+#[derive(Debug)]
+pub struct Participant {
+    /// What it publishes: its sending sections' tracks, each with its mid.
+    pub publisher: Publisher,
+    /// Its receiving sections, in its offer's order.
+    pub sections: Vec<ReceiveSection>,
+    /// What its next offer must keep.
+    pub shape: OfferShape,
+    /// The `o=` line of the node's answers to it: the session id, and the version of the last.
+    pub origin: (u64, u64),
+    /// Whether it was told to renegotiate and has not offered since.
+    pub asked: bool,
+    /// Its choices per track of the room.
+    pub choices: HashMap<TrackId, Choice>,
+    /// Tracks it was told it cannot receive (no codec it offered decodes them), so it is told
+    /// once.
+    pub undecodable: Vec<TrackId>,
+}
+
+impl Participant {
+    /// The version its next offer's `If-Match` names: the last answer's.
+    pub fn version(&self) -> u64 {
+        self.origin.1
+    }
+
+    /// The section carrying `track`, if any.
+    pub fn section_of(&self, track: TrackId) -> Option<&ReceiveSection> {
+        self.sections.iter().find(|s| s.source == Some(track))
+    }
+
+    /// Whether the participant can decode a track of `codec` announced with `fmtp`: `None`
+    /// while it has no section of that kind to tell by (Chrome offers every codec it decodes
+    /// in each section of a kind).
+    pub fn decodes(
+        &self,
+        kind: MediaKind,
+        codec: rtp_ext::codec::Codec,
+        fmtp: &str,
+    ) -> Option<bool> {
+        let mut of_kind = self.sections.iter().filter(|s| s.kind == kind).peekable();
+        of_kind.peek()?;
+        Some(of_kind.any(|s| s.media.codec_for(codec, fmtp).is_some()))
+    }
+}

@@ -1,0 +1,60 @@
+//! A room as its members and `GET /rooms/{room}` see it: who is in it, what each publishes
+//! (codec, simulcast streams, the layers measured and what each costs), how many receive
+//! each track, and who speaks.
+
+use rtp_ext::codec::{Codec, MediaKind};
+use serde::Serialize;
+
+use super::participant::ParticipantId;
+use super::stats::{codec_name, kind_name};
+
+/// The room's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RoomView {
+    pub room: String,
+    /// Conference participants and WHIP publishers, in the order they came.
+    pub participants: Vec<ParticipantView>,
+    /// WHEP viewers.
+    pub viewers: usize,
+    /// Who speaks, once anybody has.
+    pub dominant_speaker: Option<ParticipantId>,
+}
+
+/// One member that publishes or receives on a peer connection of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ParticipantView {
+    pub id: ParticipantId,
+    pub name: String,
+    /// `participant` (publishes and receives) or `whip` (publishes only).
+    pub kind: &'static str,
+    pub tracks: Vec<TrackView>,
+    /// Tracks of the room it receives now.
+    pub receiving: usize,
+}
+
+/// A published track.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TrackView {
+    /// The track's id in this room: what a subscription change names.
+    pub id: u32,
+    /// Whose it is.
+    pub participant: ParticipantId,
+    #[serde(serialize_with = "kind_name")]
+    pub kind: MediaKind,
+    #[serde(serialize_with = "codec_name")]
+    pub codec: Codec,
+    /// Simulcast streams (1 without simulcast).
+    pub streams: usize,
+    /// The layers measured over the last seconds, with what each costs a subscriber.
+    pub layers: Vec<LayerRate>,
+    /// Subscriptions to it: participants' and viewers'.
+    pub viewers: usize,
+}
+
+/// One layer and its rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LayerRate {
+    pub spatial: u8,
+    pub temporal: u8,
+    pub bps: u64,
+}

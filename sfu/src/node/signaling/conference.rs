@@ -1,0 +1,316 @@
+//! Conference sessions from signaling's side: a participant's offer (joining, or again to
+//! renegotiate) becomes what the core needs and the core's [`Negotiated`] becomes the answer;
+//! the event stream, the room's state and a participant's choice per track.
+
+use rtp_ext::codec::MediaKind;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{publisher_of, refused, viewer_media, Caller, SignalError, Signaling};
+use crate::engine::TrackId;
+use crate::node::auth::Grant;
+use crate::node::core::{Negotiated, ParticipantOffer, Resource, Sending};
+use crate::node::media_loop::Command;
+use crate::node::participant::Choice;
+use crate::node::peer::{Join, Kind, PeerId};
+use crate::node::room_view::RoomView;
+use crate::node::sdp::{
+    self, AnswerMedia, InactiveMedia, OfferShape, ParticipantMedia, ParticipantPlan, SendSource,
+    ViewedMedia,
+};
+
+/// What a join or a renegotiation answers: the session, the answer, its version (the `ETag`
+/// the next offer's `If-Match` names) and why each section not served is not.
+#[derive(Debug, Clone)]
+pub struct Answered {
+    pub id: PeerId,
+    pub answer: String,
+    pub version: u64,
+    pub refused: Vec<String>,
+}
+
+impl Signaling {
+    /// A participant joins `room` with its offer, named by its token's subject or else by
+    /// `name`: it publishes what it sends and receives the room's tracks in the sections it
+    /// receives in.
+    pub async fn join_conference(
+        &self,
+        room: &str,
+        offer: &str,
+        name: Option<&str>,
+        caller: Caller<'_>,
+    ) -> Result<Answered, SignalError> {
+        self.authorize(caller, room, Grant::Subscribe)?;
+        let name = self.name(caller, name).ok_or(SignalError::BadBody(
+            "a participant needs a name: ?name=, or a token with a subject",
+        ))?;
+        let offer = self.parse_participant_offer(offer)?;
+        let plan = sdp::negotiate_participant(&offer)?;
+        let participant = self.participant_offer(&plan, &offer, caller, room)?;
+        let join = Join {
+            name: Some(name),
+            ..self.join(room, &offer, caller)
+        };
+        let (reply, answer) = oneshot::channel();
+        let negotiated = self
+            .ask(
+                Command::Join {
+                    join,
+                    offer: participant,
+                    reply,
+                },
+                answer,
+            )
+            .await??;
+        Ok(self.answered(&plan, &negotiated, room))
+    }
+
+    /// A participant's new offer (PATCH with `application/sdp`): answered with the room as it
+    /// is now. `if_match` is its `If-Match` version, if it sent one.
+    pub async fn renegotiate(
+        &self,
+        (room, id): (&str, &str),
+        offer: &str,
+        if_match: Option<u64>,
+        caller: Caller<'_>,
+    ) -> Result<Answered, SignalError> {
+        let resource = self.resource((Kind::Participant, room, id), caller)?;
+        let offer = self.parse_participant_offer(offer)?;
+        let plan = sdp::negotiate_participant(&offer)?;
+        let participant = self.participant_offer(&plan, &offer, caller, room)?;
+        let (reply, answer) = oneshot::channel();
+        let command = Command::Renegotiate {
+            resource,
+            if_match,
+            offer: participant,
+            reply,
+        };
+        let negotiated = self.ask(command, answer).await??;
+        Ok(self.answered(&plan, &negotiated, room))
+    }
+
+    /// A participant's event stream, each item one event on the wire.
+    pub async fn events(
+        &self,
+        resource: (&str, &str),
+        caller: Caller<'_>,
+    ) -> Result<mpsc::Receiver<String>, SignalError> {
+        let resource = self.participant_resource(resource, caller)?;
+        let (reply, answer) = oneshot::channel();
+        Ok(self
+            .ask(Command::Events { resource, reply }, answer)
+            .await??)
+    }
+
+    /// A participant's choice for one of the room's tracks.
+    pub async fn choose(
+        &self,
+        resource: (&str, &str),
+        track: u32,
+        choice: Choice,
+        caller: Caller<'_>,
+    ) -> Result<(), SignalError> {
+        let resource = self.participant_resource(resource, caller)?;
+        let (reply, answer) = oneshot::channel();
+        let command = Command::Choose {
+            resource,
+            track: TrackId(track),
+            choice,
+            reply,
+        };
+        Ok(self.ask(command, answer).await??)
+    }
+
+    /// The room's state, for a caller who may receive in it.
+    pub async fn room_state(
+        &self,
+        room: &str,
+        caller: Caller<'_>,
+    ) -> Result<RoomView, SignalError> {
+        self.authorize(caller, room, Grant::Subscribe)?;
+        let (reply, answer) = oneshot::channel();
+        let command = Command::RoomState {
+            room: room.to_owned(),
+            reply,
+        };
+        self.ask(command, answer)
+            .await?
+            .ok_or_else(|| SignalError::Missing("nobody is in the room".to_owned()))
+    }
+
+    /// A participant's resource, once the caller may receive in its room.
+    fn participant_resource(
+        &self,
+        (room, id): (&str, &str),
+        caller: Caller<'_>,
+    ) -> Result<Resource, SignalError> {
+        self.resource((Kind::Participant, room, id), caller)
+    }
+
+    /// Parses a participant's offer within the limits of one: larger than a WHIP or WHEP
+    /// offer, since it grows with the room.
+    fn parse_participant_offer(&self, text: &str) -> Result<sdp::Offer, SignalError> {
+        let limit = self.config.limits.sections_per_participant_offer;
+        Self::offer_within(text, sdp::MAX_PARTICIPANT_SDP_LEN, limit)
+    }
+
+    /// The name a session goes by: its token's subject, or else the one it gave.
+    pub(super) fn name(&self, caller: Caller<'_>, given: Option<&str>) -> Option<String> {
+        self.auth
+            .subject(caller.authorization)
+            .or_else(|| given.map(str::to_owned))
+    }
+
+    /// What the core needs of a participant's plan. Sending sections need the publish grant
+    /// and stay within the tracks an offer may publish.
+    fn participant_offer(
+        &self,
+        plan: &ParticipantPlan,
+        offer: &sdp::Offer,
+        caller: Caller<'_>,
+        room: &str,
+    ) -> Result<ParticipantOffer, SignalError> {
+        let participant = participant_offer(plan, offer)?;
+        if !participant.publisher.tracks.is_empty() {
+            self.authorize(caller, room, Grant::Publish)?;
+        }
+        self.check_tracks(participant.publisher.tracks.len())?;
+        Ok(participant)
+    }
+
+    /// The answer to a participant's plan, with what the core sends in each receiving section.
+    fn answered(&self, plan: &ParticipantPlan, negotiated: &Negotiated, room: &str) -> Answered {
+        let params = self.answer_params(&negotiated.ice, plan.extmap_allow_mixed, Vec::new());
+        Answered {
+            id: negotiated.id,
+            answer: participant_answer(plan, negotiated, room, params),
+            version: negotiated.origin.1,
+            refused: refused(negotiated.id, &plan.sections),
+        }
+    }
+}
+
+/// What the core needs of a participant's plan: the tracks of its sending sections, and its
+/// receiving sections with fresh SSRCs and the codecs it takes.
+pub fn participant_offer(
+    plan: &ParticipantPlan,
+    offer: &sdp::Offer,
+) -> Result<ParticipantOffer, SignalError> {
+    let published: Vec<&sdp::PublishedMedia> = plan
+        .sections
+        .iter()
+        .filter_map(|s| match s.accepted()? {
+            ParticipantMedia::Publish(media) => Some(media),
+            ParticipantMedia::Receive(_) => None,
+        })
+        .collect();
+    let mut publisher = publisher_of(&published)?;
+    publisher.codecs = published
+        .iter()
+        .map(|m| sdp::RoomCodec {
+            codec: m.codec.codec,
+            fmtp: m.codec.fmtp.clone(),
+        })
+        .collect();
+    let receive = plan
+        .sections
+        .iter()
+        .filter_map(|s| match s.accepted()? {
+            ParticipantMedia::Receive(media) => Some((
+                media.mid.clone(),
+                media.kind,
+                viewer_media(media, plan.extmap_allow_mixed),
+            )),
+            ParticipantMedia::Publish(_) => None,
+        })
+        .collect();
+    Ok(ParticipantOffer {
+        publisher,
+        receive,
+        shape: OfferShape::of(offer),
+    })
+}
+
+/// The answer to a participant's plan (`params` gives the transport; its media and origin
+/// are the plan's and the core's), with what the core sends in each receiving section.
+pub fn participant_answer(
+    plan: &ParticipantPlan,
+    negotiated: &Negotiated,
+    room: &str,
+    params: sdp::AnswerParams,
+) -> String {
+    let media = AnswerMedia::for_participant(plan, |media| {
+        let sending = negotiated
+            .sending
+            .iter()
+            .find(|(mid, _)| *mid == media.mid)
+            .and_then(|(_, s)| s.as_ref());
+        receiving_section(media, sending, room)
+    });
+    sdp::build_answer(&sdp::AnswerParams {
+        origin: Some(negotiated.origin),
+        media,
+        ..params
+    })
+}
+
+/// A receiving section: sendonly with the track it carries (its codec alone, its stream
+/// named after its publisher), or inactive while it carries none.
+fn receiving_section(media: &ViewedMedia, sending: Option<&Sending>, room: &str) -> AnswerMedia {
+    let Some(sending) = sending else {
+        // Negotiation keeps a receiving section only with a codec: the first is named.
+        let codec = media
+            .codecs
+            .first()
+            .cloned()
+            .map(|codec| sdp::OfferedCodec {
+                rtx_payload_type: None,
+                feedback: Vec::new(),
+                ..codec
+            });
+        return AnswerMedia::Inactive {
+            mid: media.mid.clone(),
+            media: InactiveMedia {
+                kind: media.kind,
+                codec: codec.unwrap_or_else(|| placeholder_codec(media.kind)),
+            },
+        };
+    };
+    let codecs = media
+        .codecs
+        .iter()
+        .filter(|c| c.payload_type == sending.codec.payload_type)
+        .cloned()
+        .collect();
+    let has_rtx = sending.codec.rtx_payload_type.is_some();
+    AnswerMedia::Send {
+        media: ViewedMedia {
+            codecs,
+            ..media.clone()
+        },
+        source: Some(SendSource {
+            ssrc: sending.ssrc,
+            rtx_ssrc: has_rtx.then_some(sending.rtx_ssrc),
+            cname: format!("strata-{room}"),
+            stream_id: format!("p{}", sending.owner),
+            track_id: format!("t{}", sending.track.0),
+        }),
+    }
+}
+
+/// A codec to name in an inactive section that offered none the node knows (negotiation
+/// refuses such sections before they get here).
+fn placeholder_codec(kind: MediaKind) -> sdp::OfferedCodec {
+    let (codec, clock_rate, channels) = match kind {
+        MediaKind::Audio => (rtp_ext::codec::Codec::Opus, 48_000, Some(2)),
+        MediaKind::Video => (rtp_ext::codec::Codec::Vp8, 90_000, None),
+    };
+    sdp::OfferedCodec {
+        payload_type: 96,
+        codec,
+        clock_rate,
+        channels,
+        fmtp: String::new(),
+        rtx_payload_type: None,
+        feedback: Vec::new(),
+    }
+}

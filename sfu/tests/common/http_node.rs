@@ -1,0 +1,121 @@
+//! The `sfu serve` binary on free ports for the HTTP tests, and one request at a time to it.
+
+#![allow(dead_code)] // Each test binary uses its own part of these helpers.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const SDP: (&str, &str) = ("Content-Type", "application/sdp");
+
+pub struct Node {
+    pub child: Child,
+    pub http: String,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("bound").port()
+}
+
+pub fn free_udp_port() -> u16 {
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("a free port");
+    socket.local_addr().expect("bound").port()
+}
+
+impl Node {
+    pub fn start(extra: &[&str]) -> Self {
+        let http = format!("127.0.0.1:{}", free_port());
+        let udp = format!("127.0.0.1:{}", free_udp_port());
+        let child = Command::new(env!("CARGO_BIN_EXE_sfu"))
+            .args(["serve", "--http", &http, "--udp", &udp, "--log", "warn"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the sfu binary starts");
+        let node = Self { child, http };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(&node.http).is_err() {
+            assert!(Instant::now() < deadline, "the node listens");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        node
+    }
+
+    /// One HTTP/1.1 request; the status, the lowercased headers and the body.
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+        let mut stream = TcpStream::connect(&self.http).expect("connects");
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            self.http,
+            body.len()
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).expect("sent");
+        stream.write_all(body.as_bytes()).expect("sent");
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).expect("a reply");
+        Reply::parse(&raw)
+    }
+}
+
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn parse(raw: &str) -> Self {
+        let (head, body) = raw.split_once("\r\n\r\n").expect("a head");
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|s| s.parse().ok())
+            .expect("a status line");
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_lowercase(), v.trim().to_owned()))
+            .collect();
+        Self {
+            status,
+            headers,
+            body: body.to_owned(),
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A node started with these settings as its TOML file.
+pub fn node_with_config(toml: &str, extra: &[&str]) -> Node {
+    let path = std::env::temp_dir().join(format!(
+        "strata-test-{}-{}.toml",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::write(&path, toml).expect("a temporary file");
+    let path = path.to_string_lossy().into_owned();
+    let mut args = vec!["--config", path.as_str()];
+    args.extend_from_slice(extra);
+    Node::start(&args)
+}
