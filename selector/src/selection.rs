@@ -75,6 +75,13 @@ impl KeyframeRequests {
         self.since_raised = 0;
     }
 
+    /// The selector waits for another keyframe than the one asked for: the next packet
+    /// raises a request at once.
+    pub(crate) fn restart(&mut self) {
+        self.waiting = false;
+        self.since_raised = 0;
+    }
+
     pub(crate) fn satisfied(&mut self) {
         self.waiting = false;
         self.pending = false;

@@ -128,6 +128,10 @@ impl SimulcastSelector {
             self.requested = None;
             return StreamChoice::SwitchTo;
         }
+        if self.requested != wanted {
+            // A wait for another stream's keyframe brings nothing of this one: ask at once.
+            self.keyframes.restart();
+        }
         self.requested = wanted;
         if wanted.is_some() {
             self.keyframes.request();
@@ -227,6 +231,28 @@ mod tests {
             s.choose(2, seq, false);
         }
         assert!(!s.keyframe_requests().take(), "no request once switched");
+    }
+
+    /// Found with a real browser: a participant joining a room aimed at the top stream
+    /// before its first allocation, which then picked a lower one; that stream's keyframe
+    /// was asked for only when the wait for the top one was retried, a second later.
+    #[test]
+    fn a_new_target_while_waiting_is_asked_for_at_once() {
+        let mut s = SimulcastSelector::new(3);
+        s.set_limits(limits(2));
+        assert_eq!(s.choose(0, 1, false), StreamChoice::Drop);
+        assert!(s.keyframe_requests().take());
+        assert_eq!(s.requested_stream(), Some(2));
+        s.set_limits(limits(1));
+        assert_eq!(s.choose(0, 2, false), StreamChoice::Drop);
+        assert!(
+            s.keyframe_requests().take(),
+            "the new stream's keyframe asked for"
+        );
+        assert_eq!(s.requested_stream(), Some(1));
+        assert_eq!(s.choose(2, 3, false), StreamChoice::Drop);
+        assert!(!s.keyframe_requests().take(), "once per wait");
+        assert_eq!(s.choose(1, 4, true), StreamChoice::SwitchTo);
     }
 
     #[test]

@@ -110,6 +110,21 @@ fn everyone_decodes_the_others(
     })
 }
 
+/// When each participant first decoded each other one (read after `start`), for the report.
+fn note_first_frames(
+    first: &mut BTreeMap<(&'static str, String), Duration>,
+    now: &BTreeMap<&'static str, Value>,
+    start: Instant,
+) {
+    for (viewer, stats) in now {
+        for of in decoding(stats) {
+            first
+                .entry((*viewer, of))
+                .or_insert_with(|| start.elapsed());
+        }
+    }
+}
+
 /// Frames `stats` decoded from participant `name`.
 fn frames(stats: &Value, name: &str) -> f64 {
     remote_of(stats, name).map_or(0.0, |r| num(&r["video"], "framesDecoded"))
@@ -137,11 +152,46 @@ fn until(
         }
         assert!(
             start.elapsed() < within,
-            "{what}: not within {within:?}; last stats:\n{:#}",
+            "{what}: not within {within:?}; in short:\n{}last stats:\n{:#}",
+            summary(&now),
             json!(now)
         );
         std::thread::sleep(SAMPLE);
     }
+}
+
+/// A line per participant: what it decodes of each other one (frames, height, PLIs sent),
+/// its renegotiations and its estimate; read first when a run fails, before the whole stats.
+fn summary(stats: &BTreeMap<&'static str, Value>) -> String {
+    stats
+        .iter()
+        .map(|(name, seen)| {
+            let remote: Vec<String> = seen["remote"]
+                .as_object()
+                .map(|remote| {
+                    remote
+                        .values()
+                        .map(|r| {
+                            let video = &r["video"];
+                            format!(
+                                "{} {}f@{}p pli {}",
+                                r["name"].as_str().unwrap_or("?"),
+                                num(video, "framesDecoded"),
+                                num(video, "frameHeight"),
+                                num(video, "pliCount")
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!(
+                "{name}: [{}] renegotiations {} estimate {}\n",
+                remote.join(", "),
+                seen["renegotiations"],
+                seen["estimate_bps"]
+            )
+        })
+        .collect()
 }
 
 /// One DTLS transport and one set of ICE credentials since the start, on every connection.
@@ -269,16 +319,28 @@ fn participants_join_and_leave_a_conference_on_one_connection_each() {
         "ed",
         json!({ "codec": "AV1", "scalabilityMode": "L3T3_KEY" }),
     ));
+    let start = Instant::now();
+    let mut first = BTreeMap::new();
     let took = until(
         &participants,
         LATE_JOIN,
         "the fifth and the four see each other",
-        |now| everyone_decodes_the_others(&participants, now, None),
+        |now| {
+            note_first_frames(&mut first, now, start);
+            everyone_decodes_the_others(&participants, now, None)
+        },
     );
     println!(
         "[conference] the late fifth and the four decode each other after {:.1} s",
         took.as_secs_f64()
     );
+    let seen: Vec<String> = first
+        .iter()
+        .map(|((viewer, of), at): (&(&str, String), &Duration)| {
+            format!("{viewer} sees {of} at {:.1} s", at.as_secs_f64())
+        })
+        .collect();
+    println!("[conference] {}", seen.join(", "));
     let tiles = strata::stats(&demo)[&participants[0].id]["tiles"].clone();
     assert_eq!(tiles, 4, "the demo page's grid shows the four others");
     screenshot(&demo);

@@ -11,7 +11,7 @@ use rtp_ext::codec::Codec;
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
 use sfu::engine::rtcp::{
-    Nack, NackPairs, Remb, RembSsrcs, RtcpFeedback, RtcpWireWriter, RtcpWriter,
+    parse_compound, Nack, NackPairs, Remb, RembSsrcs, RtcpFeedback, RtcpWireWriter, RtcpWriter,
 };
 use sfu::engine::{
     DownTrackConfig, DownTrackId, Event, Router, RouterConfig, StreamConfig, TrackConfig, TrackId,
@@ -312,6 +312,65 @@ fn the_viewers_own_switch_down_and_up_is_not_held_down() {
     assert_eq!(set(&mut room, Layer::MAX), [Layer::new(2, 2)], "at once");
 }
 
+/// A VP8 publisher of three simulcast streams with SSRCs `first`, `first + 1` and `first + 2`.
+fn publish_simulcast(router: &mut Router, first: u32) -> (TransportId, TrackId) {
+    let publisher = router.add_transport();
+    let mut config = TrackConfig::single(Codec::Vp8, first);
+    config
+        .streams
+        .extend([first + 1, first + 2].map(|ssrc| StreamConfig {
+            ssrc,
+            rtx_ssrc: None,
+        }));
+    let track = router.publish(publisher, config).expect("a new transport");
+    (publisher, track)
+}
+
+/// Three seconds of the streams of [`publish_simulcast`] at 30 fps: about 150, 450 and
+/// 1,050 kbit/s. Returns when the last frame was sent.
+fn send_simulcast(
+    router: &mut Router,
+    publisher: TransportId,
+    first: u32,
+    begin: Instant,
+) -> Instant {
+    // Packets per frame, of 15 header bytes and this many payload bytes.
+    let streams = [
+        (first, 1, 670),
+        (first + 1, 2, 1_000),
+        (first + 2, 4, 1_180),
+    ];
+    let mut now = begin;
+    let mut seq = 0u16;
+    for frame in 0..90u32 {
+        now = begin + FRAME * frame;
+        for (ssrc, packets, size) in streams {
+            for _ in 0..packets {
+                let packet = common::vp8_packet(ssrc, seq, (frame % 2) as u8, size);
+                router
+                    .handle_rtp(now, publisher, packet)
+                    .expect("a valid packet");
+                seq = seq.wrapping_add(1);
+            }
+        }
+    }
+    now
+}
+
+/// A viewer's subscription with transport-wide CC.
+fn subscribe_estimating(
+    router: &mut Router,
+    viewer: TransportId,
+    track: TrackId,
+    ssrc: u32,
+) -> DownTrackId {
+    let mut down = DownTrackConfig::new(ssrc, 96);
+    down.transport_cc_ext_id = Some(3);
+    router
+        .subscribe(viewer, track, down, LayerLimits::default())
+        .expect("new SSRCs")
+}
+
 /// A viewer with transport-wide CC is allocated at subscribe, before its first feedback,
 /// from the transport's initial estimate: a guess, so the start takes a sixth off it. The
 /// top simulcast stream here costs a twentieth more than a 1 Mbit/s guess, which a layer
@@ -323,31 +382,8 @@ fn a_viewer_starts_a_sixth_within_its_initial_estimate() {
             initial_estimate_bps,
             ..RouterConfig::default()
         });
-        let publisher = router.add_transport();
-        let mut config = TrackConfig::single(Codec::Vp8, 0xA0);
-        config.streams.extend([0xA1, 0xA2].map(|ssrc| StreamConfig {
-            ssrc,
-            rtx_ssrc: None,
-        }));
-        let track = router.publish(publisher, config).expect("a new transport");
-        // About 150, 450 and 1,050 kbit/s at 30 fps: packets per frame, of 15 header bytes
-        // and this many payload bytes.
-        let streams = [(0xA0, 1, 670), (0xA1, 2, 1_000), (0xA2, 4, 1_180)];
-        let begin = Instant::now();
-        let mut now = begin;
-        let mut seq = 0u16;
-        for frame in 0..90u32 {
-            now = begin + FRAME * frame;
-            for (ssrc, packets, size) in streams {
-                for _ in 0..packets {
-                    let packet = common::vp8_packet(ssrc, seq, (frame % 2) as u8, size);
-                    router
-                        .handle_rtp(now, publisher, packet)
-                        .expect("a valid packet");
-                    seq = seq.wrapping_add(1);
-                }
-            }
-        }
+        let (publisher, track) = publish_simulcast(&mut router, 0xA0);
+        let now = send_simulcast(&mut router, publisher, 0xA0, Instant::now());
         let rates = router.layer_bitrates(track, now).expect("published");
         let top = rates.bps(Layer::new(2, 1));
         assert!(
@@ -355,13 +391,68 @@ fn a_viewer_starts_a_sixth_within_its_initial_estimate() {
             "the top stream within a tenth over 1 Mbit/s: {rates:?}"
         );
         let viewer = router.add_transport();
-        let mut down = DownTrackConfig::new(0x10, 96);
-        down.transport_cc_ext_id = Some(3);
-        router
-            .subscribe(viewer, track, down, LayerLimits::default())
-            .expect("a new transport");
+        subscribe_estimating(&mut router, viewer, track, 0x10);
         let events: Vec<Event> = std::iter::from_fn(|| router.poll_event()).collect();
         let started: Vec<u8> = allocated(&events).iter().map(|l| l.spatial).collect();
         assert_eq!(started, [spatial], "from {initial_estimate_bps} bit/s");
     }
+}
+
+/// A viewer that already has an estimate and subscribes to one more track (a participant
+/// joining a room with several publishers) has the new subscription allocated at once, not
+/// at its next feedback: until then it would aim at the top simulcast stream and wait for
+/// that stream's keyframe, then for the one of the stream allocation picks.
+#[test]
+fn a_later_subscription_on_a_viewer_with_an_estimate_is_allocated_at_subscribe() {
+    let mut router = Router::new(RouterConfig::default());
+    let (first_publisher, first) = publish_simulcast(&mut router, 0xA0);
+    let (second_publisher, second) = publish_simulcast(&mut router, 0xB0);
+    let begin = Instant::now();
+    send_simulcast(&mut router, first_publisher, 0xA0, begin);
+    send_simulcast(&mut router, second_publisher, 0xB0, begin);
+    let viewer = router.add_transport();
+    subscribe_estimating(&mut router, viewer, first, 0x10);
+    let later = subscribe_estimating(&mut router, viewer, second, 0x20);
+    let events: Vec<Event> = std::iter::from_fn(|| router.poll_event()).collect();
+    let for_later: Vec<Layer> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::LayerAllocated {
+                down_track, layer, ..
+            } if *down_track == later => Some(*layer),
+            _ => None,
+        })
+        .collect();
+    // Two tracks share the 1 Mbit/s guess less a sixth: neither top stream fits beside the
+    // other's base.
+    assert_eq!(for_later.len(), 1, "allocated at subscribe: {events:?}");
+    assert!(
+        for_later[0].spatial < 2,
+        "within the estimate: {for_later:?}"
+    );
+    // Its first packets ask for a keyframe of the allocated stream, and of no other.
+    let at = begin + FRAME * 90;
+    for (seq, ssrc) in (1_000..).zip([0xB0, 0xB1, 0xB2]) {
+        let packet = common::vp8_packet(ssrc, seq, 1, 600);
+        router
+            .handle_rtp(at, second_publisher, packet)
+            .expect("a valid packet");
+    }
+    while router.poll_transmit(&mut [0; 1500]).is_some() {}
+    router.handle_timeout(at);
+    let mut asked = Vec::new();
+    let mut buf = [0u8; 1500];
+    while let Some(transmit) = router.poll_rtcp(&mut buf) {
+        parse_compound(&buf[..transmit.len], |item| {
+            if let RtcpFeedback::Pli(pli) = item {
+                asked.push(pli.media_ssrc);
+            }
+        })
+        .expect("our RTCP parses");
+    }
+    assert_eq!(
+        asked,
+        [0xB0 + u32::from(for_later[0].spatial)],
+        "a keyframe of the allocated stream"
+    );
 }

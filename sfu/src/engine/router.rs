@@ -410,9 +410,15 @@ impl Router {
                 .saturating_sub(self.transport_scratch.len()),
         );
         // A viewer that estimates is allocated from its initial estimate before anything is
-        // forwarded to it, so its first packets already fit.
-        if let (true, Some(now)) = (estimating, self.last_input) {
-            self.on_estimate(now, transport, self.config.initial_estimate_bps);
+        // forwarded to it, so its first packets already fit; a later subscription on it from
+        // the estimate it has then (or its selector would aim at the top layer until the next
+        // feedback, and wait for a keyframe of a simulcast stream it is not going to get).
+        if let Some(now) = self.last_input {
+            if estimating {
+                self.on_estimate(now, transport, self.config.initial_estimate_bps);
+            } else {
+                self.on_subscribed(now, transport);
+            }
         }
         Ok(id)
     }

@@ -624,7 +624,7 @@ impl NodeCore {
                 } => {
                     self.counters.layer_changes += 1;
                     let peer = self.by_transport.get(&transport).copied();
-                    tracing::debug!(?peer, ?layer, "layer changed");
+                    tracing::debug!(?peer, ?down_track, ?layer, "layer changed");
                     let track = peer.and_then(|p| self.participant(p)).and_then(|p| {
                         p.sections
                             .iter()
@@ -664,7 +664,7 @@ impl NodeCore {
                     if let Some(peer) = id.and_then(|id| self.peers.get_mut(&id)) {
                         peer.allocated = Some((down_track, layer));
                     }
-                    tracing::debug!(peer = ?id, ?layer, "layer allocated to fit the estimate");
+                    tracing::debug!(peer = ?id, ?down_track, ?layer, "layer allocated to fit the estimate");
                 }
                 Event::KeyframeRequested { transport, track } => {
                     let peer = self.by_transport.get(&transport);

@@ -1,5 +1,7 @@
 //! The node under test: `sfu serve` on free loopback ports, killed on drop. Its log is kept in
-//! a file and printed when a test fails, since that is when it is wanted.
+//! a file and printed when a test fails, since that is when it is wanted. `STRATA_LOG` sets
+//! its filter (say `info,dtls=error,sfu=debug` for allocations and keyframe requests) and
+//! `STRATA_NODE_LOG=path` keeps the whole log of a run.
 
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
@@ -59,8 +61,8 @@ impl Node {
         let child = command
             .args(args)
             .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| LOG_FILTER.into()),
+                "STRATA_LOG",
+                std::env::var("STRATA_LOG").unwrap_or_else(|_| LOG_FILTER.into()),
             )
             // Plain text: the log goes to a file and is printed into the test output.
             .env("NO_COLOR", "1")
@@ -115,6 +117,10 @@ impl Drop for Node {
             let tail: Vec<&str> = text.lines().rev().take(80).collect();
             eprintln!("--- the node's last log lines ---");
             tail.iter().rev().for_each(|line| eprintln!("{line}"));
+        }
+        // `STRATA_NODE_LOG=path` keeps the whole log of a run, passed or failed, to read later.
+        if let Some(keep) = std::env::var_os("STRATA_NODE_LOG") {
+            let _ = std::fs::copy(&self.log, keep);
         }
         let _ = std::fs::remove_file(&self.log);
         if let Some(path) = &self.config_file {
