@@ -550,6 +550,10 @@ impl Router {
                     published.keyframes.request(now, stream);
                 }
             })?;
+        // A keyframe answers whatever was asked of its stream before it.
+        if published.receiver.packet(at).is_some_and(|p| p.keyframe_start) {
+            published.keyframes.answered(at.stream);
+        }
         // The level of the packet just taken (the last one written, for a packet without).
         if let Some(level) = published.receiver.audio_level() {
             published.speech.on_level(now, level.level);
