@@ -551,7 +551,11 @@ impl Router {
                 }
             })?;
         // A keyframe answers whatever was asked of its stream before it.
-        if published.receiver.packet(at).is_some_and(|p| p.keyframe_start) {
+        if published
+            .receiver
+            .packet(at)
+            .is_some_and(|p| p.keyframe_start)
+        {
             published.keyframes.answered(at.stream);
         }
         // The level of the packet just taken (the last one written, for a packet without).
