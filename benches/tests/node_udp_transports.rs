@@ -11,7 +11,8 @@
 //! command runs (only the flag parsing is left out): a test of another package cannot name the
 //! `sfu` binary cargo builds, and a binary found on disk could be stale.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use benches::client::{self, drive_for, drive_until, Client, PublishOptions, Received};
@@ -66,6 +67,11 @@ impl Node {
         let filter = tracing_subscriber::EnvFilter::from_default_env();
         let log = tracing_subscriber::fmt().with_env_filter(filter);
         let _ = log.with_test_writer().try_init();
+        // One node starts at a time in this process, from picking its ports until it
+        // answers: a port picked here is free only until someone binds it, and the nodes
+        // of the tests running beside this one would otherwise race for it.
+        static STARTING: Mutex<()> = Mutex::new(());
+        let _one = STARTING.lock().unwrap_or_else(PoisonError::into_inner);
         let loopback = Ipv4Addr::LOCALHOST.into();
         let config = NodeConfig {
             http: SocketAddr::new(loopback, free_port()),
@@ -85,9 +91,10 @@ impl Node {
                 eprintln!("the node stopped: {e}");
             }
         });
+        // An answer comes once both of its ports are bound.
         let deadline = Instant::now() + CONNECT;
-        while TcpStream::connect(http).is_err() {
-            assert!(Instant::now() < deadline, "the node listens");
+        while client::http::request(http, "GET", "/metrics", &[], "").is_err() {
+            assert!(Instant::now() < deadline, "the node answers");
             std::thread::sleep(Duration::from_millis(20));
         }
         Self {

@@ -2,16 +2,18 @@
 
 #![allow(dead_code)] // Each test binary uses its own part of these helpers.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub const SDP: (&str, &str) = ("Content-Type", "application/sdp");
 
 pub struct Node {
     pub child: Child,
     pub http: String,
+    /// Held open so that what the node prints later finds its reader.
+    _stdout: BufReader<ChildStdout>,
 }
 
 impl Drop for Node {
@@ -21,34 +23,34 @@ impl Drop for Node {
     }
 }
 
-pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("bound").port()
-}
-
-pub fn free_udp_port() -> u16 {
-    let socket = UdpSocket::bind("127.0.0.1:0").expect("a free port");
-    socket.local_addr().expect("bound").port()
-}
-
 impl Node {
+    /// Starts the node on ports the kernel picks and learns its HTTP address from the line
+    /// it prints. Ports picked here and handed over would race: between a probe releasing one
+    /// and the node binding it, a node of a test running beside this one may take it, and this
+    /// test would then talk to that node (and see it reset when its test ends).
     pub fn start(extra: &[&str]) -> Self {
-        let http = format!("127.0.0.1:{}", free_port());
-        let udp = format!("127.0.0.1:{}", free_udp_port());
-        let child = Command::new(env!("CARGO_BIN_EXE_sfu"))
-            .args(["serve", "--http", &http, "--udp", &udp, "--log", "warn"])
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sfu"))
+            .args(["serve", "--http", "127.0.0.1:0", "--udp", "127.0.0.1:0"])
+            .args(["--log", "warn"])
             .args(extra)
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("the sfu binary starts");
-        let node = Self { child, http };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(&node.http).is_err() {
-            assert!(Instant::now() < deadline, "the node listens");
-            std::thread::sleep(Duration::from_millis(20));
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("the node's first line");
+        let http = line
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_else(|| panic!("the node serves: {line:?}"))
+            .to_owned();
+        Self {
+            child,
+            http,
+            _stdout: stdout,
         }
-        node
     }
 
     /// One HTTP/1.1 request; the status, the lowercased headers and the body.
@@ -108,10 +110,11 @@ impl Reply {
 
 /// A node started with these settings as its TOML file.
 pub fn node_with_config(toml: &str, extra: &[&str]) -> Node {
+    static FILES: AtomicUsize = AtomicUsize::new(0);
     let path = std::env::temp_dir().join(format!(
         "strata-test-{}-{}.toml",
         std::process::id(),
-        free_port()
+        FILES.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::write(&path, toml).expect("a temporary file");
     let path = path.to_string_lossy().into_owned();
