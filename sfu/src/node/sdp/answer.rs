@@ -4,8 +4,9 @@
 //!
 //! Some clients (GStreamer's webrtcbin among them) read the DTLS fingerprint, the ICE
 //! credentials and `a=setup` from every section, a refused one too, and refuse the whole
-//! answer when a section lacks them; browsers take them from any. So the fingerprint is
-//! written at session level and in every section, and so are the other transport attributes.
+//! answer when a section lacks them; browsers take them from any. So they are written in
+//! every section. The fingerprint is not also written at session level: Debian's GStreamer
+//! 1.22 (1.22.0-4+deb12u7) refuses an answer with a fingerprint at both levels.
 
 use std::net::SocketAddr;
 
@@ -191,7 +192,6 @@ pub fn build_answer(params: &AnswerParams) -> String {
         attributes.push(attribute("group", format!("BUNDLE {}", mids.join(" "))));
     }
     attributes.push(flag("ice-lite"));
-    attributes.push(fingerprint(params));
     if params.extmap_allow_mixed {
         attributes.push(flag("extmap-allow-mixed"));
     }

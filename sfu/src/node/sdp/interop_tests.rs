@@ -32,13 +32,14 @@ fn viewer_video(room: &[RoomCodec]) -> Result<Vec<u8>, String> {
 }
 
 /// Every section of an answer carries what webrtcbin reads from each: the fingerprint, the
-/// ICE credentials and the DTLS role; the session carries the fingerprint too.
+/// ICE credentials and the DTLS role. The session does not carry the fingerprint: Debian's
+/// GStreamer 1.22 (1.22.0-4+deb12u7) refuses an answer that has it at both levels.
 fn assert_transport_everywhere(answer: &str) {
     let description = SessionDescription::unmarshal(&mut Cursor::new(answer.as_bytes())).unwrap();
     let has = |attributes: &[sdp::description::common::Attribute], key: &str| {
         attributes.iter().any(|a| a.key == key)
     };
-    assert!(has(&description.attributes, "fingerprint"), "{answer}");
+    assert!(!has(&description.attributes, "fingerprint"), "{answer}");
     for media in &description.media_descriptions {
         for key in ["fingerprint", "ice-ufrag", "ice-pwd", "setup", "mid"] {
             assert!(
