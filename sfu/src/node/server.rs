@@ -1,6 +1,7 @@
 //! Starting and stopping the node: bind the HTTP listener and the UDP socket, run the media
 //! loop and the HTTP server until SIGTERM or Ctrl-C, then let both finish.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,13 +130,14 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     let body_timeout = Duration::from_millis(config.http_body_timeout_ms);
     let app = http::routes(signaling, config.max_body_bytes, body_timeout);
     tracing::info!(%udp_addr, %candidate, workers, "media on one UDP port");
+    let shutdown = shutdown_signal();
     println!("Strata is serving: open http://{http_addr}/ to publish and watch");
     let limits = HttpLimits {
         connections: config.limits.http_connections,
         header_timeout: Duration::from_millis(config.http_header_timeout_ms),
         idle_timeout: Duration::from_millis(config.http_idle_timeout_ms),
     };
-    let http = listener::serve(listener, app, limits, shutdown_signal());
+    let http = listener::serve(listener, app, limits, shutdown);
     tokio::select! {
         () = http => {
             // The HTTP side is gone with its command senders: the media loops end after them.
@@ -170,26 +172,38 @@ fn media_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
     UdpSocket::from_std(socket.into())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
+/// SIGTERM or Ctrl-C, registered when this is called: the node calls it before it says it
+/// serves, so a signal the moment after stops it gracefully instead of killing it.
+fn shutdown_signal() -> impl Future<Output = ()> {
+    #[cfg(unix)]
+    let (terminate, interrupt) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        (
+            signal(SignalKind::terminate()).ok(),
+            signal(SignalKind::interrupt()).ok(),
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        tokio::select! {
+            () = received(terminate) => {},
+            () = received(interrupt) => {},
+        }
+        #[cfg(not(unix))]
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
+        tracing::info!("shutting down");
     }
-    tracing::info!("shutting down");
+}
+
+/// The first delivery of a registered signal; never, for one that could not be registered.
+#[cfg(unix)]
+async fn received(signal: Option<tokio::signal::unix::Signal>) {
+    match signal {
+        Some(mut signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending().await,
+    }
 }
