@@ -417,7 +417,7 @@ impl Router {
             if estimating {
                 self.on_estimate(now, transport, self.config.initial_estimate_bps);
             } else {
-                self.on_subscribed(now, transport);
+                self.reallocate(now, transport);
             }
         }
         Ok(id)

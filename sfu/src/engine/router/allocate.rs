@@ -118,12 +118,6 @@ impl Router {
         self.reallocate(now, transport);
     }
 
-    /// A new subscription on a transport that already has an estimate: allocated at once,
-    /// the others kept as they are (a start is no up-switch).
-    pub(super) fn on_subscribed(&mut self, now: Instant, transport: TransportId) {
-        self.reallocate(now, transport);
-    }
-
     /// The host changed what a subscription may get: allocation again at once, an up-switch
     /// the viewer asked for not held back by the interval between the estimate's own.
     pub(super) fn on_limits_changed(&mut self, transport: TransportId) {
@@ -165,7 +159,9 @@ impl Router {
         self.transport_scratch = with_estimate;
     }
 
-    fn reallocate(&mut self, now: Instant, transport: TransportId) {
+    /// Fits the transport's subscriptions to its estimate; one without a layer yet gets its
+    /// start, which is no up-switch.
+    pub(super) fn reallocate(&mut self, now: Instant, transport: TransportId) {
         let Some(state) = self.transports.get(&transport).and_then(|t| t.allocation) else {
             return;
         };
