@@ -26,7 +26,13 @@ fn whip_and_whep_sessions_over_http() {
     assert_eq!(published.header("content-type"), Some("application/sdp"));
     let whip = published.header("location").expect("a resource").to_owned();
     assert!(whip.starts_with("/whip/demo/"), "{whip}");
-    for line in ["a=ice-lite", "a=setup:passive", "a=recvonly", "typ host"] {
+    for line in [
+        "a=ice-lite",
+        "a=setup:passive",
+        "a=recvonly",
+        "typ host",
+        "x-google-min-bitrate=2500;x-google-start-bitrate=2500",
+    ] {
         assert!(published.body.contains(line), "{line} in the answer");
     }
     assert!(published.body.contains("AV1/90000"));

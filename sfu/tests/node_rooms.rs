@@ -114,6 +114,13 @@ fn participants_join_offer_again_and_follow_their_room() {
         alice.body.contains("a=recvonly"),
         "the node receives what alice sends"
     );
+    // Her video starts at the node's publisher bitrate, as a WHIP publisher's does.
+    let video = alice.body.split("m=video").nth(1).expect("a video section");
+    let fmtp = video.lines().find(|l| l.starts_with("a=fmtp:")).expect("an fmtp");
+    assert!(
+        fmtp.contains("x-google-min-bitrate=2500;x-google-start-bitrate=2500"),
+        "{fmtp}"
+    );
 
     let bob = node.request("POST", "/rooms/call?name=bob", &[SDP], VIEWER_OFFER);
     assert_eq!(bob.status, 201, "{}", bob.body);
@@ -121,6 +128,11 @@ fn participants_join_offer_again_and_follow_their_room() {
     // Bob's two receiving sections carry alice's audio and video, named after her.
     assert_eq!(bob.body.matches("a=sendonly").count(), 2, "{}", bob.body);
     assert_eq!(bob.body.matches("a=msid:p").count(), 2, "{}", bob.body);
+    assert!(
+        !bob.body.contains("x-google"),
+        "what the node sends is not pinned: {}",
+        bob.body
+    );
 
     let state = node.request("GET", "/rooms/call", &[], "");
     assert_eq!(state.status, 200);

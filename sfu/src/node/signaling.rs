@@ -197,18 +197,11 @@ impl Signaling {
             reply,
         };
         let id = self.ask(command, answer).await??;
-        let suffix = (self.config.publisher_bitrate_kbps > 0).then(|| {
-            let kbps = self.config.publisher_bitrate_kbps;
-            format!("x-google-min-bitrate={kbps};x-google-start-bitrate={kbps}")
-        });
-        let answer = sdp::build_answer(&AnswerParams {
-            video_fmtp_suffix: suffix,
-            ..self.answer_params(
-                &local,
-                plan.extmap_allow_mixed,
-                AnswerMedia::for_publisher(&plan),
-            )
-        });
+        let answer = sdp::build_answer(&self.answer_params(
+            &local,
+            plan.extmap_allow_mixed,
+            AnswerMedia::for_publisher(&plan),
+        ));
         Ok((id, answer, refused(id, &plan.sections)))
     }
 
@@ -436,10 +429,18 @@ impl Signaling {
             fingerprint: self.config.fingerprint.clone(),
             candidates: vec![self.config.candidate],
             extmap_allow_mixed,
-            video_fmtp_suffix: None,
+            video_fmtp_suffix: self.publisher_bitrate(),
             media,
             origin: None,
         }
+    }
+
+    /// The start (and floor) bitrate a publisher's video is pinned at, written after the
+    /// format parameters of every section the node receives in: a WHIP publisher's and a
+    /// conference participant's alike, so neither starts at the browser's default estimate.
+    fn publisher_bitrate(&self) -> Option<String> {
+        let kbps = self.config.publisher_bitrate_kbps;
+        (kbps > 0).then(|| format!("x-google-min-bitrate={kbps};x-google-start-bitrate={kbps}"))
     }
 }
 
