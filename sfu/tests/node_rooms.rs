@@ -116,7 +116,10 @@ fn participants_join_offer_again_and_follow_their_room() {
     );
     // Her video starts at the node's publisher bitrate, as a WHIP publisher's does.
     let video = alice.body.split("m=video").nth(1).expect("a video section");
-    let fmtp = video.lines().find(|l| l.starts_with("a=fmtp:")).expect("an fmtp");
+    let fmtp = video
+        .lines()
+        .find(|l| l.starts_with("a=fmtp:"))
+        .expect("an fmtp");
     assert!(
         fmtp.contains("x-google-min-bitrate=2500;x-google-start-bitrate=2500"),
         "{fmtp}"

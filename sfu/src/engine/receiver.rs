@@ -36,8 +36,12 @@ pub enum ReceiveError {
     UnknownSsrc,
     /// The host named a transport the router does not have.
     UnknownTransport,
-    /// An RTX packet without an original sequence number.
+    /// An RTX packet with a payload too short for its original sequence number.
     BadRtx,
+    /// Padding alone on the repair (RTX) stream, with no original sequence number: a
+    /// sender's bandwidth probe (RFC 4588 streams carry it as senders pace). Counted for
+    /// the transport's feedback, then absorbed: it repairs nothing.
+    Padding,
     /// Seen already (a duplicate, or a retransmission of a packet that arrived).
     Duplicate,
     /// Older than anything kept, or a jump so large the stream was reset.
@@ -59,6 +63,7 @@ impl fmt::Display for ReceiveError {
             Self::UnknownSsrc => f.write_str("unknown ssrc"),
             Self::UnknownTransport => f.write_str("unknown transport"),
             Self::BadRtx => f.write_str("rtx packet without an original sequence number"),
+            Self::Padding => f.write_str("padding on the repair stream"),
             Self::Duplicate => f.write_str("duplicate packet"),
             Self::OutOfWindow => f.write_str("sequence number out of window"),
             Self::UnreadableDd { .. } => f.write_str("unreadable dependency descriptor"),
@@ -127,7 +132,8 @@ pub struct ReceiverCounters {
     pub out_of_window: u64,
     /// Packets whose Dependency Descriptor did not parse against the known structure.
     pub bad_dd: u64,
-    /// Padding-only packets, absorbed without a sequence gap.
+    /// Padding-only packets, absorbed without a sequence gap (on the media stream) or
+    /// without a trace (on the repair stream).
     pub padding_only: u64,
     /// NACKs sent to the publisher, retries included (RFC 4585).
     pub nacked: u64,
@@ -251,6 +257,7 @@ impl Receiver {
                 self.counters.unknown_ssrc += 1
             }
             Err(ReceiveError::Duplicate) => self.counters.duplicates += 1,
+            Err(ReceiveError::Padding) => self.counters.padding_only += 1,
             Err(ReceiveError::OutOfWindow) => self.counters.out_of_window += 1,
             Err(ReceiveError::UnreadableDd { .. }) => self.counters.bad_dd += 1,
         }
@@ -432,6 +439,9 @@ impl Receiver {
         if stream.rtx_ssrc != Some(ssrc) || stream.ssrc == ssrc {
             return Ok((index, packet.fields(), packet.payload_range()));
         }
+        if packet.payload().is_empty() {
+            return Err(ReceiveError::Padding);
+        }
         let rtx = unwrap_rtx(packet).map_err(|_| ReceiveError::BadRtx)?;
         let fields = RtpFields {
             ssrc: stream.ssrc,
@@ -439,5 +449,41 @@ impl Receiver {
             ..packet.fields()
         };
         Ok((index, fields, rtx.payload))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rtp_ext::codec::Codec;
+
+    use super::*;
+
+    /// An RTP header of SSRC `ssrc` and sequence `seq` followed by `payload`.
+    fn packet(ssrc: u32, seq: u16, padding: bool, payload: &[u8]) -> Bytes {
+        let first = if padding { 0xA0 } else { 0x80 };
+        let mut bytes = vec![first, 97];
+        bytes.extend_from_slice(&seq.to_be_bytes());
+        bytes.extend_from_slice(&[0, 0, 0, 9]);
+        bytes.extend_from_slice(&ssrc.to_be_bytes());
+        bytes.extend_from_slice(payload);
+        Bytes::from(bytes)
+    }
+
+    /// A sender's probes: padding alone on the RTX stream, with no original sequence number.
+    /// They are told apart from a retransmission cut short, and each is counted as what it is.
+    #[test]
+    fn padding_on_the_repair_stream_is_absorbed_not_taken_for_a_bad_retransmission() {
+        let mut config = TrackConfig::single(Codec::Vp8, 1);
+        config.streams[0].rtx_ssrc = Some(2);
+        let mut receiver = Receiver::new(config);
+        let now = Instant::now();
+        // Four bytes of padding, the last one its count (RFC 3550 section 5.1).
+        let probe = packet(2, 7, true, &[0, 0, 0, 4]);
+        assert_eq!(receiver.receive(now, probe), Err(ReceiveError::Padding));
+        let cut_short = packet(2, 8, false, &[0x12]);
+        assert_eq!(receiver.receive(now, cut_short), Err(ReceiveError::BadRtx));
+        let counters = receiver.counters();
+        assert_eq!((counters.padding_only, counters.malformed), (1, 1));
+        assert_eq!(counters.received, 0);
     }
 }

@@ -722,7 +722,6 @@ impl NodeCore {
             connecting: self.connecting,
             node: self.counters,
             rtp_in: router.rtp_in,
-            engine_dropped_in: router.dropped_in,
             bad_rtcp: router.bad_rtcp,
             nacks_sent: router.nacks_sent,
             keyframe_requests_sent: router.keyframe_requests_sent,

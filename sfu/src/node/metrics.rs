@@ -4,8 +4,9 @@ use std::fmt::Write;
 
 use super::limits::LimitError;
 use super::stats::{kind_label, LayerView, TrackStats, ViewerStats};
+use crate::engine::ReceiveError;
 
-/// Why the node dropped a datagram or a packet before the engine saw it.
+/// Why the node or the engine dropped a datagram or a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropReason {
     /// Not STUN, and from an address no session was nominated at.
@@ -21,9 +22,25 @@ pub enum DropReason {
     /// RTP from a viewer.
     NotAPublisher,
     /// RTP under an SSRC the sending session did not announce or bind (a simulcast stream
-    /// before its rid is read, another session's SSRC), or too short to name one. What the
-    /// engine's receivers refuse is counted as `engine`.
+    /// before its rid is read, another session's SSRC), or too short to name one.
     UnknownSsrc,
+    /// RTP whose header, extensions or payload descriptor did not parse.
+    MalformedRtp,
+    /// A retransmission (RTX) too short for its original sequence number.
+    BadRtx,
+    /// Padding alone on a repair stream: a sender's bandwidth probe, absorbed once the
+    /// transport's feedback has counted it. Expected from browsers.
+    Padding,
+    /// A packet the engine holds already: a retransmission of one that arrived after all, or
+    /// a copy. Expected under loss.
+    Duplicate,
+    /// A packet older than the receive window, or a jump so far the stream restarted.
+    OutOfWindow,
+    /// A packet whose Dependency Descriptor cannot be read yet (its keyframe's structure has
+    /// not arrived): NACKed, and taken when it comes again.
+    UnreadableDd,
+    /// The node handed the engine something it does not know: a bug, logged.
+    Internal,
     /// A packet for a session not connected yet (no nominated address or no keys).
     NotConnected,
     /// A datagram the socket would not take (send buffer full).
@@ -37,7 +54,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    const ALL: [DropReason; 11] = [
+    const ALL: [DropReason; 18] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -45,6 +62,13 @@ impl DropReason {
         Self::SrtpRejected,
         Self::NotAPublisher,
         Self::UnknownSsrc,
+        Self::MalformedRtp,
+        Self::BadRtx,
+        Self::Padding,
+        Self::Duplicate,
+        Self::OutOfWindow,
+        Self::UnreadableDd,
+        Self::Internal,
         Self::NotConnected,
         Self::SendFailed,
         Self::HandoffFull,
@@ -60,10 +84,31 @@ impl DropReason {
             Self::SrtpRejected => "srtp_rejected",
             Self::NotAPublisher => "not_a_publisher",
             Self::UnknownSsrc => "unknown_ssrc",
+            Self::MalformedRtp => "malformed_rtp",
+            Self::BadRtx => "bad_rtx",
+            Self::Padding => "padding",
+            Self::Duplicate => "duplicate",
+            Self::OutOfWindow => "out_of_window",
+            Self::UnreadableDd => "unreadable_dd",
+            Self::Internal => "internal",
             Self::NotConnected => "not_connected",
             Self::SendFailed => "send_failed",
             Self::HandoffFull => "handoff_full",
             Self::EventStreamBehind => "event_stream_behind",
+        }
+    }
+
+    /// The reason the engine refused a publisher's packet for.
+    pub fn of_receive(error: ReceiveError) -> Self {
+        match error {
+            ReceiveError::Malformed(_) => Self::MalformedRtp,
+            ReceiveError::UnknownSsrc => Self::UnknownSsrc,
+            ReceiveError::BadRtx => Self::BadRtx,
+            ReceiveError::Padding => Self::Padding,
+            ReceiveError::Duplicate => Self::Duplicate,
+            ReceiveError::OutOfWindow => Self::OutOfWindow,
+            ReceiveError::UnreadableDd { .. } => Self::UnreadableDd,
+            ReceiveError::UnknownTransport => Self::Internal,
         }
     }
 }
@@ -140,8 +185,6 @@ pub struct Snapshot {
     pub subscriptions: usize,
     pub node: NodeCounters,
     pub rtp_in: u64,
-    /// Dropped by the engine's receivers (malformed, duplicate, unreadable DD, ...).
-    pub engine_dropped_in: u64,
     pub bad_rtcp: u64,
     pub nacks_sent: u64,
     pub retransmissions: u64,
@@ -292,7 +335,6 @@ impl Snapshot {
         self.subscriptions += other.subscriptions;
         self.node.add(&other.node);
         self.rtp_in += other.rtp_in;
-        self.engine_dropped_in += other.engine_dropped_in;
         self.bad_rtcp += other.bad_rtcp;
         self.nacks_sent += other.nacks_sent;
         self.retransmissions += other.retransmissions;
@@ -359,12 +401,9 @@ impl Snapshot {
             n.layer_allocations,
         );
         let drops = DropReason::ALL.iter().map(|&r| (r.label(), n.dropped(r)));
-        let engine = [
-            ("engine", self.engine_dropped_in),
-            ("bad_rtcp", self.bad_rtcp),
-        ];
+        let rtcp = [("bad_rtcp", self.bad_rtcp)];
         let help = "Packets dropped, by reason.";
-        by_reason(&mut out, "dropped_total", help, drops.chain(engine));
+        by_reason(&mut out, "dropped_total", help, drops.chain(rtcp));
         let refused = LimitError::LABELS.iter().copied().zip(n.refused);
         let help = "New sessions refused at a limit, by limit.";
         by_reason(&mut out, "sessions_refused_total", help, refused);

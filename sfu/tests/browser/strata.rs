@@ -106,3 +106,30 @@ pub fn wait_publishing(page: &Page, id: &str) -> Vec<Value> {
 pub fn stop_one(page: &Page, id: &str) {
     page.eval_json(&format!("strata.stop({id:?})"));
 }
+
+/// The node's drop counters (`strata_dropped_total`) that are not zero, by reason.
+pub fn drops(page: &Page) -> Vec<(String, f64)> {
+    let text = page.eval_json("fetch('/metrics').then((r) => r.text())");
+    let text = text.as_str().unwrap_or_default().to_owned();
+    text.lines()
+        .filter_map(|line| line.strip_prefix("strata_dropped_total{reason=\""))
+        .filter_map(|rest| {
+            let (reason, value) = rest.split_once("\"} ")?;
+            let value: f64 = value.trim().parse().ok()?;
+            (value > 0.0).then(|| (reason.to_owned(), value))
+        })
+        .collect()
+}
+
+/// Fails unless every packet the node dropped was for one of the `allowed` reasons.
+pub fn assert_drops_only(page: &Page, allowed: &[&str]) {
+    let drops = drops(page);
+    let unexpected: Vec<&(String, f64)> = drops
+        .iter()
+        .filter(|(reason, _)| !allowed.contains(&reason.as_str()))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "the node dropped {unexpected:?} (all drops: {drops:?})"
+    );
+}
