@@ -421,6 +421,18 @@ fn metrics_take_a_token_of_their_own_once_tokens_are_configured() {
     let metrics = node.request("GET", "/metrics", &[scraper], "");
     assert_eq!(metrics.status, 200);
     assert!(metrics.body.contains("strata_rooms 0"));
+    // The media socket as the kernel granted it, and what it dropped.
+    for series in [
+        "strata_udp_receive_buffer_bytes ",
+        "strata_udp_send_buffer_bytes ",
+        "strata_udp_receive_overflows_total 0",
+    ] {
+        assert!(
+            metrics.body.contains(series),
+            "{series} in {}",
+            metrics.body
+        );
+    }
     let node = Node::start(&["--token", "alice"]);
     assert_eq!(
         node.request("GET", "/metrics", &[alice], "").status,

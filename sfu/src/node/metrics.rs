@@ -194,6 +194,20 @@ pub struct Snapshot {
     pub rembs_sent: u64,
     /// Every viewer session, by room and session id.
     pub viewer_stats: Vec<ViewerStats>,
+    /// The media socket, when the node has one.
+    pub socket: Option<SocketView>,
+}
+
+/// The media socket as the kernel sees it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SocketView {
+    /// Bytes reserved for received datagrams.
+    pub receive_buffer: usize,
+    /// Bytes reserved for datagrams sent.
+    pub send_buffer: usize,
+    /// Datagrams the kernel dropped because the receive buffer was full; `None` where the
+    /// system does not say.
+    pub receive_overflows: Option<u64>,
 }
 
 struct Family<'a> {
@@ -229,6 +243,20 @@ fn by_reason<'a>(
         .map(|(reason, value)| (format!("{{reason=\"{reason}\"}}"), value));
     let kind = "counter";
     family(out, Family { name, help, kind }, samples);
+}
+
+/// The media socket's buffers and the datagrams the kernel dropped for it.
+fn socket_series(out: &mut String, socket: &SocketView) {
+    let help = "Bytes the kernel reserves for the media socket's received datagrams (Linux \
+                reports twice what counts against net.core.rmem_max).";
+    gauge(out, "udp_receive_buffer_bytes", help, socket.receive_buffer);
+    let help = "Bytes the kernel reserves for the media socket's datagrams sent.";
+    gauge(out, "udp_send_buffer_bytes", help, socket.send_buffer);
+    if let Some(overflows) = socket.receive_overflows {
+        let help = "Datagrams the kernel dropped because the media socket's receive buffer \
+                    was full.";
+        counter(out, "udp_receive_overflows_total", help, overflows);
+    }
 }
 
 /// A label value as the text format writes it: backslash, double quote and line feed escaped.
@@ -342,6 +370,7 @@ impl Snapshot {
         self.keyframe_requests_sent += other.keyframe_requests_sent;
         self.rembs_sent += other.rembs_sent;
         self.viewer_stats.extend(other.viewer_stats);
+        self.socket = self.socket.or(other.socket);
     }
 
     pub fn render(&self) -> String {
@@ -428,6 +457,9 @@ impl Snapshot {
         let remb =
             "REMB packets sent to publishers that negotiated REMB without transport-wide CC.";
         counter(&mut out, "rembs_sent_total", remb, self.rembs_sent);
+        if let Some(socket) = &self.socket {
+            socket_series(&mut out, socket);
+        }
         viewers(&mut out, &self.viewer_stats);
         out
     }

@@ -13,6 +13,7 @@
 //! - [`core`]: the sessions and the engine behind one UDP port, sans-IO.
 //! - [`media_loop`]: the task that owns the core, the socket and the clock.
 //! - [`memory`]: freed memory handed back to the system after sessions leave.
+//! - [`socket`]: the media socket's buffers and what the kernel dropped.
 //! - [`signaling`]: an offer to a session and an answer.
 //! - [`http`]: the WHIP/WHEP routes, CORS, `/metrics`, the demo page.
 //! - [`metrics`]: counters and the Prometheus text format.
@@ -44,5 +45,6 @@ pub mod server;
 pub mod session_events;
 pub mod shard;
 pub mod signaling;
+pub mod socket;
 pub mod srtp;
 pub mod stats;

@@ -29,6 +29,7 @@ use super::sdp::{
     SendSource, ViewedMedia,
 };
 use super::shard::{mark_ufrag, worker_for_room, WorkerId};
+use super::socket::{receive_overflows, SocketBuffers};
 
 mod conference;
 
@@ -120,6 +121,8 @@ pub struct SignalingConfig {
     pub candidate: SocketAddr,
     pub publisher_bitrate_kbps: u32,
     pub limits: Limits,
+    /// The media socket's buffers, for `/metrics` (none when signaling runs without one).
+    pub socket: Option<SocketBuffers>,
 }
 
 #[derive(Debug)]
@@ -317,6 +320,7 @@ impl Signaling {
 
     /// Every worker's figures, summed.
     pub async fn metrics(&self) -> Result<super::metrics::Snapshot, SignalError> {
+        use super::metrics::SocketView;
         let mut total: Option<super::metrics::Snapshot> = None;
         for worker in &self.commands {
             let (reply, answer) = oneshot::channel();
@@ -326,7 +330,15 @@ impl Signaling {
                 None => total = Some(part),
             }
         }
-        total.ok_or(SignalError::ShuttingDown)
+        let mut total = total.ok_or(SignalError::ShuttingDown)?;
+        if let Some(socket) = self.config.socket {
+            total.socket = Some(SocketView {
+                receive_buffer: socket.receive,
+                send_buffer: socket.send,
+                receive_overflows: socket.inode.and_then(receive_overflows),
+            });
+        }
+        Ok(total)
     }
 
     /// The worker that serves `room`.
