@@ -281,6 +281,23 @@ fn bad_conference_requests_are_refused_and_change_nothing() {
     let full = node.request("POST", "/rooms/call?name=carol", &[SDP], VIEWER_OFFER);
     refused(&full, 503, "maximum of 2 participants");
     assert!(full.header("retry-after").is_some());
+    // A WHIP publisher is received by every participant as one is: it takes a place too.
+    let whip = node.request("POST", "/whip/call?name=dan", &[SDP], AV1_OFFER);
+    refused(&whip, 503, "maximum of 2 participants");
+    assert!(whip.header("retry-after").is_some());
+    // A WHEP viewer is not a participant: it counts under the room's sessions only.
+    let viewer = node.request("POST", "/whep/call", &[SDP], VIEWER_OFFER);
+    assert_eq!(viewer.status, 201, "{}", viewer.body);
+    assert_eq!(
+        node.request(
+            "DELETE",
+            viewer.header("location").expect("a resource"),
+            &[],
+            ""
+        )
+        .status,
+        200
+    );
     // Nothing changed: alice still answers with her first version's successor.
     let again = node.request("PATCH", &alice_at, &[SDP, ("If-Match", "\"1\"")], AV1_OFFER);
     assert_eq!(again.status, 200, "{}", again.body);
@@ -342,5 +359,58 @@ fn a_participants_resource_and_events_answer_only_its_credential() {
     assert_eq!(
         node.request("DELETE", &alice_at, &[as_alice], "").status,
         200
+    );
+}
+
+/// A participant whose client never reads its event stream (a 4 KiB receive buffer, nothing
+/// read) while the room changes hundreds of times: the node closes the stream at its bound
+/// (counted), having handed the connection no more than the node's share (64 KiB), the
+/// connection's small send buffer and the client's receive buffer.
+#[test]
+fn an_event_stream_nobody_reads_is_closed_at_its_bound() {
+    let node = Node::start(&[]);
+    let alice = node.request("POST", "/rooms/churn?name=alice", &[SDP], AV1_OFFER);
+    assert_eq!(alice.status, 201, "{}", alice.body);
+    let alice_at = alice.header("location").expect("a resource").to_owned();
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+    socket.set_recv_buffer_size(4096).expect("a small buffer");
+    let address: std::net::SocketAddr = node.http.parse().expect("an address");
+    socket.connect(&address.into()).expect("connects");
+    let mut stream: TcpStream = socket.into();
+    let head = format!(
+        "GET {alice_at}/events HTTP/1.1\r\nHost: {}\r\n\r\n",
+        node.http
+    );
+    stream.write_all(head.as_bytes()).expect("sent");
+    let behind = |node: &Node| {
+        let metrics = node.request("GET", "/metrics", &[], "").body;
+        metrics.contains("strata_dropped_total{reason=\"event_stream_behind\"} 1")
+    };
+    let mut cycles = 0;
+    while !behind(&node) {
+        assert!(cycles < 500, "the stream was never closed");
+        let bob = node.request("POST", "/rooms/churn?name=bob", &[SDP], AV1_OFFER);
+        assert_eq!(bob.status, 201, "{}", bob.body);
+        let bob_at = bob.header("location").expect("a resource");
+        assert_eq!(node.request("DELETE", bob_at, &[], "").status, 200);
+        cycles += 1;
+    }
+    // Everything the connection was handed, read now: it ends, since the stream is closed.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a timeout");
+    let mut received = Vec::new();
+    let _ = stream.read_to_end(&mut received);
+    let text = String::from_utf8_lossy(&received);
+    let events = text.matches("event: ").count();
+    assert!(events > 10, "{events} events in {cycles} cycles");
+    // The node's share, the connection's kernel buffer (twice the 16 KiB asked), the client's
+    // buffer (twice its 4 KiB) and the HTTP server's write queue (16 events at most).
+    let bound = (64 + 32 + 8 + 16) << 10;
+    assert!(
+        received.len() <= bound,
+        "{} bytes, {events} events handed to a client that read nothing",
+        received.len()
     );
 }

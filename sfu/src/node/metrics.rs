@@ -196,6 +196,10 @@ pub struct Snapshot {
     pub viewer_stats: Vec<ViewerStats>,
     /// The media socket, when the node has one.
     pub socket: Option<SocketView>,
+    /// Participants' event streams open, and the bytes of events waiting in the node for
+    /// their connections.
+    pub event_streams: usize,
+    pub event_stream_waiting_bytes: usize,
 }
 
 /// The media socket as the kernel sees it.
@@ -371,6 +375,8 @@ impl Snapshot {
         self.rembs_sent += other.rembs_sent;
         self.viewer_stats.extend(other.viewer_stats);
         self.socket = self.socket.or(other.socket);
+        self.event_streams += other.event_streams;
+        self.event_stream_waiting_bytes += other.event_stream_waiting_bytes;
     }
 
     pub fn render(&self) -> String {
@@ -457,6 +463,15 @@ impl Snapshot {
         let remb =
             "REMB packets sent to publishers that negotiated REMB without transport-wide CC.";
         counter(&mut out, "rembs_sent_total", remb, self.rembs_sent);
+        let streams = "Participants' event streams open.";
+        gauge(&mut out, "event_streams", streams, self.event_streams);
+        let waiting = "Bytes of events waiting in the node for their streams' connections.";
+        gauge(
+            &mut out,
+            "event_stream_waiting_bytes",
+            waiting,
+            self.event_stream_waiting_bytes,
+        );
         if let Some(socket) = &self.socket {
             socket_series(&mut out, socket);
         }

@@ -3,12 +3,13 @@
 //! the event stream, the room's state and a participant's choice per track.
 
 use rtp_ext::codec::MediaKind;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::{publisher_of, refused, viewer_media, Caller, SignalError, Signaling};
 use crate::engine::TrackId;
 use crate::node::auth::Grant;
 use crate::node::core::{Negotiated, ParticipantOffer, Resource, Sending};
+use crate::node::event_queue::EventReceiver;
 use crate::node::media_loop::Command;
 use crate::node::participant::Choice;
 use crate::node::peer::{Join, Kind, PeerId};
@@ -93,7 +94,7 @@ impl Signaling {
         &self,
         resource: (&str, &str),
         caller: Caller<'_>,
-    ) -> Result<mpsc::Receiver<String>, SignalError> {
+    ) -> Result<EventReceiver, SignalError> {
         let resource = self.participant_resource(resource, caller)?;
         let (reply, answer) = oneshot::channel();
         Ok(self
