@@ -414,3 +414,40 @@ fn an_event_stream_nobody_reads_is_closed_at_its_bound() {
         received.len()
     );
 }
+
+/// A participant that offers again and again: past its share of offers a second it gets 429
+/// with `Retry-After` (counted), and a little later its next offer is taken.
+#[test]
+fn offers_past_a_participants_rate_are_refused_until_it_refills() {
+    let node = node_with_config("[limits]\noffers_per_second = 3\n", &[]);
+    let alice = node.request("POST", "/rooms/rate?name=alice", &[SDP], AV1_OFFER);
+    assert_eq!(alice.status, 201, "{}", alice.body);
+    let alice_at = alice.header("location").expect("a resource").to_owned();
+    let offer = || node.request("PATCH", &alice_at, &[SDP], AV1_OFFER);
+    let statuses: Vec<u16> = (0..6).map(|_| offer().status).collect();
+    assert_eq!(&statuses[..3], [200, 200, 200], "its burst");
+    assert!(statuses[3..].iter().all(|&s| s == 429), "{statuses:?}");
+    let refused = offer();
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert!(
+        refused.body.contains("more than 3 times a second"),
+        "{}",
+        refused.body
+    );
+    let metrics = node.request("GET", "/metrics", &[], "").body;
+    assert!(
+        metrics.contains("strata_offers_refused_total 4"),
+        "{}",
+        metrics
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(offer().status, 200, "refilled");
+    // Another participant's offers are its own.
+    let bob = node.request("POST", "/rooms/rate?name=bob", &[SDP], VIEWER_OFFER);
+    let bob_at = bob.header("location").expect("a resource").to_owned();
+    assert_eq!(
+        node.request("PATCH", &bob_at, &[SDP], VIEWER_OFFER).status,
+        200
+    );
+}

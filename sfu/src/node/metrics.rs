@@ -200,6 +200,8 @@ pub struct Snapshot {
     /// their connections.
     pub event_streams: usize,
     pub event_stream_waiting_bytes: usize,
+    /// Participants' offers refused for coming too often.
+    pub offers_refused: u64,
 }
 
 /// The media socket as the kernel sees it.
@@ -463,6 +465,13 @@ impl Snapshot {
         let remb =
             "REMB packets sent to publishers that negotiated REMB without transport-wide CC.";
         counter(&mut out, "rembs_sent_total", remb, self.rembs_sent);
+        let offers = "Participants' offers refused for coming more often than offers_per_second.";
+        counter(
+            &mut out,
+            "offers_refused_total",
+            offers,
+            self.offers_refused,
+        );
         let streams = "Participants' event streams open.";
         gauge(&mut out, "event_streams", streams, self.event_streams);
         let waiting = "Bytes of events waiting in the node for their streams' connections.";

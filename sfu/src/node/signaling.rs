@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rtp_ext::codec::MediaKind;
 use rtp_ext::dd;
@@ -32,10 +33,14 @@ use super::shard::{mark_ufrag, worker_for_room, WorkerId};
 use super::socket::{receive_overflows, SocketBuffers};
 
 mod conference;
+mod offer_memo;
+mod offer_rate;
 
 use super::stats::ViewerStats;
 use crate::engine::{PublisherRemb, StreamConfig, StreamIds, TrackConfig, TransportCc};
 pub use conference::{participant_answer, participant_offer, Answered};
+use offer_memo::OfferMemo;
+use offer_rate::OfferRate;
 
 impl Kind {
     pub fn grant(self) -> Grant {
@@ -84,6 +89,12 @@ pub enum SignalError {
     Limit(#[from] LimitError),
     #[error("the node is shutting down")]
     ShuttingDown,
+    #[error("this participant offers more than {per_second} times a second; offer again later")]
+    OfferRate {
+        per_second: u32,
+        /// Seconds until the next offer is taken (rounded up).
+        retry_after: u64,
+    },
 }
 
 impl From<CoreError> for SignalError {
@@ -131,6 +142,12 @@ pub struct Signaling {
     commands: Vec<mpsc::Sender<Command>>,
     auth: Auth,
     config: SignalingConfig,
+    /// How often each participant may offer again.
+    offer_rate: OfferRate,
+    /// Each participant's last offer as read, so the same offer again is not read again.
+    offer_memo: OfferMemo,
+    /// Offers refused for coming too often.
+    offers_refused: AtomicU64,
 }
 
 impl Signaling {
@@ -139,7 +156,10 @@ impl Signaling {
         Self {
             commands,
             auth,
+            offer_rate: OfferRate::new(config.limits.offers_per_second),
+            offer_memo: OfferMemo::default(),
             config,
+            offers_refused: AtomicU64::new(0),
         }
     }
 
@@ -331,6 +351,7 @@ impl Signaling {
             }
         }
         let mut total = total.ok_or(SignalError::ShuttingDown)?;
+        total.offers_refused = self.offers_refused.load(Ordering::Relaxed);
         if let Some(socket) = self.config.socket {
             total.socket = Some(SocketView {
                 receive_buffer: socket.receive,
