@@ -22,6 +22,7 @@ use super::packet::{
 use super::packet_ring::PacketRing;
 use super::receive_stats::{ReceiveStats, ReceivedPacket};
 use super::rtcp::{compact_ntp, ReportBlock, ReportBlocks, SenderReport};
+use super::stream_activity::StreamActivity;
 use super::track::{StreamConfig, TrackConfig};
 
 /// Packets kept per stream for retransmission.
@@ -154,6 +155,10 @@ pub struct Receiver {
     audio_level: Option<AudioLevel>,
     /// What each target layer costs a subscriber, for layer allocation.
     layer_rates: LayerRates,
+    /// Which streams of a simulcast track are sent now.
+    activity: Option<StreamActivity>,
+    /// The streams sent, when that changed since the router last took it.
+    activity_changed: Option<u8>,
 }
 
 impl Receiver {
@@ -164,12 +169,17 @@ impl Receiver {
             .iter()
             .map(|&s| Stream::new(s, config.clock_rate))
             .collect();
+        let activity = config
+            .is_simulcast()
+            .then(|| StreamActivity::new(config.streams.len()));
         Self {
             config,
             streams,
             counters: ReceiverCounters::default(),
             audio_level: None,
             layer_rates: LayerRates::default(),
+            activity,
+            activity_changed: None,
         }
     }
 
@@ -207,9 +217,27 @@ impl Receiver {
             })
     }
 
-    /// What a subscriber receiving each layer would be sent, over the last two seconds.
+    /// What a subscriber receiving each layer would be sent, over the last two seconds; a
+    /// simulcast stream the publisher paused costs nothing, since it cannot be had.
     pub fn layer_bitrates(&self, now: Instant) -> LayerBitrates {
-        self.layer_rates.bitrates(now)
+        let rates = self.layer_rates.bitrates(now);
+        match &self.activity {
+            Some(activity) => LayerBitrates::from_fn(|layer| {
+                let sent = layer.spatial < 8 && activity.active() & (1 << layer.spatial) != 0;
+                if sent {
+                    rates.bps(layer)
+                } else {
+                    0
+                }
+            }),
+            None => rates,
+        }
+    }
+
+    /// The simulcast streams the publisher sends now (bit `i`: stream `i`), when that changed
+    /// since the last call.
+    pub fn take_activity_change(&mut self) -> Option<u8> {
+        self.activity_changed.take()
     }
 
     /// The latest audio level the publisher sent (RFC 6464).
@@ -409,10 +437,16 @@ impl Receiver {
             sender_clock: stream.sender_clock,
             bytes,
         };
-        // Padding is absorbed, never forwarded: it is no layer's rate.
+        // Padding is absorbed, never forwarded: it is no layer's rate, nor a stream's sign
+        // of life; nor is a retransmission, which may come after its stream paused.
         if !parsed.is_padding_only() {
             let simulcast = self.config.is_simulcast();
             self.layer_rates.record(now, &parsed, simulcast);
+            let original = packet.fields().ssrc == fields.ssrc;
+            if let Some(activity) = self.activity.as_mut().filter(|_| original) {
+                let changed = activity.on_media(now, index as u8, fields.timestamp);
+                self.activity_changed = changed.or(self.activity_changed);
+            }
         }
         if !stream.ring.insert(ext_seq, parsed) {
             return Err(ReceiveError::OutOfWindow);

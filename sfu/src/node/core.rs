@@ -679,6 +679,9 @@ impl NodeCore {
                     }
                     tracing::debug!(peer = ?id, ?down_track, ?layer, "layer allocated to fit the estimate");
                 }
+                Event::StreamsSent { track, active } => {
+                    tracing::debug!(?track, active = format!("{active:04b}"), "streams sent");
+                }
                 Event::KeyframeRequested { transport, track } => {
                     let peer = self.by_transport.get(&transport);
                     tracing::debug!(?peer, ?track, "keyframe requested upstream");
