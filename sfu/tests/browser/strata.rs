@@ -21,6 +21,11 @@ fn id(value: Value) -> String {
     value.as_str().expect("a session id").to_owned()
 }
 
+/// Pauses or resumes a publisher's simulcast encoding `rid`.
+pub fn set_encoding_active(page: &Page, id: &str, rid: &str, active: bool) {
+    page.eval_json(&format!("strata.setEncodingActive({id:?}, {rid:?}, {active})"));
+}
+
 /// Changes a viewer's layers; returns the HTTP status of the PATCH.
 pub fn set_layer(page: &Page, id: &str, spatial: u64, temporal: u64) -> u64 {
     let status = page.eval_json(&format!("strata.setLayer({id:?}, {spatial}, {temporal})"));
