@@ -6,14 +6,26 @@ use serde_json::{json, Value};
 
 use crate::chromium::Page;
 
+/// A page that evaluates script: a Chromium tab or a Firefox one.
+pub trait Eval {
+    /// Evaluates `expr`, awaiting it if it is a promise, and returns its value as JSON.
+    fn eval_json(&self, expr: &str) -> Value;
+}
+
+impl Eval for Page<'_> {
+    fn eval_json(&self, expr: &str) -> Value {
+        Page::eval_json(self, expr)
+    }
+}
+
 /// Stats are read once a second, as a person watching the page would see them change.
 pub const EVERY_SECOND: Duration = Duration::from_secs(1);
 
-pub fn publish(page: &Page, options: Value) -> String {
+pub fn publish(page: &impl Eval, options: Value) -> String {
     id(page.eval_json(&format!("strata.publish({options})")))
 }
 
-pub fn watch(page: &Page, options: Value) -> String {
+pub fn watch(page: &impl Eval, options: Value) -> String {
     id(page.eval_json(&format!("strata.watch({options})")))
 }
 
@@ -22,14 +34,14 @@ fn id(value: Value) -> String {
 }
 
 /// Changes a viewer's layers; returns the HTTP status of the PATCH.
-pub fn set_layer(page: &Page, id: &str, spatial: u64, temporal: u64) -> u64 {
+pub fn set_layer(page: &impl Eval, id: &str, spatial: u64, temporal: u64) -> u64 {
     let status = page.eval_json(&format!("strata.setLayer({id:?}, {spatial}, {temporal})"));
     status.as_u64().expect("an HTTP status")
 }
 
 /// A raw POST from the page: (status, body).
 pub fn post(
-    page: &Page,
+    page: &impl Eval,
     path: &str,
     body: &str,
     content_type: &str,
@@ -41,12 +53,12 @@ pub fn post(
     (status, res["body"].as_str().unwrap_or_default().to_owned())
 }
 
-pub fn stats(page: &Page) -> Value {
+pub fn stats(page: &impl Eval) -> Value {
     page.eval_json("strata.stats()")
 }
 
 /// Ends every session on the page, so the next scenario starts with an idle machine.
-pub fn stop_all(page: &Page) {
+pub fn stop_all(page: &impl Eval) {
     page.eval_json("strata.stats().then((all) => Object.keys(all).forEach(strata.stop))");
 }
 
@@ -64,7 +76,7 @@ pub fn size(stats: &Value, id: &str) -> (f64, f64) {
 /// Polls the stats every `every` until `check` gives a value or `within` has passed; then fails
 /// with `what` and the last stats.
 pub fn poll_until<T>(
-    page: &Page,
+    page: &impl Eval,
     within: Duration,
     every: Duration,
     what: &str,
@@ -84,7 +96,7 @@ pub fn poll_until<T>(
 }
 
 /// Waits until a publisher is connected and encoding; returns its video outbound entries.
-pub fn wait_publishing(page: &Page, id: &str) -> Vec<Value> {
+pub fn wait_publishing(page: &impl Eval, id: &str) -> Vec<Value> {
     poll_until(
         page,
         Duration::from_secs(15),
@@ -103,6 +115,6 @@ pub fn wait_publishing(page: &Page, id: &str) -> Vec<Value> {
 }
 
 /// Ends one session on the page.
-pub fn stop_one(page: &Page, id: &str) {
+pub fn stop_one(page: &impl Eval, id: &str) {
     page.eval_json(&format!("strata.stop({id:?})"));
 }
