@@ -374,3 +374,49 @@ fn announced_ssrc_pairs_bind_whole_by_rid() {
         .expect("an announced RTX stream");
     assert_eq!(router.counters().unknown_ssrc, 0);
 }
+
+/// Transport-wide CC feedback to a simulcast publisher names an SSRC it sends, even when the
+/// first packet was an upper stream's and stream 0 had no SSRC yet: a sender drops feedback
+/// about an SSRC it does not send (it named 0, and the publisher's estimate sank).
+#[test]
+fn transport_wide_feedback_names_a_bound_ssrc() {
+    use rtcp::transport_feedbacks::transport_layer_cc::TransportLayerCc;
+    use webrtc_util::Unmarshal;
+
+    const TWCC_EXT: u8 = 5;
+    let mut router = Router::new(RouterConfig::default());
+    let start = Instant::now();
+    let publisher = router.add_transport();
+    let mut config = av1(0);
+    config.streams = (0..2).map(|_| StreamConfig::default()).collect();
+    config.stream_ids = StreamIds::Rids {
+        rids: ["q", "f"].into_iter().map(String::from).collect(),
+        rid_ext: RID_EXT,
+        repaired_rid_ext: None,
+        announced: Default::default(),
+    };
+    config.transport_cc = Some(sfu::engine::TransportCc { ext_id: TWCC_EXT });
+    router.publish(publisher, config).expect("a new transport");
+    for (i, packet) in l3t3(0xF0F0, 3).iter().enumerate() {
+        let named = common::with_rid(packet, RID_EXT, b"f");
+        let seq = (100 + i as u16).to_be_bytes();
+        let sequenced = common::with_rid(&named, TWCC_EXT, &seq);
+        let now = start + Duration::from_millis(5 * i as u64);
+        router
+            .handle_rtp(now, publisher, Bytes::from(sequenced))
+            .expect("rid f binds");
+    }
+    router.handle_timeout(start + Duration::from_millis(200));
+    let mut buf = [0u8; 1500];
+    let mut named = Vec::new();
+    while let Some(out) = router.poll_rtcp(&mut buf) {
+        if let Ok(feedback) = TransportLayerCc::unmarshal(&mut &buf[..out.len]) {
+            named.push(feedback.media_ssrc);
+        }
+    }
+    assert_eq!(
+        named,
+        [0xF0F0],
+        "one feedback, about the stream that is bound"
+    );
+}
