@@ -21,11 +21,11 @@ impl Eval for Page<'_> {
 /// Stats are read once a second, as a person watching the page would see them change.
 pub const EVERY_SECOND: Duration = Duration::from_secs(1);
 
-pub fn publish(page: &impl Eval, options: Value) -> String {
+pub fn publish(page: &dyn Eval, options: Value) -> String {
     id(page.eval_json(&format!("strata.publish({options})")))
 }
 
-pub fn watch(page: &impl Eval, options: Value) -> String {
+pub fn watch(page: &dyn Eval, options: Value) -> String {
     id(page.eval_json(&format!("strata.watch({options})")))
 }
 
@@ -34,14 +34,14 @@ fn id(value: Value) -> String {
 }
 
 /// Changes a viewer's layers; returns the HTTP status of the PATCH.
-pub fn set_layer(page: &impl Eval, id: &str, spatial: u64, temporal: u64) -> u64 {
+pub fn set_layer(page: &dyn Eval, id: &str, spatial: u64, temporal: u64) -> u64 {
     let status = page.eval_json(&format!("strata.setLayer({id:?}, {spatial}, {temporal})"));
     status.as_u64().expect("an HTTP status")
 }
 
 /// A raw POST from the page: (status, body).
 pub fn post(
-    page: &impl Eval,
+    page: &dyn Eval,
     path: &str,
     body: &str,
     content_type: &str,
@@ -53,12 +53,12 @@ pub fn post(
     (status, res["body"].as_str().unwrap_or_default().to_owned())
 }
 
-pub fn stats(page: &impl Eval) -> Value {
+pub fn stats(page: &dyn Eval) -> Value {
     page.eval_json("strata.stats()")
 }
 
 /// Ends every session on the page, so the next scenario starts with an idle machine.
-pub fn stop_all(page: &impl Eval) {
+pub fn stop_all(page: &dyn Eval) {
     page.eval_json("strata.stats().then((all) => Object.keys(all).forEach(strata.stop))");
 }
 
@@ -76,7 +76,7 @@ pub fn size(stats: &Value, id: &str) -> (f64, f64) {
 /// Polls the stats every `every` until `check` gives a value or `within` has passed; then fails
 /// with `what` and the last stats.
 pub fn poll_until<T>(
-    page: &impl Eval,
+    page: &dyn Eval,
     within: Duration,
     every: Duration,
     what: &str,
@@ -96,7 +96,7 @@ pub fn poll_until<T>(
 }
 
 /// Waits until a publisher is connected and encoding; returns its video outbound entries.
-pub fn wait_publishing(page: &impl Eval, id: &str) -> Vec<Value> {
+pub fn wait_publishing(page: &dyn Eval, id: &str) -> Vec<Value> {
     poll_until(
         page,
         Duration::from_secs(15),
@@ -115,6 +115,6 @@ pub fn wait_publishing(page: &impl Eval, id: &str) -> Vec<Value> {
 }
 
 /// Ends one session on the page.
-pub fn stop_one(page: &impl Eval, id: &str) {
+pub fn stop_one(page: &dyn Eval, id: &str) {
     page.eval_json(&format!("strata.stop({id:?})"));
 }
