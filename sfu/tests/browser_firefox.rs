@@ -44,8 +44,8 @@ const CHROMIUM_SIZES: [(f64, f64); 3] = [(320.0, 180.0), (640.0, 360.0), (1280.0
 /// measured, its encoder sending all three within 1.3 s. Before the node named a bound SSRC in
 /// its feedback, Firefox's estimate sank and f was never sent.
 const SIMULCAST_UP: Duration = Duration::from_secs(15);
-/// A single VP8 stream of a 640x480 camera reaches 640x480 at a viewer in 20.0 to 22.6 s
-/// through the node (six runs), and in 14.2 to 20.2 s between two Firefox processes with the
+/// A single VP8 stream of a 640x480 camera reaches 640x480 at a viewer in 20.2 to 22.7 s
+/// through the node (13 runs), and in 14.2 to 20.2 s between two Firefox processes with the
 /// same camera and audio (three runs). Firefox's encoder starts at 320x240 (its start estimate
 /// of 300 kbit/s, audio's share taken, is too little for more) and climbs a step when its
 /// quality scaler's slow QP average, checked every 2 s, falls below its threshold: three to

@@ -37,7 +37,6 @@ const PREFS: &[(&str, &str)] = &[
     ("media.peerconnection.ice.loopback", "true"),
     ("media.peerconnection.ice.obfuscate_host_addresses", "false"),
     ("media.peerconnection.ice.default_address_only", "false"),
-    ("media.peerconnection.ice.no_host", "false"),
     // Nothing in the background: no updates, telemetry, remote settings or plugin downloads
     // (the H264 plugin is a download, so this Firefox sends no H264).
     ("app.update.enabled", "false"),
