@@ -92,6 +92,7 @@ fn firefox_simulcast_streams_are_bound_and_switched() {
         [("video".into(), 3), ("audio".into(), 1)]
     );
     switch_round_trip(&page, &high, FIREFOX_SIZES);
+    assert_ordinary_drops(&page);
 }
 
 /// A single Firefox VP8 stream reaches 640x480 at a viewer as soon as it does between two
@@ -121,6 +122,7 @@ fn firefox_estimate_ramps_a_vp8_stream_to_640x480() {
         (num(&sent[0], "frameWidth"), num(&sent[0], "frameHeight")),
         FIREFOX_SIZES[2]
     );
+    assert_ordinary_drops(&page);
 }
 
 /// The page's WHIP offers go out without their `a=ssrc` lines from now on.
@@ -162,6 +164,7 @@ fn firefox_av1_without_dd_is_watched() {
         0.0,
         "{after}"
     );
+    assert_ordinary_drops(&watching);
 }
 
 /// Firefox watches Chromium's VP8 simulcast over WHEP: the top stream, audio, and a switch
@@ -187,6 +190,7 @@ fn firefox_watches_and_switches_chromium_simulcast() {
     wait_sizes(&watching, &[(&viewer, CHROMIUM_SIZES[2])], CHROMIUM_RAMP_UP);
     assert_audio(&watching, &viewer);
     switch_round_trip(&watching, &viewer, CHROMIUM_SIZES);
+    assert_ordinary_drops(&watching);
 }
 
 /// Firefox (VP8 simulcast) joins a conference with two Chromium participants (AV1 and VP9
@@ -225,6 +229,13 @@ fn firefox_and_chromium_participants_decode_each_other() {
         "and keep decoding",
         |now| everyone_decodes_the_others(&participants, now, Some(&before)),
     );
+    assert_ordinary_drops(&firefox_page);
+}
+
+/// The node dropped nothing but the browsers' probes (padding) and retransmissions that came
+/// after their original (duplicates): no packet of an SSRC it did not bind, say.
+fn assert_ordinary_drops(page: &dyn Eval) {
+    strata::assert_drops_only(page, &["padding", "duplicate"]);
 }
 
 /// The session's local description: the offer the page sent.

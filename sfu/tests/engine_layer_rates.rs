@@ -202,3 +202,36 @@ fn a_simulcast_streams_descriptor_counts_toward_its_own_stream() {
     );
     assert_eq!(rates.bps(Layer::new(2, 2)), 0, "no third stream");
 }
+
+/// An audio track (and any stream that names no temporal layer) has one layer: its whole rate
+/// is spatial 0, temporal 0, and no other layer shows a rate.
+#[test]
+fn an_audio_track_has_one_layer() {
+    let mut router = Router::new(RouterConfig::default());
+    let publisher = router.add_transport();
+    let track = router
+        .publish(publisher, TrackConfig::single(Codec::Opus, 0xB0))
+        .expect("a new transport");
+    let start = Instant::now();
+    let mut now = start;
+    for i in 0..100u16 {
+        now = start + Duration::from_millis(20) * u32::from(i);
+        let mut packet = vec![0x80, 111];
+        packet.extend_from_slice(&i.to_be_bytes());
+        packet.extend_from_slice(&(u32::from(i) * 960).to_be_bytes());
+        packet.extend_from_slice(&0xB0u32.to_be_bytes());
+        packet.resize(12 + 80, 0xAB);
+        router
+            .handle_rtp(now, publisher, Bytes::from(packet))
+            .expect("a valid packet");
+    }
+    let rates = router.layer_bitrates(track, now).expect("published");
+    // 92 bytes every 20 ms.
+    let base = rates.bps(Layer::new(0, 0));
+    assert!(base.abs_diff(92 * 8 * 50) < 92 * 8 * 5, "{rates:?}");
+    let others = (0..4u8)
+        .flat_map(|s| (0..4u8).map(move |t| Layer::new(s, t)))
+        .filter(|&l| l != Layer::new(0, 0) && rates.bps(l) > 0)
+        .count();
+    assert_eq!(others, 0, "one layer: {rates:?}");
+}

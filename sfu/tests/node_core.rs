@@ -615,16 +615,19 @@ fn a_packet_the_engine_refuses_is_counted_once() {
     let packets = l3t3(0xA1, 2);
     h.send(addr(9200), &packets[0]);
     h.send(addr(9200), &packets[0]);
-    let snapshot = h.core.snapshot();
-    assert_eq!(
-        snapshot.engine_dropped_in, 1,
-        "the duplicate, by the engine"
-    );
-    assert_eq!(
-        h.core.counters().dropped(DropReason::UnknownSsrc),
-        0,
-        "not again by the node"
-    );
+    let mut truncated = packets[1].clone();
+    truncated.truncate(13);
+    h.send(addr(9200), &truncated);
+    let counters = h.core.counters();
+    assert_eq!(counters.dropped(DropReason::Duplicate), 1, "the duplicate");
+    assert_eq!(counters.dropped(DropReason::MalformedRtp), 1, "the cut one");
+    assert_eq!(counters.dropped(DropReason::UnknownSsrc), 0, "each once");
+    let text = h.core.snapshot().render();
+    for (reason, n) in [("duplicate", 1), ("malformed_rtp", 1), ("unknown_ssrc", 0)] {
+        let series = format!("strata_dropped_total{{reason=\"{reason}\"}} {n}");
+        assert!(text.contains(&series), "{series} in\n{text}");
+    }
+    assert!(!text.contains("reason=\"engine\""), "no catch-all reason");
 }
 
 #[test]

@@ -26,7 +26,13 @@ fn whip_and_whep_sessions_over_http() {
     assert_eq!(published.header("content-type"), Some("application/sdp"));
     let whip = published.header("location").expect("a resource").to_owned();
     assert!(whip.starts_with("/whip/demo/"), "{whip}");
-    for line in ["a=ice-lite", "a=setup:passive", "a=recvonly", "typ host"] {
+    for line in [
+        "a=ice-lite",
+        "a=setup:passive",
+        "a=recvonly",
+        "typ host",
+        "x-google-min-bitrate=2500;x-google-start-bitrate=2500",
+    ] {
         assert!(published.body.contains(line), "{line} in the answer");
     }
     assert!(published.body.contains("AV1/90000"));
@@ -415,6 +421,18 @@ fn metrics_take_a_token_of_their_own_once_tokens_are_configured() {
     let metrics = node.request("GET", "/metrics", &[scraper], "");
     assert_eq!(metrics.status, 200);
     assert!(metrics.body.contains("strata_rooms 0"));
+    // The media socket as the kernel granted it, and what it dropped.
+    for series in [
+        "strata_udp_receive_buffer_bytes ",
+        "strata_udp_send_buffer_bytes ",
+        "strata_udp_receive_overflows_total 0",
+    ] {
+        assert!(
+            metrics.body.contains(series),
+            "{series} in {}",
+            metrics.body
+        );
+    }
     let node = Node::start(&["--token", "alice"]);
     assert_eq!(
         node.request("GET", "/metrics", &[alice], "").status,

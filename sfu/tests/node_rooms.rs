@@ -114,6 +114,16 @@ fn participants_join_offer_again_and_follow_their_room() {
         alice.body.contains("a=recvonly"),
         "the node receives what alice sends"
     );
+    // Her video starts at the node's publisher bitrate, as a WHIP publisher's does.
+    let video = alice.body.split("m=video").nth(1).expect("a video section");
+    let fmtp = video
+        .lines()
+        .find(|l| l.starts_with("a=fmtp:"))
+        .expect("an fmtp");
+    assert!(
+        fmtp.contains("x-google-min-bitrate=2500;x-google-start-bitrate=2500"),
+        "{fmtp}"
+    );
 
     let bob = node.request("POST", "/rooms/call?name=bob", &[SDP], VIEWER_OFFER);
     assert_eq!(bob.status, 201, "{}", bob.body);
@@ -121,6 +131,11 @@ fn participants_join_offer_again_and_follow_their_room() {
     // Bob's two receiving sections carry alice's audio and video, named after her.
     assert_eq!(bob.body.matches("a=sendonly").count(), 2, "{}", bob.body);
     assert_eq!(bob.body.matches("a=msid:p").count(), 2, "{}", bob.body);
+    assert!(
+        !bob.body.contains("x-google"),
+        "what the node sends is not pinned: {}",
+        bob.body
+    );
 
     let state = node.request("GET", "/rooms/call", &[], "");
     assert_eq!(state.status, 200);
@@ -266,6 +281,23 @@ fn bad_conference_requests_are_refused_and_change_nothing() {
     let full = node.request("POST", "/rooms/call?name=carol", &[SDP], VIEWER_OFFER);
     refused(&full, 503, "maximum of 2 participants");
     assert!(full.header("retry-after").is_some());
+    // A WHIP publisher is received by every participant as one is: it takes a place too.
+    let whip = node.request("POST", "/whip/call?name=dan", &[SDP], AV1_OFFER);
+    refused(&whip, 503, "maximum of 2 participants");
+    assert!(whip.header("retry-after").is_some());
+    // A WHEP viewer is not a participant: it counts under the room's sessions only.
+    let viewer = node.request("POST", "/whep/call", &[SDP], VIEWER_OFFER);
+    assert_eq!(viewer.status, 201, "{}", viewer.body);
+    assert_eq!(
+        node.request(
+            "DELETE",
+            viewer.header("location").expect("a resource"),
+            &[],
+            ""
+        )
+        .status,
+        200
+    );
     // Nothing changed: alice still answers with her first version's successor.
     let again = node.request("PATCH", &alice_at, &[SDP, ("If-Match", "\"1\"")], AV1_OFFER);
     assert_eq!(again.status, 200, "{}", again.body);
@@ -326,6 +358,96 @@ fn a_participants_resource_and_events_answer_only_its_credential() {
     );
     assert_eq!(
         node.request("DELETE", &alice_at, &[as_alice], "").status,
+        200
+    );
+}
+
+/// A participant whose client never reads its event stream (a 4 KiB receive buffer, nothing
+/// read) while the room changes hundreds of times: the node closes the stream at its bound
+/// (counted), having handed the connection no more than the node's share (64 KiB), the
+/// connection's small send buffer and the client's receive buffer.
+#[test]
+fn an_event_stream_nobody_reads_is_closed_at_its_bound() {
+    let node = Node::start(&[]);
+    let alice = node.request("POST", "/rooms/churn?name=alice", &[SDP], AV1_OFFER);
+    assert_eq!(alice.status, 201, "{}", alice.body);
+    let alice_at = alice.header("location").expect("a resource").to_owned();
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+    socket.set_recv_buffer_size(4096).expect("a small buffer");
+    let address: std::net::SocketAddr = node.http.parse().expect("an address");
+    socket.connect(&address.into()).expect("connects");
+    let mut stream: TcpStream = socket.into();
+    let head = format!(
+        "GET {alice_at}/events HTTP/1.1\r\nHost: {}\r\n\r\n",
+        node.http
+    );
+    stream.write_all(head.as_bytes()).expect("sent");
+    let behind = |node: &Node| {
+        let metrics = node.request("GET", "/metrics", &[], "").body;
+        metrics.contains("strata_dropped_total{reason=\"event_stream_behind\"} 1")
+    };
+    let mut cycles = 0;
+    while !behind(&node) {
+        assert!(cycles < 500, "the stream was never closed");
+        let bob = node.request("POST", "/rooms/churn?name=bob", &[SDP], AV1_OFFER);
+        assert_eq!(bob.status, 201, "{}", bob.body);
+        let bob_at = bob.header("location").expect("a resource");
+        assert_eq!(node.request("DELETE", bob_at, &[], "").status, 200);
+        cycles += 1;
+    }
+    // Everything the connection was handed, read now: it ends, since the stream is closed.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a timeout");
+    let mut received = Vec::new();
+    let _ = stream.read_to_end(&mut received);
+    let text = String::from_utf8_lossy(&received);
+    let events = text.matches("event: ").count();
+    assert!(events > 10, "{events} events in {cycles} cycles");
+    // The node's share, the connection's kernel buffer (twice the 16 KiB asked), the client's
+    // buffer (twice its 4 KiB) and the HTTP server's write queue (16 events at most).
+    let bound = (64 + 32 + 8 + 16) << 10;
+    assert!(
+        received.len() <= bound,
+        "{} bytes, {events} events handed to a client that read nothing",
+        received.len()
+    );
+}
+
+/// A participant that offers again and again: past its share of offers a second it gets 429
+/// with `Retry-After` (counted), and a little later its next offer is taken.
+#[test]
+fn offers_past_a_participants_rate_are_refused_until_it_refills() {
+    let node = node_with_config("[limits]\noffers_per_second = 3\n", &[]);
+    let alice = node.request("POST", "/rooms/rate?name=alice", &[SDP], AV1_OFFER);
+    assert_eq!(alice.status, 201, "{}", alice.body);
+    let alice_at = alice.header("location").expect("a resource").to_owned();
+    let offer = || node.request("PATCH", &alice_at, &[SDP], AV1_OFFER);
+    let statuses: Vec<u16> = (0..6).map(|_| offer().status).collect();
+    assert_eq!(&statuses[..3], [200, 200, 200], "its burst");
+    assert!(statuses[3..].iter().all(|&s| s == 429), "{statuses:?}");
+    let refused = offer();
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert!(
+        refused.body.contains("more than 3 times a second"),
+        "{}",
+        refused.body
+    );
+    let metrics = node.request("GET", "/metrics", &[], "").body;
+    assert!(
+        metrics.contains("strata_offers_refused_total 4"),
+        "{}",
+        metrics
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(offer().status, 200, "refilled");
+    // Another participant's offers are its own.
+    let bob = node.request("POST", "/rooms/rate?name=bob", &[SDP], VIEWER_OFFER);
+    let bob_at = bob.header("location").expect("a resource").to_owned();
+    assert_eq!(
+        node.request("PATCH", &bob_at, &[SDP], VIEWER_OFFER).status,
         200
     );
 }

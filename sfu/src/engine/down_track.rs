@@ -278,6 +278,11 @@ impl DownTrack {
         self.state.lock().forwarder.limits()
     }
 
+    /// The simulcast streams its track's publisher sends now (bit `i`: stream `i`).
+    pub(super) fn set_active_streams(&self, active: u8) {
+        self.state.lock().forwarder.set_active_streams(active);
+    }
+
     /// Stops (or resumes) forwarding; a resume waits for a switch point, as a new subscriber does.
     pub fn set_muted(&self, muted: bool) {
         self.state.lock().forwarder.set_muted(muted);

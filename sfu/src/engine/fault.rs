@@ -62,6 +62,7 @@ impl ReceiveError {
             Self::Malformed(_)
             | Self::UnknownSsrc
             | Self::BadRtx
+            | Self::Padding
             | Self::Duplicate
             | Self::UnreadableDd { .. } => Fault::Peer,
             // The host named a transport it never added or already removed.
@@ -140,6 +141,7 @@ mod tests {
             ReceiveError::UnknownSsrc => Peer,
             ReceiveError::UnknownTransport => Host,
             ReceiveError::BadRtx => Peer,
+            ReceiveError::Padding => Peer,
             ReceiveError::Duplicate => Peer,
             ReceiveError::OutOfWindow => Limit,
             ReceiveError::UnreadableDd { stream: 1 } => Peer,

@@ -125,6 +125,15 @@ impl Forwarder {
         self.muted = muted;
     }
 
+    /// The simulcast streams the publisher sends now (bit `i`: stream `i`): a paused stream's
+    /// subscribers move to the next stream below at once, and back when it resumes.
+    pub fn set_active_streams(&mut self, active: u8) {
+        if let Some(simulcast) = &mut self.simulcast {
+            simulcast.set_active_streams(active);
+            self.apply_limits();
+        }
+    }
+
     /// The layer forwarded now.
     pub fn current(&self) -> Option<Layer> {
         let within = self.dd.current().or(match &self.fallback {

@@ -11,7 +11,9 @@
 //!   spatial layer `s` may be referenced from `s + 1`, which the packet does not say) and its
 //!   own and higher temporal layers: an over-count for K-SVC, never an under-count;
 //! - a simulcast stream's frame (VP8, H264, or any codec sent as several streams), toward its
-//!   own stream's layer only, at its own and higher temporal layers.
+//!   own stream's layer only, at its own and higher temporal layers;
+//! - a frame that names no temporal layer (audio, a stream sent without temporal layers),
+//!   toward temporal layer 0 alone: that is every layer its stream has.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,7 +119,14 @@ impl LayerRates {
             }
         };
         let summary = packet.descriptor.as_ref().map(PayloadDescriptor::summary);
-        let temporal = summary.and_then(|s| s.temporal_layer).map_or(0, |t| t.0);
+        // A frame that names no temporal layer (audio, a stream without temporal layers) is
+        // all its stream has: it counts toward temporal layer 0 alone, so the track shows
+        // the layers it has and allocation climbs no step that costs nothing.
+        let temporal = summary.and_then(|s| s.temporal_layer).map(|t| t.0);
+        let temporal_layers = match temporal {
+            Some(t) => t..MEASURED_LAYERS as u8,
+            None => 0..1,
+        };
         let (spatial, upward) = match summary.and_then(|s| s.spatial_layer) {
             Some(s) if !simulcast => (s.0, true),
             _ => (packet.stream, false),
@@ -126,7 +135,7 @@ impl LayerRates {
             if s > spatial && !upward {
                 break;
             }
-            for t in temporal..MEASURED_LAYERS as u8 {
+            for t in temporal_layers.clone() {
                 add(Layer::new(s, t));
             }
         }

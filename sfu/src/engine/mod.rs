@@ -37,6 +37,7 @@ mod router;
 pub mod rtcp;
 mod rtx_budget;
 mod speech;
+mod stream_activity;
 mod track;
 mod transport;
 mod twcc;
@@ -57,6 +58,7 @@ pub use router::{
     DownTrackInfo, Event, KeyframeRequest, Output, Router, RouterConfig, RouterCounters,
     RouterError, RtcpTarget, RtcpTransmit, MAX_HOLD,
 };
+pub use stream_activity::PAUSE_AFTER;
 pub use track::{
     DownTrackConfig, DownTrackId, PublisherRemb, StreamConfig, TrackConfig, TrackId, TransportCc,
 };

@@ -22,6 +22,7 @@ use super::packet::{
 use super::packet_ring::PacketRing;
 use super::receive_stats::{ReceiveStats, ReceivedPacket};
 use super::rtcp::{compact_ntp, ReportBlock, ReportBlocks, SenderReport};
+use super::stream_activity::StreamActivity;
 use super::track::{StreamConfig, TrackConfig};
 
 /// Packets kept per stream for retransmission.
@@ -36,8 +37,12 @@ pub enum ReceiveError {
     UnknownSsrc,
     /// The host named a transport the router does not have.
     UnknownTransport,
-    /// An RTX packet without an original sequence number.
+    /// An RTX packet with a payload too short for its original sequence number.
     BadRtx,
+    /// Padding alone on the repair (RTX) stream, with no original sequence number: a
+    /// sender's bandwidth probe (RFC 4588 streams carry it as senders pace). Counted for
+    /// the transport's feedback, then absorbed: it repairs nothing.
+    Padding,
     /// Seen already (a duplicate, or a retransmission of a packet that arrived).
     Duplicate,
     /// Older than anything kept, or a jump so large the stream was reset.
@@ -59,6 +64,7 @@ impl fmt::Display for ReceiveError {
             Self::UnknownSsrc => f.write_str("unknown ssrc"),
             Self::UnknownTransport => f.write_str("unknown transport"),
             Self::BadRtx => f.write_str("rtx packet without an original sequence number"),
+            Self::Padding => f.write_str("padding on the repair stream"),
             Self::Duplicate => f.write_str("duplicate packet"),
             Self::OutOfWindow => f.write_str("sequence number out of window"),
             Self::UnreadableDd { .. } => f.write_str("unreadable dependency descriptor"),
@@ -127,7 +133,8 @@ pub struct ReceiverCounters {
     pub out_of_window: u64,
     /// Packets whose Dependency Descriptor did not parse against the known structure.
     pub bad_dd: u64,
-    /// Padding-only packets, absorbed without a sequence gap.
+    /// Padding-only packets, absorbed without a sequence gap (on the media stream) or
+    /// without a trace (on the repair stream).
     pub padding_only: u64,
     /// NACKs sent to the publisher, retries included (RFC 4585).
     pub nacked: u64,
@@ -148,6 +155,10 @@ pub struct Receiver {
     audio_level: Option<AudioLevel>,
     /// What each target layer costs a subscriber, for layer allocation.
     layer_rates: LayerRates,
+    /// Which streams of a simulcast track are sent now.
+    activity: Option<StreamActivity>,
+    /// The streams sent, when that changed since the router last took it.
+    activity_changed: Option<u8>,
 }
 
 impl Receiver {
@@ -158,12 +169,17 @@ impl Receiver {
             .iter()
             .map(|&s| Stream::new(s, config.clock_rate))
             .collect();
+        let activity = config
+            .is_simulcast()
+            .then(|| StreamActivity::new(config.streams.len()));
         Self {
             config,
             streams,
             counters: ReceiverCounters::default(),
             audio_level: None,
             layer_rates: LayerRates::default(),
+            activity,
+            activity_changed: None,
         }
     }
 
@@ -201,9 +217,27 @@ impl Receiver {
             })
     }
 
-    /// What a subscriber receiving each layer would be sent, over the last two seconds.
+    /// What a subscriber receiving each layer would be sent, over the last two seconds; a
+    /// simulcast stream the publisher paused costs nothing, since it cannot be had.
     pub fn layer_bitrates(&self, now: Instant) -> LayerBitrates {
-        self.layer_rates.bitrates(now)
+        let rates = self.layer_rates.bitrates(now);
+        match &self.activity {
+            Some(activity) => LayerBitrates::from_fn(|layer| {
+                let sent = layer.spatial < 8 && activity.active() & (1 << layer.spatial) != 0;
+                if sent {
+                    rates.bps(layer)
+                } else {
+                    0
+                }
+            }),
+            None => rates,
+        }
+    }
+
+    /// The simulcast streams the publisher sends now (bit `i`: stream `i`), when that changed
+    /// since the last call.
+    pub fn take_activity_change(&mut self) -> Option<u8> {
+        self.activity_changed.take()
     }
 
     /// The latest audio level the publisher sent (RFC 6464).
@@ -251,6 +285,7 @@ impl Receiver {
                 self.counters.unknown_ssrc += 1
             }
             Err(ReceiveError::Duplicate) => self.counters.duplicates += 1,
+            Err(ReceiveError::Padding) => self.counters.padding_only += 1,
             Err(ReceiveError::OutOfWindow) => self.counters.out_of_window += 1,
             Err(ReceiveError::UnreadableDd { .. }) => self.counters.bad_dd += 1,
         }
@@ -402,10 +437,16 @@ impl Receiver {
             sender_clock: stream.sender_clock,
             bytes,
         };
-        // Padding is absorbed, never forwarded: it is no layer's rate.
+        // Padding is absorbed, never forwarded: it is no layer's rate, nor a stream's sign
+        // of life; nor is a retransmission, which may come after its stream paused.
         if !parsed.is_padding_only() {
             let simulcast = self.config.is_simulcast();
             self.layer_rates.record(now, &parsed, simulcast);
+            let original = packet.fields().ssrc == fields.ssrc;
+            if let Some(activity) = self.activity.as_mut().filter(|_| original) {
+                let changed = activity.on_media(now, index as u8, fields.timestamp);
+                self.activity_changed = changed.or(self.activity_changed);
+            }
         }
         if !stream.ring.insert(ext_seq, parsed) {
             return Err(ReceiveError::OutOfWindow);
@@ -432,6 +473,9 @@ impl Receiver {
         if stream.rtx_ssrc != Some(ssrc) || stream.ssrc == ssrc {
             return Ok((index, packet.fields(), packet.payload_range()));
         }
+        if packet.payload().is_empty() {
+            return Err(ReceiveError::Padding);
+        }
         let rtx = unwrap_rtx(packet).map_err(|_| ReceiveError::BadRtx)?;
         let fields = RtpFields {
             ssrc: stream.ssrc,
@@ -439,5 +483,41 @@ impl Receiver {
             ..packet.fields()
         };
         Ok((index, fields, rtx.payload))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rtp_ext::codec::Codec;
+
+    use super::*;
+
+    /// An RTP header of SSRC `ssrc` and sequence `seq` followed by `payload`.
+    fn packet(ssrc: u32, seq: u16, padding: bool, payload: &[u8]) -> Bytes {
+        let first = if padding { 0xA0 } else { 0x80 };
+        let mut bytes = vec![first, 97];
+        bytes.extend_from_slice(&seq.to_be_bytes());
+        bytes.extend_from_slice(&[0, 0, 0, 9]);
+        bytes.extend_from_slice(&ssrc.to_be_bytes());
+        bytes.extend_from_slice(payload);
+        Bytes::from(bytes)
+    }
+
+    /// A sender's probes: padding alone on the RTX stream, with no original sequence number.
+    /// They are told apart from a retransmission cut short, and each is counted as what it is.
+    #[test]
+    fn padding_on_the_repair_stream_is_absorbed_not_taken_for_a_bad_retransmission() {
+        let mut config = TrackConfig::single(Codec::Vp8, 1);
+        config.streams[0].rtx_ssrc = Some(2);
+        let mut receiver = Receiver::new(config);
+        let now = Instant::now();
+        // Four bytes of padding, the last one its count (RFC 3550 section 5.1).
+        let probe = packet(2, 7, true, &[0, 0, 0, 4]);
+        assert_eq!(receiver.receive(now, probe), Err(ReceiveError::Padding));
+        let cut_short = packet(2, 8, false, &[0x12]);
+        assert_eq!(receiver.receive(now, cut_short), Err(ReceiveError::BadRtx));
+        let counters = receiver.counters();
+        assert_eq!((counters.padding_only, counters.malformed), (1, 1));
+        assert_eq!(counters.received, 0);
     }
 }

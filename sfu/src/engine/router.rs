@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use rtp_ext::rtp::RtpPacket;
 use selector::LayerLimits;
+use smallvec::SmallVec;
 
 use super::allocation::LayerOrder;
 use super::binding;
@@ -562,6 +563,7 @@ impl Router {
         if let Some(level) = published.receiver.audio_level() {
             published.speech.on_level(now, level.level);
         }
+        let activity = published.receiver.take_activity_change();
         if published.forwarded {
             self.jobs.extend(
                 published
@@ -570,7 +572,34 @@ impl Router {
                     .map(|&down_track| Job::Forward { down_track, at }),
             );
         }
+        if let Some(active) = activity {
+            self.on_streams_sent(now, track, active);
+        }
         Ok(())
+    }
+
+    /// A simulcast publisher paused or resumed a stream: its subscribers follow at once (a
+    /// paused stream's viewers move to the next stream below and ask for its keyframe), and
+    /// their allocations are made again without it.
+    fn on_streams_sent(&mut self, now: Instant, track: TrackId, active: u8) {
+        let Some(published) = self.tracks.get(&track) else {
+            return;
+        };
+        let mut transports: SmallVec<[TransportId; 8]> = SmallVec::new();
+        for down_track in published
+            .subscribers
+            .iter()
+            .filter_map(|d| self.down_tracks.get(d))
+        {
+            down_track.set_active_streams(active);
+            transports.push(down_track.transport());
+        }
+        self.events.push_back(Event::StreamsSent { track, active });
+        transports.sort_unstable();
+        transports.dedup();
+        for transport in transports {
+            self.reallocate(now, transport);
+        }
     }
 
     /// A packet whose header did not parse: counted by the track its SSRC names on the

@@ -227,6 +227,18 @@ impl NodeCore {
             })
     }
 
+    /// Refuses one more publishing session (a participant, or a WHIP publisher, which every
+    /// participant receives as it does a participant) in a room at its cap.
+    fn check_participants(&mut self, room: &str) -> Result<(), CoreError> {
+        let publishing = self.rooms.get(room).map_or(0, |r| r.publishers.len());
+        if publishing < self.limits.participants_per_room {
+            return Ok(());
+        }
+        let limit = LimitError::ParticipantsFull(self.limits.participants_per_room);
+        self.counters.refuse(limit);
+        Err(limit.into())
+    }
+
     /// Steers datagrams from `addr` to this core's worker, when the node has several.
     fn bind(&self, addr: SocketAddr) {
         if let Some((worker, steering)) = &self.steering {
@@ -294,6 +306,7 @@ impl NodeCore {
         if let Some(name) = &join.name {
             self.check_name(&join.room, name)?;
         }
+        self.check_participants(&join.room)?;
         self.admit(&join)?;
         let transport = self.router.add_transport();
         if let Err(e) = self.publish_tracks(transport, &mut publisher) {
@@ -666,6 +679,9 @@ impl NodeCore {
                     }
                     tracing::debug!(peer = ?id, ?down_track, ?layer, "layer allocated to fit the estimate");
                 }
+                Event::StreamsSent { track, active } => {
+                    tracing::debug!(?track, active = format!("{active:04b}"), "streams sent");
+                }
                 Event::KeyframeRequested { transport, track } => {
                     let peer = self.by_transport.get(&transport);
                     tracing::debug!(?peer, ?track, "keyframe requested upstream");
@@ -722,7 +738,6 @@ impl NodeCore {
             connecting: self.connecting,
             node: self.counters,
             rtp_in: router.rtp_in,
-            engine_dropped_in: router.dropped_in,
             bad_rtcp: router.bad_rtcp,
             nacks_sent: router.nacks_sent,
             keyframe_requests_sent: router.keyframe_requests_sent,

@@ -167,14 +167,21 @@ impl IntoResponse for SignalError {
                 StatusCode::from_u16(limit.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
             }
             SignalError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            SignalError::OfferRate { .. } => StatusCode::TOO_MANY_REQUESTS,
         };
         let mut response = (status, format!("{self}\n")).into_response();
         let headers = response.headers_mut();
         if status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if let SignalError::Limit(limit) = self {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(limit.retry_after()));
+        match self {
+            SignalError::Limit(limit) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(limit.retry_after()));
+            }
+            SignalError::OfferRate { retry_after, .. } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.max(1)));
+            }
+            _ => {}
         }
         response
     }

@@ -31,6 +31,9 @@ pub struct Limits {
     pub room_name_bytes: usize,
     /// HTTP connections open at once; past it new connections are closed at once.
     pub http_connections: usize,
+    /// Offers a conference participant may send per second after its first (renegotiations;
+    /// as many may come at once); past it 429. 0: no limit.
+    pub offers_per_second: u32,
 }
 
 impl Default for Limits {
@@ -48,6 +51,10 @@ impl Default for Limits {
             tracks_per_offer: 6,
             room_name_bytes: 64,
             http_connections: 1000,
+            // A page offers again when its room changes, which the node asks for once per
+            // change however many come: a few a second even in a busy room. Reading a large
+            // room's offer costs milliseconds, so a client may not make the node do it more.
+            offers_per_second: 5,
         }
     }
 }

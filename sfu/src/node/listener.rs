@@ -7,6 +7,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -31,6 +32,32 @@ pub struct HttpLimits {
     /// A keep-alive connection with nothing read or written for this long is closed.
     pub idle_timeout: Duration,
 }
+
+/// What a request's handler may change about the connection it came on (a request
+/// extension): the connection applies it before it next writes.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionControl {
+    /// A send buffer size asked for; 0: none asked.
+    send_buffer: Arc<AtomicUsize>,
+}
+
+impl ConnectionControl {
+    /// Asks for the connection's kernel send buffer to be `bytes` (a response that streams
+    /// for the connection's life to a client that may not read).
+    pub fn set_send_buffer(&self, bytes: usize) {
+        self.send_buffer.store(bytes, Ordering::Release);
+    }
+
+    /// The size asked for since the last call, if any.
+    fn take_send_buffer(&self) -> Option<usize> {
+        Some(self.send_buffer.swap(0, Ordering::AcqRel)).filter(|&n| n > 0)
+    }
+}
+
+/// What the HTTP server queues for a connection before it stops taking a streamed body (and
+/// the largest request head it reads): a response body is taken only as the connection
+/// sends, so a client that does not read leaves what waits counted in the node.
+const WRITE_QUEUE: usize = 16 << 10;
 
 /// Descriptors kept free for everything besides HTTP connections (sockets, files, logs).
 const FD_RESERVE: usize = 64;
@@ -96,15 +123,18 @@ async fn connection(
     _permit: OwnedSemaphorePermit,
 ) {
     let _ = stream.set_nodelay(true);
-    let io = TokioIo::new(Idle::new(stream, limits));
+    let control = ConnectionControl::default();
+    let io = TokioIo::new(Idle::new(stream, limits, control.clone()));
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         request.extensions_mut().insert(ConnectInfo(remote));
+        request.extensions_mut().insert(control.clone());
         app.clone().oneshot(request)
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(WRITE_QUEUE);
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
     tokio::select! {
@@ -139,14 +169,41 @@ struct Idle {
     stream: TcpStream,
     deadline: Pin<Box<Sleep>>,
     idle: Duration,
+    control: ConnectionControl,
 }
 
 impl Idle {
-    fn new(stream: TcpStream, limits: HttpLimits) -> Self {
+    fn new(stream: TcpStream, limits: HttpLimits, control: ConnectionControl) -> Self {
         Self {
             stream,
             deadline: Box::pin(tokio::time::sleep(limits.header_timeout)),
             idle: limits.idle_timeout,
+            control,
+        }
+    }
+
+    /// A write through `write`, after what a handler asked of the connection; progress
+    /// resets the idle deadline, and a write that waits past it fails.
+    fn write(
+        &mut self,
+        cx: &mut Context<'_>,
+        write: impl FnOnce(Pin<&mut TcpStream>, &mut Context<'_>) -> Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        self.apply_control();
+        match write(Pin::new(&mut self.stream), cx) {
+            Poll::Ready(result) => {
+                self.progressed();
+                Poll::Ready(result)
+            }
+            Poll::Pending => self.expired(cx).map(Err),
+        }
+    }
+
+    /// What a handler asked of the connection, applied before the next write.
+    fn apply_control(&self) {
+        if let Some(bytes) = self.control.take_send_buffer() {
+            // A smaller buffer only bounds memory; failing to set it changes nothing else.
+            let _ = socket2::SockRef::from(&self.stream).set_send_buffer_size(bytes);
         }
     }
 
@@ -188,14 +245,23 @@ impl AsyncWrite for Idle {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.stream).poll_write(cx, data) {
-            Poll::Ready(result) => {
-                this.progressed();
-                Poll::Ready(result)
-            }
-            Poll::Pending => this.expired(cx).map(Err),
-        }
+        self.get_mut()
+            .write(cx, |stream, cx| stream.poll_write(cx, data))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut()
+            .write(cx, |stream, cx| stream.poll_write_vectored(cx, data))
+    }
+
+    /// Vectored: the server then queues a body's chunks as they are rather than copying them
+    /// into one buffer.
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

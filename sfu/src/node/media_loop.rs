@@ -22,6 +22,7 @@ use super::core::{
     CoreError, Inbound, Negotiated, NodeCore, ParticipantOffer, Resource, MAX_DATAGRAM,
 };
 use super::dtls::{DtlsCertificate, DtlsError, DtlsInput, DtlsServer};
+use super::event_queue::{event_queue, Closed, EventReceiver, EventSender};
 use super::memory;
 use super::metrics::{DropReason, Snapshot};
 use super::participant::Choice;
@@ -70,7 +71,7 @@ pub enum Command {
     /// A participant's event stream: the room as it is, then its changes.
     Events {
         resource: Resource,
-        reply: oneshot::Sender<Result<mpsc::Receiver<String>, CoreError>>,
+        reply: oneshot::Sender<Result<EventReceiver, CoreError>>,
     },
     /// A participant's choice for one of the room's tracks.
     Choose {
@@ -161,7 +162,7 @@ pub struct MediaLoop {
     /// This loop's part when the node has several workers.
     shard: Option<Shard>,
     /// Participants' event streams.
-    event_streams: HashMap<PeerId, mpsc::Sender<String>>,
+    event_streams: HashMap<PeerId, EventSender>,
 }
 
 impl std::fmt::Debug for MediaLoop {
@@ -365,7 +366,11 @@ impl MediaLoop {
                     let lost = shard.lost.swap(0, std::sync::atomic::Ordering::Relaxed);
                     self.core.count_dropped(DropReason::HandoffFull, lost);
                 }
-                let _ = reply.send(self.core.snapshot());
+                let mut snapshot = self.core.snapshot();
+                snapshot.event_streams = self.event_streams.len();
+                snapshot.event_stream_waiting_bytes =
+                    self.event_streams.values().map(|s| s.waiting().1).sum();
+                let _ = reply.send(snapshot);
             }
             Command::ViewerStats { resource, reply } => {
                 let stats = self.core.resource(&resource).and_then(|id| {
@@ -475,37 +480,36 @@ impl MediaLoop {
         &mut self,
         now: Instant,
         resource: &Resource,
-    ) -> Result<mpsc::Receiver<String>, CoreError> {
+    ) -> Result<EventReceiver, CoreError> {
         let id = self.core.resource(resource)?;
         let snapshot = self
             .core
             .session_snapshot(id, now)
             .ok_or(CoreError::NotAParticipant)?;
-        let (tx, rx) = mpsc::channel(EVENT_QUEUE);
-        // A new channel has room for its first event.
-        let _ = tx.try_send(snapshot.to_wire());
+        let (tx, rx) = event_queue();
+        // A new stream has room for its first event, and its receiver is here.
+        let _ = tx.send(snapshot.to_wire());
         self.event_streams.insert(id, tx);
         Ok(rx)
     }
 
     /// The core's events to their participants' streams. A stream whose client does not
-    /// read them is closed rather than let grow (counted): the client opens another and
-    /// starts again from the room's state.
+    /// read them is closed at its bound rather than let grow (counted): the client opens
+    /// another and starts again from the room's state.
     fn deliver_session_events(&mut self) {
         while let Some((id, event)) = self.core.poll_session_event() {
             let Some(stream) = self.event_streams.get(&id) else {
                 continue;
             };
-            if stream.try_send(event.to_wire()).is_err() {
+            if let Err(closed) = stream.send(event.to_wire()) {
                 self.event_streams.remove(&id);
-                self.core.count_dropped(DropReason::EventStreamBehind, 1);
+                if closed == Closed::Behind {
+                    self.core.count_dropped(DropReason::EventStreamBehind, 1);
+                }
             }
         }
     }
 }
-
-/// Events a participant's stream holds for it at most.
-const EVENT_QUEUE: usize = 256;
 
 /// The next datagram another worker handed over; never, for the only worker.
 async fn handed_over(shard: &mut Option<Shard>) -> Option<Handoff> {

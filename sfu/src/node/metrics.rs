@@ -4,8 +4,9 @@ use std::fmt::Write;
 
 use super::limits::LimitError;
 use super::stats::{kind_label, LayerView, TrackStats, ViewerStats};
+use crate::engine::ReceiveError;
 
-/// Why the node dropped a datagram or a packet before the engine saw it.
+/// Why the node or the engine dropped a datagram or a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropReason {
     /// Not STUN, and from an address no session was nominated at.
@@ -21,9 +22,25 @@ pub enum DropReason {
     /// RTP from a viewer.
     NotAPublisher,
     /// RTP under an SSRC the sending session did not announce or bind (a simulcast stream
-    /// before its rid is read, another session's SSRC), or too short to name one. What the
-    /// engine's receivers refuse is counted as `engine`.
+    /// before its rid is read, another session's SSRC), or too short to name one.
     UnknownSsrc,
+    /// RTP whose header, extensions or payload descriptor did not parse.
+    MalformedRtp,
+    /// A retransmission (RTX) too short for its original sequence number.
+    BadRtx,
+    /// Padding alone on a repair stream: a sender's bandwidth probe, absorbed once the
+    /// transport's feedback has counted it. Expected from browsers.
+    Padding,
+    /// A packet the engine holds already: a retransmission of one that arrived after all, or
+    /// a copy. Expected under loss.
+    Duplicate,
+    /// A packet older than the receive window, or a jump so far the stream restarted.
+    OutOfWindow,
+    /// A packet whose Dependency Descriptor cannot be read yet (its keyframe's structure has
+    /// not arrived): NACKed, and taken when it comes again.
+    UnreadableDd,
+    /// The node handed the engine something it does not know: a bug, logged.
+    Internal,
     /// A packet for a session not connected yet (no nominated address or no keys).
     NotConnected,
     /// A datagram the socket would not take (send buffer full).
@@ -37,7 +54,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    const ALL: [DropReason; 11] = [
+    const ALL: [DropReason; 18] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -45,6 +62,13 @@ impl DropReason {
         Self::SrtpRejected,
         Self::NotAPublisher,
         Self::UnknownSsrc,
+        Self::MalformedRtp,
+        Self::BadRtx,
+        Self::Padding,
+        Self::Duplicate,
+        Self::OutOfWindow,
+        Self::UnreadableDd,
+        Self::Internal,
         Self::NotConnected,
         Self::SendFailed,
         Self::HandoffFull,
@@ -60,10 +84,31 @@ impl DropReason {
             Self::SrtpRejected => "srtp_rejected",
             Self::NotAPublisher => "not_a_publisher",
             Self::UnknownSsrc => "unknown_ssrc",
+            Self::MalformedRtp => "malformed_rtp",
+            Self::BadRtx => "bad_rtx",
+            Self::Padding => "padding",
+            Self::Duplicate => "duplicate",
+            Self::OutOfWindow => "out_of_window",
+            Self::UnreadableDd => "unreadable_dd",
+            Self::Internal => "internal",
             Self::NotConnected => "not_connected",
             Self::SendFailed => "send_failed",
             Self::HandoffFull => "handoff_full",
             Self::EventStreamBehind => "event_stream_behind",
+        }
+    }
+
+    /// The reason the engine refused a publisher's packet for.
+    pub fn of_receive(error: ReceiveError) -> Self {
+        match error {
+            ReceiveError::Malformed(_) => Self::MalformedRtp,
+            ReceiveError::UnknownSsrc => Self::UnknownSsrc,
+            ReceiveError::BadRtx => Self::BadRtx,
+            ReceiveError::Padding => Self::Padding,
+            ReceiveError::Duplicate => Self::Duplicate,
+            ReceiveError::OutOfWindow => Self::OutOfWindow,
+            ReceiveError::UnreadableDd { .. } => Self::UnreadableDd,
+            ReceiveError::UnknownTransport => Self::Internal,
         }
     }
 }
@@ -140,8 +185,6 @@ pub struct Snapshot {
     pub subscriptions: usize,
     pub node: NodeCounters,
     pub rtp_in: u64,
-    /// Dropped by the engine's receivers (malformed, duplicate, unreadable DD, ...).
-    pub engine_dropped_in: u64,
     pub bad_rtcp: u64,
     pub nacks_sent: u64,
     pub retransmissions: u64,
@@ -151,6 +194,26 @@ pub struct Snapshot {
     pub rembs_sent: u64,
     /// Every viewer session, by room and session id.
     pub viewer_stats: Vec<ViewerStats>,
+    /// The media socket, when the node has one.
+    pub socket: Option<SocketView>,
+    /// Participants' event streams open, and the bytes of events waiting in the node for
+    /// their connections.
+    pub event_streams: usize,
+    pub event_stream_waiting_bytes: usize,
+    /// Participants' offers refused for coming too often.
+    pub offers_refused: u64,
+}
+
+/// The media socket as the kernel sees it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SocketView {
+    /// Bytes reserved for received datagrams.
+    pub receive_buffer: usize,
+    /// Bytes reserved for datagrams sent.
+    pub send_buffer: usize,
+    /// Datagrams the kernel dropped because the receive buffer was full; `None` where the
+    /// system does not say.
+    pub receive_overflows: Option<u64>,
 }
 
 struct Family<'a> {
@@ -186,6 +249,20 @@ fn by_reason<'a>(
         .map(|(reason, value)| (format!("{{reason=\"{reason}\"}}"), value));
     let kind = "counter";
     family(out, Family { name, help, kind }, samples);
+}
+
+/// The media socket's buffers and the datagrams the kernel dropped for it.
+fn socket_series(out: &mut String, socket: &SocketView) {
+    let help = "Bytes the kernel reserves for the media socket's received datagrams (Linux \
+                reports twice what counts against net.core.rmem_max).";
+    gauge(out, "udp_receive_buffer_bytes", help, socket.receive_buffer);
+    let help = "Bytes the kernel reserves for the media socket's datagrams sent.";
+    gauge(out, "udp_send_buffer_bytes", help, socket.send_buffer);
+    if let Some(overflows) = socket.receive_overflows {
+        let help = "Datagrams the kernel dropped because the media socket's receive buffer \
+                    was full.";
+        counter(out, "udp_receive_overflows_total", help, overflows);
+    }
 }
 
 /// A label value as the text format writes it: backslash, double quote and line feed escaped.
@@ -292,7 +369,6 @@ impl Snapshot {
         self.subscriptions += other.subscriptions;
         self.node.add(&other.node);
         self.rtp_in += other.rtp_in;
-        self.engine_dropped_in += other.engine_dropped_in;
         self.bad_rtcp += other.bad_rtcp;
         self.nacks_sent += other.nacks_sent;
         self.retransmissions += other.retransmissions;
@@ -300,6 +376,9 @@ impl Snapshot {
         self.keyframe_requests_sent += other.keyframe_requests_sent;
         self.rembs_sent += other.rembs_sent;
         self.viewer_stats.extend(other.viewer_stats);
+        self.socket = self.socket.or(other.socket);
+        self.event_streams += other.event_streams;
+        self.event_stream_waiting_bytes += other.event_stream_waiting_bytes;
     }
 
     pub fn render(&self) -> String {
@@ -359,12 +438,9 @@ impl Snapshot {
             n.layer_allocations,
         );
         let drops = DropReason::ALL.iter().map(|&r| (r.label(), n.dropped(r)));
-        let engine = [
-            ("engine", self.engine_dropped_in),
-            ("bad_rtcp", self.bad_rtcp),
-        ];
+        let rtcp = [("bad_rtcp", self.bad_rtcp)];
         let help = "Packets dropped, by reason.";
-        by_reason(&mut out, "dropped_total", help, drops.chain(engine));
+        by_reason(&mut out, "dropped_total", help, drops.chain(rtcp));
         let refused = LimitError::LABELS.iter().copied().zip(n.refused);
         let help = "New sessions refused at a limit, by limit.";
         by_reason(&mut out, "sessions_refused_total", help, refused);
@@ -389,6 +465,25 @@ impl Snapshot {
         let remb =
             "REMB packets sent to publishers that negotiated REMB without transport-wide CC.";
         counter(&mut out, "rembs_sent_total", remb, self.rembs_sent);
+        let offers = "Participants' offers refused for coming more often than offers_per_second.";
+        counter(
+            &mut out,
+            "offers_refused_total",
+            offers,
+            self.offers_refused,
+        );
+        let streams = "Participants' event streams open.";
+        gauge(&mut out, "event_streams", streams, self.event_streams);
+        let waiting = "Bytes of events waiting in the node for their streams' connections.";
+        gauge(
+            &mut out,
+            "event_stream_waiting_bytes",
+            waiting,
+            self.event_stream_waiting_bytes,
+        );
+        if let Some(socket) = &self.socket {
+            socket_series(&mut out, socket);
+        }
         viewers(&mut out, &self.viewer_stats);
         out
     }

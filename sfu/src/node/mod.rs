@@ -13,11 +13,13 @@
 //! - [`core`]: the sessions and the engine behind one UDP port, sans-IO.
 //! - [`media_loop`]: the task that owns the core, the socket and the clock.
 //! - [`memory`]: freed memory handed back to the system after sessions leave.
+//! - [`socket`]: the media socket's buffers and what the kernel dropped.
 //! - [`signaling`]: an offer to a session and an answer.
 //! - [`http`]: the WHIP/WHEP routes, CORS, `/metrics`, the demo page.
 //! - [`metrics`]: counters and the Prometheus text format.
 //! - [`stats`]: one viewer's estimate and layers, for `/metrics` and its resource's `GET`.
-//! - [`room_view`]: a room's state as JSON; [`session_events`]: a participant's event stream.
+//! - [`room_view`]: a room's state as JSON; [`session_events`]: a participant's event stream;
+//!   [`event_queue`]: what of it waits in the node, bounded.
 //! - [`limits`]: what one node holds at most, and how a refusal reads.
 //! - [`listener`]: the HTTP connections: a cap, and timeouts for slow or idle clients.
 //! - [`server`]: start, run, shut down.
@@ -28,6 +30,7 @@ pub mod batch;
 pub mod config;
 pub mod core;
 pub mod dtls;
+pub mod event_queue;
 pub mod http;
 pub mod ice;
 pub mod limits;
@@ -44,5 +47,6 @@ pub mod server;
 pub mod session_events;
 pub mod shard;
 pub mod signaling;
+pub mod socket;
 pub mod srtp;
 pub mod stats;

@@ -6,8 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use socket2::{Domain, Protocol, Socket, Type};
-use tokio::net::{TcpListener, UdpSocket};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -21,6 +20,7 @@ use super::listener::{self, HttpLimits};
 use super::media_loop::MediaLoop;
 use super::shard;
 use super::signaling::{Signaling, SignalingConfig};
+use super::socket::media_socket;
 use crate::engine::RouterConfig;
 
 /// Why the node could not start.
@@ -55,7 +55,7 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
             addr: config.http,
             source,
         })?;
-    let socket = media_socket(config.udp).map_err(|source| ServeError::Udp {
+    let (socket, buffers) = media_socket(config.udp).map_err(|source| ServeError::Udp {
         addr: config.udp,
         source,
     })?;
@@ -125,6 +125,7 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
         candidate,
         publisher_bitrate_kbps: config.publisher_bitrate_kbps,
         limits: config.limits,
+        socket: Some(buffers),
     };
     let signaling = Arc::new(Signaling::new(commands, auth, signaling));
     let body_timeout = Duration::from_millis(config.http_body_timeout_ms);
@@ -155,21 +156,6 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
             Err(ServeError::MediaLoop)
         }
     }
-}
-
-/// Socket buffers asked for (the kernel may grant less): a 720p layer's keyframe is a burst
-/// of a hundred packets per viewer, and a send that finds the buffer full loses its packet.
-const SOCKET_BUFFER: usize = 8 << 20;
-
-/// The one UDP socket, non-blocking, with large buffers.
-fn media_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
-    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    // Smaller buffers still work: only bursts suffer.
-    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
-    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    UdpSocket::from_std(socket.into())
 }
 
 /// SIGTERM or Ctrl-C, registered when this is called: the node calls it before it says it

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rtp_ext::codec::MediaKind;
 use rtp_ext::dd;
@@ -29,12 +30,17 @@ use super::sdp::{
     SendSource, ViewedMedia,
 };
 use super::shard::{mark_ufrag, worker_for_room, WorkerId};
+use super::socket::{receive_overflows, SocketBuffers};
 
 mod conference;
+mod offer_memo;
+mod offer_rate;
 
 use super::stats::ViewerStats;
 use crate::engine::{PublisherRemb, StreamConfig, StreamIds, TrackConfig, TransportCc};
 pub use conference::{participant_answer, participant_offer, Answered};
+use offer_memo::OfferMemo;
+use offer_rate::OfferRate;
 
 impl Kind {
     pub fn grant(self) -> Grant {
@@ -83,6 +89,12 @@ pub enum SignalError {
     Limit(#[from] LimitError),
     #[error("the node is shutting down")]
     ShuttingDown,
+    #[error("this participant offers more than {per_second} times a second; offer again later")]
+    OfferRate {
+        per_second: u32,
+        /// Seconds until the next offer is taken (rounded up).
+        retry_after: u64,
+    },
 }
 
 impl From<CoreError> for SignalError {
@@ -120,6 +132,8 @@ pub struct SignalingConfig {
     pub candidate: SocketAddr,
     pub publisher_bitrate_kbps: u32,
     pub limits: Limits,
+    /// The media socket's buffers, for `/metrics` (none when signaling runs without one).
+    pub socket: Option<SocketBuffers>,
 }
 
 #[derive(Debug)]
@@ -128,6 +142,12 @@ pub struct Signaling {
     commands: Vec<mpsc::Sender<Command>>,
     auth: Auth,
     config: SignalingConfig,
+    /// How often each participant may offer again.
+    offer_rate: OfferRate,
+    /// Each participant's last offer as read, so the same offer again is not read again.
+    offer_memo: OfferMemo,
+    /// Offers refused for coming too often.
+    offers_refused: AtomicU64,
 }
 
 impl Signaling {
@@ -136,7 +156,10 @@ impl Signaling {
         Self {
             commands,
             auth,
+            offer_rate: OfferRate::new(config.limits.offers_per_second),
+            offer_memo: OfferMemo::default(),
             config,
+            offers_refused: AtomicU64::new(0),
         }
     }
 
@@ -197,18 +220,11 @@ impl Signaling {
             reply,
         };
         let id = self.ask(command, answer).await??;
-        let suffix = (self.config.publisher_bitrate_kbps > 0).then(|| {
-            let kbps = self.config.publisher_bitrate_kbps;
-            format!("x-google-min-bitrate={kbps};x-google-start-bitrate={kbps}")
-        });
-        let answer = sdp::build_answer(&AnswerParams {
-            video_fmtp_suffix: suffix,
-            ..self.answer_params(
-                &local,
-                plan.extmap_allow_mixed,
-                AnswerMedia::for_publisher(&plan),
-            )
-        });
+        let answer = sdp::build_answer(&self.answer_params(
+            &local,
+            plan.extmap_allow_mixed,
+            AnswerMedia::for_publisher(&plan),
+        ));
         Ok((id, answer, refused(id, &plan.sections)))
     }
 
@@ -324,6 +340,7 @@ impl Signaling {
 
     /// Every worker's figures, summed.
     pub async fn metrics(&self) -> Result<super::metrics::Snapshot, SignalError> {
+        use super::metrics::SocketView;
         let mut total: Option<super::metrics::Snapshot> = None;
         for worker in &self.commands {
             let (reply, answer) = oneshot::channel();
@@ -333,7 +350,16 @@ impl Signaling {
                 None => total = Some(part),
             }
         }
-        total.ok_or(SignalError::ShuttingDown)
+        let mut total = total.ok_or(SignalError::ShuttingDown)?;
+        total.offers_refused = self.offers_refused.load(Ordering::Relaxed);
+        if let Some(socket) = self.config.socket {
+            total.socket = Some(SocketView {
+                receive_buffer: socket.receive,
+                send_buffer: socket.send,
+                receive_overflows: socket.inode.and_then(receive_overflows),
+            });
+        }
+        Ok(total)
     }
 
     /// The worker that serves `room`.
@@ -436,10 +462,18 @@ impl Signaling {
             fingerprint: self.config.fingerprint.clone(),
             candidates: vec![self.config.candidate],
             extmap_allow_mixed,
-            video_fmtp_suffix: None,
+            video_fmtp_suffix: self.publisher_bitrate(),
             media,
             origin: None,
         }
+    }
+
+    /// The start (and floor) bitrate a publisher's video is pinned at, written after the
+    /// format parameters of every section the node receives in: a WHIP publisher's and a
+    /// conference participant's alike, so neither starts at the browser's default estimate.
+    fn publisher_bitrate(&self) -> Option<String> {
+        let kbps = self.config.publisher_bitrate_kbps;
+        (kbps > 0).then(|| format!("x-google-min-bitrate={kbps};x-google-start-bitrate={kbps}"))
     }
 }
 

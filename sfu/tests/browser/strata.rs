@@ -33,6 +33,13 @@ fn id(value: Value) -> String {
     value.as_str().expect("a session id").to_owned()
 }
 
+/// Pauses or resumes a publisher's simulcast encoding `rid`.
+pub fn set_encoding_active(page: &dyn Eval, id: &str, rid: &str, active: bool) {
+    page.eval_json(&format!(
+        "strata.setEncodingActive({id:?}, {rid:?}, {active})"
+    ));
+}
+
 /// Changes a viewer's layers; returns the HTTP status of the PATCH.
 pub fn set_layer(page: &dyn Eval, id: &str, spatial: u64, temporal: u64) -> u64 {
     let status = page.eval_json(&format!("strata.setLayer({id:?}, {spatial}, {temporal})"));
@@ -117,4 +124,31 @@ pub fn wait_publishing(page: &dyn Eval, id: &str) -> Vec<Value> {
 /// Ends one session on the page.
 pub fn stop_one(page: &dyn Eval, id: &str) {
     page.eval_json(&format!("strata.stop({id:?})"));
+}
+
+/// The node's drop counters (`strata_dropped_total`) that are not zero, by reason.
+pub fn drops(page: &dyn Eval) -> Vec<(String, f64)> {
+    let text = page.eval_json("fetch('/metrics').then((r) => r.text())");
+    let text = text.as_str().unwrap_or_default().to_owned();
+    text.lines()
+        .filter_map(|line| line.strip_prefix("strata_dropped_total{reason=\""))
+        .filter_map(|rest| {
+            let (reason, value) = rest.split_once("\"} ")?;
+            let value: f64 = value.trim().parse().ok()?;
+            (value > 0.0).then(|| (reason.to_owned(), value))
+        })
+        .collect()
+}
+
+/// Fails unless every packet the node dropped was for one of the `allowed` reasons.
+pub fn assert_drops_only(page: &dyn Eval, allowed: &[&str]) {
+    let drops = drops(page);
+    let unexpected: Vec<&(String, f64)> = drops
+        .iter()
+        .filter(|(reason, _)| !allowed.contains(&reason.as_str()))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "the node dropped {unexpected:?} (all drops: {drops:?})"
+    );
 }

@@ -119,6 +119,15 @@ pub enum Event {
         /// Its SSRCs now.
         ssrcs: StreamConfig,
     },
+    /// A simulcast publisher paused or resumed streams of a track (a stream without media
+    /// for [`PAUSE_AFTER`](crate::engine::PAUSE_AFTER) or more while another flows is
+    /// paused); its subscribers followed.
+    StreamsSent {
+        /// The published track.
+        track: TrackId,
+        /// Bit `i` set while stream `i` is sent.
+        active: u8,
+    },
     /// Allocation capped a subscription at this layer to fit its transport's estimate.
     LayerAllocated {
         /// The subscriber's peer connection.

@@ -13,7 +13,6 @@ use selector::LayerLimits;
 
 use super::{CoreError, NodeCore};
 use crate::engine::{DownTrackConfig, TrackId};
-use crate::node::limits::LimitError;
 use crate::node::participant::{Choice, Identity, Participant, ParticipantId, ReceiveSection};
 use crate::node::peer::{IceCredentials, Join, PeerId, Publisher, Role, ViewerCodec, ViewerMedia};
 use crate::node::sdp::OfferShape;
@@ -65,15 +64,7 @@ impl NodeCore {
     ) -> Result<Negotiated, CoreError> {
         let name = join.name.clone().unwrap_or_default();
         self.check_name(&join.room, &name)?;
-        let participants = self
-            .rooms
-            .get(&join.room)
-            .map_or(0, |r| r.participants.len());
-        if participants >= self.limits.participants_per_room {
-            let limit = LimitError::ParticipantsFull(self.limits.participants_per_room);
-            self.counters.refuse(limit);
-            return Err(limit.into());
-        }
+        self.check_participants(&join.room)?;
         self.admit(&join)?;
         let transport = self.router.add_transport();
         let mut publisher = offer.publisher;

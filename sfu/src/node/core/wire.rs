@@ -110,10 +110,11 @@ impl NodeCore {
             return;
         }
         let packet = Bytes::copy_from_slice(&self.plain);
-        // The engine counts the packets its receivers refuse; one under an SSRC the session
-        // never announced or bound (another session's, say) the engine does not place at all.
-        if let Err(ReceiveError::UnknownSsrc) = self.router.handle_rtp(now, transport, packet) {
-            self.counters.drop(DropReason::UnknownSsrc);
+        if let Err(refused) = self.router.handle_rtp(now, transport, packet) {
+            if let ReceiveError::UnknownTransport = refused {
+                tracing::error!(peer = %id, "a session's transport is unknown to the engine");
+            }
+            self.counters.drop(DropReason::of_receive(refused));
         }
     }
 

@@ -9,14 +9,15 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{ConnectInfo, Extension, Path, Query, State};
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use tokio::sync::mpsc;
 
 use super::{caller, content_type_is, created, offer_text, trickle, ResourcePath};
+use crate::node::event_queue::{EventReceiver, CONNECTION_SEND_BUFFER};
+use crate::node::listener::ConnectionControl;
 use crate::node::media_loop::Action;
 use crate::node::participant::Choice;
 use crate::node::peer::Kind;
@@ -116,11 +117,17 @@ pub(super) async fn events(
     State(signaling): State<Arc<Signaling>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path((room, id)): ResourcePath,
+    connection: Option<Extension<ConnectionControl>>,
     headers: HeaderMap,
 ) -> Result<Response, SignalError> {
     let events = signaling
         .events((&room, &id), caller(&headers, client))
         .await?;
+    // The connection now carries this stream for good: its kernel buffer is kept small, so
+    // a client that does not read holds little beyond what the node counts.
+    if let Some(Extension(connection)) = connection {
+        connection.set_send_buffer(CONNECTION_SEND_BUFFER);
+    }
     let body = Body::from_stream(EventStream {
         events,
         keep_alive: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
@@ -186,7 +193,7 @@ fn set_etag(response: &mut Response, answered: &Answered) {
 /// A participant's events as the response body, with a comment line whenever nothing was
 /// sent for [`KEEP_ALIVE`]; it ends when the session does (or falls behind).
 struct EventStream {
-    events: mpsc::Receiver<String>,
+    events: EventReceiver,
     keep_alive: tokio::time::Interval,
 }
 

@@ -4,6 +4,7 @@
 //! The same reader serves offers and answers, since both are SDP; [`parse_offer`] adds what
 //! only an offer to the node must have.
 
+use std::collections::HashMap;
 use std::io::Cursor;
 
 use rtp_ext::codec::{Codec, MediaKind};
@@ -350,15 +351,27 @@ fn read_codecs(section: &MediaDescription) -> Result<Vec<OfferedCodec>, SdpError
     let rtpmaps = values(attributes, "rtpmap")
         .map(read_rtpmap)
         .collect::<Result<Vec<_>, _>>()?;
-    let fmtps: Vec<(u8, &str)> = values(attributes, "fmtp")
-        .filter_map(split_payload_type)
-        .collect();
-    let fmtp_of = |pt: u8| {
-        fmtps
-            .iter()
-            .find(|(p, _)| *p == pt)
-            .map_or("", |(_, f)| f.trim())
-    };
+    let mut fmtps: HashMap<u8, &str> = HashMap::new();
+    for (pt, fmtp) in values(attributes, "fmtp").filter_map(split_payload_type) {
+        // The first line for a payload type is the one read.
+        fmtps.entry(pt).or_insert(fmtp.trim());
+    }
+    let fmtp_of = |pt: u8| fmtps.get(&pt).copied().unwrap_or("");
+    // Each RTX format by the payload type it repairs, and the feedback by payload type: read
+    // once per section, not once per codec (a browser's video section has some 20 codecs and
+    // a large room's offer a hundred sections).
+    let mut rtx_of: HashMap<u8, u8> = HashMap::new();
+    for rtx in rtpmaps
+        .iter()
+        .filter(|r| r.name.eq_ignore_ascii_case("rtx"))
+    {
+        if let Some(repaired) = apt(fmtp_of(rtx.payload_type)) {
+            rtx_of.entry(repaired).or_insert(rtx.payload_type);
+        }
+    }
+    let feedback = read_feedback(attributes);
+    let rtpmap_of: HashMap<u8, &Rtpmap<'_>> =
+        rtpmaps.iter().rev().map(|r| (r.payload_type, r)).collect();
     // The m= line lists the payload types in order of preference (RFC 3264 section 5.1).
     let order = section
         .media_name
@@ -366,7 +379,7 @@ fn read_codecs(section: &MediaDescription) -> Result<Vec<OfferedCodec>, SdpError
         .iter()
         .filter_map(|f| f.parse::<u8>().ok());
     Ok(order
-        .filter_map(|pt| rtpmaps.iter().find(|r| r.payload_type == pt))
+        .filter_map(|pt| rtpmap_of.get(&pt))
         .filter_map(|rtpmap| {
             let codec = Codec::from_encoding_name(rtpmap.name)?;
             let pt = rtpmap.payload_type;
@@ -376,12 +389,8 @@ fn read_codecs(section: &MediaDescription) -> Result<Vec<OfferedCodec>, SdpError
                 clock_rate: rtpmap.clock_rate,
                 channels: rtpmap.channels,
                 fmtp: fmtp_of(pt).to_owned(),
-                rtx_payload_type: rtpmaps
-                    .iter()
-                    .filter(|r| r.name.eq_ignore_ascii_case("rtx"))
-                    .map(|r| r.payload_type)
-                    .find(|rtx| apt(fmtp_of(*rtx)) == Some(pt)),
-                feedback: read_feedback(attributes, pt),
+                rtx_payload_type: rtx_of.get(&pt).copied(),
+                feedback: feedback.of(pt),
             })
         })
         .collect())
@@ -392,14 +401,35 @@ fn apt(fmtp: &str) -> Option<u8> {
     fmtp_param(fmtp, "apt")?.parse().ok()
 }
 
-/// The `a=rtcp-fb` values for `payload_type` or for every payload type (`*`, RFC 4585
-/// section 4.2).
-fn read_feedback(attributes: &[Attribute], payload_type: u8) -> Vec<String> {
-    values(attributes, "rtcp-fb")
+/// The `a=rtcp-fb` values of a section (RFC 4585 section 4.2): for every payload type (`*`)
+/// and for each one, in written order.
+struct Feedback<'a> {
+    lines: Vec<(Option<u8>, &'a str)>,
+}
+
+impl Feedback<'_> {
+    /// The values for `payload_type`, those for every payload type included.
+    fn of(&self, payload_type: u8) -> Vec<String> {
+        self.lines
+            .iter()
+            .filter(|(pt, _)| pt.is_none_or(|pt| pt == payload_type))
+            .map(|(_, feedback)| (*feedback).to_owned())
+            .collect()
+    }
+}
+
+fn read_feedback(attributes: &[Attribute]) -> Feedback<'_> {
+    let lines = values(attributes, "rtcp-fb")
         .filter_map(|fb| fb.split_once(' '))
-        .filter(|(pt, _)| *pt == "*" || pt.parse::<u8>().ok() == Some(payload_type))
-        .map(|(_, feedback)| feedback.trim().to_owned())
-        .collect()
+        .filter_map(|(pt, feedback)| {
+            let pt = match pt {
+                "*" => None,
+                pt => Some(pt.parse::<u8>().ok()?),
+            };
+            Some((pt, feedback.trim()))
+        })
+        .collect();
+    Feedback { lines }
 }
 
 /// The value of one `name=value` format parameter of an `a=fmtp` line.

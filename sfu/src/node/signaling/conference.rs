@@ -2,13 +2,18 @@
 //! renegotiate) becomes what the core needs and the core's [`Negotiated`] becomes the answer;
 //! the event stream, the room's state and a participant's choice per track.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
 use rtp_ext::codec::MediaKind;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::{publisher_of, refused, viewer_media, Caller, SignalError, Signaling};
 use crate::engine::TrackId;
 use crate::node::auth::Grant;
-use crate::node::core::{Negotiated, ParticipantOffer, Resource, Sending};
+use crate::node::core::{CoreError, Negotiated, ParticipantOffer, Resource, Sending};
+use crate::node::event_queue::EventReceiver;
 use crate::node::media_loop::Command;
 use crate::node::participant::Choice;
 use crate::node::peer::{Join, Kind, PeerId};
@@ -69,14 +74,23 @@ impl Signaling {
     pub async fn renegotiate(
         &self,
         (room, id): (&str, &str),
-        offer: &str,
+        text: &str,
         if_match: Option<u64>,
         caller: Caller<'_>,
     ) -> Result<Answered, SignalError> {
         let resource = self.resource((Kind::Participant, room, id), caller)?;
-        let offer = self.parse_participant_offer(offer)?;
-        let plan = sdp::negotiate_participant(&offer)?;
-        let participant = self.participant_offer(&plan, &offer, caller, room)?;
+        let session = resource.id;
+        self.check_offer_rate(session)?;
+        let read = match self.offer_memo.recall(session, text) {
+            Some(read) => read,
+            None => {
+                let offer = self.parse_participant_offer(text)?;
+                let plan = sdp::negotiate_participant(&offer)?;
+                Arc::new((offer, plan))
+            }
+        };
+        let (offer, plan) = &*read;
+        let participant = self.participant_offer(plan, offer, caller, room)?;
         let (reply, answer) = oneshot::channel();
         let command = Command::Renegotiate {
             resource,
@@ -84,8 +98,30 @@ impl Signaling {
             offer: participant,
             reply,
         };
-        let negotiated = self.ask(command, answer).await??;
-        Ok(self.answered(&plan, &negotiated, room))
+        let negotiated = self.ask(command, answer).await?;
+        // The core knew the session (whatever it made of the offer): the offer counts.
+        if !matches!(
+            negotiated,
+            Err(CoreError::UnknownPeer | CoreError::NotOwner)
+        ) {
+            self.offer_rate.spend(session, Instant::now());
+        }
+        let answered = self.answered(plan, &negotiated?, room);
+        self.offer_memo.keep(session, text, Arc::clone(&read));
+        Ok(answered)
+    }
+
+    /// Refuses an offer from a session that offered its share of this second already.
+    fn check_offer_rate(&self, session: PeerId) -> Result<(), SignalError> {
+        self.offer_rate
+            .check(session, Instant::now())
+            .map_err(|too_fast| {
+                self.offers_refused.fetch_add(1, Ordering::Relaxed);
+                SignalError::OfferRate {
+                    per_second: self.config.limits.offers_per_second,
+                    retry_after: too_fast.retry_after.as_secs_f64().ceil() as u64,
+                }
+            })
     }
 
     /// A participant's event stream, each item one event on the wire.
@@ -93,7 +129,7 @@ impl Signaling {
         &self,
         resource: (&str, &str),
         caller: Caller<'_>,
-    ) -> Result<mpsc::Receiver<String>, SignalError> {
+    ) -> Result<EventReceiver, SignalError> {
         let resource = self.participant_resource(resource, caller)?;
         let (reply, answer) = oneshot::channel();
         Ok(self

@@ -1,0 +1,134 @@
+//! How often a participant may offer again: a token bucket per session, checked before the
+//! offer is read (reading a large room's offer is most of what it costs). A session gets a
+//! bucket only once the core has taken an offer of its, so made-up resource URLs cost nothing
+//! here; buckets that have refilled are forgotten, so the table holds only sessions that
+//! offered in the last few seconds.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::node::peer::PeerId;
+
+/// Offers per session per second, sustained; as many may come at once.
+#[derive(Debug)]
+pub struct OfferRate {
+    per_second: u32,
+    buckets: Mutex<HashMap<PeerId, Bucket>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// An offer refused: the session offered its share; the next token comes after this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooFast {
+    pub retry_after: Duration,
+}
+
+impl OfferRate {
+    /// `per_second` offers a second per session; 0 turns the limit off.
+    pub fn new(per_second: u32) -> Self {
+        Self {
+            per_second,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `session` may offer at `now`: refused while its bucket is empty.
+    pub fn check(&self, session: PeerId, now: Instant) -> Result<(), TooFast> {
+        let buckets = self.buckets.lock();
+        let Some(bucket) = buckets.get(&session) else {
+            return Ok(());
+        };
+        let tokens = self.refilled(*bucket, now);
+        if tokens >= 1.0 {
+            return Ok(());
+        }
+        let wait = (1.0 - tokens) / f64::from(self.per_second.max(1));
+        Err(TooFast {
+            retry_after: Duration::from_secs_f64(wait),
+        })
+    }
+
+    /// An offer of `session` was taken at `now`: it spends a token. Forgets the buckets that
+    /// are full again.
+    pub fn spend(&self, session: PeerId, now: Instant) {
+        if self.per_second == 0 {
+            return;
+        }
+        let mut buckets = self.buckets.lock();
+        let full = f64::from(self.per_second);
+        let tokens = buckets
+            .get(&session)
+            .map_or(full, |bucket| self.refilled(*bucket, now));
+        buckets.insert(
+            session,
+            Bucket {
+                tokens: tokens - 1.0,
+                at: now,
+            },
+        );
+        buckets.retain(|_, bucket| self.refilled(*bucket, now) < full);
+    }
+
+    /// Sessions with a bucket that is not full.
+    #[cfg(test)]
+    fn tracked(&self) -> usize {
+        self.buckets.lock().len()
+    }
+
+    fn refilled(&self, bucket: Bucket, now: Instant) -> f64 {
+        let full = f64::from(self.per_second);
+        let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
+        (bucket.tokens + elapsed * full).min(full)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_offers_its_burst_then_one_per_share_of_a_second() {
+        let rate = OfferRate::new(4);
+        let alice = PeerId(1);
+        let start = Instant::now();
+        for _ in 0..4 {
+            assert_eq!(rate.check(alice, start), Ok(()));
+            rate.spend(alice, start);
+        }
+        let refused = rate.check(alice, start).expect_err("its burst is spent");
+        assert_eq!(refused.retry_after, Duration::from_millis(250));
+        assert_eq!(
+            rate.check(PeerId(2), start),
+            Ok(()),
+            "another session's own"
+        );
+        let later = start + Duration::from_millis(250);
+        assert_eq!(rate.check(alice, later), Ok(()));
+        rate.spend(alice, later);
+        assert!(rate.check(alice, later).is_err());
+    }
+
+    #[test]
+    fn refilled_buckets_are_forgotten_and_a_limit_of_zero_is_none() {
+        let rate = OfferRate::new(2);
+        let start = Instant::now();
+        rate.spend(PeerId(1), start);
+        rate.spend(PeerId(2), start);
+        assert_eq!(rate.tracked(), 2);
+        rate.spend(PeerId(3), start + Duration::from_secs(1));
+        assert_eq!(rate.tracked(), 1, "the first two are full again");
+        let off = OfferRate::new(0);
+        for _ in 0..100 {
+            off.spend(PeerId(1), start);
+        }
+        assert_eq!(off.check(PeerId(1), start), Ok(()));
+        assert_eq!(off.tracked(), 0);
+    }
+}
