@@ -23,6 +23,8 @@ mod chromium;
     reason = "the conference uses part of the browser tests' driver"
 )]
 mod node;
+#[path = "browser/participants.rs"]
+mod participants;
 #[path = "browser/strata.rs"]
 #[allow(
     dead_code,
@@ -37,11 +39,12 @@ use serde_json::{json, Value};
 
 use chromium::{Chromium, Page};
 use node::Node;
+use participants::{
+    decoding, everyone_decodes_the_others, join, remote_of, sample, until, Participant,
+};
 use strata::num;
 
 const ROOM: &str = "call";
-/// How often the participants' stats are read.
-const SAMPLE: Duration = Duration::from_millis(250);
 /// The first four may take this long to join, connect and decode each other.
 const FIRST_FOUR: Duration = Duration::from_secs(30);
 /// The figures: a late joiner and the others see each other within 3 s; a leaver is
@@ -50,65 +53,6 @@ const LATE_JOIN: Duration = Duration::from_secs(3);
 const LEAVE: Duration = Duration::from_secs(2);
 /// Watched for freezes after the last change.
 const AFTER: Duration = Duration::from_secs(5);
-
-/// One participant: the page it runs in and its session id there.
-struct Participant<'a> {
-    name: &'static str,
-    page: &'a Page<'a>,
-    id: String,
-}
-
-impl Participant<'_> {
-    fn stats(&self) -> Value {
-        strata::stats(self.page)[&self.id].clone()
-    }
-}
-
-/// The participants' stats, by name.
-fn sample(participants: &[Participant<'_>]) -> BTreeMap<&'static str, Value> {
-    participants.iter().map(|p| (p.name, p.stats())).collect()
-}
-
-/// The names of the participants `stats` decodes video from (frames decoded at a size).
-fn decoding(stats: &Value) -> Vec<String> {
-    let mut names: Vec<String> = stats["remote"]
-        .as_object()
-        .map(|remote| {
-            remote
-                .values()
-                .filter(|r| {
-                    num(&r["video"], "framesDecoded") > 0.0 && num(&r["video"], "frameWidth") > 0.0
-                })
-                .filter_map(|r| r["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
-}
-
-/// Whether every participant decodes exactly the others, and decoded more since `before`.
-fn everyone_decodes_the_others(
-    participants: &[Participant<'_>],
-    now: &BTreeMap<&'static str, Value>,
-    before: Option<&BTreeMap<&'static str, Value>>,
-) -> bool {
-    participants.iter().all(|p| {
-        let mut others: Vec<String> = participants
-            .iter()
-            .filter(|o| o.name != p.name)
-            .map(|o| o.name.to_owned())
-            .collect();
-        others.sort();
-        let stats = &now[p.name];
-        let moving = before.is_none_or(|before| {
-            others
-                .iter()
-                .all(|o| frames(stats, o) > frames(&before[p.name], o))
-        });
-        decoding(stats) == others && moving
-    })
-}
 
 /// When each participant first decoded each other one (read after `start`), for the report.
 fn note_first_frames(
@@ -123,75 +67,6 @@ fn note_first_frames(
                 .or_insert_with(|| start.elapsed());
         }
     }
-}
-
-/// Frames `stats` decoded from participant `name`.
-fn frames(stats: &Value, name: &str) -> f64 {
-    remote_of(stats, name).map_or(0.0, |r| num(&r["video"], "framesDecoded"))
-}
-
-fn remote_of<'a>(stats: &'a Value, name: &str) -> Option<&'a Value> {
-    stats["remote"]
-        .as_object()?
-        .values()
-        .find(|r| r["name"] == name)
-}
-
-/// Samples until `done` holds; returns how long it took, or fails with the last stats.
-fn until(
-    participants: &[Participant<'_>],
-    within: Duration,
-    what: &str,
-    mut done: impl FnMut(&BTreeMap<&'static str, Value>) -> bool,
-) -> Duration {
-    let start = Instant::now();
-    loop {
-        let now = sample(participants);
-        if done(&now) {
-            return start.elapsed();
-        }
-        assert!(
-            start.elapsed() < within,
-            "{what}: not within {within:?}; in short:\n{}last stats:\n{:#}",
-            summary(&now),
-            json!(now)
-        );
-        std::thread::sleep(SAMPLE);
-    }
-}
-
-/// A line per participant: what it decodes of each other one (frames, height, PLIs sent),
-/// its renegotiations and its estimate; read first when a run fails, before the whole stats.
-fn summary(stats: &BTreeMap<&'static str, Value>) -> String {
-    stats
-        .iter()
-        .map(|(name, seen)| {
-            let remote: Vec<String> = seen["remote"]
-                .as_object()
-                .map(|remote| {
-                    remote
-                        .values()
-                        .map(|r| {
-                            let video = &r["video"];
-                            format!(
-                                "{} {}f@{}p pli {}",
-                                r["name"].as_str().unwrap_or("?"),
-                                num(video, "framesDecoded"),
-                                num(video, "frameHeight"),
-                                num(video, "pliCount")
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            format!(
-                "{name}: [{}] renegotiations {} estimate {}\n",
-                remote.join(", "),
-                seen["renegotiations"],
-                seen["estimate_bps"]
-            )
-        })
-        .collect()
 }
 
 /// One DTLS transport and one set of ICE credentials since the start, on every connection.
@@ -250,20 +125,6 @@ fn join_by_hand(page: &Page, name: &str) -> String {
         .to_owned()
 }
 
-fn join<'a>(page: &'a Page<'a>, name: &'static str, options: Value) -> Participant<'a> {
-    let mut options = options;
-    options["room"] = json!(ROOM);
-    options["name"] = json!(name);
-    options["width"] = json!(640);
-    options["height"] = json!(360);
-    let id = page
-        .eval_json(&format!("strata.join({options})"))
-        .as_str()
-        .expect("a session id")
-        .to_owned();
-    Participant { name, page, id }
-}
-
 #[test]
 #[ignore = "needs chromium in a private network namespace: run .ci/browser-test"]
 fn participants_join_and_leave_a_conference_on_one_connection_each() {
@@ -281,16 +142,19 @@ fn participants_join_and_leave_a_conference_on_one_connection_each() {
     }];
     participants.push(join(
         &page,
+        ROOM,
         "bo",
         json!({ "codec": "AV1", "scalabilityMode": "L3T3_KEY" }),
     ));
     participants.push(join(
         &page,
+        ROOM,
         "cy",
         json!({ "codec": "VP8", "scalabilityMode": "L1T3", "simulcast": true }),
     ));
     participants.push(join(
         &page,
+        ROOM,
         "di",
         json!({ "codec": "VP9", "scalabilityMode": "L3T3_KEY" }),
     ));
@@ -316,6 +180,7 @@ fn participants_join_and_leave_a_conference_on_one_connection_each() {
     // A fifth joins late.
     participants.push(join(
         &page,
+        ROOM,
         "ed",
         json!({ "codec": "AV1", "scalabilityMode": "L3T3_KEY" }),
     ));

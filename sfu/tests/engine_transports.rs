@@ -255,6 +255,7 @@ fn rid_track(router: &mut Router, transport: TransportId) -> TrackId {
         rids: ["q", "f"].into_iter().map(String::from).collect(),
         rid_ext: RID_EXT,
         repaired_rid_ext: None,
+        announced: Default::default(),
     };
     router.publish(transport, config).expect("a new transport")
 }
@@ -324,4 +325,98 @@ fn streams_bind_by_rid_within_their_transport() {
     let to_a = sent(&mut router);
     assert!(!to_a.is_empty() && to_a.iter().all(|&(t, _)| t == a_view));
     assert_eq!(router.counters().unknown_ssrc, 1);
+}
+
+/// A simulcast offer that announces its SSRCs beside the rids (one media and RTX pair per
+/// stream, in no order of rids): every stream binds by the rid its packets carry, and each
+/// pair whole, so the stream's retransmissions are taken before any of them names a rid.
+#[test]
+fn announced_ssrc_pairs_bind_whole_by_rid() {
+    let mut router = Router::new(RouterConfig::default());
+    let now = Instant::now();
+    let publisher = router.add_transport();
+    let pair = |ssrc: u32| StreamConfig {
+        ssrc,
+        rtx_ssrc: Some(ssrc + 1),
+    };
+    let mut config = av1(0);
+    config.streams = (0..3).map(|_| StreamConfig::default()).collect();
+    config.stream_ids = StreamIds::Rids {
+        rids: ["q", "h", "f"].into_iter().map(String::from).collect(),
+        rid_ext: RID_EXT,
+        repaired_rid_ext: None,
+        announced: [pair(0xA0), pair(0xB0), pair(0xC0)].into_iter().collect(),
+    };
+    let track = router.publish(publisher, config).expect("a new transport");
+    // The first announced pair is the top stream, the last the lowest.
+    for (ssrc, rid) in [(0xA0, b"f"), (0xB0, b"h"), (0xC0, b"q")] {
+        let first = &l3t3(ssrc, 1)[0];
+        let named = Bytes::from(common::with_rid(first, RID_EXT, rid));
+        router
+            .handle_rtp(now, publisher, named)
+            .expect("its rid binds");
+    }
+    let bound: Vec<(u8, StreamConfig)> = std::iter::from_fn(|| router.poll_event())
+        .filter_map(|e| match e {
+            Event::StreamBound { stream, ssrcs, .. } => Some((stream, ssrcs)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(bound, [(2, pair(0xA0)), (1, pair(0xB0)), (0, pair(0xC0))]);
+    for ssrc in [0xA0, 0xA1, 0xB0, 0xB1, 0xC0, 0xC1] {
+        assert_eq!(router.ssrc_track(publisher, ssrc), Some(track), "{ssrc:#x}");
+    }
+    // A retransmission without a repaired rid, under an RTX SSRC only the offer named.
+    let media = l3t3(0xB0, 2);
+    let repair = common::as_rtx(&media[1], 0xB1, 1);
+    router
+        .handle_rtp(now, publisher, repair)
+        .expect("an announced RTX stream");
+    assert_eq!(router.counters().unknown_ssrc, 0);
+}
+
+/// Transport-wide CC feedback to a simulcast publisher names an SSRC it sends, even when the
+/// first packet was an upper stream's and stream 0 had no SSRC yet: a sender drops feedback
+/// about an SSRC it does not send (it named 0, and the publisher's estimate sank).
+#[test]
+fn transport_wide_feedback_names_a_bound_ssrc() {
+    use rtcp::transport_feedbacks::transport_layer_cc::TransportLayerCc;
+    use webrtc_util::Unmarshal;
+
+    const TWCC_EXT: u8 = 5;
+    let mut router = Router::new(RouterConfig::default());
+    let start = Instant::now();
+    let publisher = router.add_transport();
+    let mut config = av1(0);
+    config.streams = (0..2).map(|_| StreamConfig::default()).collect();
+    config.stream_ids = StreamIds::Rids {
+        rids: ["q", "f"].into_iter().map(String::from).collect(),
+        rid_ext: RID_EXT,
+        repaired_rid_ext: None,
+        announced: Default::default(),
+    };
+    config.transport_cc = Some(sfu::engine::TransportCc { ext_id: TWCC_EXT });
+    router.publish(publisher, config).expect("a new transport");
+    for (i, packet) in l3t3(0xF0F0, 3).iter().enumerate() {
+        let named = common::with_rid(packet, RID_EXT, b"f");
+        let seq = (100 + i as u16).to_be_bytes();
+        let sequenced = common::with_rid(&named, TWCC_EXT, &seq);
+        let now = start + Duration::from_millis(5 * i as u64);
+        router
+            .handle_rtp(now, publisher, Bytes::from(sequenced))
+            .expect("rid f binds");
+    }
+    router.handle_timeout(start + Duration::from_millis(200));
+    let mut buf = [0u8; 1500];
+    let mut named = Vec::new();
+    while let Some(out) = router.poll_rtcp(&mut buf) {
+        if let Ok(feedback) = TransportLayerCc::unmarshal(&mut &buf[..out.len]) {
+            named.push(feedback.media_ssrc);
+        }
+    }
+    assert_eq!(
+        named,
+        [0xF0F0],
+        "one feedback, about the stream that is bound"
+    );
 }

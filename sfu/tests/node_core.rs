@@ -133,6 +133,7 @@ fn publisher_of(mut config: TrackConfig, rids: &[&str]) -> Publisher {
             rids: rids.iter().map(|r| r.to_string()).collect(),
             rid_ext: 12,
             repaired_rid_ext: Some(13),
+            announced: Default::default(),
         };
     }
     Publisher {

@@ -2,7 +2,10 @@
 //! simulcast encodings by their RTP stream id (RFC 8852), a bundled section without
 //! `a=ssrc` lines by its mid (RFC 8843 section 9.2) or, failing that, by a payload type no
 //! other section uses. The transport binds such a stream's SSRC from the first packet so
-//! named, and again when the publisher restarts the stream under a new SSRC.
+//! named, and again when the publisher restarts the stream under a new SSRC. Simulcast streams
+//! whose SSRCs the signaling announced beside their rids, without saying which rid each is
+//! (`a=ssrc` lines and `a=ssrc-group:FID` pairs), are bound by rid all the same, and the pair
+//! of the SSRC so bound comes with it: a stream's RTX then needs no repaired rid of its own.
 
 use rtp_ext::ext::{HeaderExtension, Mid, RepairedRtpStreamId, RtpStreamId};
 use rtp_ext::rtp::RtpPacket;
@@ -25,6 +28,9 @@ pub enum StreamIds {
         rid_ext: u8,
         /// Local id of the repaired RTP stream id extension, if negotiated.
         repaired_rid_ext: Option<u8>,
+        /// Media and RTX SSRC pairs the signaling announced beside the rids, in no known
+        /// order of rids: the packets' rids say which stream each pair is.
+        announced: SmallVec<[StreamConfig; 4]>,
     },
     /// One stream, named by the mid it carries or by its payload types.
     Unsignaled {
@@ -55,6 +61,7 @@ pub(super) fn claim(config: &TrackConfig, packet: &RtpPacket<'_>) -> Option<(usi
             rids,
             rid_ext,
             repaired_rid_ext,
+            ..
         } => {
             let (rid, repair) = match read::<RtpStreamId>(packet, Some(*rid_ext)) {
                 Some(RtpStreamId(rid)) => (rid, false),
@@ -89,8 +96,17 @@ pub(super) fn claim(config: &TrackConfig, packet: &RtpPacket<'_>) -> Option<(usi
     }
 }
 
-/// The stream's SSRCs once `ssrc` is bound to it.
-pub(super) fn bound(stream: StreamConfig, ssrc: u32, repair: bool) -> StreamConfig {
+/// The stream's SSRCs once `ssrc` is bound to it: with its announced partner, if the
+/// signaling paired it with one.
+pub(super) fn bound(
+    ids: &StreamIds,
+    stream: StreamConfig,
+    ssrc: u32,
+    repair: bool,
+) -> StreamConfig {
+    if let Some(pair) = announced_pair(ids, ssrc, repair) {
+        return pair;
+    }
     if repair {
         StreamConfig {
             rtx_ssrc: Some(ssrc),
@@ -99,6 +115,20 @@ pub(super) fn bound(stream: StreamConfig, ssrc: u32, repair: bool) -> StreamConf
     } else {
         StreamConfig { ssrc, ..stream }
     }
+}
+
+/// The announced media and RTX pair `ssrc` belongs to, as media or as repair.
+fn announced_pair(ids: &StreamIds, ssrc: u32, repair: bool) -> Option<StreamConfig> {
+    let StreamIds::Rids { announced, .. } = ids else {
+        return None;
+    };
+    announced.iter().copied().find(|pair| {
+        if repair {
+            pair.rtx_ssrc == Some(ssrc)
+        } else {
+            pair.ssrc == ssrc
+        }
+    })
 }
 
 fn read<'a, E: HeaderExtension<'a>>(packet: &RtpPacket<'a>, id: Option<u8>) -> Option<E> {
@@ -140,6 +170,7 @@ mod tests {
             rids: ["q", "f"].into_iter().map(String::from).collect(),
             rid_ext: RID,
             repaired_rid_ext: Some(RRID),
+            announced: SmallVec::new(),
         };
         assert_eq!(
             claims(&config, &packet_with(96, RID, "f")),
@@ -213,9 +244,39 @@ mod tests {
             ssrc: 1,
             rtx_ssrc: Some(2),
         };
-        assert_eq!(bound(stream, 5, true).rtx_ssrc, Some(5));
-        assert_eq!(bound(stream, 5, true).ssrc, 1);
-        assert_eq!(bound(stream, 6, false).ssrc, 6);
-        assert_eq!(bound(stream, 6, false).rtx_ssrc, Some(2));
+        let ids = StreamIds::Signaled;
+        assert_eq!(bound(&ids, stream, 5, true).rtx_ssrc, Some(5));
+        assert_eq!(bound(&ids, stream, 5, true).ssrc, 1);
+        assert_eq!(bound(&ids, stream, 6, false).ssrc, 6);
+        assert_eq!(bound(&ids, stream, 6, false).rtx_ssrc, Some(2));
+    }
+
+    #[test]
+    fn an_announced_pair_is_bound_whole_by_either_of_its_ssrcs() {
+        let pair = |ssrc, rtx| StreamConfig {
+            ssrc,
+            rtx_ssrc: Some(rtx),
+        };
+        let ids = StreamIds::Rids {
+            rids: ["q", "h"].into_iter().map(String::from).collect(),
+            rid_ext: RID,
+            repaired_rid_ext: Some(RRID),
+            announced: [pair(10, 11), pair(20, 21)].into_iter().collect(),
+        };
+        let unbound = StreamConfig {
+            ssrc: 0,
+            rtx_ssrc: None,
+        };
+        assert_eq!(bound(&ids, unbound, 20, false), pair(20, 21));
+        assert_eq!(bound(&ids, unbound, 11, true), pair(10, 11));
+        assert_eq!(
+            bound(&ids, unbound, 21, false),
+            StreamConfig {
+                ssrc: 21,
+                rtx_ssrc: None
+            },
+            "an RTX SSRC carrying a rid is not its pair's media"
+        );
+        assert_eq!(bound(&ids, unbound, 30, false).ssrc, 30, "not announced");
     }
 }

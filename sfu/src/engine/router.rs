@@ -639,7 +639,8 @@ impl Router {
                     let config = self.tracks.get(&track)?.receiver.config();
                     let (index, repair) = binding::claim(config, packet)?;
                     let stream = *config.streams.get(index)?;
-                    Some((track, index, binding::bound(stream, ssrc, repair)))
+                    let ssrcs = binding::bound(&config.stream_ids, stream, ssrc, repair);
+                    Some((track, index, ssrcs))
                 })?;
         self.bind_stream(track, index, ssrcs).ok()?;
         self.events.push_back(Event::StreamBound {

@@ -48,9 +48,8 @@ pub(super) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 #[derive(Debug)]
 pub(super) struct Twcc {
     pub recorder: TwccRecorder,
-    /// A track of the transport: where the feedback goes, and its media SSRC.
+    /// A track of the transport: where the feedback goes, and whose SSRC it names.
     pub track: TrackId,
-    pub media_ssrc: u32,
     /// Whether the router has queued the transport for feedback not yet written.
     pub queued: bool,
 }

@@ -547,7 +547,8 @@ fn streams_of(media: &PublishedMedia) -> Result<SmallVec<[StreamConfig; 4]>, Sig
     })
 }
 
-/// How the engine tells the section's streams apart when the offer gave no SSRCs.
+/// How the engine tells the section's streams apart when the offer gave no SSRCs, or gave
+/// them beside rids.
 fn stream_ids_of(media: &PublishedMedia) -> StreamIds {
     let ext = |uri| extension_id(&media.extensions, uri);
     match media.demux {
@@ -558,6 +559,14 @@ fn stream_ids_of(media: &PublishedMedia) -> StreamIds {
                 rids: media.rids.iter().cloned().collect(),
                 rid_ext,
                 repaired_rid_ext: ext(RepairedRtpStreamId::URI),
+                announced: media
+                    .ssrcs
+                    .iter()
+                    .map(|s| StreamConfig {
+                        ssrc: s.ssrc,
+                        rtx_ssrc: s.rtx_ssrc,
+                    })
+                    .collect(),
             },
             None => StreamIds::Signaled,
         },
@@ -604,11 +613,16 @@ mod tests {
     use super::*;
 
     const PUBLISHER_VP8: &str = include_str!("sdp/fixtures/publisher_vp8.sdp");
+    const FIREFOX_SIMULCAST: &str = include_str!("sdp/fixtures/firefox153_publisher_simulcast.sdp");
 
-    /// The video track the node publishes for the fixture with the lines starting with any of
-    /// `cut` taken out.
+    /// The video track the node publishes for the VP8 fixture with the lines starting with
+    /// any of `cut` taken out.
     fn video_track(cut: &[&str]) -> TrackConfig {
-        let text: String = PUBLISHER_VP8
+        video_track_of(PUBLISHER_VP8, cut)
+    }
+
+    fn video_track_of(fixture: &str, cut: &[&str]) -> TrackConfig {
+        let text: String = fixture
             .lines()
             .filter(|line| !cut.iter().any(|prefix| line.starts_with(prefix)))
             .map(|line| format!("{line}\r\n"))
@@ -646,5 +660,32 @@ mod tests {
             "a=extmap:2 http://www.webrtc.org/experiments/rtp-hdrext/abs",
         ]);
         assert_eq!(no_send_time.remb, None);
+    }
+
+    /// Firefox announces each simulcast stream's SSRCs beside its rid: the track still has a
+    /// stream per rid, bound by rid, and each announced RTX SSRC comes with its media SSRC.
+    #[test]
+    fn a_simulcast_offer_with_ssrcs_publishes_a_stream_per_rid() {
+        let track = video_track_of(FIREFOX_SIMULCAST, &[]);
+        assert_eq!(track.streams.len(), 3);
+        let StreamIds::Rids {
+            rids, announced, ..
+        } = &track.stream_ids
+        else {
+            panic!("bound by rid: {:?}", track.stream_ids);
+        };
+        assert_eq!(rids.as_slice(), ["q", "h", "f"]);
+        let fids: Vec<StreamConfig> = FIREFOX_SIMULCAST
+            .lines()
+            .filter_map(|l| l.strip_prefix("a=ssrc-group:FID "))
+            .map(|pair| {
+                let (ssrc, rtx) = pair.split_once(' ').expect("two SSRCs");
+                StreamConfig {
+                    ssrc: ssrc.parse().expect("an SSRC"),
+                    rtx_ssrc: Some(rtx.parse().expect("an SSRC")),
+                }
+            })
+            .collect();
+        assert_eq!(announced.as_slice(), fids.as_slice());
     }
 }

@@ -6,14 +6,26 @@ use serde_json::{json, Value};
 
 use crate::chromium::Page;
 
+/// A page that evaluates script: a Chromium tab or a Firefox one.
+pub trait Eval {
+    /// Evaluates `expr`, awaiting it if it is a promise, and returns its value as JSON.
+    fn eval_json(&self, expr: &str) -> Value;
+}
+
+impl Eval for Page<'_> {
+    fn eval_json(&self, expr: &str) -> Value {
+        Page::eval_json(self, expr)
+    }
+}
+
 /// Stats are read once a second, as a person watching the page would see them change.
 pub const EVERY_SECOND: Duration = Duration::from_secs(1);
 
-pub fn publish(page: &Page, options: Value) -> String {
+pub fn publish(page: &dyn Eval, options: Value) -> String {
     id(page.eval_json(&format!("strata.publish({options})")))
 }
 
-pub fn watch(page: &Page, options: Value) -> String {
+pub fn watch(page: &dyn Eval, options: Value) -> String {
     id(page.eval_json(&format!("strata.watch({options})")))
 }
 
@@ -22,19 +34,21 @@ fn id(value: Value) -> String {
 }
 
 /// Pauses or resumes a publisher's simulcast encoding `rid`.
-pub fn set_encoding_active(page: &Page, id: &str, rid: &str, active: bool) {
-    page.eval_json(&format!("strata.setEncodingActive({id:?}, {rid:?}, {active})"));
+pub fn set_encoding_active(page: &dyn Eval, id: &str, rid: &str, active: bool) {
+    page.eval_json(&format!(
+        "strata.setEncodingActive({id:?}, {rid:?}, {active})"
+    ));
 }
 
 /// Changes a viewer's layers; returns the HTTP status of the PATCH.
-pub fn set_layer(page: &Page, id: &str, spatial: u64, temporal: u64) -> u64 {
+pub fn set_layer(page: &dyn Eval, id: &str, spatial: u64, temporal: u64) -> u64 {
     let status = page.eval_json(&format!("strata.setLayer({id:?}, {spatial}, {temporal})"));
     status.as_u64().expect("an HTTP status")
 }
 
 /// A raw POST from the page: (status, body).
 pub fn post(
-    page: &Page,
+    page: &dyn Eval,
     path: &str,
     body: &str,
     content_type: &str,
@@ -46,12 +60,12 @@ pub fn post(
     (status, res["body"].as_str().unwrap_or_default().to_owned())
 }
 
-pub fn stats(page: &Page) -> Value {
+pub fn stats(page: &dyn Eval) -> Value {
     page.eval_json("strata.stats()")
 }
 
 /// Ends every session on the page, so the next scenario starts with an idle machine.
-pub fn stop_all(page: &Page) {
+pub fn stop_all(page: &dyn Eval) {
     page.eval_json("strata.stats().then((all) => Object.keys(all).forEach(strata.stop))");
 }
 
@@ -69,7 +83,7 @@ pub fn size(stats: &Value, id: &str) -> (f64, f64) {
 /// Polls the stats every `every` until `check` gives a value or `within` has passed; then fails
 /// with `what` and the last stats.
 pub fn poll_until<T>(
-    page: &Page,
+    page: &dyn Eval,
     within: Duration,
     every: Duration,
     what: &str,
@@ -89,7 +103,7 @@ pub fn poll_until<T>(
 }
 
 /// Waits until a publisher is connected and encoding; returns its video outbound entries.
-pub fn wait_publishing(page: &Page, id: &str) -> Vec<Value> {
+pub fn wait_publishing(page: &dyn Eval, id: &str) -> Vec<Value> {
     poll_until(
         page,
         Duration::from_secs(15),
@@ -108,12 +122,12 @@ pub fn wait_publishing(page: &Page, id: &str) -> Vec<Value> {
 }
 
 /// Ends one session on the page.
-pub fn stop_one(page: &Page, id: &str) {
+pub fn stop_one(page: &dyn Eval, id: &str) {
     page.eval_json(&format!("strata.stop({id:?})"));
 }
 
 /// The node's drop counters (`strata_dropped_total`) that are not zero, by reason.
-pub fn drops(page: &Page) -> Vec<(String, f64)> {
+pub fn drops(page: &dyn Eval) -> Vec<(String, f64)> {
     let text = page.eval_json("fetch('/metrics').then((r) => r.text())");
     let text = text.as_str().unwrap_or_default().to_owned();
     text.lines()
@@ -127,7 +141,7 @@ pub fn drops(page: &Page) -> Vec<(String, f64)> {
 }
 
 /// Fails unless every packet the node dropped was for one of the `allowed` reasons.
-pub fn assert_drops_only(page: &Page, allowed: &[&str]) {
+pub fn assert_drops_only(page: &dyn Eval, allowed: &[&str]) {
     let drops = drops(page);
     let unexpected: Vec<&(String, f64)> = drops
         .iter()

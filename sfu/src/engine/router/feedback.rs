@@ -152,10 +152,8 @@ impl Router {
                 continue;
             };
             twcc.queued = false;
-            if let Some(len) = twcc
-                .recorder
-                .write_feedback(sender_ssrc, twcc.media_ssrc, buf)
-            {
+            let media_ssrc = super::uplink::media_source(&self.tracks, twcc.track);
+            if let Some(len) = twcc.recorder.write_feedback(sender_ssrc, media_ssrc, buf) {
                 let to = RtcpTarget::Publisher(twcc.track);
                 return Some(RtcpTransmit { transport, to, len });
             }

@@ -11,7 +11,7 @@ use super::{PendingRtcp, Published, Router};
 use crate::engine::publisher_estimate::PublisherEstimate;
 use crate::engine::rtcp::RembSsrcs;
 use crate::engine::track::TrackId;
-use crate::engine::transport::{Transport, Twcc};
+use crate::engine::transport::{IdMap, Transport, Twcc};
 use crate::engine::twcc::TwccRecorder;
 
 /// Notes a publisher's packet for the feedback its transport gets.
@@ -29,11 +29,9 @@ pub(super) fn note_arrival(
     let config = published.receiver.config();
     if let Some(cc) = config.transport_cc {
         if let Some(seq) = read::<TransportSequenceNumber>(packet, cc.ext_id) {
-            let media_ssrc = config.streams[0].ssrc;
             let twcc = on.twcc.get_or_insert_with(|| Twcc {
                 recorder: TwccRecorder::new(now),
                 track,
-                media_ssrc,
                 queued: false,
             });
             twcc.recorder.record(seq.0, now);
@@ -48,6 +46,22 @@ pub(super) fn note_arrival(
             .get_or_insert_with(|| Box::new(PublisherEstimate::new(track, now)))
             .record(now, sent, packet.as_bytes().len());
     }
+}
+
+/// The SSRC transport-wide feedback names as its media source: one the publisher sends, read
+/// when the feedback is written. A sender may ignore feedback about an SSRC it does not send,
+/// and a stream named by rid or mid has none until its first packet: fixed at the transport's
+/// first packet, it was 0 whenever a simulcast track's upper stream spoke first, and the
+/// publisher ignored every feedback (its estimate sank to its floor, its upper streams
+/// stopped). The track's first bound media SSRC, else an RTX one.
+pub(super) fn media_source(tracks: &IdMap<TrackId, Published>, track: TrackId) -> u32 {
+    let Some(published) = tracks.get(&track) else {
+        return 0;
+    };
+    let streams = &published.receiver.config().streams;
+    let media = streams.iter().map(|s| s.ssrc).find(|&ssrc| ssrc != 0);
+    let repair = || streams.iter().find_map(|s| s.rtx_ssrc);
+    media.or_else(repair).unwrap_or(0)
 }
 
 /// A header extension the packet carries, if it is readable.

@@ -79,7 +79,8 @@ pub struct InactiveMedia {
 pub enum Demux {
     /// By the SSRC of its `a=ssrc` lines.
     Ssrc,
-    /// Simulcast: by the rid of each stream (RFC 8852), bound to an SSRC on its first packet.
+    /// Simulcast: by the rid of each stream (RFC 8852), bound to an SSRC on its first packet,
+    /// with the RTX SSRC the offer pairs it with, if any.
     Rid,
     /// No `a=ssrc` or `a=rid` lines (RFC 8843 section 9.2): the SSRC is bound from the first
     /// packet that carries the section's mid, or failing that its payload type.
@@ -129,7 +130,8 @@ pub struct PublishedMedia {
     pub codec: OfferedCodec,
     /// The header extensions kept, with the publisher's ids.
     pub extensions: Vec<Extmap>,
-    /// The publisher's announced sources; empty under simulcast.
+    /// The publisher's announced sources: none under simulcast from some browsers, one per
+    /// stream in no known order of rids from others.
     pub ssrcs: Vec<SsrcInfo>,
     /// The simulcast RIDs in the publisher's order; empty for a single stream.
     pub rids: Vec<String>,
@@ -370,9 +372,8 @@ fn demux_of(
     codec: &OfferedCodec,
     extensions: &[Extmap],
 ) -> Result<Demux, SdpError> {
-    if !media.ssrcs.is_empty() {
-        return Ok(Demux::Ssrc);
-    }
+    // Rids first: a simulcast offer may announce its SSRCs too (one `a=ssrc-group:FID` per
+    // stream), without saying which rid each is; the packets' rids say it.
     if !media.send_rids.is_empty() {
         if extension_id(extensions, RtpStreamId::URI).is_none() {
             return Err(SdpError::RidWithoutExtension {
@@ -380,6 +381,9 @@ fn demux_of(
             });
         }
         return Ok(Demux::Rid);
+    }
+    if !media.ssrcs.is_empty() {
+        return Ok(Demux::Ssrc);
     }
     let by_mid = extension_id(extensions, Mid::URI).is_some();
     let by_payload_type = std::iter::once(codec.payload_type)

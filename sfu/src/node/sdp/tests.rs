@@ -1,6 +1,6 @@
-//! Offers for WHIP and WHEP (hand-made in Chromium's form, and three Chromium 156 wrote: see
-//! `fixtures/PROVENANCE.md`), the plans made from them and the answers written, read back both
-//! with the SDP crate and with [`parse_description`].
+//! Offers for WHIP and WHEP (hand-made in Chromium's form, three Chromium 156 wrote and one
+//! Firefox ESR 153 wrote: see `fixtures/PROVENANCE.md`), the plans made from them and the
+//! answers written, read back both with the SDP crate and with [`parse_description`].
 
 use std::io::Cursor;
 use std::net::SocketAddr;
@@ -11,6 +11,8 @@ use rtp_ext::dd;
 
 use super::*;
 
+#[path = "firefox_tests.rs"]
+mod firefox;
 #[path = "interop_tests.rs"]
 mod interop;
 

@@ -1,0 +1,160 @@
+//! Conference participants on demo pages, Chromium's or Firefox's: who decodes whom, read from
+//! each participant's stats.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::strata::{self, num, Eval};
+
+/// How often the participants' stats are read.
+pub const SAMPLE: Duration = Duration::from_millis(250);
+
+/// One participant: the page it runs in and its session id there.
+pub struct Participant<'a> {
+    pub name: &'static str,
+    pub page: &'a dyn Eval,
+    pub id: String,
+}
+
+impl Participant<'_> {
+    pub fn stats(&self) -> Value {
+        strata::stats(self.page)[&self.id].clone()
+    }
+}
+
+/// The participants' stats, by name.
+pub fn sample(participants: &[Participant<'_>]) -> BTreeMap<&'static str, Value> {
+    participants.iter().map(|p| (p.name, p.stats())).collect()
+}
+
+/// The names of the participants `stats` decodes video from (frames decoded at a size).
+pub fn decoding(stats: &Value) -> Vec<String> {
+    let mut names: Vec<String> = stats["remote"]
+        .as_object()
+        .map(|remote| {
+            remote
+                .values()
+                .filter(|r| {
+                    num(&r["video"], "framesDecoded") > 0.0 && num(&r["video"], "frameWidth") > 0.0
+                })
+                .filter_map(|r| r["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Whether every participant decodes exactly the others, and decoded more since `before`.
+pub fn everyone_decodes_the_others(
+    participants: &[Participant<'_>],
+    now: &BTreeMap<&'static str, Value>,
+    before: Option<&BTreeMap<&'static str, Value>>,
+) -> bool {
+    participants.iter().all(|p| {
+        let mut others: Vec<String> = participants
+            .iter()
+            .filter(|o| o.name != p.name)
+            .map(|o| o.name.to_owned())
+            .collect();
+        others.sort();
+        let stats = &now[p.name];
+        let moving = before.is_none_or(|before| {
+            others
+                .iter()
+                .all(|o| frames(stats, o) > frames(&before[p.name], o))
+        });
+        decoding(stats) == others && moving
+    })
+}
+
+/// Frames `stats` decoded from participant `name`.
+pub fn frames(stats: &Value, name: &str) -> f64 {
+    remote_of(stats, name).map_or(0.0, |r| num(&r["video"], "framesDecoded"))
+}
+
+pub fn remote_of<'a>(stats: &'a Value, name: &str) -> Option<&'a Value> {
+    stats["remote"]
+        .as_object()?
+        .values()
+        .find(|r| r["name"] == name)
+}
+
+/// Samples until `done` holds; returns how long it took, or fails with the last stats.
+pub fn until(
+    participants: &[Participant<'_>],
+    within: Duration,
+    what: &str,
+    mut done: impl FnMut(&BTreeMap<&'static str, Value>) -> bool,
+) -> Duration {
+    let start = Instant::now();
+    loop {
+        let now = sample(participants);
+        if done(&now) {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < within,
+            "{what}: not within {within:?}; in short:\n{}last stats:\n{:#}",
+            summary(&now),
+            json!(now)
+        );
+        std::thread::sleep(SAMPLE);
+    }
+}
+
+/// A line per participant: what it decodes of each other one (frames, height, PLIs sent),
+/// its renegotiations and its estimate; read first when a run fails, before the whole stats.
+pub fn summary(stats: &BTreeMap<&'static str, Value>) -> String {
+    stats
+        .iter()
+        .map(|(name, seen)| {
+            let remote: Vec<String> = seen["remote"]
+                .as_object()
+                .map(|remote| {
+                    remote
+                        .values()
+                        .map(|r| {
+                            let video = &r["video"];
+                            format!(
+                                "{} {}f@{}p pli {}",
+                                r["name"].as_str().unwrap_or("?"),
+                                num(video, "framesDecoded"),
+                                num(video, "frameHeight"),
+                                num(video, "pliCount")
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!(
+                "{name}: [{}] renegotiations {} estimate {}\n",
+                remote.join(", "),
+                seen["renegotiations"],
+                seen["estimate_bps"]
+            )
+        })
+        .collect()
+}
+
+/// Joins `room` as `name` with the demo page's conference driver, its camera at 640x360.
+pub fn join<'a>(
+    page: &'a dyn Eval,
+    room: &str,
+    name: &'static str,
+    options: Value,
+) -> Participant<'a> {
+    let mut options = options;
+    options["room"] = json!(room);
+    options["name"] = json!(name);
+    options["width"] = json!(640);
+    options["height"] = json!(360);
+    let id = page
+        .eval_json(&format!("strata.join({options})"))
+        .as_str()
+        .expect("a session id")
+        .to_owned();
+    Participant { name, page, id }
+}
