@@ -427,47 +427,57 @@ pub fn srtp_keys(profile: SrtpProfile) -> SrtpKeys {
 
 /// The profile of `srtp_unprotect`'s session, chosen by the input's first byte.
 pub fn srtp_profile(selector: u8) -> SrtpProfile {
-    if selector.is_multiple_of(2) {
-        SrtpProfile::AeadAes128Gcm
-    } else {
-        SrtpProfile::Aes128CmHmacSha1_80
+    match selector % 3 {
+        0 => SrtpProfile::AeadAes128Gcm,
+        1 => SrtpProfile::Aes128CmHmacSha1_80,
+        _ => SrtpProfile::AeadAes256Gcm,
     }
 }
 
-/// `srtp_unprotect`: a first byte choosing the profile, then `records` each unprotected by one
-/// session as SRTP (even `op`) or SRTCP (odd). A packet accepted has lost exactly its tag (and
-/// SRTCP index), and the same packet again is refused as a replay.
+/// `srtp_unprotect`: a first byte choosing the profile, then `records` each unprotected in
+/// place by one session as SRTP (even `op`) or SRTCP (odd). A packet accepted has lost exactly
+/// its tag (and SRTCP index) and kept its header, and the same packet again is refused as a
+/// replay.
 pub fn srtp_unprotect(data: &[u8]) {
     let Some((&selector, data)) = data.split_first() else {
         return;
     };
     let profile = srtp_profile(selector);
     let mut session = srtp::session(&srtp_keys(profile)).expect("the fixed keys fit");
-    let mut out = Vec::new();
+    let mut buf = Vec::new();
     for (op, packet) in records(data) {
         let rtcp = op % 2 == 1;
-        if unprotect(&mut session, rtcp, packet, &mut out).is_err() {
+        let Ok(plain) = unprotect(&mut session, rtcp, packet, &mut buf) else {
             continue;
-        }
-        let trailer = if rtcp { 4 } else { 0 };
-        assert_eq!(out.len() + profile.tag_len() + trailer, packet.len());
-        assert!(matches!(
-            unprotect(&mut session, rtcp, packet, &mut out),
+        };
+        let overhead = if rtcp {
+            profile.rtcp_overhead()
+        } else {
+            profile.rtp_overhead()
+        };
+        assert_eq!(plain + overhead, packet.len());
+        let header = if rtcp { 8 } else { 12 };
+        assert_eq!(buf[..header], packet[..header]);
+        assert_eq!(
+            unprotect(&mut session, rtcp, packet, &mut buf),
             Err(SrtpError::Replayed)
-        ));
+        );
     }
 }
 
+/// Unprotects a copy of `packet` in `buf`.
 fn unprotect(
     session: &mut SrtpSession,
     rtcp: bool,
     packet: &[u8],
-    out: &mut Vec<u8>,
-) -> Result<(), SrtpError> {
+    buf: &mut Vec<u8>,
+) -> Result<usize, SrtpError> {
+    buf.clear();
+    buf.extend_from_slice(packet);
     if rtcp {
-        session.unprotect_rtcp(packet, out)
+        session.unprotect_rtcp(buf)
     } else {
-        session.unprotect_rtp(packet, out)
+        session.unprotect_rtp(buf)
     }
 }
 

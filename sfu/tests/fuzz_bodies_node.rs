@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use sfu::capture::{classify, udp_datagram, Capture, PayloadKind};
 use sfu::fuzz::{self, record};
 use sfu::node::auth::sign_hs256;
-use sfu::node::srtp::{session, SrtpContext, SrtpProfile, SrtpSession};
+use sfu::node::srtp::{session, SrtpContext, SrtpProfile, SrtpSession, MAX_OVERHEAD};
 
 type Seeds = Vec<(&'static str, Vec<u8>)>;
 
@@ -129,6 +129,7 @@ fn srtp_unprotect_seeds() -> Seeds {
     for (selector, profile) in [
         (0, SrtpProfile::AeadAes128Gcm),
         (1, SrtpProfile::Aes128CmHmacSha1_80),
+        (2, SrtpProfile::AeadAes256Gcm),
     ] {
         assert_eq!(fuzz::srtp_profile(selector), profile);
         let mut peer = session(&fuzz::srtp_keys(profile).mirrored()).expect("valid keys");
@@ -140,7 +141,7 @@ fn srtp_unprotect_seeds() -> Seeds {
             record(0, &first),
         ];
         seeds.push((
-            ["gcm_stream", "cm_stream"][usize::from(selector)],
+            ["gcm_stream", "cm_stream", "gcm256_stream"][usize::from(selector)],
             [vec![selector], records.concat()].concat(),
         ));
         let mut flipped = first.clone();
@@ -148,7 +149,7 @@ fn srtp_unprotect_seeds() -> Seeds {
         let cut = &first[..first.len() - 3];
         let broken = [record(0, &flipped), record(0, cut)].concat();
         seeds.push((
-            ["gcm_broken", "cm_broken"][usize::from(selector)],
+            ["gcm_broken", "cm_broken", "gcm256_broken"][usize::from(selector)],
             [vec![selector], broken].concat(),
         ));
     }
@@ -156,14 +157,15 @@ fn srtp_unprotect_seeds() -> Seeds {
 }
 
 fn protect(session: &mut SrtpSession, rtcp: bool, packet: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut buf = packet.to_vec();
+    buf.resize(packet.len() + MAX_OVERHEAD, 0);
     let result = if rtcp {
-        session.protect_rtcp(packet, &mut out)
+        session.protect_rtcp(&mut buf, packet.len())
     } else {
-        session.protect_rtp(packet, &mut out)
+        session.protect_rtp(&mut buf, packet.len())
     };
-    result.expect("protects");
-    out
+    buf.truncate(result.expect("protects"));
+    buf
 }
 
 /// The real AV1 packets with a Dependency Descriptor, in capture order.
@@ -322,7 +324,7 @@ fn srtp_seeds_authenticate() {
     {
         let mut ours = session(&fuzz::srtp_keys(fuzz::srtp_profile(seed[0]))).expect("keys");
         let (_, first) = fuzz::records(&seed[1..]).next().expect("a record");
-        let mut out = Vec::new();
-        assert!(ours.unprotect_rtp(first, &mut out).is_ok(), "{name}");
+        let mut buf = first.to_vec();
+        assert!(ours.unprotect_rtp(&mut buf).is_ok(), "{name}");
     }
 }
