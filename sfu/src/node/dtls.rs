@@ -14,6 +14,7 @@
 
 mod association;
 mod async_stack;
+mod early_records;
 mod handshake_task;
 
 use std::time::Duration;
@@ -57,6 +58,10 @@ pub enum DtlsError {
     Protocol(#[source] dimpl::Error),
     #[error("a {0}-byte datagram is longer than a DTLS association takes")]
     DatagramTooLong(usize),
+    #[error("the datagram repeats a record the handshake holds undecrypted")]
+    DuplicateRecord,
+    #[error("the peer sent more records of a later epoch than a handshake needs")]
+    TooManyEarlyRecords,
     #[error("the output buffer holds {0} bytes, fewer than a DTLS association needs")]
     BufferTooSmall(usize),
     #[error("the DTLS association is not connected yet")]
@@ -72,12 +77,21 @@ pub enum DtlsError {
 }
 
 /// The node's certificate, shared by every peer's association and announced in SDP.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DtlsCertificate {
     /// The DER certificate and its PKCS#8 private key.
     der: dimpl::DtlsCertificate,
     /// The same for the async handshake's stack (`handshake_task.rs`), which goes with it.
     legacy: dtls::crypto::Certificate,
+}
+
+// The private key stays out of logs.
+impl std::fmt::Debug for DtlsCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DtlsCertificate")
+            .field("fingerprint", &self.fingerprint())
+            .finish_non_exhaustive()
+    }
 }
 
 impl DtlsCertificate {

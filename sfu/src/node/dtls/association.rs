@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use dimpl::{Dtls, Output};
 
+use super::early_records::EarlyRecords;
 use super::{
     expected_fingerprint, sha256, split_keying_material, DtlsCertificate, DtlsError, Side,
 };
@@ -168,6 +169,7 @@ struct Handshake {
     /// The stack reported the handshake done.
     done: bool,
     keys: Option<SrtpKeys>,
+    early: EarlyRecords,
 }
 
 /// One output of the stack, with what it wrote reduced to where it is in the buffer, so the
@@ -204,6 +206,7 @@ impl DtlsAssociation {
                 verified: false,
                 done: false,
                 keys: None,
+                early: EarlyRecords::default(),
             }),
             handshake_buffer: vec![0; HANDSHAKE_BUFFER],
         };
@@ -214,8 +217,9 @@ impl DtlsAssociation {
     }
 
     /// One DTLS datagram from the peer. Refused (and to be counted by the caller) when the
-    /// association has ended or the datagram is longer than [`DATAGRAM_LIMIT`]; a datagram
-    /// the stack cannot use it drops itself, and a fatal one fails the association.
+    /// association has ended, the datagram is longer than [`DATAGRAM_LIMIT`] or repeats a
+    /// record the handshake holds undecrypted (`early_records.rs`); a datagram the stack
+    /// cannot use it drops itself, and a fatal one fails the association.
     pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) -> Result<(), DtlsError> {
         if self.is_ended() {
             return Err(DtlsError::Ended);
@@ -225,8 +229,10 @@ impl DtlsAssociation {
         }
         // The stack reads its clock from its last timeout: bring it to `now` first.
         self.handle_timeout(now);
-        if self.is_ended() || matches!(self.phase, Phase::Failing(_)) {
-            return Ok(());
+        match &mut self.phase {
+            Phase::Handshake(handshake) => handshake.early.admit(datagram)?,
+            Phase::Connected | Phase::Closing => {}
+            Phase::Failing(_) | Phase::Ended => return Ok(()),
         }
         if let Err(err) = self.dtls.handle_packet(datagram) {
             self.fail(DtlsError::Protocol(err));

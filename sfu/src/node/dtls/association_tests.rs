@@ -391,3 +391,29 @@ fn the_longest_certificate_a_peer_can_send_is_checked() {
     ));
     assert!(association.poll_output(&mut buf).is_none());
 }
+
+/// A record of a later epoch the stack cannot decrypt yet, twice (a duplicated datagram): the
+/// stack would assert on the copy (fuzzing found it); the association refuses it instead.
+#[test]
+fn a_repeated_record_of_a_later_epoch_is_refused_during_the_handshake() {
+    let now = Instant::now();
+    let mut association = lone(now);
+    association
+        .handle_datagram(now, &client_hello(now))
+        .expect("taken");
+    let mut buf = vec![0; DATAGRAM_LIMIT];
+    while association.poll_output(&mut buf).is_some() {}
+    let mut finished = vec![22, 0xFE, 0xFD, 0, 1, 0, 0, 0, 0, 0, 0, 0, 40];
+    finished.extend_from_slice(&[0x5A; 40]);
+    association
+        .handle_datagram(now, &finished)
+        .expect("taken once");
+    assert!(matches!(
+        association.handle_datagram(now, &finished),
+        Err(DtlsError::DuplicateRecord)
+    ));
+    while let Some(output) = association.poll_output(&mut buf) {
+        assert!(matches!(output, DtlsOutput::Datagram(_)), "{output:?}");
+    }
+    assert!(!association.is_ended());
+}
