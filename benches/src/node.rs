@@ -1,13 +1,14 @@
-//! The node's send path per packet: write the RTP header, SRTP-protect (AES-128-GCM) and send
-//! the datagram over loopback UDP, once through the SRTP library and once through the node's
-//! in-place AES-GCM. And its receive path: a publisher's packets decrypted by the session.
+//! The node's send path per packet: write the packet into the datagram's buffer, SRTP-protect
+//! it there (AES-128-GCM) and send it over loopback UDP, alone and batched. And the cipher
+//! alone, per profile and direction: a packet protected where it lies, a publisher's packet
+//! authenticated and decrypted where it arrived.
 
 use std::hint::black_box;
 use std::net::{SocketAddr, UdpSocket};
 
 use rtp_ext::rtp::RtpPacket;
 use sfu::node::batch::{send_all, Batch};
-use sfu::node::srtp::{session, Egress, SrtpContext, SrtpKeys, SrtpProfile, SrtpSession};
+use sfu::node::srtp::{session, SrtpContext, SrtpKeys, SrtpProfile, MAX_OVERHEAD};
 
 use crate::fixtures::av1_packet_with_dd;
 use crate::{Case, Stream};
@@ -17,13 +18,14 @@ pub const PACKET_LEN: usize = 1200;
 
 pub fn cases() -> Vec<Case> {
     vec![
-        egress("node/egress_srtp/library", Egress::Library, Then::Send),
-        egress("node/egress_srtp/in_place", Egress::Fastest, Then::Send),
+        egress("node/egress_srtp/in_place"),
         egress_batched("node/egress_srtp/batched", 1),
         egress_batched("node/egress_srtp/batched_fanout", FANOUT_PEERS),
-        egress("node/protect_srtp/library", Egress::Library, Then::Stop),
-        egress("node/protect_srtp/in_place", Egress::Fastest, Then::Stop),
+        protect("node/protect_srtp/gcm", gcm_keys()),
+        protect("node/protect_srtp/gcm256", gcm256_keys()),
+        protect("node/protect_srtp/aes_cm", cm_keys()),
         ingress("node/unprotect_srtp/gcm", gcm_keys()),
+        ingress("node/unprotect_srtp/gcm256", gcm256_keys()),
         ingress("node/unprotect_srtp/aes_cm", cm_keys()),
     ]
 }
@@ -31,14 +33,6 @@ pub fn cases() -> Vec<Case> {
 /// Inbound packets decrypted per pass; a fresh session starts each pass (its replay windows
 /// would refuse the repeated sequence numbers).
 const INGRESS_PASS: usize = 2_000;
-
-/// Whether an operation ends with the socket send, or stops after protection so the crypto's
-/// own cost shows.
-#[derive(Debug, Clone, Copy)]
-enum Then {
-    Send,
-    Stop,
-}
 
 /// The real AV1 packet (abs-send-time, transport-wide-cc and DD extensions) with its payload
 /// grown to [`PACKET_LEN`] bytes.
@@ -54,48 +48,62 @@ pub fn av1_packet_1200() -> Vec<u8> {
     packet
 }
 
-/// Keys as a DTLS handshake would have exported them for AES-128-GCM.
-pub fn gcm_keys() -> SrtpKeys {
+/// Keys as a DTLS handshake would have exported them for `profile`.
+pub fn keys(profile: SrtpProfile) -> SrtpKeys {
+    let bytes = |from: u8, len: usize| (from..).take(len).collect();
     SrtpKeys {
-        profile: SrtpProfile::AeadAes128Gcm,
-        local_key: (1..=16).collect(),
-        local_salt: (17..29).collect(),
-        remote_key: (31..47).collect(),
-        remote_salt: (47..59).collect(),
+        profile,
+        local_key: bytes(1, profile.key_len()),
+        local_salt: bytes(40, profile.salt_len()),
+        remote_key: bytes(60, profile.key_len()),
+        remote_salt: bytes(100, profile.salt_len()),
     }
 }
 
-/// Keys as a DTLS handshake would have exported them for AES-128-CM with HMAC-SHA1-80.
+/// AES-128-GCM keys.
+pub fn gcm_keys() -> SrtpKeys {
+    keys(SrtpProfile::AeadAes128Gcm)
+}
+
+/// AES-256-GCM keys: the profile the node's DTLS server picks when a browser offers it.
+pub fn gcm256_keys() -> SrtpKeys {
+    keys(SrtpProfile::AeadAes256Gcm)
+}
+
+/// AES-128-CM with HMAC-SHA1-80 keys.
 pub fn cm_keys() -> SrtpKeys {
-    SrtpKeys {
-        profile: SrtpProfile::Aes128CmHmacSha1_80,
-        local_key: (1..=16).collect(),
-        local_salt: (17..31).collect(),
-        remote_key: (31..47).collect(),
-        remote_salt: (47..61).collect(),
-    }
+    keys(SrtpProfile::Aes128CmHmacSha1_80)
+}
+
+/// `packet` in a buffer with room after it for what protection adds.
+pub fn with_room(packet: &[u8]) -> Vec<u8> {
+    let mut buf = packet.to_vec();
+    buf.resize(packet.len() + MAX_OVERHEAD, 0);
+    buf
 }
 
 /// `count` consecutive packets protected with the peer's (remote) keys, from sequence 0.
 pub fn inbound_packets(keys: &SrtpKeys, count: usize) -> Vec<Vec<u8>> {
-    let mut peer = SrtpSession::new(&keys.mirrored(), Egress::Library).expect("valid keys");
+    let mut peer = session(&keys.mirrored()).expect("valid keys");
     let mut packet = av1_packet_1200();
     (0..count)
         .map(|i| {
             packet[2..4].copy_from_slice(&(i as u16).to_be_bytes());
-            let mut out = Vec::new();
-            peer.protect_rtp(&packet, &mut out).expect("protects");
-            out
+            let mut buf = with_room(&packet);
+            let len = peer.protect_rtp(&mut buf, packet.len()).expect("protects");
+            buf.truncate(len);
+            buf
         })
         .collect()
 }
 
-/// A publisher's packets through the node's session: authenticated and decrypted.
+/// A publisher's packets through the node's session: each copied into the receive buffer (as
+/// the socket would have written it), then authenticated and decrypted there.
 fn ingress(name: &'static str, keys: SrtpKeys) -> Case {
     let packets = inbound_packets(&keys, INGRESS_PASS);
     let fresh = move || session(&keys).expect("valid keys");
     let mut ours = fresh();
-    let mut out = Vec::with_capacity(PACKET_LEN);
+    let mut buf = Vec::with_capacity(PACKET_LEN + MAX_OVERHEAD);
     let mut next = 0;
     let stream = Stream {
         pass: packets.len(),
@@ -106,12 +114,30 @@ fn ingress(name: &'static str, keys: SrtpKeys) -> Case {
             next = 0;
             ours = fresh();
         }
-        ours.unprotect_rtp(black_box(&packets[next]), &mut out)
-            .expect("authentic");
-        assert_eq!(out.len(), PACKET_LEN, "{name}: the whole packet");
+        buf.clear();
+        buf.extend_from_slice(black_box(&packets[next]));
+        let len = ours.unprotect_rtp(&mut buf).expect("authentic");
+        assert_eq!(len, PACKET_LEN, "{name}: the whole packet");
         next += 1;
     })
     .over(stream)
+}
+
+/// The cipher alone: the packet's header rewritten (a new sequence number, as the forwarding
+/// path writes one) and the packet protected where it lies. The payload it encrypts is the
+/// last operation's ciphertext: to the cipher, bytes are bytes.
+fn protect(name: &'static str, keys: SrtpKeys) -> Case {
+    let mut ours = session(&keys).expect("valid keys");
+    let mut buf = with_room(&av1_packet_1200());
+    let mut seq = 0u16;
+    Case::new(name, move || {
+        seq = seq.wrapping_add(1);
+        buf[2..4].copy_from_slice(&seq.to_be_bytes());
+        let len = ours
+            .protect_rtp(black_box(&mut buf), PACKET_LEN)
+            .expect("protects");
+        black_box(len);
+    })
 }
 
 /// A socket pair on loopback: the node's sending socket and the peer address it sends to.
@@ -124,38 +150,45 @@ pub fn loopback() -> (UdpSocket, UdpSocket, SocketAddr) {
     (node, peer, target)
 }
 
-fn egress(name: &'static str, egress: Egress, then: Then) -> Case {
-    let mut session = SrtpSession::new(&gcm_keys(), egress).expect("valid keys");
-    let mut packet = av1_packet_1200();
-    let mut out = Vec::with_capacity(PACKET_LEN + 64);
+/// Writes `packet` with sequence number `seq` into `out` and protects it there.
+fn write_protected(session: &mut impl SrtpContext, packet: &[u8], seq: u16, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(packet);
+    // The header the forwarding path writes: a new sequence number per packet.
+    out[2..4].copy_from_slice(&seq.to_be_bytes());
+    out.resize(packet.len() + MAX_OVERHEAD, 0);
+    let len = session
+        .protect_rtp(black_box(out), packet.len())
+        .expect("protects");
+    out.truncate(len);
+}
+
+fn egress(name: &'static str) -> Case {
+    let mut ours = session(&gcm_keys()).expect("valid keys");
+    let packet = av1_packet_1200();
+    let mut out = Vec::with_capacity(PACKET_LEN + MAX_OVERHEAD);
     let (node, peer, target) = loopback();
     let mut seq = 0u16;
     Case::new(name, move || {
-        // The header the forwarding path writes: a new sequence number per packet.
         seq = seq.wrapping_add(1);
-        packet[2..4].copy_from_slice(&seq.to_be_bytes());
-        session
-            .protect_rtp(black_box(&packet), &mut out)
-            .expect("protects");
-        if let Then::Send = then {
-            // A full receive buffer drops silently; a send error would only mean a broken host.
-            let _ = black_box(node.send_to(&out, target));
-        }
-        black_box((&out, &peer));
+        write_protected(&mut ours, &packet, seq, &mut out);
+        // A full receive buffer drops silently; a send error would only mean a broken host.
+        let _ = black_box(node.send_to(&out, target));
+        black_box(&peer);
     })
 }
 
 /// Peers the fan-out variant sends to in turn: no two consecutive datagrams go to one.
 const FANOUT_PEERS: usize = 8;
 
-/// The in-place send path with the node's batching: each packet protected into the next
-/// buffer of a batch, and a full batch sent in one call (`sendmmsg` on Linux). To one peer,
-/// as a keyframe or a probe cluster goes to one viewer, the batch leaves as one segmented
-/// send; to `peers` in turn, as one packet fans out to many viewers, one datagram each.
+/// The in-place send path with the node's batching: each packet protected in the next buffer
+/// of a batch, and a full batch sent in one call (`sendmmsg` on Linux). To one peer, as a
+/// keyframe or a probe cluster goes to one viewer, the batch leaves as one segmented send; to
+/// `peers` in turn, as one packet fans out to many viewers, one datagram each.
 fn egress_batched(name: &'static str, peers: usize) -> Case {
-    let mut session = SrtpSession::new(&gcm_keys(), Egress::Fastest).expect("valid keys");
-    let mut packet = av1_packet_1200();
-    let mut batch = Batch::new(PACKET_LEN + 64);
+    let mut ours = session(&gcm_keys()).expect("valid keys");
+    let packet = av1_packet_1200();
+    let mut batch = Batch::new(PACKET_LEN + MAX_OVERHEAD);
     let node = UdpSocket::bind("127.0.0.1:0").expect("bind loopback");
     let receivers: Vec<(UdpSocket, SocketAddr)> = (0..peers)
         .map(|_| {
@@ -166,11 +199,8 @@ fn egress_batched(name: &'static str, peers: usize) -> Case {
     let mut seq = 0u16;
     Case::new(name, move || {
         seq = seq.wrapping_add(1);
-        packet[2..4].copy_from_slice(&seq.to_be_bytes());
         let buffer = batch.next_buffer().expect("a full batch is sent at once");
-        session
-            .protect_rtp(black_box(&packet), buffer)
-            .expect("protects");
+        write_protected(&mut ours, &packet, seq, buffer);
         batch.commit(receivers[usize::from(seq) % receivers.len()].1);
         if batch.is_full() {
             // As unsent: a full receive buffer drops silently.

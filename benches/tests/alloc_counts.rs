@@ -76,19 +76,16 @@ const EXPECTED: &[(&str, Budget)] = &[
     // The send history is preallocated once; the results `Vec` keeps its capacity.
     ("bwe/send_record", each(0)),
     ("bwe/feedback", each(0)),
-    // The SRTP library's encrypt: the parsed header's extension list and its three extension
-    // payloads, the IV, the AEAD's ciphertext and the output buffer.
-    ("node/egress_srtp/library", each(7)),
+    // SRTP in place, per profile and direction (`srtp_allocs.rs` covers RTCP and rollovers).
     ("node/egress_srtp/in_place", each(0)),
     ("node/egress_srtp/batched", each(0)),
     ("node/egress_srtp/batched_fanout", each(0)),
-    ("node/protect_srtp/library", each(7)),
-    ("node/protect_srtp/in_place", each(0)),
-    // The SRTP library's decrypt (`srtp_allocs.rs` itemises it): the header's extension list
-    // and payloads (4), then the IV, the AEAD's plaintext and the output (3) for AES-GCM, the
-    // output (1) for AES-CM.
-    ("node/unprotect_srtp/gcm", each(7)),
-    ("node/unprotect_srtp/aes_cm", each(5)),
+    ("node/protect_srtp/gcm", each(0)),
+    ("node/protect_srtp/gcm256", each(0)),
+    ("node/protect_srtp/aes_cm", each(0)),
+    ("node/unprotect_srtp/gcm", each(0)),
+    ("node/unprotect_srtp/gcm256", each(0)),
+    ("node/unprotect_srtp/aes_cm", each(0)),
 ];
 
 /// Operations counted of a case repeating one input, after one that warms it up (the first

@@ -2,6 +2,7 @@
 //! captures.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -20,6 +21,9 @@ use crate::engine::{
 };
 use crate::node::auth::{Auth, Grant};
 use crate::node::core::NodeCore;
+use crate::node::dtls::{
+    DtlsAssociation, DtlsCertificate, DtlsConfig, DtlsError, DtlsOutput, DATAGRAM_LIMIT, MTU,
+};
 use crate::node::ice::BindingRequest;
 use crate::node::limits::Limits;
 use crate::node::peer::{
@@ -427,47 +431,113 @@ pub fn srtp_keys(profile: SrtpProfile) -> SrtpKeys {
 
 /// The profile of `srtp_unprotect`'s session, chosen by the input's first byte.
 pub fn srtp_profile(selector: u8) -> SrtpProfile {
-    if selector.is_multiple_of(2) {
-        SrtpProfile::AeadAes128Gcm
-    } else {
-        SrtpProfile::Aes128CmHmacSha1_80
+    match selector % 3 {
+        0 => SrtpProfile::AeadAes128Gcm,
+        1 => SrtpProfile::Aes128CmHmacSha1_80,
+        _ => SrtpProfile::AeadAes256Gcm,
     }
 }
 
-/// `srtp_unprotect`: a first byte choosing the profile, then `records` each unprotected by one
-/// session as SRTP (even `op`) or SRTCP (odd). A packet accepted has lost exactly its tag (and
-/// SRTCP index), and the same packet again is refused as a replay.
+/// `srtp_unprotect`: a first byte choosing the profile, then `records` each unprotected in
+/// place by one session as SRTP (even `op`) or SRTCP (odd). A packet accepted has lost exactly
+/// its tag (and SRTCP index) and kept its header, and the same packet again is refused as a
+/// replay.
 pub fn srtp_unprotect(data: &[u8]) {
     let Some((&selector, data)) = data.split_first() else {
         return;
     };
     let profile = srtp_profile(selector);
     let mut session = srtp::session(&srtp_keys(profile)).expect("the fixed keys fit");
-    let mut out = Vec::new();
+    let mut buf = Vec::new();
     for (op, packet) in records(data) {
         let rtcp = op % 2 == 1;
-        if unprotect(&mut session, rtcp, packet, &mut out).is_err() {
+        let Ok(plain) = unprotect(&mut session, rtcp, packet, &mut buf) else {
             continue;
-        }
-        let trailer = if rtcp { 4 } else { 0 };
-        assert_eq!(out.len() + profile.tag_len() + trailer, packet.len());
-        assert!(matches!(
-            unprotect(&mut session, rtcp, packet, &mut out),
+        };
+        let overhead = if rtcp {
+            profile.rtcp_overhead()
+        } else {
+            profile.rtp_overhead()
+        };
+        assert_eq!(plain + overhead, packet.len());
+        let header = if rtcp { 8 } else { 12 };
+        assert_eq!(buf[..header], packet[..header]);
+        assert_eq!(
+            unprotect(&mut session, rtcp, packet, &mut buf),
             Err(SrtpError::Replayed)
-        ));
+        );
     }
 }
 
+/// Unprotects a copy of `packet` in `buf`.
 fn unprotect(
     session: &mut SrtpSession,
     rtcp: bool,
     packet: &[u8],
-    out: &mut Vec<u8>,
-) -> Result<(), SrtpError> {
+    buf: &mut Vec<u8>,
+) -> Result<usize, SrtpError> {
+    buf.clear();
+    buf.extend_from_slice(packet);
     if rtcp {
-        session.unprotect_rtcp(packet, out)
+        session.unprotect_rtcp(buf)
     } else {
-        session.unprotect_rtp(packet, out)
+        session.unprotect_rtp(buf)
+    }
+}
+
+/// The handshake timeout of `dtls_association`'s associations: a few time records pass it.
+const DTLS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `dtls_association`'s node configuration and the fingerprint its peer is expected to have,
+/// made once: a key pair per input would be most of the fuzzer's time.
+pub fn dtls_fixture() -> &'static (DtlsConfig, String) {
+    static FIXTURE: OnceLock<(DtlsConfig, String)> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let node = DtlsCertificate::generate().expect("a certificate");
+        let peer = DtlsCertificate::generate().expect("a certificate");
+        let config = DtlsConfig::new(&node, DTLS_TIMEOUT).expect("a configuration");
+        (config, peer.fingerprint())
+    })
+}
+
+/// `dtls_association`: a fresh association, the node's side of a peer's DTLS, fed `records`:
+/// even `op` a datagram from the peer, odd `op` `op / 2 * 100` ms passing. After each,
+/// everything it has is polled: datagrams fit the MTU, it never connects (nothing here holds
+/// the key of the certificate it expects), and once it has failed or closed it takes nothing
+/// more.
+pub fn dtls_association(data: &[u8]) {
+    let (config, fingerprint) = dtls_fixture();
+    let (algorithm, value) = fingerprint.split_once(' ').expect("algorithm and value");
+    let mut now = Instant::now();
+    let mut association =
+        DtlsAssociation::new(now, config, (algorithm, value)).expect("the fingerprint parses");
+    let mut buf = vec![0; DATAGRAM_LIMIT];
+    for (op, bytes) in records(data) {
+        if op % 2 == 0 {
+            let ended = association.is_ended();
+            let taken = association.handle_datagram(now, bytes);
+            if ended {
+                assert!(matches!(taken, Err(DtlsError::Ended)));
+            }
+        } else {
+            now += Duration::from_millis(u64::from(op / 2) * 100);
+            association.handle_timeout(now);
+        }
+        drain_association(&mut association, &mut buf);
+    }
+}
+
+fn drain_association(association: &mut DtlsAssociation, buf: &mut [u8]) {
+    while let Some(output) = association.poll_output(buf) {
+        match output {
+            DtlsOutput::Datagram(datagram) => assert!(datagram.len() <= MTU),
+            DtlsOutput::Closed | DtlsOutput::Failed(_) => {
+                assert!(association.poll_output(buf).is_none());
+                assert!(association.is_ended());
+                return;
+            }
+            other => panic!("an association without the peer's key reported {other:?}"),
+        }
     }
 }
 

@@ -5,23 +5,29 @@
 #![cfg(feature = "fuzzing")]
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sfu::capture::{classify, udp_datagram, Capture, PayloadKind};
 use sfu::fuzz::{self, record};
 use sfu::node::auth::sign_hs256;
-use sfu::node::srtp::{session, SrtpContext, SrtpProfile, SrtpSession};
+use sfu::node::srtp::{session, SrtpContext, SrtpProfile, SrtpSession, MAX_OVERHEAD};
 
 type Seeds = Vec<(&'static str, Vec<u8>)>;
 
 /// A target's name, its body and the seeds it starts from.
 type Target = (&'static str, fn(&[u8]), fn() -> Seeds);
 
-const TARGETS: [Target; 5] = [
+const TARGETS: [Target; 6] = [
     ("sdp_offer", fuzz::sdp_offer, sdp_offer_seeds),
     ("stun_binding", fuzz::stun_binding, stun_binding_seeds),
     ("auth_header", fuzz::auth_header, auth_header_seeds),
     ("srtp_unprotect", fuzz::srtp_unprotect, srtp_unprotect_seeds),
     ("node_core", fuzz::node_core, node_core_seeds),
+    (
+        "dtls_association",
+        fuzz::dtls_association,
+        dtls_association_seeds,
+    ),
 ];
 
 fn seed_dir(target: &str) -> PathBuf {
@@ -129,6 +135,7 @@ fn srtp_unprotect_seeds() -> Seeds {
     for (selector, profile) in [
         (0, SrtpProfile::AeadAes128Gcm),
         (1, SrtpProfile::Aes128CmHmacSha1_80),
+        (2, SrtpProfile::AeadAes256Gcm),
     ] {
         assert_eq!(fuzz::srtp_profile(selector), profile);
         let mut peer = session(&fuzz::srtp_keys(profile).mirrored()).expect("valid keys");
@@ -140,7 +147,7 @@ fn srtp_unprotect_seeds() -> Seeds {
             record(0, &first),
         ];
         seeds.push((
-            ["gcm_stream", "cm_stream"][usize::from(selector)],
+            ["gcm_stream", "cm_stream", "gcm256_stream"][usize::from(selector)],
             [vec![selector], records.concat()].concat(),
         ));
         let mut flipped = first.clone();
@@ -148,7 +155,7 @@ fn srtp_unprotect_seeds() -> Seeds {
         let cut = &first[..first.len() - 3];
         let broken = [record(0, &flipped), record(0, cut)].concat();
         seeds.push((
-            ["gcm_broken", "cm_broken"][usize::from(selector)],
+            ["gcm_broken", "cm_broken", "gcm256_broken"][usize::from(selector)],
             [vec![selector], broken].concat(),
         ));
     }
@@ -156,14 +163,76 @@ fn srtp_unprotect_seeds() -> Seeds {
 }
 
 fn protect(session: &mut SrtpSession, rtcp: bool, packet: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut buf = packet.to_vec();
+    buf.resize(packet.len() + MAX_OVERHEAD, 0);
     let result = if rtcp {
-        session.protect_rtcp(packet, &mut out)
+        session.protect_rtcp(&mut buf, packet.len())
     } else {
-        session.protect_rtp(packet, &mut out)
+        session.protect_rtp(&mut buf, packet.len())
     };
-    result.expect("protects");
-    out
+    buf.truncate(result.expect("protects"));
+    buf
+}
+
+/// A client stack's first flight: its ClientHello.
+fn client_hello() -> Vec<u8> {
+    let cert = dimpl::certificate::generate_self_signed_certificate().expect("a certificate");
+    let now = std::time::Instant::now();
+    let mut client = dimpl::Dtls::new_12(Arc::new(dimpl::Config::default()), cert, now);
+    client.set_active(true);
+    client.handle_timeout(now).expect("the client starts");
+    let mut buf = vec![0; 2048];
+    loop {
+        match client.poll_output(&mut buf) {
+            dimpl::Output::Packet(hello) => return hello.to_vec(),
+            dimpl::Output::Timeout(_) => panic!("no ClientHello"),
+            _ => {}
+        }
+    }
+}
+
+/// A plaintext handshake record holding all of a Certificate message (the client's second,
+/// RFC 5246 §7.4.6) with one `len`-byte certificate.
+fn certificate_record(len: usize) -> Vec<u8> {
+    let u24 = |n: usize| (n as u32).to_be_bytes()[1..].to_vec();
+    let body = [u24(len + 3), u24(len), vec![0x30; len]].concat();
+    let header = [
+        vec![11],
+        u24(body.len()),
+        vec![0, 1],
+        u24(0),
+        u24(body.len()),
+    ]
+    .concat();
+    let mut record = vec![22, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 1];
+    record.extend_from_slice(&((header.len() + body.len()) as u16).to_be_bytes());
+    [record, header, body].concat()
+}
+
+/// A time record of `dtls_association`: `tenths` tenths of a second.
+fn dtls_wait(tenths: u8) -> Vec<u8> {
+    record(1 + 2 * tenths, &[])
+}
+
+/// A ClientHello alone, retransmitted across the node's first retransmission and timeout,
+/// followed by a certificate, and garbage after it.
+fn dtls_association_seeds() -> Seeds {
+    let hello = record(0, &client_hello());
+    vec![
+        ("client_hello", hello.clone()),
+        (
+            "retransmitted_until_the_timeout",
+            [hello.clone(), dtls_wait(12), hello.clone(), dtls_wait(100)].concat(),
+        ),
+        (
+            "hello_then_certificate",
+            [hello.clone(), record(0, &certificate_record(300))].concat(),
+        ),
+        (
+            "hello_then_garbage",
+            [hello, record(0, &[22, 0xFE, 0xFD]), record(0, &[0xAB; 64])].concat(),
+        ),
+    ]
 }
 
 /// The real AV1 packets with a Dependency Descriptor, in capture order.
@@ -322,7 +391,7 @@ fn srtp_seeds_authenticate() {
     {
         let mut ours = session(&fuzz::srtp_keys(fuzz::srtp_profile(seed[0]))).expect("keys");
         let (_, first) = fuzz::records(&seed[1..]).next().expect("a record");
-        let mut out = Vec::new();
-        assert!(ours.unprotect_rtp(first, &mut out).is_ok(), "{name}");
+        let mut buf = first.to_vec();
+        assert!(ours.unprotect_rtp(&mut buf).is_ok(), "{name}");
     }
 }

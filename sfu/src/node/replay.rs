@@ -1,9 +1,9 @@
 //! Inbound SRTP/SRTCP replay protection (RFC 3711 §3.3.2): a sliding window over the packet
 //! index per SSRC.
 //!
-//! The SRTP library's own replay protection builds a fresh detector on every packet (see
-//! [`super::srtp`]), so the node keeps its own windows and only moves them for packets that
-//! authenticated.
+//! A window is checked before a packet is decrypted (a replay costs no decryption) and only
+//! moves once the packet authenticated ([`super::srtp`]), so forged packets cannot push it.
+//! Its state is inline: no allocation per packet.
 
 /// Packets behind the highest index that are still accepted once.
 pub const WINDOW: u64 = 1024;

@@ -13,6 +13,7 @@ use crate::node::batch::Sent;
 use crate::node::ice::{BindingRequest, IceError};
 use crate::node::metrics::DropReason;
 use crate::node::peer::{PeerId, Role};
+use crate::node::srtp::MAX_OVERHEAD;
 
 /// Largest datagram the node writes: an MTU-sized packet plus the SRTP tag.
 pub const MAX_DATAGRAM: usize = 1500;
@@ -135,15 +136,23 @@ impl NodeCore {
             self.counters.drop(DropReason::NoKeys);
             return false;
         };
+        self.plain.clear();
+        self.plain.extend_from_slice(data);
         let result = if rtcp {
-            srtp.unprotect_rtcp(data, &mut self.plain)
+            srtp.unprotect_rtcp(&mut self.plain)
         } else {
-            srtp.unprotect_rtp(data, &mut self.plain)
+            srtp.unprotect_rtp(&mut self.plain)
         };
-        if result.is_err() {
-            self.counters.drop(DropReason::SrtpRejected);
+        match result {
+            Ok(len) => {
+                self.plain.truncate(len);
+                true
+            }
+            Err(_) => {
+                self.counters.drop(DropReason::SrtpRejected);
+                false
+            }
         }
-        result.is_ok()
     }
 
     /// The next datagram to send, written into `out`: STUN answers, then RTCP, then media.
@@ -167,7 +176,9 @@ impl NodeCore {
             let Some(&id) = self.by_transport.get(&rtcp.transport) else {
                 continue;
             };
-            if let Some(to) = self.protect(id, &buf[..rtcp.len], true, out) {
+            out.clear();
+            out.extend_from_slice(&buf[..rtcp.len]);
+            if let Some(to) = self.protect(id, true, out) {
                 return Some(to);
             }
         }
@@ -185,13 +196,10 @@ impl NodeCore {
             let Some(&id) = self.by_transport.get(&transport) else {
                 continue;
             };
-            let mut plain = std::mem::take(&mut self.plain);
-            plain.clear();
-            plain.extend_from_slice(&header[..transmit.len]);
-            plain.extend_from_slice(&transmit.payload);
-            let sent = self.protect(id, &plain, false, out);
-            self.plain = plain;
-            if let Some(to) = sent {
+            out.clear();
+            out.extend_from_slice(&header[..transmit.len]);
+            out.extend_from_slice(&transmit.payload);
+            if let Some(to) = self.protect(id, false, out) {
                 self.counters.rtp_out += 1;
                 return Some(to);
             }
@@ -199,27 +207,25 @@ impl NodeCore {
         None
     }
 
-    /// Encrypts for a connected session; None (counted) while it has no address or keys.
-    fn protect(
-        &mut self,
-        id: PeerId,
-        packet: &[u8],
-        rtcp: bool,
-        out: &mut Vec<u8>,
-    ) -> Option<SocketAddr> {
+    /// Encrypts the packet in `out` in place for a connected session; None (counted) while it
+    /// has no address or keys.
+    fn protect(&mut self, id: PeerId, rtcp: bool, out: &mut Vec<u8>) -> Option<SocketAddr> {
         let peer = self.peers.get_mut(&id)?;
         let (Some(to), Some(srtp)) = (peer.addr, peer.srtp.as_mut()) else {
             self.counters.drop(DropReason::NotConnected);
             return None;
         };
+        let len = out.len();
+        out.resize(len + MAX_OVERHEAD, 0);
         let result = if rtcp {
-            srtp.protect_rtcp(packet, out)
+            srtp.protect_rtcp(out, len)
         } else {
-            srtp.protect_rtp(packet, out)
+            srtp.protect_rtp(out, len)
         };
         match result {
-            Ok(()) => {
-                self.counters.bytes_out += out.len() as u64;
+            Ok(protected) => {
+                out.truncate(protected);
+                self.counters.bytes_out += protected as u64;
                 Some(to)
             }
             Err(_) => {

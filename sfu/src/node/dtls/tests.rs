@@ -1,207 +1,8 @@
+//! The certificate, the fingerprint check and the key export's layout.
+
+use proptest::prelude::*;
+
 use super::*;
-
-/// A `dtls` crate client connected to a [`DtlsServer`] through channels, standing in for a
-/// browser.
-struct Peers {
-    server_keys: oneshot::Receiver<Result<SrtpKeys, DtlsError>>,
-    server_input: Arc<DtlsInput>,
-    client_conn: Arc<ChannelConn>,
-    client_cert: DtlsCertificate,
-    /// Held by the server's send callback: while it has other owners, the connection lives.
-    server_alive: Arc<()>,
-}
-
-fn connect(server_cert: &DtlsCertificate, fingerprint_in_sdp: Option<String>) -> Peers {
-    let client_cert = DtlsCertificate::generate().expect("certificate");
-    let sdp = fingerprint_in_sdp.unwrap_or_else(|| client_cert.fingerprint());
-    let (algorithm, value) = sdp.split_once(' ').expect("algorithm and value");
-    let (to_client, client_inbound) = mpsc::channel(INPUT_QUEUE);
-    let server_alive = Arc::new(());
-    let alive = Arc::clone(&server_alive);
-    let send_to_client: SendDatagram = Box::new(move |d| {
-        let _ = &alive;
-        let _ = to_client.try_send(d);
-    });
-    let (server_input, server_keys) =
-        DtlsServer::start(server_cert, (algorithm, value), send_to_client);
-    let server_input = Arc::new(server_input);
-    // Weak, so the test alone decides when the server's input is dropped.
-    let input = Arc::downgrade(&server_input);
-    let send_to_server: SendDatagram = Box::new(move |d| {
-        if let Some(input) = input.upgrade() {
-            input.push(d);
-        }
-    });
-    Peers {
-        server_keys,
-        server_input,
-        client_conn: Arc::new(ChannelConn::new(client_inbound, send_to_server)),
-        client_cert,
-        server_alive,
-    }
-}
-
-fn client_config(cert: &DtlsCertificate, profiles: Vec<SrtpProtectionProfile>) -> Config {
-    Config {
-        certificates: vec![cert.certificate.clone()],
-        srtp_protection_profiles: profiles,
-        extended_master_secret: ExtendedMasterSecretType::Require,
-        insecure_skip_verify: true,
-        server_name: "strata".to_owned(),
-        ..Config::default()
-    }
-}
-
-async fn handshake(
-    peers: Peers,
-    profiles: Vec<SrtpProtectionProfile>,
-) -> (Result<SrtpKeys, DtlsError>, Result<SrtpKeys, DtlsError>) {
-    let config = client_config(&peers.client_cert, profiles);
-    let client = async {
-        let dtls = DTLSConn::new(peers.client_conn, config, true, None)
-            .await
-            .map_err(DtlsError::Handshake)?;
-        export_keys(&dtls, Side::Client).await
-    };
-    let server = async { peers.server_keys.await.expect("the server task answers") };
-    tokio::join!(client, server)
-}
-
-const BOTH: [SrtpProtectionProfile; 2] = [
-    SrtpProtectionProfile::Srtp_Aead_Aes_128_Gcm,
-    SrtpProtectionProfile::Srtp_Aes128_Cm_Hmac_Sha1_80,
-];
-
-#[tokio::test]
-async fn both_sides_derive_the_same_srtp_keys() {
-    let server_cert = DtlsCertificate::generate().expect("certificate");
-    let (client, server) = handshake(connect(&server_cert, None), BOTH.to_vec()).await;
-    let (client, server) = (client.expect("client keys"), server.expect("server keys"));
-    assert_eq!(server.profile, SrtpProfile::AeadAes128Gcm);
-    assert_eq!(client, server.mirrored());
-    assert_eq!(server.local_key.len(), 16);
-    assert_eq!(server.local_salt.len(), 12);
-    assert_ne!(server.local_key, server.remote_key);
-}
-
-#[tokio::test]
-async fn the_client_profile_order_decides_and_aes_cm_keys_have_14_byte_salts() {
-    let server_cert = DtlsCertificate::generate().expect("certificate");
-    let profiles = vec![BOTH[1], BOTH[0]];
-    let (client, server) = handshake(connect(&server_cert, None), profiles).await;
-    let (client, server) = (client.expect("client keys"), server.expect("server keys"));
-    assert_eq!(server.profile, SrtpProfile::Aes128CmHmacSha1_80);
-    assert_eq!(server.local_salt.len(), 14);
-    assert_eq!(client, server.mirrored());
-}
-
-#[tokio::test]
-async fn a_certificate_not_matching_the_sdp_fingerprint_fails() {
-    let server_cert = DtlsCertificate::generate().expect("certificate");
-    let other = DtlsCertificate::generate()
-        .expect("certificate")
-        .fingerprint();
-    let (client, server) = handshake(connect(&server_cert, Some(other)), BOTH.to_vec()).await;
-    assert!(
-        matches!(server, Err(DtlsError::FingerprintMismatch)),
-        "{server:?}"
-    );
-    assert!(client.is_err());
-}
-
-#[tokio::test]
-async fn an_unsupported_fingerprint_hash_fails_at_once() {
-    let server_cert = DtlsCertificate::generate().expect("certificate");
-    let (_input, keys) = DtlsServer::start(&server_cert, ("sha-1", "AB:CD"), Box::new(|_| {}));
-    let result = keys.await.expect("the server task answers");
-    assert!(matches!(result, Err(DtlsError::UnsupportedFingerprint(h)) if h == "sha-1"));
-}
-
-#[tokio::test]
-async fn garbage_datagrams_do_not_stop_a_handshake() {
-    let server_cert = DtlsCertificate::generate().expect("certificate");
-    let peers = connect(&server_cert, None);
-    let garbage: [&[u8]; 5] = [
-        b"",
-        &[22],
-        &[22, 254, 253, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF],
-        &[20, 254, 253, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 1],
-        &[0xAB; 3000],
-    ];
-    for datagram in garbage {
-        peers.server_input.push(Bytes::copy_from_slice(datagram));
-    }
-    let input = Arc::clone(&peers.server_input);
-    let alive = Arc::clone(&peers.server_alive);
-    let (client, server) = handshake(peers, BOTH.to_vec()).await;
-    assert_eq!(
-        client.expect("client keys"),
-        server.expect("server keys").mirrored()
-    );
-    // After the handshake too: the connection reads the garbage off its queue and stays up.
-    for datagram in garbage {
-        input.push(Bytes::copy_from_slice(datagram));
-    }
-    let queue = &input.datagrams;
-    assert!(queue.capacity() < queue.max_capacity(), "queued");
-    let drained = async {
-        while queue.capacity() < queue.max_capacity() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(5), drained)
-        .await
-        .expect("the connection reads on after the handshake");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(
-        Arc::strong_count(&alive) > 1,
-        "garbage after the handshake ended the connection"
-    );
-}
-
-#[tokio::test]
-async fn the_connection_lives_until_its_input_is_dropped() {
-    let server_cert = DtlsCertificate::generate().expect("certificate");
-    let peers = connect(&server_cert, None);
-    let (alive, input) = (
-        Arc::clone(&peers.server_alive),
-        Arc::clone(&peers.server_input),
-    );
-    let (client, server) = handshake(peers, BOTH.to_vec()).await;
-    assert_eq!(
-        client.expect("client keys"),
-        server.expect("server keys").mirrored()
-    );
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(
-        Arc::strong_count(&alive) > 1,
-        "the connection stays up after the handshake"
-    );
-    drop(input);
-    let ended = async {
-        while Arc::strong_count(&alive) > 1 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(5), ended)
-        .await
-        .expect("the connection ends once its input is dropped");
-}
-
-#[tokio::test]
-async fn a_silent_peer_times_out() {
-    let server_cert = DtlsCertificate::generate().expect("certificate");
-    let fingerprint = server_cert.fingerprint();
-    let (algorithm, value) = fingerprint.split_once(' ').expect("algorithm and value");
-    let timeout = Duration::from_millis(300);
-    let (_input, keys) =
-        DtlsServer::start_with_timeout(&server_cert, (algorithm, value), Box::new(|_| {}), timeout);
-    let result = keys.await.expect("the server task answers");
-    assert!(
-        matches!(result, Err(DtlsError::Timeout(t)) if t == timeout),
-        "{result:?}"
-    );
-}
 
 #[test]
 fn the_fingerprint_is_sha256_of_the_der_in_uppercase_pairs() {
@@ -209,7 +10,6 @@ fn the_fingerprint_is_sha256_of_the_der_in_uppercase_pairs() {
     let fingerprint = cert.fingerprint();
     let (algorithm, value) = fingerprint.split_once(' ').expect("algorithm and value");
     assert_eq!(algorithm, "sha-256");
-    let digest = Sha256::digest(cert.certificate.certificate[0].as_ref());
     let bytes: Vec<u8> = value
         .split(':')
         .map(|pair| {
@@ -217,27 +17,82 @@ fn the_fingerprint_is_sha256_of_the_der_in_uppercase_pairs() {
             u8::from_str_radix(pair, 16).expect("hex pair")
         })
         .collect();
-    assert_eq!(bytes, digest.to_vec());
+    assert_eq!(bytes, Sha256::digest(&cert.der.certificate).to_vec());
+    // It reads back as what the check compares against.
+    let parsed = expected_fingerprint((algorithm, value)).expect("well formed");
+    assert_eq!(parsed, sha256(&cert.der.certificate));
 }
 
 #[test]
-fn the_certificate_key_is_ecdsa_p256() {
-    let cert = DtlsCertificate::generate().expect("certificate");
-    let kind = &cert.certificate.private_key.kind;
-    assert!(
-        matches!(kind, dtls::crypto::CryptoPrivateKeyKind::Ecdsa256(_)),
-        "{kind:?}"
-    );
+fn certificates_are_unique() {
+    let one = DtlsCertificate::generate().expect("certificate");
+    let other = DtlsCertificate::generate().expect("certificate");
+    assert_ne!(one.fingerprint(), other.fingerprint());
+}
+
+#[test]
+fn sdp_fingerprints_parse_in_either_case_and_nothing_else() {
+    let pairs: Vec<String> = (0..32).map(|i| format!("{:02x}", i * 7)).collect();
+    let lower = pairs.join(":");
+    let expected: Vec<u8> = (0..32).map(|i| i * 7).collect();
+    let parsed = expected_fingerprint(("SHA-256", &lower)).expect("lower case");
+    assert_eq!(parsed.to_vec(), expected);
+    let upper = format!(" {} ", lower.to_ascii_uppercase());
+    assert_eq!(expected_fingerprint(("sha-256", &upper)).ok(), Some(parsed));
+
+    let short = pairs[..31].join(":");
+    let long = format!("{lower}:00");
+    let odd = lower.replacen(':', "", 1);
+    let not_hex = lower.replacen("00", "0g", 1);
+    let signed = lower.replacen("00", "+0", 1);
+    for malformed in [&short, &long, &odd, &not_hex, &signed, "", ":::"] {
+        let result = expected_fingerprint(("sha-256", malformed));
+        assert!(
+            matches!(result, Err(DtlsError::MalformedFingerprint)),
+            "{malformed:?}: {result:?}"
+        );
+    }
+    let sha1 = expected_fingerprint(("sha-1", &lower));
+    assert!(matches!(sha1, Err(DtlsError::UnsupportedFingerprint(h)) if h == "sha-1"));
 }
 
 #[test]
 fn keying_material_splits_in_rfc_5764_order() {
-    let material: Vec<u8> = (0..56).collect();
-    let server = split_keying_material(SrtpProfile::AeadAes128Gcm, &material, Side::Server);
-    assert_eq!(server.remote_key, (0..16).collect::<Vec<u8>>());
-    assert_eq!(server.local_key, (16..32).collect::<Vec<u8>>());
-    assert_eq!(server.remote_salt, (32..44).collect::<Vec<u8>>());
-    assert_eq!(server.local_salt, (44..56).collect::<Vec<u8>>());
-    let client = split_keying_material(SrtpProfile::AeadAes128Gcm, &material, Side::Client);
-    assert_eq!(client, server.mirrored());
+    for profile in [
+        SrtpProfile::AeadAes128Gcm,
+        SrtpProfile::AeadAes256Gcm,
+        SrtpProfile::Aes128CmHmacSha1_80,
+    ] {
+        let (key, salt) = (profile.key_len() as u8, profile.salt_len() as u8);
+        let material: Vec<u8> = (0..2 * (key + salt)).collect();
+        let server = split_keying_material(profile, &material, Side::Server).expect("fits");
+        assert_eq!(server.remote_key, (0..key).collect::<Vec<u8>>());
+        assert_eq!(server.local_key, (key..2 * key).collect::<Vec<u8>>());
+        assert_eq!(
+            server.remote_salt,
+            (2 * key..2 * key + salt).collect::<Vec<u8>>()
+        );
+        assert_eq!(
+            server.local_salt,
+            (2 * key + salt..2 * (key + salt)).collect::<Vec<u8>>()
+        );
+        let client = split_keying_material(profile, &material, Side::Client).expect("fits");
+        assert_eq!(client, server.mirrored());
+        let short = &material[..material.len() - 1];
+        assert_eq!(split_keying_material(profile, short, Side::Server), None);
+    }
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_fingerprints_never_panic(algorithm in ".{0,10}", value in ".{0,120}") {
+        let _ = expected_fingerprint((&algorithm, &value));
+    }
+
+    #[test]
+    fn written_fingerprints_read_back(hash in any::<[u8; 32]>()) {
+        let value: Vec<String> = hash.iter().map(|b| format!("{b:02X}")).collect();
+        let parsed = expected_fingerprint(("sha-256", &value.join(":")));
+        prop_assert_eq!(parsed.ok(), Some(hash));
+    }
 }

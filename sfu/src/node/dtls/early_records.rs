@@ -1,0 +1,132 @@
+//! Records of a later epoch that arrive before the DTLS stack can decrypt them. The stack keeps
+//! them undecrypted for later, and takes a second copy of one (same epoch and sequence number)
+//! as impossible: it asserts, so a duplicated datagram or a hostile peer would crash it
+//! (fuzzing found it). Until the handshake is done the association lets each such record
+//! through once; afterwards the stack's own replay window drops copies before that point.
+
+use super::DtlsError;
+
+/// Later-epoch records a handshake lets through: a client sends one or two (its Finished,
+/// maybe early application data), and retransmits them under new sequence numbers.
+const CAPACITY: usize = 32;
+
+/// The DTLS record header (RFC 6347 §4.1): type, version, epoch, sequence number, length.
+const HEADER_LEN: usize = 13;
+
+/// The (epoch, sequence number) of the later-epoch records let through so far.
+#[derive(Debug, Default)]
+pub(super) struct EarlyRecords {
+    seen: Vec<(u16, u64)>,
+}
+
+impl EarlyRecords {
+    /// Whether `datagram` may go to the stack: none of its later-epoch records went before,
+    /// and they fit the bound. The ones it carries are remembered.
+    pub fn admit(&mut self, datagram: &[u8]) -> Result<(), DtlsError> {
+        let mut count = 0;
+        for id in later_epoch_records(datagram) {
+            if self.seen.contains(&id) {
+                return Err(DtlsError::DuplicateRecord);
+            }
+            count += 1;
+        }
+        if self.seen.len() + count > CAPACITY {
+            return Err(DtlsError::TooManyEarlyRecords);
+        }
+        self.seen.extend(later_epoch_records(datagram));
+        Ok(())
+    }
+}
+
+/// The (epoch, sequence number) of each record past epoch 0 in `datagram`, walking record
+/// lengths as the stack does; a record cut short ends the walk (the stack drops the datagram).
+fn later_epoch_records(mut datagram: &[u8]) -> impl Iterator<Item = (u16, u64)> + '_ {
+    std::iter::from_fn(move || loop {
+        let header = datagram.get(..HEADER_LEN)?;
+        let length = usize::from(u16::from_be_bytes([header[11], header[12]]));
+        let epoch = u16::from_be_bytes([header[3], header[4]]);
+        let mut sequence = [0u8; 8];
+        sequence[2..].copy_from_slice(&header[5..11]);
+        datagram = datagram.get(HEADER_LEN + length..)?;
+        if epoch != 0 {
+            return Some((epoch, u64::from_be_bytes(sequence)));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn record(epoch: u16, sequence: u64, body: &[u8]) -> Vec<u8> {
+        let mut record = vec![23, 0xFE, 0xFD];
+        record.extend_from_slice(&epoch.to_be_bytes());
+        record.extend_from_slice(&sequence.to_be_bytes()[2..]);
+        record.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        record.extend_from_slice(body);
+        record
+    }
+
+    #[test]
+    fn a_later_epoch_record_goes_through_once() {
+        let mut early = EarlyRecords::default();
+        let finished = [record(0, 4, b"ccs"), record(1, 0, &[9; 40])].concat();
+        assert!(early.admit(&finished).is_ok());
+        assert!(matches!(
+            early.admit(&finished),
+            Err(DtlsError::DuplicateRecord)
+        ));
+        // Alone too, and in another datagram's company.
+        let alone = record(1, 0, &[7; 40]);
+        assert!(early.admit(&alone).is_err());
+        let with_other = [record(1, 1, b"new"), record(1, 0, b"old")].concat();
+        assert!(early.admit(&with_other).is_err());
+        // A retransmission carries new sequence numbers; epoch 0 copies are the stack's to
+        // handle.
+        assert!(early.admit(&record(1, 2, &[9; 40])).is_ok());
+        assert!(early.admit(&finished[..19]).is_ok());
+        assert!(early.admit(&finished[..19]).is_ok());
+    }
+
+    #[test]
+    fn the_walk_follows_lengths_and_stops_at_a_cut() {
+        let datagram = [record(2, 7, b"ab"), record(0, 1, b"c"), record(3, 9, b"")].concat();
+        let ids: Vec<_> = later_epoch_records(&datagram).collect();
+        assert_eq!(ids, [(2, 7), (3, 9)]);
+        let cut = &datagram[..datagram.len() - 1];
+        assert_eq!(later_epoch_records(cut).collect::<Vec<_>>(), [(2, 7)]);
+        assert_eq!(later_epoch_records(&[]).count(), 0);
+    }
+
+    #[test]
+    fn the_records_let_through_are_bounded() {
+        let mut early = EarlyRecords::default();
+        for sequence in 0..CAPACITY as u64 {
+            assert!(early.admit(&record(1, sequence, b"x")).is_ok());
+        }
+        let one_more = record(1, CAPACITY as u64, b"x");
+        assert!(matches!(
+            early.admit(&one_more),
+            Err(DtlsError::TooManyEarlyRecords)
+        ));
+        // Epoch 0 still goes through.
+        assert!(early.admit(&record(0, 99, b"x")).is_ok());
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_datagrams_never_panic_and_never_pass_twice(
+            datagram in prop::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let mut early = EarlyRecords::default();
+            let first = early.admit(&datagram);
+            let again = early.admit(&datagram);
+            let later = later_epoch_records(&datagram).count();
+            if first.is_ok() && later > 0 {
+                prop_assert!(again.is_err());
+            }
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! Both directions of one peer's SRTP: the session keys of each, the rollover counts and SRTCP
+//! indices of what we send, the replay windows of what we receive.
+
+use std::collections::HashMap;
+
+use super::cm::AesCm;
+use super::gcm::Gcm;
+use super::kdf::{self, Labels};
+use super::{
+    read_u16, read_u32, rtp_header_len, SrtpContext, SrtpError, SrtpKeys, SrtpProfile, E_FLAG,
+    RTCP_HEADER_LEN, RTP_HEADER_LEN, SRTCP_INDEX_LEN,
+};
+use crate::node::replay::{ReplayWindow, Rollover, RtpReplay};
+
+/// The largest SRTCP index (RFC 3711 §3.4: 31 bits). Re-keying is due before it is passed.
+const MAX_SRTCP_INDEX: u32 = 0x7FFF_FFFF;
+
+/// A session for `keys`.
+pub fn session(keys: &SrtpKeys) -> Result<SrtpSession, SrtpError> {
+    SrtpSession::new(keys)
+}
+
+/// Both directions of one peer's SRTP, with the node's replay windows on the inbound side.
+/// No allocation per packet once a stream (an SSRC in one direction) has its entry.
+pub struct SrtpSession {
+    profile: SrtpProfile,
+    outbound: Direction,
+    inbound: Direction,
+    /// Per SSRC sent, the highest extended sequence number: the rollover count's source.
+    sent_rtp: HashMap<u32, Rollover>,
+    /// Per SSRC sent, the next SRTCP index.
+    sent_rtcp: HashMap<u32, u32>,
+    rtp_replay: HashMap<u32, RtpReplay>,
+    rtcp_replay: HashMap<u32, ReplayWindow>,
+}
+
+impl std::fmt::Debug for SrtpSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SrtpSession")
+            .field("profile", &self.profile)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SrtpSession {
+    pub fn new(keys: &SrtpKeys) -> Result<Self, SrtpError> {
+        let profile = keys.profile;
+        if keys.local_key.len() != profile.key_len() || keys.remote_key.len() != profile.key_len() {
+            return Err(SrtpError::Keys);
+        }
+        Ok(Self {
+            profile,
+            outbound: Direction::new(profile, &keys.local_key, &keys.local_salt)?,
+            inbound: Direction::new(profile, &keys.remote_key, &keys.remote_salt)?,
+            sent_rtp: HashMap::new(),
+            sent_rtcp: HashMap::new(),
+            rtp_replay: HashMap::new(),
+            rtcp_replay: HashMap::new(),
+        })
+    }
+
+    pub fn profile(&self) -> SrtpProfile {
+        self.profile
+    }
+
+    /// The SRTCP trailer of `packet`: (E flag, index). Its place depends on the profile: after
+    /// the tag for AES-GCM (RFC 7714 §9.2), before it for AES-CM (RFC 3711 §3.4).
+    fn srtcp_trailer(&self, packet: &[u8]) -> Result<(bool, u32), SrtpError> {
+        let tag = self.profile.tag_len();
+        if packet.len() < RTCP_HEADER_LEN + tag + SRTCP_INDEX_LEN {
+            return Err(SrtpError::TooShort);
+        }
+        let end = match self.profile {
+            SrtpProfile::AeadAes128Gcm | SrtpProfile::AeadAes256Gcm => packet.len(),
+            SrtpProfile::Aes128CmHmacSha1_80 => packet.len() - tag,
+        };
+        let word = read_u32(packet, end - SRTCP_INDEX_LEN);
+        Ok((word & E_FLAG != 0, word & MAX_SRTCP_INDEX))
+    }
+}
+
+impl SrtpContext for SrtpSession {
+    fn protect_rtp(&mut self, buf: &mut [u8], len: usize) -> Result<usize, SrtpError> {
+        let packet = buf.get(..len).ok_or(SrtpError::NoRoom)?;
+        let header_len = rtp_header_len(packet).ok_or(SrtpError::Malformed)?;
+        if buf.len() < len + self.profile.tag_len() {
+            return Err(SrtpError::NoRoom);
+        }
+        let (seq, ssrc) = (read_u16(buf, 2), read_u32(buf, 8));
+        let stream = self.sent_rtp.entry(ssrc).or_default();
+        // A sequence number from before the first rollover count is sent under count 0.
+        let index = stream.estimate(seq).unwrap_or(u64::from(seq));
+        let protected = self
+            .outbound
+            .rtp
+            .seal_rtp(buf, header_len, len, ssrc, index)?;
+        stream.advance(index);
+        Ok(protected)
+    }
+
+    fn protect_rtcp(&mut self, buf: &mut [u8], len: usize) -> Result<usize, SrtpError> {
+        let packet = buf.get(..len).ok_or(SrtpError::NoRoom)?;
+        if packet.len() < RTCP_HEADER_LEN || packet[0] >> 6 != 2 {
+            return Err(SrtpError::Malformed);
+        }
+        if buf.len() < len + self.profile.tag_len() + SRTCP_INDEX_LEN {
+            return Err(SrtpError::NoRoom);
+        }
+        let ssrc = read_u32(buf, 4);
+        let next = self.sent_rtcp.entry(ssrc).or_insert(0);
+        let index = *next;
+        if index > MAX_SRTCP_INDEX {
+            return Err(SrtpError::Exhausted);
+        }
+        let protected = self.outbound.rtcp.seal_rtcp(buf, len, ssrc, index)?;
+        *next += 1;
+        Ok(protected)
+    }
+
+    fn unprotect_rtp(&mut self, buf: &mut [u8]) -> Result<usize, SrtpError> {
+        let tag = self.profile.tag_len();
+        if buf.len() < RTP_HEADER_LEN + tag {
+            return Err(SrtpError::TooShort);
+        }
+        let header_len = rtp_header_len(buf)
+            .filter(|&header| header + tag <= buf.len())
+            .ok_or(SrtpError::Malformed)?;
+        let (seq, ssrc) = (read_u16(buf, 2), read_u32(buf, 8));
+        // Checked before decrypting so replays cost no decryption; the window only moves once
+        // the packet authenticated.
+        let index = match self.rtp_replay.get(&ssrc) {
+            Some(replay) => replay.check(seq).ok_or(SrtpError::Replayed)?,
+            None => u64::from(seq),
+        };
+        let plain = self.inbound.rtp.open_rtp(buf, header_len, ssrc, index)?;
+        self.rtp_replay.entry(ssrc).or_default().accept(index);
+        Ok(plain)
+    }
+
+    fn unprotect_rtcp(&mut self, buf: &mut [u8]) -> Result<usize, SrtpError> {
+        let (encrypted, index) = self.srtcp_trailer(buf)?;
+        // Peers always encrypt; an unencrypted packet is refused outright.
+        if !encrypted {
+            return Err(SrtpError::Unencrypted);
+        }
+        let ssrc = read_u32(buf, 4);
+        let window = self.rtcp_replay.get(&ssrc);
+        if window.is_some_and(|w| !w.check(u64::from(index))) {
+            return Err(SrtpError::Replayed);
+        }
+        let plain = self.inbound.rtcp.open_rtcp(buf, ssrc, index)?;
+        self.rtcp_replay
+            .entry(ssrc)
+            .or_default()
+            .accept(u64::from(index));
+        Ok(plain)
+    }
+}
+
+/// One direction's session keys (RFC 3711 §4.3): SRTP's and SRTCP's.
+struct Direction {
+    rtp: Cipher,
+    rtcp: Cipher,
+}
+
+impl Direction {
+    fn new(profile: SrtpProfile, master_key: &[u8], master_salt: &[u8]) -> Result<Self, SrtpError> {
+        let cipher = |labels| Cipher::new(profile, master_key, master_salt, labels);
+        Ok(Self {
+            rtp: cipher(kdf::SRTP)?,
+            rtcp: cipher(kdf::SRTCP)?,
+        })
+    }
+}
+
+/// The transform of one packet kind in one direction. AES-CM's expanded AES and HMAC keys
+/// (1.7 KB) are boxed: one allocation per session, not a session sized by its largest profile.
+enum Cipher {
+    Gcm(Gcm),
+    Cm(Box<AesCm>),
+}
+
+impl Cipher {
+    fn new(
+        profile: SrtpProfile,
+        master_key: &[u8],
+        master_salt: &[u8],
+        labels: Labels,
+    ) -> Result<Self, SrtpError> {
+        Ok(match profile {
+            SrtpProfile::AeadAes128Gcm | SrtpProfile::AeadAes256Gcm => {
+                Self::Gcm(Gcm::new(master_key, master_salt, labels)?)
+            }
+            SrtpProfile::Aes128CmHmacSha1_80 => {
+                Self::Cm(Box::new(AesCm::new(master_key, master_salt, labels)?))
+            }
+        })
+    }
+
+    fn seal_rtp(
+        &self,
+        buf: &mut [u8],
+        header_len: usize,
+        len: usize,
+        ssrc: u32,
+        index: u64,
+    ) -> Result<usize, SrtpError> {
+        match self {
+            Self::Gcm(gcm) => gcm.seal_rtp(buf, header_len, len, ssrc, index),
+            Self::Cm(cm) => cm.seal_rtp(buf, header_len, len, ssrc, index),
+        }
+    }
+
+    fn open_rtp(
+        &self,
+        buf: &mut [u8],
+        header_len: usize,
+        ssrc: u32,
+        index: u64,
+    ) -> Result<usize, SrtpError> {
+        match self {
+            Self::Gcm(gcm) => gcm.open_rtp(buf, header_len, ssrc, index),
+            Self::Cm(cm) => cm.open_rtp(buf, header_len, ssrc, index),
+        }
+    }
+
+    fn seal_rtcp(
+        &self,
+        buf: &mut [u8],
+        len: usize,
+        ssrc: u32,
+        index: u32,
+    ) -> Result<usize, SrtpError> {
+        match self {
+            Self::Gcm(gcm) => gcm.seal_rtcp(buf, len, ssrc, index),
+            Self::Cm(cm) => cm.seal_rtcp(buf, len, ssrc, index),
+        }
+    }
+
+    fn open_rtcp(&self, buf: &mut [u8], ssrc: u32, index: u32) -> Result<usize, SrtpError> {
+        match self {
+            Self::Gcm(gcm) => gcm.open_rtcp(buf, ssrc, index),
+            Self::Cm(cm) => cm.open_rtcp(buf, ssrc, index),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::srtp::tests::{keys, rtcp, PROFILES};
+    use crate::node::srtp::MAX_OVERHEAD;
+
+    /// Past 2^31 packets an SSRC's SRTCP index would repeat under the same keys: refused.
+    #[test]
+    fn the_last_srtcp_index_is_the_last() {
+        for profile in PROFILES {
+            let mut ours = session(&keys(profile)).expect("valid keys");
+            ours.sent_rtcp.insert(7, MAX_SRTCP_INDEX);
+            let report = rtcp(7);
+            let mut buf = report.clone();
+            buf.resize(report.len() + MAX_OVERHEAD, 0);
+            assert!(ours.protect_rtcp(&mut buf, report.len()).is_ok());
+            let mut buf = report.clone();
+            buf.resize(report.len() + MAX_OVERHEAD, 0);
+            let exhausted = ours.protect_rtcp(&mut buf, report.len());
+            assert_eq!(exhausted, Err(SrtpError::Exhausted), "{profile:?}");
+        }
+    }
+}
