@@ -20,7 +20,7 @@ use crate::engine::{
     DownTrackConfig, DownTrackId, RouterConfig, TrackConfig, TransportCc, TransportId,
 };
 use crate::node::auth::{Auth, Grant};
-use crate::node::core::NodeCore;
+use crate::node::core::{NodeCore, MAX_DATAGRAM};
 use crate::node::dtls::{
     DtlsAssociation, DtlsCertificate, DtlsConfig, DtlsError, DtlsOutput, DATAGRAM_LIMIT, MTU,
 };
@@ -629,7 +629,7 @@ fn node_with_peers(now: Instant) -> (NodeCore, PeerId) {
         core.handle_datagram(now, NODE_ADDRS[index], &node_binding_request(index, true));
         core.set_srtp(id, Box::new(Unprotected));
     }
-    let mut out = Vec::new();
+    let mut out = vec![0; MAX_DATAGRAM];
     while core.poll_datagram(&mut out).is_some() {}
     (core, viewer)
 }
@@ -687,17 +687,18 @@ fn node_viewer() -> Viewer {
 
 /// Checks every datagram the node sends; returns how many were RTP.
 fn drain_node(core: &mut NodeCore, viewer: PeerId) -> usize {
-    let mut out = Vec::new();
+    let mut buf = vec![0; MAX_DATAGRAM];
     let mut rtp = 0;
-    while let Some(to) = core.poll_datagram(&mut out) {
+    while let Some((to, len)) = core.poll_datagram(&mut buf) {
         assert!(NODE_ADDRS.contains(&to), "sent to {to}");
-        match classify(&out) {
-            PayloadKind::Stun => assert_binding_success(&out),
+        let out = &buf[..len];
+        match classify(out) {
+            PayloadKind::Stun => assert_binding_success(out),
             PayloadKind::Rtcp => {
-                parse_compound(&out, |_| {}).expect("the node's RTCP parses");
+                parse_compound(out, |_| {}).expect("the node's RTCP parses");
             }
             PayloadKind::Rtp => {
-                let ssrc = RtpPacket::parse(&out)
+                let ssrc = RtpPacket::parse(out)
                     .expect("the node's RTP parses")
                     .fields()
                     .ssrc;

@@ -200,7 +200,7 @@ impl MediaLoop {
             dtls_tx,
             dtls_rx,
             handshakes: HashMap::new(),
-            batch: Batch::new(MAX_DATAGRAM + 64),
+            batch: Batch::new(MAX_DATAGRAM),
             reaped: 0,
             next_release: now(),
             shard: None,
@@ -449,10 +449,10 @@ impl MediaLoop {
     fn flush(&mut self) {
         loop {
             while let Some(buffer) = self.batch.next_buffer() {
-                let Some(to) = self.core.poll_datagram(buffer) else {
+                let Some((to, len)) = self.core.poll_datagram(buffer) else {
                     break;
                 };
-                self.batch.commit(to);
+                self.batch.commit(to, len);
             }
             if self.batch.is_empty() {
                 break;

@@ -45,6 +45,9 @@ pub enum DropReason {
     NotConnected,
     /// A datagram the socket would not take (send buffer full).
     SendFailed,
+    /// A packet to send longer than the buffer it is written into
+    /// ([`MAX_DATAGRAM`](crate::node::core::MAX_DATAGRAM)).
+    TooLong,
     /// A datagram for a worker whose queue from the socket's reader was full (that worker
     /// fell behind).
     HandoffFull,
@@ -54,7 +57,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    const ALL: [DropReason; 18] = [
+    const ALL: [DropReason; 19] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -71,6 +74,7 @@ impl DropReason {
         Self::Internal,
         Self::NotConnected,
         Self::SendFailed,
+        Self::TooLong,
         Self::HandoffFull,
         Self::EventStreamBehind,
     ];
@@ -93,6 +97,7 @@ impl DropReason {
             Self::Internal => "internal",
             Self::NotConnected => "not_connected",
             Self::SendFailed => "send_failed",
+            Self::TooLong => "too_long",
             Self::HandoffFull => "handoff_full",
             Self::EventStreamBehind => "event_stream_behind",
         }
