@@ -300,7 +300,7 @@ fn join_viewers(
     let deadline = start + Duration::from_secs_f64(options.connect_timeout);
     let mut joining = Joining::default();
     for index in 0..options.viewers {
-        let spatial = (index % 3) as u8;
+        let spatial = options.layer.unwrap_or((index % 3) as u8);
         match signal(http, options, index, spatial, deadline) {
             Ok(job) => {
                 joining.accepted += 1;

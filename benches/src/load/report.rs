@@ -237,6 +237,17 @@ impl Report {
         percent_of_core(self.measured.node_cpu, self.measured.wall)
     }
 
+    /// Connected viewers over the cores the node used for them: how many a core would serve
+    /// at this mix of layers.
+    pub fn viewers_per_core(&self) -> f64 {
+        let cores = self.node_cpu_pct() / 100.0;
+        if cores > 0.0 {
+            self.joining.connected as f64 / cores
+        } else {
+            0.0
+        }
+    }
+
     pub fn tool_cpu_pct(&self) -> f64 {
         percent_of_core(self.measured.tool_cpu, self.measured.wall)
     }
@@ -321,6 +332,7 @@ impl Report {
             "latency_ms_video_spatial": self.latencies.video.each_ref().map(latency_json),
             "latency_ms_audio": latency_json(&self.latencies.audio),
             "node_cpu_pct": self.node_cpu_pct(),
+            "viewers_per_core": self.viewers_per_core(),
             "cost": self.cost.json(),
             "node_rss_kib": self.measured.rss_after_kib,
             "node_rss_per_viewer_kib": self.rss_per_viewer_kib(),
@@ -475,7 +487,11 @@ impl Report {
         row(
             out,
             "node CPU",
-            format!("{:.1} % of a core", self.node_cpu_pct()),
+            format!(
+                "{:.1} % of a core ({:.0} viewers per core)",
+                self.node_cpu_pct(),
+                self.viewers_per_core()
+            ),
         );
         self.cost.rows(out);
         row(
