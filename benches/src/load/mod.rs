@@ -196,6 +196,7 @@ pub fn run(options: &Options) -> Result<Report, LoadError> {
     measured.node_drops = node::drops(node.http);
     measured.keyframe_requests_sent =
         node::metric(node.http, "strata_keyframe_requests_sent_total");
+    measured.probe_clusters = node::metric(node.http, "strata_probe_clusters_total");
     Ok(Report::new(
         options, &joining, &measured, &reports, &publisher,
     ))

@@ -95,6 +95,8 @@ pub struct Measured {
     pub rss_after_kib: u64,
     pub node_drops: Vec<(String, u64)>,
     pub keyframe_requests_sent: Option<u64>,
+    /// Probe clusters the node started toward viewers held below their layers, all run long.
+    pub probe_clusters: Option<u64>,
     /// The node's estimates and layers for its viewers as the measurement ended.
     pub viewer_gauges: ViewerGauges,
     pub warmup: Warmup,
@@ -304,7 +306,7 @@ impl Report {
     }
 
     pub fn json(&self) -> Value {
-        json!({
+        let mut out = json!({
             "viewers": self.viewers,
             "workers": self.workers,
             "rooms": self.rooms,
@@ -348,7 +350,10 @@ impl Report {
             "node_spatial_sent": self.measured.viewer_gauges.spatial_sent,
             "publisher": self.publisher_json(),
             "errors": self.errors.len(),
-        })
+        });
+        // Beside the rest: one more key in the macro above passes its recursion limit.
+        out["probe_clusters"] = json!(self.measured.probe_clusters);
+        out
     }
 
     fn drops_json(&self) -> Value {
@@ -422,11 +427,14 @@ impl Report {
             out,
             "node: estimate kbit/s",
             format!(
-                "{}; sends spatial 0/1/2 to {}/{}/{} viewers",
+                "{}; sends spatial 0/1/2 to {}/{}/{} viewers; {} probe clusters",
                 spread_text(self.estimates_kbps(), ""),
                 sent[0],
                 sent[1],
-                sent[2]
+                sent[2],
+                self.measured
+                    .probe_clusters
+                    .map_or("?".to_owned(), |n| n.to_string())
             ),
         );
         row(
