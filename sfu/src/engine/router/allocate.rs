@@ -177,9 +177,10 @@ impl Router {
             .collect();
         let budget = state.estimate_bps.saturating_sub(audio_bps);
         let chosen = allocate(budget, &inputs);
-        // What could stay: layer rates swing by several percent as keyframes enter and leave
-        // the measuring window, and a layer that fits on average should not be dropped (and,
-        // after the hold-down, taken again) each time they do.
+        // What could stay: a layer's steady rate still drifts by several percent with what
+        // the camera sees (keyframes no longer move it, see `layer_rates`), and a layer that
+        // fits on average should not be dropped (and, after the hold-down, taken again) each
+        // time it drifts over.
         let tolerated = allocate(budget + budget / STAY_TOLERANCE, &inputs);
         // What the viewer asked for, whatever it costs: when the estimate holds it below
         // that, a probe cluster tests whether the path carries more.
@@ -208,8 +209,8 @@ impl Router {
         // with transport-wide CC, what the path has shown it carries (an estimate can run
         // ahead of that, and the layers a probe confirmed should not wait for it).
         // Rising takes headroom where staying takes a tolerance: a probe through a shaper
-        // reads above the path's rate (its burst passes at the send rate), and layer rates
-        // dip below their average between keyframes.
+        // reads above the path's rate (its burst passes at the send rate), and the layer's
+        // steady rate leaves out what its keyframes send above a delta frame.
         let shown = |c: u64| c - c / RISE_HEADROOM;
         let rise_to = match confirmed {
             Some(c) => allocate(budget.min(shown(c).saturating_sub(audio_bps)), &inputs),
