@@ -26,10 +26,10 @@ use super::event_queue::{event_queue, Closed, EventReceiver, EventSender};
 use super::memory;
 use super::metrics::{DropReason, Snapshot};
 use super::participant::Choice;
-use super::peer::{Join, PeerId, Publisher, Viewer};
+use super::peer::{Join, PeerId, Publisher};
 use super::room_view::RoomView;
-use super::sdp::RoomCodec;
 use super::shard::{Handoff, Shard};
+use super::signaling::{self, SignalError, WatchRequest, Watched};
 use super::srtp::{self, SrtpKeys};
 use super::stats::ViewerStats;
 use crate::engine::rtcp::WallClock;
@@ -43,17 +43,10 @@ pub enum Command {
         publisher: Publisher,
         reply: oneshot::Sender<Result<PeerId, CoreError>>,
     },
+    /// A WHEP offer: negotiated and the viewer added in the same turn.
     Watch {
-        join: Join,
-        viewer: Viewer,
-        reply: oneshot::Sender<Result<PeerId, CoreError>>,
-    },
-    /// What the publisher a viewer watches sends (the one named, or the room's first), for
-    /// the viewer's negotiation.
-    RoomCodecs {
-        room: String,
-        source: Option<String>,
-        reply: oneshot::Sender<Result<Vec<RoomCodec>, CoreError>>,
+        request: WatchRequest,
+        reply: oneshot::Sender<Result<Watched, SignalError>>,
     },
     /// A conference participant joins with its offer.
     Join {
@@ -105,10 +98,9 @@ impl Command {
     /// The room the command is about: the worker that serves that room takes it.
     pub fn room(&self) -> Option<&str> {
         match self {
-            Self::Publish { join, .. } | Self::Watch { join, .. } | Self::Join { join, .. } => {
-                Some(&join.room)
-            }
-            Self::RoomCodecs { room, .. } | Self::RoomState { room, .. } => Some(room),
+            Self::Publish { join, .. } | Self::Join { join, .. } => Some(&join.room),
+            Self::Watch { request, .. } => Some(&request.join.room),
+            Self::RoomState { room, .. } => Some(room),
             Self::Resource { resource, .. }
             | Self::ViewerStats { resource, .. }
             | Self::Renegotiate { resource, .. }
@@ -302,24 +294,13 @@ impl MediaLoop {
                 }
                 let _ = reply.send(added);
             }
-            Command::Watch {
-                join,
-                viewer,
-                reply,
-            } => {
-                let room = join.room.clone();
-                let added = self.core.add_viewer(now, join, viewer);
-                if let Ok(id) = added {
-                    tracing::info!(peer = %id, room, "viewer joined");
+            Command::Watch { request, reply } => {
+                let room = request.join.room.clone();
+                let watched = signaling::watch(&mut self.core, now, request);
+                if let Ok(watched) = &watched {
+                    tracing::info!(peer = %watched.id, room, "viewer joined");
                 }
-                let _ = reply.send(added);
-            }
-            Command::RoomCodecs {
-                room,
-                source,
-                reply,
-            } => {
-                let _ = reply.send(self.core.room_codecs(&room, source.as_deref()));
+                let _ = reply.send(watched);
             }
             Command::Join { join, offer, reply } => {
                 let _ = reply.send(self.core.add_participant(now, join, offer));
@@ -549,19 +530,16 @@ mod tests {
             local_ufrag: "ufrag".into(),
             local_pwd: "a-password-of-24-chars!!".into(),
         };
-        let viewer = Viewer {
-            video: None,
-            audio: None,
+        let offer = crate::node::sdp::parse_offer(include_str!("sdp/fixtures/viewer_recvonly.sdp"))
+            .expect("the fixture parses");
+        let (reply, added) = oneshot::channel();
+        let request = WatchRequest {
+            join: Join::new("room", ice),
+            offer,
             target: Layer::MAX,
             source: None,
         };
-        let (reply, added) = oneshot::channel();
-        let join = Join::new("room", ice);
-        let watch = Command::Watch {
-            join,
-            viewer,
-            reply,
-        };
+        let watch = Command::Watch { request, reply };
         commands.send(watch).await.expect("the loop runs");
         added.await.expect("answered").expect("room for a viewer");
         let started = tokio::time::Instant::now();

@@ -3,11 +3,9 @@
 //! driven directly. Signaling keeps no session state of its own: the media loop's core is
 //! the one place a session lives, so one that ends there is gone here too.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rtp_ext::codec::MediaKind;
 use rtp_ext::dd;
 use rtp_ext::ext::TransportSequenceNumber;
 use rtp_ext::ext::{
@@ -21,10 +19,7 @@ use super::auth::{Auth, AuthError, Grant};
 use super::core::{CoreError, Resource};
 use super::limits::{LimitError, Limits, RoomNameError};
 use super::media_loop::{Action, Command};
-use super::peer::{
-    IceCredentials, Join, Kind, Owner, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec,
-    ViewerMedia,
-};
+use super::peer::{IceCredentials, Join, Kind, Owner, PeerId, PublishedTrack, Publisher};
 use super::sdp::{
     self, AnswerMedia, AnswerParams, Demux, Extmap, Offer, PublishedMedia, RoomCodec, SdpError,
     SendSource, ViewedMedia,
@@ -35,12 +30,14 @@ use super::socket::{receive_overflows, SocketBuffers};
 mod conference;
 mod offer_memo;
 mod offer_rate;
+mod watch;
 
 use super::stats::ViewerStats;
 use crate::engine::{PublisherRemb, StreamConfig, StreamIds, TrackConfig, TransportCc};
 pub use conference::{participant_answer, participant_offer, Answered};
 use offer_memo::OfferMemo;
 use offer_rate::OfferRate;
+pub use watch::{watch, WatchRequest, Watched};
 
 impl Kind {
     pub fn grant(self) -> Grant {
@@ -239,41 +236,18 @@ impl Signaling {
         caller: Caller<'_>,
     ) -> Result<(PeerId, String, Vec<String>), SignalError> {
         let offer = self.parse_offer(offer)?;
-        let (reply, codecs) = oneshot::channel();
-        let room_codecs = Command::RoomCodecs {
-            room: room.to_owned(),
-            source: source.map(str::to_owned),
-            reply,
-        };
-        let codecs = self.ask(room_codecs, codecs).await??;
-        let plan = sdp::negotiate_viewer(&offer, &codecs)?;
-        let mut viewer = Viewer {
-            video: None,
-            audio: None,
+        let join = self.join(room, &offer, caller);
+        let local = join.ice.clone();
+        let request = WatchRequest {
+            join,
+            offer,
             target,
             source: source.map(str::to_owned),
         };
-        let mut sources = HashMap::new();
-        for media in plan.sections.iter().filter_map(|s| s.accepted()) {
-            let slot = match media.kind {
-                MediaKind::Audio => &mut viewer.audio,
-                MediaKind::Video => &mut viewer.video,
-            };
-            if slot.is_none() {
-                let receiving = viewer_media(media, plan.extmap_allow_mixed);
-                sources.insert(media.mid.clone(), (receiving.ssrc, receiving.rtx_ssrc));
-                *slot = Some(receiving);
-            }
-        }
-        let join = self.join(room, &offer, caller);
-        let local = join.ice.clone();
         let (reply, answer) = oneshot::channel();
-        let command = Command::Watch {
-            join,
-            viewer,
-            reply,
-        };
-        let id = self.ask(command, answer).await??;
+        let Watched { id, plan, sources } = self
+            .ask(Command::Watch { request, reply }, answer)
+            .await??;
         let source_of = |media: &ViewedMedia| {
             let &(ssrc, rtx_ssrc) = sources.get(&media.mid)?;
             let has_rtx = media.codecs.iter().any(|c| c.rtx_payload_type.is_some());
@@ -584,33 +558,10 @@ fn stream_ids_of(media: &PublishedMedia) -> StreamIds {
     }
 }
 
-/// What we send on a viewer's accepted section: fresh SSRCs and the codecs it takes.
-fn viewer_media(media: &ViewedMedia, extmap_allow_mixed: bool) -> ViewerMedia {
-    ViewerMedia {
-        ssrc: rand::random(),
-        rtx_ssrc: rand::random(),
-        codecs: media
-            .codecs
-            .iter()
-            .map(|c| ViewerCodec {
-                codec: c.codec,
-                payload_type: c.payload_type,
-                rtx_payload_type: c.rtx_payload_type,
-                fmtp: c.fmtp.clone(),
-            })
-            .collect(),
-        dd_ext_id: media.dependency_descriptor_id,
-        two_byte_allowed: extmap_allow_mixed,
-        transport_cc_ext_id: media
-            .transport_cc_id
-            .filter(|_| media.transport_cc_feedback),
-        down_track: None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtp_ext::codec::MediaKind;
 
     const PUBLISHER_VP8: &str = include_str!("sdp/fixtures/publisher_vp8.sdp");
     const FIREFOX_SIMULCAST: &str = include_str!("sdp/fixtures/firefox153_publisher_simulcast.sdp");

@@ -9,7 +9,8 @@ use std::time::Instant;
 use rtp_ext::codec::MediaKind;
 use tokio::sync::oneshot;
 
-use super::{publisher_of, refused, viewer_media, Caller, SignalError, Signaling};
+use super::watch::viewer_media;
+use super::{publisher_of, refused, Caller, SignalError, Signaling};
 use crate::engine::TrackId;
 use crate::node::auth::Grant;
 use crate::node::core::{CoreError, Negotiated, ParticipantOffer, Resource, Sending};
