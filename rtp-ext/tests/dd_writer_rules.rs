@@ -1,4 +1,4 @@
-//! The writer rules of `shared/design/dd-forwarding-rules.md` section 2, one test each.
+//! The writer rules of `docs/dd-forwarding-rules.md` section 2, one test each.
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! subscriber gets it, with which marker bit, and with which rewritten Dependency Descriptor.
 //! One selector per subscriber track, kept under that subscriber's forwarder lock.
 //!
-//! The rules every selector keeps (`shared/design/dd-forwarding-rules.md`):
+//! The rules every selector keeps (`docs/dd-forwarding-rules.md`):
 //! - A frame is decided once, at its first packet seen, and every later packet and
 //!   retransmission of it gets the same answer.
 //! - A frame is forwarded only if it is part of the decode target being forwarded and no frame

@@ -1,4 +1,4 @@
-//! The switching tables of `shared/design/dd-forwarding-rules.md` section 4, on generated
+//! The switching tables of `docs/dd-forwarding-rules.md` section 4, on generated
 //! streams of each scalability mode.
 
 use common::DdSubscriber;

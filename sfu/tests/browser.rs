@@ -110,7 +110,7 @@ fn av1_svc(page: &Page) {
         "temporal layer 0 of 30 fps decodes at {fps} fps"
     );
     // AV1 SVC without the DD cannot be selected by layer: such a viewer gets the base
-    // spatial layer alone (README), and decodes its size.
+    // spatial layer alone (docs/http-api.md), and decodes its size.
     assert_decoding(
         page,
         &no_dd,

@@ -10,7 +10,7 @@
 //! Payloads are AV1 RTP as the node parses them (AV1 RTP spec section 4.4): an aggregation
 //! header with one OBU element (W=1), the first packet of a frame opening an OBU_FRAME with
 //! its extension header (temporal and spatial id), later packets continuing it (Z=1), N set on
-//! the first packet of a keyframe. The OBU body is filler ending in a [`Tag`].
+//! the first packet of a keyframe. The OBU body is filler ending in a [`Tag`](super::tag::Tag).
 
 use std::sync::Arc;
 

@@ -11,7 +11,7 @@
 //! test needs: absolute referenced frame numbers and decode target membership.
 //!
 //! Decode target `d` is `spatial_id * temporal_layers + temporal_id`. Which switches between
-//! decode targets need a keyframe (`shared/design/dd-forwarding-rules.md`, section 4):
+//! decode targets need a keyframe (`docs/dd-forwarding-rules.md`, section 4):
 //! - `L1T1`, `L1T3`: one spatial layer; temporal switches are always free (on a switch
 //!   indication).
 //! - `L2T2`, `L3T3` (full SVC): from spatial layer `a` to `b` without a keyframe iff `a >= b`;

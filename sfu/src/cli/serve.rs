@@ -12,7 +12,7 @@ use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// A TOML file of settings (see README); flags override it.
+    /// A TOML file of settings (see docs/configuration.md); flags override it.
     #[arg(long, env = "STRATA_CONFIG")]
     config: Option<PathBuf>,
     /// HTTP listen address (WHIP, WHEP, /metrics, the demo page) [default: 127.0.0.1:8080].

@@ -5,12 +5,12 @@
 //! DownTrack selects, rewrites the DD, munges sequence numbers and timestamps and writes the
 //! header into the caller's buffer, sharing the payload.
 //!
-//! - [`nack`]: which lost packets of a published stream to NACK, and when (RFC 4585).
-//! - [`receive_stats`]: reception statistics of a published stream for RTCP report blocks
+//! - `nack`: which lost packets of a published stream to NACK, and when (RFC 4585).
+//! - `receive_stats`: reception statistics of a published stream for RTCP report blocks
 //!   (RFC 3550).
-//! - [`munger`]: a subscriber's output sequence numbers and timestamps, continuous across
+//! - `munger`: a subscriber's output sequence numbers and timestamps, continuous across
 //!   deliberate drops and simulcast switches.
-//! - [`packet_ring`]: recent packets by extended sequence number, to answer NACKs.
+//! - `packet_ring`: recent packets by extended sequence number, to answer NACKs.
 //! - [`rtcp`]: RTCP feedback both ways, parsed into our own typed view and written into caller
 //!   buffers.
 //!

@@ -53,7 +53,7 @@ pub struct Prober {
 
 impl Prober {
     /// Starts a cluster at `rate_bps` unless one runs or one started within
-    /// [`PROBE_INTERVAL`] (within [`SOON_INTERVAL`] for the first few, or when the caller
+    /// [`PROBE_INTERVAL`] (within `SOON_INTERVAL` for the first few, or when the caller
     /// says the last cluster showed room: `room_shown`); returns its id if it started.
     pub fn start(&mut self, now: Instant, rate_bps: u64, room_shown: bool) -> Option<u32> {
         let interval = if self.next_id < INITIAL_CLUSTERS || room_shown {
@@ -96,7 +96,7 @@ impl Prober {
 
     /// A probe packet of `size` bytes went out at `now`: the next is due when the cluster's
     /// rate has carried this one (counted from when this one was due, within
-    /// [`MAX_BEHIND`] of `now`), and the cluster ends once it is long enough to measure.
+    /// `MAX_BEHIND` of `now`), and the cluster ends once it is long enough to measure.
     pub fn on_sent(&mut self, now: Instant, size: usize) {
         let Some(cluster) = self.cluster.as_mut() else {
             return;

@@ -42,7 +42,7 @@ impl Default for RouterConfig {
     }
 }
 
-/// Misuse of the router's API: all [`Fault::Host`](super::Fault::Host).
+/// Misuse of the router's API: all [`Fault::Host`](crate::engine::Fault::Host).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RouterError {
     /// The transport was never added, or was removed.
@@ -63,7 +63,7 @@ pub enum RouterError {
     UnknownStream,
 }
 
-/// Where an RTCP packet from [`Router::poll_rtcp`] goes.
+/// Where an RTCP packet from [`Router::poll_rtcp`](crate::engine::Router::poll_rtcp) goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RtcpTarget {
     /// To the publisher of this track.

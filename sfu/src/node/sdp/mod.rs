@@ -5,7 +5,7 @@
 //! - [`negotiate`]: what to accept from a publisher's or a viewer's offer.
 //! - [`participant`]: a participant's offer, and what a renegotiation's must keep.
 //! - [`answer`]: the answer written from a plan.
-//! - [`format`] and [`h264_profile`]: which codec formats are forwarded and which a viewer
+//! - [`mod@format`] and [`h264_profile`]: which codec formats are forwarded and which a viewer
 //!   decodes.
 
 pub mod answer;
