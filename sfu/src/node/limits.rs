@@ -29,7 +29,8 @@ pub struct Limits {
     /// Bytes of a room name (which may hold only `A-Z a-z 0-9 - _ .`, so that it round-trips
     /// through the resource URL unchanged).
     pub room_name_bytes: usize,
-    /// HTTP connections open at once; past it new connections are closed at once.
+    /// HTTP connections open at once; past it new connections wait in the listen backlog
+    /// until one closes.
     pub http_connections: usize,
     /// Offers a conference participant may send per second after its first (renegotiations;
     /// as many may come at once); past it 429. 0: no limit.
