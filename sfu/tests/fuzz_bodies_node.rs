@@ -271,6 +271,7 @@ fn node_core_seeds() -> Seeds {
     let sender_report = record(0, &sender_report(fuzz::ENGINE_SSRCS[0]));
     let keepalive = record(0, &fuzz::node_binding_request(0, true));
     let stranger_nominated = record(2, &fuzz::node_binding_request(1, true));
+    let hello = record(0, &client_hello());
     vec![
         ("av1", [media.clone(), vec![wait(200)]].concat().concat()),
         (
@@ -298,8 +299,24 @@ fn node_core_seeds() -> Seeds {
             "viewer_moves",
             [
                 vec![stranger_nominated, record(2, &packets[0])],
-                media,
+                media.clone(),
                 feedback,
+            ]
+            .concat()
+            .concat(),
+        ),
+        (
+            "dtls_hello_beside_media",
+            [
+                media,
+                vec![
+                    hello.clone(),
+                    wait(250),
+                    wait(250),
+                    wait(250),
+                    wait(250),
+                    hello,
+                ],
             ]
             .concat()
             .concat(),
@@ -365,9 +382,14 @@ fn bodies_run_over_cut_and_flipped_seeds() {
 }
 
 #[test]
-fn node_seeds_reach_the_viewer() {
+fn node_seeds_reach_the_viewer_and_the_handshake() {
     for (name, seed) in node_core_seeds() {
-        assert!(fuzz::node_core_forwarded(&seed) > 0, "{name}");
+        let sent = fuzz::node_core_sent(&seed);
+        assert!(sent.rtp > 0, "{name}: {sent:?}");
+        if name.starts_with("dtls") {
+            // The node's first flight, and its retransmission a second later.
+            assert!(sent.dtls >= 2, "{name}: {sent:?}");
+        }
     }
 }
 

@@ -1,38 +1,24 @@
 //! The node's DTLS 1.2 server (ICE-lite, `a=setup:passive`): one association per peer, over
 //! the node's shared UDP socket, ending in the SRTP keys of that peer (RFC 5763, RFC 5764).
 //!
-//! Two implementations live here while the node moves from one to the other:
-//! - [`DtlsAssociation`] (`association.rs`): sans-IO on the `dimpl` crate, driven by the core
-//!   with datagrams and `now` in, datagrams, a timer and events out. It is what the core is to
-//!   drive.
-//! - [`DtlsServer`] (`handshake_task.rs`): an async task per handshake on the `dtls` crate, fed
-//!   through a [`DtlsInput`]; the media loop still starts these. It goes once the core drives
-//!   the associations, and with it the `dtls` crate becomes the tests' client only
-//!   (`async_stack.rs`).
-//!
-//! Both share the node's certificate, the fingerprint check and the key export's layout.
+//! [`DtlsAssociation`] (`association.rs`) is sans-IO, on the `dimpl` crate: the core drives
+//! one per session (`core/dtls.rs`) with datagrams and `now` in, datagrams, a timer and events
+//! out. The tests check it against an independent client stack (`test_client.rs`).
 
 mod association;
-mod async_stack;
 mod early_records;
-mod handshake_task;
 
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
 pub use association::{DtlsAssociation, DtlsConfig, DtlsOutput, DATAGRAM_LIMIT, MTU};
-pub use async_stack::SendDatagram;
-pub use handshake_task::{DtlsInput, DtlsServer};
 
 use super::srtp::{SrtpKeys, SrtpProfile};
 
 /// How long a peer has to complete the handshake from its first record (`dtls_timeout_ms`'s
 /// default).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The RFC 5764 §4.2 exporter label for SRTP keys.
-const SRTP_EXPORTER_LABEL: &str = "EXTRACTOR-dtls_srtp";
 
 /// The only fingerprint hash the node accepts in a peer's SDP (RFC 8122: what browsers send).
 const FINGERPRINT_ALGORITHM: &str = "sha-256";
@@ -68,12 +54,6 @@ pub enum DtlsError {
     NotConnected,
     #[error("the DTLS association has ended")]
     Ended,
-    /// The async handshake's stack failed (`handshake_task.rs`).
-    #[error("the DTLS handshake failed: {0}")]
-    Handshake(#[source] dtls::Error),
-    /// The async handshake's key export failed (`handshake_task.rs`).
-    #[error("cannot export the SRTP keying material: {0}")]
-    KeyExport(#[source] webrtc_util::KeyingMaterialExporterError),
 }
 
 /// The node's certificate, shared by every peer's association and announced in SDP.
@@ -81,8 +61,6 @@ pub enum DtlsError {
 pub struct DtlsCertificate {
     /// The DER certificate and its PKCS#8 private key.
     der: dimpl::DtlsCertificate,
-    /// The same for the async handshake's stack (`handshake_task.rs`), which goes with it.
-    legacy: dtls::crypto::Certificate,
 }
 
 // The private key stays out of logs.
@@ -107,8 +85,7 @@ impl DtlsCertificate {
             .key_provider
             .load_private_key(&der.private_key)
             .map_err(|e| DtlsError::Certificate(e.to_string()))?;
-        let legacy = handshake_task::legacy_certificate(&der)?;
-        Ok(Self { der, legacy })
+        Ok(Self { der })
     }
 
     /// The `a=fingerprint` value: `"sha-256 AB:CD:…"`.
@@ -180,8 +157,8 @@ fn split_keying_material(profile: SrtpProfile, material: &[u8], side: Side) -> O
 #[cfg(test)]
 mod association_tests;
 #[cfg(test)]
-mod handshake_task_tests;
+pub(crate) mod test_client;
 #[cfg(test)]
-mod test_pair;
+pub(crate) mod test_pair;
 #[cfg(test)]
 mod tests;

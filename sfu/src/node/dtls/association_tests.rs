@@ -309,9 +309,9 @@ fn retries_span_the_timeout() {
 #[test]
 fn the_client_profiles_the_tests_offer_are_all_the_node_knows() {
     for profile in ALL_PROFILES {
-        assert!(async_stack::srtp_profile(profile).is_some(), "{profile:?}");
+        assert!(test_client::srtp_profile(profile).is_some(), "{profile:?}");
     }
-    assert!(async_stack::srtp_profile(SrtpProtectionProfile::Unsupported).is_none());
+    assert!(test_client::srtp_profile(SrtpProtectionProfile::Unsupported).is_none());
 }
 
 /// A ClientHello from a client stack, as the first datagram of a handshake.

@@ -12,13 +12,13 @@ use dtls::conn::DTLSConn;
 use dtls::extension::extension_use_srtp::SrtpProtectionProfile;
 use tokio::sync::mpsc;
 
-use super::async_stack::{export_keys, ChannelConn};
+use super::test_client::{client_certificate, export_keys, ChannelConn, ClientError};
 use super::{sha256, DtlsAssociation, DtlsCertificate, DtlsConfig, DtlsError, DtlsOutput, Side};
 use super::{DATAGRAM_LIMIT, HANDSHAKE_TIMEOUT};
 use crate::node::srtp::SrtpKeys;
 
 /// Every profile the client can offer, in the order browsers offer the AEAD ones.
-pub(super) const ALL_PROFILES: [SrtpProtectionProfile; 3] = [
+pub(crate) const ALL_PROFILES: [SrtpProtectionProfile; 3] = [
     SrtpProtectionProfile::Srtp_Aead_Aes_256_Gcm,
     SrtpProtectionProfile::Srtp_Aead_Aes_128_Gcm,
     SrtpProtectionProfile::Srtp_Aes128_Cm_Hmac_Sha1_80,
@@ -133,7 +133,7 @@ pub(super) struct Pair {
 
 /// The running pair: the client's handshake to await, the association's events and commands.
 pub(super) struct Running {
-    pub client: tokio::task::JoinHandle<Result<(DTLSConn, SrtpKeys), DtlsError>>,
+    pub client: tokio::task::JoinHandle<Result<(DTLSConn, SrtpKeys), ClientError>>,
     pub events: mpsc::UnboundedReceiver<Event>,
     pub commands: mpsc::UnboundedSender<Command>,
     pub server: tokio::task::JoinHandle<Counts>,
@@ -168,7 +168,7 @@ impl Pair {
         let client = tokio::spawn(async move {
             let dtls = DTLSConn::new(Arc::new(conn), config, true, None)
                 .await
-                .map_err(DtlsError::Handshake)?;
+                .map_err(ClientError::Handshake)?;
             let keys = export_keys(&dtls, Side::Client).await?;
             Ok((dtls, keys))
         });
@@ -184,14 +184,14 @@ impl Pair {
     }
 }
 
-fn client_config(
+pub(crate) fn client_config(
     cert: &DtlsCertificate,
     node: &DtlsCertificate,
     profiles: Vec<SrtpProtectionProfile>,
 ) -> Config {
     let node_hash = sha256(&node.der.certificate);
     Config {
-        certificates: vec![cert.legacy.clone()],
+        certificates: vec![client_certificate(cert)],
         srtp_protection_profiles: profiles,
         extended_master_secret: ExtendedMasterSecretType::Require,
         // As a browser does: the node's certificate is trusted for its SDP fingerprint.
@@ -286,7 +286,7 @@ async fn serve(
     counts
 }
 
-async fn sleep_until(at: Option<tokio::time::Instant>) {
+pub(crate) async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
@@ -294,24 +294,24 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 }
 
 /// The association's clock: a fixed `Instant` moved on by tokio's (paused) clock.
-struct Clock {
+pub(crate) struct Clock {
     base: Instant,
     tokio_base: tokio::time::Instant,
 }
 
 impl Clock {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self {
             base: Instant::now(),
             tokio_base: tokio::time::Instant::now(),
         }
     }
 
-    fn now(&self) -> Instant {
+    pub(crate) fn now(&self) -> Instant {
         self.base + self.tokio_base.elapsed()
     }
 
-    fn tokio_instant(&self, at: Instant) -> tokio::time::Instant {
+    pub(crate) fn tokio_instant(&self, at: Instant) -> tokio::time::Instant {
         self.tokio_base + at.saturating_duration_since(self.base)
     }
 }

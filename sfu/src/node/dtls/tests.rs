@@ -96,3 +96,16 @@ proptest! {
         prop_assert_eq!(parsed.ok(), Some(hash));
     }
 }
+
+#[test]
+fn the_certificate_key_is_ecdsa_p256_and_the_client_stack_reads_it() {
+    let cert = DtlsCertificate::generate().expect("certificate");
+    let client = test_client::client_certificate(&cert);
+    let kind = &client.private_key.kind;
+    assert!(
+        matches!(kind, dtls::crypto::CryptoPrivateKeyKind::Ecdsa256(_)),
+        "{kind:?}"
+    );
+    assert_eq!(client.certificate.len(), 1);
+    assert_eq!(client.certificate[0].as_ref(), &cert.der.certificate[..]);
+}

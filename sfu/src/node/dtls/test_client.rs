@@ -1,24 +1,58 @@
-//! The `dtls` crate's async stack over memory: the [`Conn`] it speaks to, and its SRTP key
-//! export. The async handshake task serves with it; the tests drive it as the independent
-//! client the sans-IO association is checked against.
+//! The independent client the sans-IO association is checked against: the `dtls` crate's
+//! async stack over memory, the [`Conn`] it speaks to, and its SRTP key export.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
 use async_trait::async_trait;
+use base64::Engine;
 use bytes::Bytes;
 use dtls::conn::DTLSConn;
+use dtls::crypto::Certificate;
 use dtls::extension::extension_use_srtp::SrtpProtectionProfile;
 use tokio::sync::{mpsc, Mutex};
 use webrtc_util::{Conn, KeyingMaterialExporter};
 
-use super::{split_keying_material, DtlsError, Side, SRTP_EXPORTER_LABEL};
+use super::{split_keying_material, DtlsCertificate, Side};
 use crate::node::srtp::{SrtpKeys, SrtpProfile};
 
-/// The callback through which a stack sends datagrams to its peer.
+/// The RFC 5764 §4.2 exporter label for SRTP keys (the node's stack uses it on its own).
+const SRTP_EXPORTER_LABEL: &str = "EXTRACTOR-dtls_srtp";
+
+/// The callback through which the client sends datagrams to its peer.
 pub type SendDatagram = Box<dyn Fn(Bytes) + Send + Sync>;
 
+/// What went wrong on the client's side.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("the client's handshake failed: {0}")]
+    Handshake(#[source] dtls::Error),
+    #[error("the client cannot export the SRTP keying material: {0}")]
+    KeyExport(#[source] webrtc_util::KeyingMaterialExporterError),
+    #[error("the client agreed on no SRTP profile the node knows")]
+    NoSrtpProfile,
+}
+
+/// The node's certificate as the client's stack takes it: from PEM only.
+pub fn client_certificate(certificate: &DtlsCertificate) -> Certificate {
+    let block = |tag: &str, bytes: &[u8]| {
+        let base64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+        let lines: Vec<&str> = base64
+            .as_bytes()
+            .chunks(64)
+            .map(|line| std::str::from_utf8(line).expect("base64 is ASCII"))
+            .collect();
+        format!(
+            "-----BEGIN {tag}-----\n{}\n-----END {tag}-----\n",
+            lines.join("\n")
+        )
+    };
+    let der = &certificate.der;
+    let pem = block("PRIVATE_KEY", &der.private_key) + &block("CERTIFICATE", &der.certificate);
+    Certificate::from_pem(&pem).expect("a certificate the node generated")
+}
+
 /// The SRTP protection profiles both ends of the stack know, in the node's order.
-pub(crate) fn srtp_profile(profile: SrtpProtectionProfile) -> Option<SrtpProfile> {
+pub fn srtp_profile(profile: SrtpProtectionProfile) -> Option<SrtpProfile> {
     match profile {
         SrtpProtectionProfile::Srtp_Aead_Aes_128_Gcm => Some(SrtpProfile::AeadAes128Gcm),
         SrtpProtectionProfile::Srtp_Aead_Aes_256_Gcm => Some(SrtpProfile::AeadAes256Gcm),
@@ -30,21 +64,21 @@ pub(crate) fn srtp_profile(profile: SrtpProtectionProfile) -> Option<SrtpProfile
 }
 
 /// Exports the SRTP master keys of a finished handshake, seen from `side`.
-pub async fn export_keys(dtls: &DTLSConn, side: Side) -> Result<SrtpKeys, DtlsError> {
+pub async fn export_keys(dtls: &DTLSConn, side: Side) -> Result<SrtpKeys, ClientError> {
     let profile =
-        srtp_profile(dtls.selected_srtpprotection_profile()).ok_or(DtlsError::NoSrtpProfile)?;
+        srtp_profile(dtls.selected_srtpprotection_profile()).ok_or(ClientError::NoSrtpProfile)?;
     let length = 2 * (profile.key_len() + profile.salt_len());
     let material = dtls
         .connection_state()
         .await
         .export_keying_material(SRTP_EXPORTER_LABEL, &[], length)
         .await
-        .map_err(DtlsError::KeyExport)?;
-    split_keying_material(profile, &material, side).ok_or(DtlsError::NoSrtpProfile)
+        .map_err(ClientError::KeyExport)?;
+    split_keying_material(profile, &material, side).ok_or(ClientError::NoSrtpProfile)
 }
 
 /// A [`Conn`] over a channel of inbound datagrams and a send callback.
-pub(crate) struct ChannelConn {
+pub struct ChannelConn {
     inbound: Mutex<mpsc::Receiver<Bytes>>,
     send: SendDatagram,
 }
@@ -56,7 +90,7 @@ impl std::fmt::Debug for ChannelConn {
 }
 
 impl ChannelConn {
-    pub(crate) fn new(inbound: mpsc::Receiver<Bytes>, send: SendDatagram) -> Self {
+    pub fn new(inbound: mpsc::Receiver<Bytes>, send: SendDatagram) -> Self {
         Self {
             inbound: Mutex::new(inbound),
             send,
