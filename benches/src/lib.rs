@@ -13,6 +13,7 @@ pub mod fixtures;
 #[cfg(target_os = "linux")]
 pub mod load;
 pub mod node;
+pub mod node_core;
 pub mod rtp;
 pub mod select;
 pub mod select_descriptors;
@@ -80,5 +81,6 @@ pub fn all_cases() -> Vec<Case> {
     cases.extend(engine::cases());
     cases.extend(bwe::cases());
     cases.extend(node::cases());
+    cases.extend(node_core::cases());
     cases
 }

@@ -20,7 +20,7 @@ use crate::engine::{
     DownTrackConfig, DownTrackId, RouterConfig, TrackConfig, TransportCc, TransportId,
 };
 use crate::node::auth::{Auth, Grant};
-use crate::node::core::NodeCore;
+use crate::node::core::{NodeCore, MAX_DATAGRAM};
 use crate::node::dtls::{
     DtlsAssociation, DtlsCertificate, DtlsConfig, DtlsError, DtlsOutput, DATAGRAM_LIMIT, MTU,
 };
@@ -701,21 +701,22 @@ fn node_viewer() -> Viewer {
 
 /// Checks every datagram the node sends, and counts them into `sent`.
 fn drain_node(core: &mut NodeCore, viewer: PeerId, sent: &mut NodeSent) {
-    let mut out = Vec::new();
-    while let Some(to) = core.poll_datagram(&mut out) {
+    let mut buf = vec![0; MAX_DATAGRAM];
+    while let Some((to, len)) = core.poll_datagram(&mut buf) {
         assert!(NODE_ADDRS.contains(&to), "sent to {to}");
-        match classify(&out) {
-            PayloadKind::Stun => assert_binding_success(&out),
+        let out = &buf[..len];
+        match classify(out) {
+            PayloadKind::Stun => assert_binding_success(out),
             PayloadKind::Dtls => {
                 assert_eq!(to, NODE_ADDRS[0], "DTLS goes to the publisher");
                 assert!(out.len() <= MTU);
                 sent.dtls += 1;
             }
             PayloadKind::Rtcp => {
-                parse_compound(&out, |_| {}).expect("the node's RTCP parses");
+                parse_compound(out, |_| {}).expect("the node's RTCP parses");
             }
             PayloadKind::Rtp => {
-                let ssrc = RtpPacket::parse(&out)
+                let ssrc = RtpPacket::parse(out)
                     .expect("the node's RTP parses")
                     .fields()
                     .ssrc;

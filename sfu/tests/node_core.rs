@@ -16,7 +16,7 @@ use rtp_ext::rtp::RtpPacket;
 use selector::Layer;
 use sfu::engine::{RouterConfig, StreamConfig, StreamIds, TrackConfig};
 use sfu::node::admission::Admission;
-use sfu::node::core::{CoreError, NodeCore, Resource};
+use sfu::node::core::{CoreError, NodeCore, Resource, MAX_DATAGRAM};
 use sfu::node::limits::{LimitError, Limits};
 use sfu::node::metrics::DropReason;
 use sfu::node::peer::{
@@ -102,9 +102,9 @@ impl Harness {
     }
 
     fn drain(&mut self) {
-        let mut out = Vec::new();
-        while let Some(to) = self.core.poll_datagram(&mut out) {
-            self.sent.entry(to).or_default().push(out.clone());
+        let mut out = vec![0; MAX_DATAGRAM];
+        while let Some((to, len)) = self.core.poll_datagram(&mut out) {
+            self.sent.entry(to).or_default().push(out[..len].to_vec());
         }
     }
 

@@ -23,6 +23,7 @@ pub mod bwe;
 mod down_track;
 mod fault;
 mod forwarder;
+pub(crate) mod id_map;
 mod keyframe;
 mod layer_rates;
 mod munger;

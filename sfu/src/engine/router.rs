@@ -32,12 +32,13 @@ use smallvec::SmallVec;
 use super::allocation::LayerOrder;
 use super::binding;
 use super::down_track::DownTrack;
+use super::id_map::IdMap;
 use super::keyframe::KeyframeRequester;
 use super::receiver::{PacketRef, ReceiveError, Receiver};
 use super::rtcp::{NackPairs, ReceiverReport, RembSsrcs, RtcpWireWriter, SenderReport, WallClock};
 use super::speech::SpeechLevel;
 use super::track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};
-use super::transport::{IdMap, SendSide, Transport, TransportId};
+use super::transport::{SendSide, Transport, TransportId};
 use super::twcc::TWCC_INTERVAL;
 
 /// Work queued by inputs and done when outputs are polled.

@@ -4,8 +4,6 @@
 //! naming its transport and is looked up there only, so no peer can write into, or answer for,
 //! another's streams.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
 
 use smallvec::SmallVec;
@@ -19,30 +17,6 @@ use super::twcc::TwccRecorder;
 /// A peer connection, as the router names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TransportId(pub u32);
-
-/// Hashes a `u32` key (an id the router handed out, or an SSRC) as itself: ids are distinct
-/// and SSRCs random, so a keyed hash buys nothing on a lookup done per packet per subscriber.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        // Spread the key over the high bits too: the table uses the top 7 bits as tags.
-        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n);
-    }
-}
-
-pub(super) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// Transport-wide CC feedback state of a transport that publishes with the extension.
 #[derive(Debug)]

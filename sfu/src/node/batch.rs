@@ -15,11 +15,13 @@ use std::net::SocketAddr;
 /// message headers fit on the stack (about 6 KiB with their addresses).
 pub const BATCH_LEN: usize = 32;
 
-/// Datagrams waiting to be sent, each in a buffer of its own, allocated once.
+/// Datagrams waiting to be sent, each written where it is sent from: a buffer of its own,
+/// allocated (and zeroed) once, never resized.
 #[derive(Debug)]
 pub struct Batch {
-    buffers: Vec<Vec<u8>>,
-    to: Vec<SocketAddr>,
+    buffers: Vec<Box<[u8]>>,
+    /// Each datagram written: where it goes and how long it is.
+    written: Vec<(SocketAddr, usize)>,
 }
 
 impl Batch {
@@ -27,48 +29,52 @@ impl Batch {
     pub fn new(datagram_capacity: usize) -> Self {
         Self {
             buffers: (0..BATCH_LEN)
-                .map(|_| Vec::with_capacity(datagram_capacity))
+                .map(|_| vec![0; datagram_capacity].into_boxed_slice())
                 .collect(),
-            to: Vec::with_capacity(BATCH_LEN),
+            written: Vec::with_capacity(BATCH_LEN),
         }
     }
 
-    /// The buffer the next datagram is written into, or None when the batch is full.
-    pub fn next_buffer(&mut self) -> Option<&mut Vec<u8>> {
-        self.buffers.get_mut(self.to.len())
+    /// The whole buffer the next datagram is written into, or None when the batch is full.
+    /// It holds whatever an earlier datagram left.
+    pub fn next_buffer(&mut self) -> Option<&mut [u8]> {
+        self.buffers
+            .get_mut(self.written.len())
+            .map(|buffer| &mut buffer[..])
     }
 
-    /// The datagram just written into [`Self::next_buffer`] is to go to `to`.
-    pub fn commit(&mut self, to: SocketAddr) {
-        if self.to.len() < self.buffers.len() {
-            self.to.push(to);
+    /// The first `len` bytes of [`Self::next_buffer`] are a datagram to go to `to` (cut to
+    /// the buffer).
+    pub fn commit(&mut self, to: SocketAddr, len: usize) {
+        if let Some(buffer) = self.buffers.get(self.written.len()) {
+            self.written.push((to, len.min(buffer.len())));
         }
     }
 
     /// Datagrams waiting.
     pub fn len(&self) -> usize {
-        self.to.len()
+        self.written.len()
     }
 
     /// Whether none waits.
     pub fn is_empty(&self) -> bool {
-        self.to.is_empty()
+        self.written.is_empty()
     }
 
     /// Whether no more fits.
     pub fn is_full(&self) -> bool {
-        self.to.len() == self.buffers.len()
+        self.written.len() == self.buffers.len()
     }
 
     /// Datagram `index` and where it goes.
     pub fn datagram(&self, index: usize) -> Option<(&[u8], SocketAddr)> {
-        let to = *self.to.get(index)?;
-        Some((self.buffers.get(index)?.as_slice(), to))
+        let (to, len) = *self.written.get(index)?;
+        Some((self.buffers.get(index)?.get(..len)?, to))
     }
 
     /// Forgets what waits; the buffers stay for the next batch.
     pub fn clear(&mut self) {
-        self.to.clear();
+        self.written.clear();
     }
 }
 

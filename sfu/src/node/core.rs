@@ -35,6 +35,7 @@ use super::sdp::RoomCodec;
 use super::session_events::SessionEvent;
 use super::shard::{Steering, WorkerId};
 use super::srtp::SrtpContext;
+use crate::engine::id_map::IdMap;
 use crate::engine::rtcp::WallClock;
 use crate::engine::{
     DownTrackConfig, DownTrackId, Event, Router, RouterConfig, RouterError, TrackId, TransportId,
@@ -87,12 +88,14 @@ pub struct Resource {
 #[derive(Debug)]
 pub struct NodeCore {
     router: Router,
-    peers: HashMap<PeerId, Peer>,
+    peers: IdMap<PeerId, Peer>,
     rooms: HashMap<String, Room>,
     by_ufrag: HashMap<String, PeerId>,
-    by_addr: HashMap<SocketAddr, PeerId>,
+    /// Filled only by binding requests that proved the session's password, so no sender
+    /// picks its keys: an unkeyed hash is safe here.
+    by_addr: IdMap<SocketAddr, PeerId>,
     /// Each session's engine transport: outputs name the transport they go out on.
-    by_transport: HashMap<TransportId, PeerId>,
+    by_transport: IdMap<TransportId, PeerId>,
     /// The node-wide places its sessions hold, shared with the node's other cores.
     admission: Arc<Admission>,
     /// This core's worker and the table that steers datagrams to workers, when the node
@@ -112,7 +115,7 @@ pub struct NodeCore {
     /// Events for participants' event streams.
     session_events: VecDeque<(PeerId, SessionEvent)>,
     counters: NodeCounters,
-    /// A decrypted inbound packet, or an outbound one before encryption.
+    /// An inbound RTCP packet, decrypted.
     plain: Vec<u8>,
     peer_timeout: Duration,
     next_sweep: Option<Instant>,
@@ -131,11 +134,11 @@ impl NodeCore {
     pub fn new(config: RouterConfig, peer_timeout: Duration) -> Self {
         Self {
             router: Router::new(config),
-            peers: HashMap::new(),
+            peers: IdMap::default(),
             rooms: HashMap::new(),
             by_ufrag: HashMap::new(),
-            by_addr: HashMap::new(),
-            by_transport: HashMap::new(),
+            by_addr: IdMap::default(),
+            by_transport: IdMap::default(),
             admission: Arc::default(),
             steering: None,
             connecting: 0,

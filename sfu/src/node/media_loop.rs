@@ -171,7 +171,7 @@ impl MediaLoop {
             core,
             socket,
             commands,
-            batch: Batch::new(MAX_DATAGRAM + 64),
+            batch: Batch::new(MAX_DATAGRAM),
             reaped: 0,
             next_release: now(),
             shard: None,
@@ -364,10 +364,10 @@ impl MediaLoop {
     fn flush(&mut self) {
         loop {
             while let Some(buffer) = self.batch.next_buffer() {
-                let Some(to) = self.core.poll_datagram(buffer) else {
+                let Some((to, len)) = self.core.poll_datagram(buffer) else {
                     break;
                 };
-                self.batch.commit(to);
+                self.batch.commit(to, len);
             }
             if self.batch.is_empty() {
                 break;

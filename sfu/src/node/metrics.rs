@@ -45,6 +45,9 @@ pub enum DropReason {
     NotConnected,
     /// A datagram the socket would not take (send buffer full).
     SendFailed,
+    /// A packet to send longer than the buffer it is written into
+    /// ([`MAX_DATAGRAM`](crate::node::core::MAX_DATAGRAM)).
+    TooLong,
     /// A datagram for a worker whose queue from the socket's reader was full (that worker
     /// fell behind).
     HandoffFull,
@@ -61,7 +64,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    const ALL: [DropReason; 20] = [
+    const ALL: [DropReason; 21] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -78,6 +81,7 @@ impl DropReason {
         Self::Internal,
         Self::NotConnected,
         Self::SendFailed,
+        Self::TooLong,
         Self::HandoffFull,
         Self::EventStreamBehind,
         Self::BadDtls,
@@ -102,6 +106,7 @@ impl DropReason {
             Self::Internal => "internal",
             Self::NotConnected => "not_connected",
             Self::SendFailed => "send_failed",
+            Self::TooLong => "too_long",
             Self::HandoffFull => "handoff_full",
             Self::EventStreamBehind => "event_stream_behind",
             Self::BadDtls => "bad_dtls",

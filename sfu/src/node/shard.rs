@@ -13,7 +13,6 @@
 //! request before that, from the worker's mark at the head of the ufrag the node gave the
 //! session in its answer. No one's goes to worker 0, whose core counts it as dropped.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,6 +26,7 @@ use super::batch::{receive_each, RecvBatch};
 
 use super::ice::BindingRequest;
 use crate::capture::{classify, PayloadKind};
+use crate::engine::id_map::IdMap;
 
 /// A worker's index, from 0.
 pub type WorkerId = usize;
@@ -63,7 +63,9 @@ pub fn worker_of_ufrag(ufrag: &str) -> Option<WorkerId> {
 /// Which worker owns each address a session was bound at.
 #[derive(Debug, Default)]
 pub struct Steering {
-    owners: RwLock<HashMap<SocketAddr, WorkerId>>,
+    /// Bound only for sessions whose binding request proved their password, so no sender
+    /// picks its keys: an unkeyed hash is safe here.
+    owners: RwLock<IdMap<SocketAddr, WorkerId>>,
 }
 
 impl Steering {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use rtp_ext::codec::MediaKind;
 use rtp_ext::rtp::RtpPacket;
 use sfu::engine::RouterConfig;
-use sfu::node::core::{CoreError, Negotiated, NodeCore, Resource};
+use sfu::node::core::{CoreError, Negotiated, NodeCore, Resource, MAX_DATAGRAM};
 use sfu::node::limits::Limits;
 use sfu::node::participant::ParticipantId;
 use sfu::node::peer::{IceCredentials, Join, Kind, PeerId};
@@ -358,10 +358,11 @@ impl Conference {
 
     /// Everything the core sends now, by destination: the RTP packets' SSRCs.
     pub fn sent(&mut self) -> BTreeMap<SocketAddr, Vec<u32>> {
-        let mut out = Vec::new();
+        let mut buf = vec![0; MAX_DATAGRAM];
         let mut sent: BTreeMap<SocketAddr, Vec<u32>> = BTreeMap::new();
-        while let Some(to) = self.core.poll_datagram(&mut out) {
-            if let Ok(packet) = RtpPacket::parse(&out) {
+        while let Some((to, len)) = self.core.poll_datagram(&mut buf) {
+            let out = &buf[..len];
+            if let Ok(packet) = RtpPacket::parse(out) {
                 if !(192..=223).contains(&out[1]) {
                     sent.entry(to).or_default().push(packet.fields().ssrc);
                 }

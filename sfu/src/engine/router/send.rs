@@ -5,10 +5,11 @@ use std::time::Instant;
 
 use super::{Event, Job, Output, Published, Router};
 use crate::engine::down_track::{DownTrack, Transmit, WriteError};
+use crate::engine::id_map::IdMap;
 use crate::engine::packet::ParsedPacket;
 use crate::engine::receiver::PacketRef;
 use crate::engine::track::{DownTrackId, TrackId};
-use crate::engine::transport::{IdMap, SendSide, Transport, TransportId};
+use crate::engine::transport::{SendSide, Transport, TransportId};
 
 impl Router {
     /// The next media packet for a subscriber, its header written into `buf`.

@@ -8,10 +8,11 @@ use rtp_ext::ext::{AbsSendTime, HeaderExtension, TransportSequenceNumber};
 use rtp_ext::rtp::RtpPacket;
 
 use super::{PendingRtcp, Published, Router};
+use crate::engine::id_map::IdMap;
 use crate::engine::publisher_estimate::PublisherEstimate;
 use crate::engine::rtcp::RembSsrcs;
 use crate::engine::track::TrackId;
-use crate::engine::transport::{IdMap, Transport, Twcc};
+use crate::engine::transport::{Transport, Twcc};
 use crate::engine::twcc::TwccRecorder;
 
 /// Notes a publisher's packet for the feedback its transport gets.

@@ -56,9 +56,8 @@ mod tests {
         let mut batch = Batch::new(1500);
         for &(port, len) in datagrams {
             let buffer = batch.next_buffer().expect("room");
-            buffer.clear();
-            buffer.resize(len, 0xAB);
-            batch.commit(SocketAddr::from(([127, 0, 0, 1], port)));
+            buffer[..len].fill(0xAB);
+            batch.commit(SocketAddr::from(([127, 0, 0, 1], port)), len);
         }
         batch
     }
@@ -88,10 +87,8 @@ mod tests {
         assert_eq!(segment_run(&batch, 0), BATCH_LEN);
         let mut big = Batch::new(9000);
         for _ in 0..10 {
-            let buffer = big.next_buffer().expect("room");
-            buffer.clear();
-            buffer.resize(9000, 0);
-            big.commit(SocketAddr::from(([127, 0, 0, 1], 1)));
+            assert!(big.next_buffer().is_some(), "room");
+            big.commit(SocketAddr::from(([127, 0, 0, 1], 1)), 9000);
         }
         assert_eq!(segment_run(&big, 0), MAX_SEND_BYTES / 9000);
     }

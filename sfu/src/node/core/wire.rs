@@ -9,15 +9,23 @@ use bytes::Bytes;
 
 use super::NodeCore;
 use crate::capture::{classify, PayloadKind};
-use crate::engine::{Output, ReceiveError};
+use crate::engine::{ReceiveError, Transmit, TransportId};
 use crate::node::batch::Sent;
 use crate::node::ice::{BindingRequest, IceError};
 use crate::node::metrics::DropReason;
 use crate::node::peer::{PeerId, Role};
 use crate::node::srtp::MAX_OVERHEAD;
 
-/// Largest datagram the node writes: an MTU-sized packet plus the SRTP tag.
-pub const MAX_DATAGRAM: usize = 1500;
+/// The longest datagram the node reads, as its receive buffers are sized: a longer one
+/// arrives cut, and fails authentication.
+const MAX_RECEIVED: usize = 2048;
+/// What a viewer's header rewrite may add to a packet: a Dependency Descriptor with the
+/// structure attached (255 bytes at most), a transport-wide sequence number, an RTX original
+/// sequence number, the two-byte extension form.
+const REWRITE_ROOM: usize = 512;
+/// The buffer one datagram the node sends is written into: the longest packet it reads, as
+/// rewritten, and what protection adds. A longer one is dropped, counted.
+pub const MAX_DATAGRAM: usize = MAX_RECEIVED + REWRITE_ROOM + MAX_OVERHEAD;
 
 impl NodeCore {
     /// What became of a batch sent: the datagrams the socket did not take (its send buffer
@@ -90,19 +98,29 @@ impl NodeCore {
     }
 
     fn handle_srtp(&mut self, now: Instant, id: PeerId, data: &[u8]) {
-        if !self.unprotect(id, data, false) {
-            return;
-        }
         let Some(peer) = self.peers.get_mut(&id) else {
             return;
         };
-        let transport = peer.transport;
         if !matches!(peer.role, Role::Publisher(_) | Role::Participant(_)) {
             self.counters.drop(DropReason::NotAPublisher);
             return;
         }
-        let packet = Bytes::copy_from_slice(&self.plain);
-        if let Err(refused) = self.router.handle_rtp(now, transport, packet) {
+        let Some(srtp) = peer.srtp.as_mut() else {
+            self.counters.drop(DropReason::NoKeys);
+            return;
+        };
+        // The packet's one copy: into the buffer the engine keeps and shares with every
+        // subscriber, decrypted there.
+        let mut packet = data.to_vec();
+        match srtp.unprotect_rtp(&mut packet) {
+            Ok(len) => packet.truncate(len),
+            Err(_) => {
+                self.counters.drop(DropReason::SrtpRejected);
+                return;
+            }
+        }
+        let transport = peer.transport;
+        if let Err(refused) = self.router.handle_rtp(now, transport, Bytes::from(packet)) {
             if let ReceiveError::UnknownTransport = refused {
                 tracing::error!(peer = %id, "a session's transport is unknown to the engine");
             }
@@ -110,51 +128,44 @@ impl NodeCore {
         }
     }
 
+    /// Decrypted in the reused `plain` and parsed there: the engine keeps none of it.
     fn handle_srtcp(&mut self, now: Instant, id: PeerId, data: &[u8]) {
-        if !self.unprotect(id, data, true) {
+        let Some(peer) = self.peers.get_mut(&id) else {
             return;
-        }
-        if let Some(peer) = self.peers.get(&id) {
-            // Parsed once; the engine dispatches each item within the session's transport.
-            let _ = self.router.handle_rtcp(now, peer.transport, &self.plain);
-        }
-    }
-
-    /// Decrypts into `plain`; false (counted) when the session has no keys yet or the packet
-    /// fails authentication or replay protection.
-    fn unprotect(&mut self, id: PeerId, data: &[u8], rtcp: bool) -> bool {
-        let Some(srtp) = self.peers.get_mut(&id).and_then(|p| p.srtp.as_mut()) else {
+        };
+        let Some(srtp) = peer.srtp.as_mut() else {
             self.counters.drop(DropReason::NoKeys);
-            return false;
+            return;
         };
         self.plain.clear();
         self.plain.extend_from_slice(data);
-        let result = if rtcp {
-            srtp.unprotect_rtcp(&mut self.plain)
-        } else {
-            srtp.unprotect_rtp(&mut self.plain)
+        let Ok(len) = srtp.unprotect_rtcp(&mut self.plain) else {
+            self.counters.drop(DropReason::SrtpRejected);
+            return;
         };
-        match result {
-            Ok(len) => {
-                self.plain.truncate(len);
-                true
-            }
-            Err(_) => {
-                self.counters.drop(DropReason::SrtpRejected);
-                false
-            }
-        }
+        // Parsed once; the engine dispatches each item within the session's transport.
+        let _ = self
+            .router
+            .handle_rtcp(now, peer.transport, &self.plain[..len]);
     }
 
-    /// The next datagram to send, written into `out`: STUN answers and DTLS records, then
+    /// The next datagram to send, written into `out` (of [`MAX_DATAGRAM`] bytes, whatever
+    /// they hold): where it goes and its length. STUN answers and DTLS records first, then
     /// RTCP, then media.
-    pub fn poll_datagram(&mut self, out: &mut Vec<u8>) -> Option<SocketAddr> {
+    pub fn poll_datagram(&mut self, out: &mut [u8]) -> Option<(SocketAddr, usize)> {
         if let Some((to, response)) = self.handshake_out.pop_front() {
-            out.clear();
-            out.extend_from_slice(&response);
-            return Some(to);
+            if let Some(slot) = out.get_mut(..response.len()) {
+                slot.copy_from_slice(&response);
+                return Some((to, response.len()));
+            }
+            self.counters.drop(DropReason::TooLong);
         }
-        let next = self.poll_rtcp(out).or_else(|| self.poll_media(out));
+        // The engine writes each packet where it is sent from, and leaves room after it for
+        // what protection adds there.
+        let room = out.len().checked_sub(MAX_OVERHEAD)?;
+        let next = self
+            .poll_rtcp(out, room)
+            .or_else(|| self.poll_media(out, room));
         if next.is_none() {
             // Sending raised what it raises (layer changes): take it now.
             self.handle_events();
@@ -162,53 +173,54 @@ impl NodeCore {
         next
     }
 
-    fn poll_rtcp(&mut self, out: &mut Vec<u8>) -> Option<SocketAddr> {
-        let mut buf = [0u8; MAX_DATAGRAM];
-        while let Some(rtcp) = self.router.poll_rtcp(&mut buf) {
-            let Some(&id) = self.by_transport.get(&rtcp.transport) else {
-                continue;
-            };
-            out.clear();
-            out.extend_from_slice(&buf[..rtcp.len]);
-            if let Some(to) = self.protect(id, true, out) {
-                return Some(to);
+    fn poll_rtcp(&mut self, out: &mut [u8], room: usize) -> Option<(SocketAddr, usize)> {
+        while let Some(rtcp) = self.router.poll_rtcp(&mut out[..room]) {
+            if let Some(sent) = self.protect(rtcp.transport, true, out, rtcp.len) {
+                return Some(sent);
             }
         }
         None
     }
 
-    fn poll_media(&mut self, out: &mut Vec<u8>) -> Option<SocketAddr> {
-        let mut header = [0u8; MAX_DATAGRAM];
-        while let Some(Output {
-            transport,
-            transmit,
-            ..
-        }) = self.router.poll_transmit(&mut header)
-        {
-            let Some(&id) = self.by_transport.get(&transport) else {
+    /// Each viewer's header as the engine writes it, then the payload every viewer shares
+    /// copied after it: the packet's only copy on its way out.
+    fn poll_media(&mut self, out: &mut [u8], room: usize) -> Option<(SocketAddr, usize)> {
+        while let Some(output) = self.router.poll_transmit(&mut out[..room]) {
+            let Transmit {
+                len: header,
+                payload,
+                ..
+            } = output.transmit;
+            let len = header + payload.len();
+            let Some(body) = out[..room].get_mut(header..len) else {
+                self.counters.drop(DropReason::TooLong);
                 continue;
             };
-            out.clear();
-            out.extend_from_slice(&header[..transmit.len]);
-            out.extend_from_slice(&transmit.payload);
-            if let Some(to) = self.protect(id, false, out) {
+            body.copy_from_slice(&payload);
+            if let Some(sent) = self.protect(output.transport, false, out, len) {
                 self.counters.rtp_out += 1;
-                return Some(to);
+                return Some(sent);
             }
         }
         None
     }
 
-    /// Encrypts the packet in `out` in place for a connected session; None (counted) while it
-    /// has no address or keys.
-    fn protect(&mut self, id: PeerId, rtcp: bool, out: &mut Vec<u8>) -> Option<SocketAddr> {
-        let peer = self.peers.get_mut(&id)?;
+    /// Encrypts the packet in `out[..len]` in place for the session on `transport`: where it
+    /// goes and its protected length. None (counted) while the session has no address or
+    /// keys; None for a transport whose session is gone.
+    fn protect(
+        &mut self,
+        transport: TransportId,
+        rtcp: bool,
+        out: &mut [u8],
+        len: usize,
+    ) -> Option<(SocketAddr, usize)> {
+        let id = self.by_transport.get(&transport)?;
+        let peer = self.peers.get_mut(id)?;
         let (Some(to), Some(srtp)) = (peer.addr, peer.srtp.as_mut()) else {
             self.counters.drop(DropReason::NotConnected);
             return None;
         };
-        let len = out.len();
-        out.resize(len + MAX_OVERHEAD, 0);
         let result = if rtcp {
             srtp.protect_rtcp(out, len)
         } else {
@@ -216,9 +228,8 @@ impl NodeCore {
         };
         match result {
             Ok(protected) => {
-                out.truncate(protected);
                 self.counters.bytes_out += protected as u64;
-                Some(to)
+                Some((to, protected))
             }
             Err(_) => {
                 self.counters.drop(DropReason::SrtpRejected);
@@ -227,3 +238,6 @@ impl NodeCore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

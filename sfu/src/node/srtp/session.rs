@@ -10,6 +10,7 @@ use super::{
     read_u16, read_u32, rtp_header_len, SrtpContext, SrtpError, SrtpKeys, SrtpProfile, E_FLAG,
     RTCP_HEADER_LEN, RTP_HEADER_LEN, SRTCP_INDEX_LEN,
 };
+use crate::engine::id_map::IdMap;
 use crate::node::replay::{ReplayWindow, Rollover, RtpReplay};
 
 /// The largest SRTCP index (RFC 3711 §3.4: 31 bits). Re-keying is due before it is passed.
@@ -27,9 +28,13 @@ pub struct SrtpSession {
     outbound: Direction,
     inbound: Direction,
     /// Per SSRC sent, the highest extended sequence number: the rollover count's source.
-    sent_rtp: HashMap<u32, Rollover>,
+    /// Looked up for every packet to every viewer, and keyed by the node's own SSRCs: an
+    /// unkeyed hash.
+    sent_rtp: IdMap<u32, Rollover>,
     /// Per SSRC sent, the next SRTCP index.
-    sent_rtcp: HashMap<u32, u32>,
+    sent_rtcp: IdMap<u32, u32>,
+    /// Keyed by whatever SSRCs the peer's authenticated packets carry: a keyed hash, so a
+    /// peer cannot pick SSRCs that collide.
     rtp_replay: HashMap<u32, RtpReplay>,
     rtcp_replay: HashMap<u32, ReplayWindow>,
 }
@@ -52,8 +57,8 @@ impl SrtpSession {
             profile,
             outbound: Direction::new(profile, &keys.local_key, &keys.local_salt)?,
             inbound: Direction::new(profile, &keys.remote_key, &keys.remote_salt)?,
-            sent_rtp: HashMap::new(),
-            sent_rtcp: HashMap::new(),
+            sent_rtp: IdMap::default(),
+            sent_rtcp: IdMap::default(),
             rtp_replay: HashMap::new(),
             rtcp_replay: HashMap::new(),
         })

@@ -1,0 +1,196 @@
+//! The node's whole per-packet path, through its core: a publisher's SRTP packet taken in
+//! (authenticated and decrypted, parsed and kept by the engine) and, for the fan-out cases,
+//! every datagram it makes the core send polled into a batch's buffers (each viewer's header
+//! written, the payload after it, the packet protected there). Real AES-128-GCM sessions on
+//! both sides; no socket, which `node/egress_srtp` measures.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use rtp_ext::codec::Codec;
+use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
+use selector::Layer;
+use sfu::engine::{RouterConfig, TrackConfig};
+use sfu::node::batch::Batch;
+use sfu::node::core::{NodeCore, MAX_DATAGRAM};
+use sfu::node::ice::binding_request;
+use sfu::node::peer::{
+    IceCredentials, Join, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
+};
+use sfu::node::srtp::{session, SrtpContext};
+
+use crate::node::{gcm_keys, with_room, PACKET_LEN};
+use crate::{Case, Stream};
+
+const DD_EXT: u8 = 11;
+const AV1_PT: u8 = 45;
+const SSRC: u32 = 0x1000;
+/// Publisher packets per pass; a fresh core starts each pass (the SRTP replay windows and
+/// the engine refuse repeated sequence numbers).
+const PASS: usize = 2_000;
+
+pub fn cases() -> Vec<Case> {
+    vec![
+        node_path("node/ingress/av1_l3t3", 0),
+        node_path("node/fanout/av1_l3t3/8", 8),
+        node_path("node/fanout/av1_l3t3/100", 100),
+    ]
+}
+
+/// An L3T3 stream from its first keyframe, each packet's payload grown to [`PACKET_LEN`]
+/// bytes, protected as the publisher's browser sends it; and which carry a keyframe's
+/// dependency structure.
+fn publisher_stream() -> (Vec<Vec<u8>>, Vec<usize>) {
+    let config = GeneratorConfig {
+        keyframe_interval_tus: 300,
+        ssrc: SSRC,
+        ..Default::default()
+    };
+    let generator = StreamGenerator::new(ScalabilityMode::L3T3, config);
+    let structure = generator.structure().clone();
+    let mut browser = session(&gcm_keys().mirrored()).expect("valid keys");
+    let mut structures = Vec::new();
+    let packets = generator
+        .take(PASS)
+        .enumerate()
+        .map(|(i, p)| {
+            if p.descriptor.attached_structure.is_some() {
+                structures.push(i);
+            }
+            let mut packet = p.rtp_bytes(DD_EXT, &structure);
+            // The payload is bytes to the node: a filler is as good as AV1 OBUs.
+            packet.resize(PACKET_LEN, 0x5A);
+            let mut buf = with_room(&packet);
+            let len = browser
+                .protect_rtp(&mut buf, packet.len())
+                .expect("protects");
+            buf.truncate(len);
+            buf
+        })
+        .collect();
+    (packets, structures)
+}
+
+fn ice(n: usize) -> IceCredentials {
+    IceCredentials {
+        local_ufrag: format!("ufrag{n}"),
+        local_pwd: format!("password-of-session-{n:04}"),
+    }
+}
+
+fn addr(n: usize) -> SocketAddr {
+    SocketAddr::from(([10, 0, (n >> 8) as u8, n as u8], 5000))
+}
+
+/// ICE nominated at `addr(n)` and keys set, as a finished handshake sets them.
+fn connect(core: &mut NodeCore, now: Instant, id: PeerId, n: usize) {
+    let credentials = ice(n);
+    let username = format!("{}:browser", credentials.local_ufrag);
+    let request = binding_request(&username, &credentials.local_pwd, true).expect("a request");
+    core.handle_datagram(now, addr(n), &request);
+    let keys = gcm_keys();
+    core.set_srtp(id, Box::new(session(&keys).expect("valid keys")));
+}
+
+fn viewer() -> Viewer {
+    Viewer {
+        video: Some(ViewerMedia {
+            ssrc: 0x5000,
+            rtx_ssrc: 0x5001,
+            codecs: vec![ViewerCodec {
+                codec: Codec::Av1,
+                payload_type: AV1_PT,
+                rtx_payload_type: Some(AV1_PT + 1),
+                fmtp: String::new(),
+            }],
+            dd_ext_id: Some(DD_EXT),
+            two_byte_allowed: true,
+            transport_cc_ext_id: None,
+            down_track: None,
+        }),
+        audio: None,
+        target: Layer::MAX,
+        source: None,
+    }
+}
+
+/// A core with one AV1 L3T3 publisher (session 0) and `viewers` viewers of every layer, all
+/// connected; what connecting sent is drained.
+fn core_with(now: Instant, viewers: usize, batch: &mut Batch) -> NodeCore {
+    let config = RouterConfig {
+        // Far above the stream: no viewer's layers are held back by its estimate.
+        initial_estimate_bps: 1_000_000_000,
+        ..RouterConfig::default()
+    };
+    let mut core = NodeCore::new(config, Duration::from_secs(3600));
+    let mut track = TrackConfig::single(Codec::Av1, SSRC);
+    track.dd_ext_id = Some(DD_EXT);
+    let publisher = Publisher {
+        tracks: vec![PublishedTrack {
+            mid: String::new(),
+            config: track,
+            id: None,
+            fmtp: String::new(),
+        }],
+        codecs: Vec::new(),
+    };
+    let id = core
+        .add_publisher(now, Join::new("room", ice(0)), publisher)
+        .expect("an empty node");
+    connect(&mut core, now, id, 0);
+    for n in 1..=viewers {
+        let id = core
+            .add_viewer(now, Join::new("room", ice(n)), viewer())
+            .expect("room for the viewers");
+        connect(&mut core, now, id, n);
+    }
+    drain(&mut core, batch);
+    core
+}
+
+/// Polls everything the core sends into the batch's buffers, as the media loop does; a full
+/// batch is forgotten where the loop would send it. Returns the datagrams polled.
+fn drain(core: &mut NodeCore, batch: &mut Batch) -> usize {
+    let mut polled = 0;
+    loop {
+        let Some(buffer) = batch.next_buffer() else {
+            batch.clear();
+            continue;
+        };
+        let Some((to, len)) = core.poll_datagram(buffer) else {
+            break;
+        };
+        batch.commit(to, len);
+        polled += 1;
+    }
+    batch.clear();
+    polled
+}
+
+/// Each op is one publisher packet through the core and everything it makes the core send:
+/// a datagram per viewer, and RTCP when the engine has some.
+fn node_path(name: &'static str, viewers: usize) -> Case {
+    let now = Instant::now();
+    let (packets, structures) = publisher_stream();
+    let mut batch = Batch::new(MAX_DATAGRAM);
+    let mut core = core_with(now, viewers, &mut batch);
+    let mut next = 0;
+    let stream = Stream {
+        pass: packets.len(),
+        structures,
+    };
+    Case::per_unit(name, viewers.max(1) as u64, move || {
+        if next == packets.len() {
+            next = 0;
+            core = core_with(now, viewers, &mut batch);
+        }
+        core.handle_datagram(now, addr(0), &packets[next]);
+        next += 1;
+        let sent = drain(&mut core, &mut batch);
+        assert!(
+            sent >= viewers,
+            "{name}: {sent} datagrams for {viewers} viewers"
+        );
+    })
+    .over(stream)
+}
