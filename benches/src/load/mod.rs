@@ -8,10 +8,16 @@
 //! (`--warmup`); measure for `--seconds`; stop the media and let the last retransmissions
 //! land; report. Every packet's payload ends in a tag with its send time on the process's one
 //! clock (`tag`), so a viewer measures the latency the node adds (and the tool's own lag,
-//! which its CPU figure shows). The node's CPU and memory come from `/proc`.
+//! which its CPU figure shows). The node's CPU and memory come from `/proc`. Before the node
+//! starts, the kernel's floor (`floor`): what a datagram costs to send when that is all a
+//! process does, against which the node's CPU per delivered packet is set. With `--pin` the
+//! node and the tool run on cores of their own (`pin`).
 
+pub mod cost;
+pub mod floor;
 pub mod node;
 pub mod options;
+pub mod pin;
 pub mod procfs;
 pub mod publisher;
 pub mod report;
@@ -30,8 +36,11 @@ use std::time::{Duration, Instant};
 
 use crate::client::{Client, ClientError, VideoCodec};
 
+use cost::Placement;
+use floor::{Floor, FloorError, Until};
 use node::NodeProcess;
 pub use options::{Options, OptionsError};
+use pin::{PinError, Pinning};
 use procfs::Process;
 pub use report::Report;
 use report::{Joining, Measured, SocketDrops, Warmup};
@@ -61,6 +70,10 @@ const WARMUP_SETTLE: Duration = Duration::from_secs(1);
 pub enum LoadError {
     #[error(transparent)]
     Options(#[from] OptionsError),
+    #[error(transparent)]
+    Pin(#[from] PinError),
+    #[error(transparent)]
+    Floor(#[from] FloorError),
     #[error("building the node: {0}")]
     Build(String),
     #[error("cannot start the node {0}: {1}")]
@@ -127,7 +140,21 @@ impl Drop for StopOnDrop {
 /// Runs the load test the options describe.
 pub fn run(options: &Options) -> Result<Report, LoadError> {
     options.validate()?;
-    let mut node = start_node(options)?;
+    let pinning = match options.pin {
+        true => Some(Pinning::for_this_machine()?),
+        false => None,
+    };
+    if let Some(pinning) = pinning {
+        // Before this thread starts any other: they inherit its mask.
+        pin::pin_this_thread(pinning.tool)?;
+    }
+    let floor = measure_floor(options, pinning)?;
+    let mut node = start_node(options, pinning)?;
+    let placement = Placement {
+        pinned: pinning.is_some(),
+        node_cpus: pin::allowed_list(node.pid()).map_err(LoadError::Io)?,
+        tool_cpus: pin::allowed_list(std::process::id()).map_err(LoadError::Io)?,
+    };
     let control = Arc::new(Control::default());
     let _stop = StopOnDrop(Arc::clone(&control));
     let epoch = Instant::now();
@@ -145,8 +172,9 @@ pub fn run(options: &Options) -> Result<Report, LoadError> {
     progress(&warmup.summary());
     let mut measured = measure(&mut node, options, &control, rss_before)?;
     measured.warmup = warmup;
+    measured.floor = floor;
+    measured.placement = placement;
     measured.viewer_gauges = node::viewer_gauges(node.http);
-    control.set(Phase::Draining);
     std::thread::sleep(DRAIN);
     control.set(Phase::Stopped);
     let mut reports = Vec::new();
@@ -173,8 +201,29 @@ pub fn run(options: &Options) -> Result<Report, LoadError> {
     ))
 }
 
+/// The kernel's floor for as many destinations as viewers, unless `--floor-seconds 0`; its
+/// sender on the node's core when pinned, as the node's sends are.
+fn measure_floor(options: &Options, pinning: Option<Pinning>) -> Result<Option<Floor>, LoadError> {
+    if options.floor_seconds == 0.0 {
+        return Ok(None);
+    }
+    progress(&format!(
+        "measuring the kernel's floor for {} s ({} loopback destinations)",
+        options.floor_seconds, options.viewers
+    ));
+    let until = Until::Elapsed(Duration::from_secs_f64(options.floor_seconds));
+    let floor = floor::measure(options.viewers, until, pinning.map(|p| p.node))?;
+    progress(&format!(
+        "kernel floor: {:.2} us per datagram ({} sent, {} read)",
+        floor.us_per_datagram().unwrap_or(0.0),
+        floor.sent,
+        floor.received
+    ));
+    Ok(Some(floor))
+}
+
 /// The node, built unless `--node` names its binary, up and answering.
-fn start_node(options: &Options) -> Result<NodeProcess, LoadError> {
+fn start_node(options: &Options, pinning: Option<Pinning>) -> Result<NodeProcess, LoadError> {
     let binary = match &options.node {
         Some(path) => path.clone(),
         None => {
@@ -182,7 +231,8 @@ fn start_node(options: &Options) -> Result<NodeProcess, LoadError> {
             node::build()?
         }
     };
-    let node = node::start(&binary, options.workers, options.viewers)?;
+    let cpu = pinning.map(|p| p.node);
+    let node = node::start(&binary, options.workers, options.viewers, cpu)?;
     let (pid, http, udp) = (node.pid(), node.http, node.udp);
     progress(&format!("node {pid} up on {http} (UDP {udp})"));
     Ok(node)
@@ -341,7 +391,9 @@ fn wanted_layers(spatial: &[u8]) -> [usize; 3] {
     wanted
 }
 
-/// Counts the node's and this process's CPU over the measured seconds.
+/// Counts the node's and this process's CPU over the measured seconds, and the node's sends
+/// (its `/metrics` read outside the CPU counts: rendering it is no part of the load); starts
+/// the drain.
 fn measure(
     node: &mut NodeProcess,
     options: &Options,
@@ -349,6 +401,7 @@ fn measure(
     rss_before: u64,
 ) -> Result<Measured, LoadError> {
     let node_process = Process::Pid(node.pid());
+    let wire_before = node::wire(node.http);
     let node_cpu = node_process.cpu_time().map_err(LoadError::Io)?;
     let tool_cpu = Process::This.cpu_time().map_err(LoadError::Io)?;
     let (busy, cores) = procfs::machine_busy().map_err(LoadError::Io)?;
@@ -370,6 +423,11 @@ fn measure(
     let node_cpu = (node_process.cpu_time().map_err(LoadError::Io)?).saturating_sub(node_cpu);
     let tool_cpu = (Process::This.cpu_time().map_err(LoadError::Io)?).saturating_sub(tool_cpu);
     let busy = (procfs::machine_busy().map_err(LoadError::Io)?.0).saturating_sub(busy);
+    // The viewers' counts end with the CPU's: what they receive is set against it.
+    control.set(Phase::Draining);
+    let wire = wire_before
+        .zip(node::wire(node.http))
+        .map(|(before, after)| before.since(after));
     Ok(Measured {
         wall,
         node_cpu,
@@ -378,6 +436,7 @@ fn measure(
         cores,
         rss_before_kib: rss_before,
         rss_after_kib: node_process.rss_kib().map_err(LoadError::Io)?,
+        wire,
         ..Measured::default()
     })
 }

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::client::http;
 
+use super::cost::Wire;
+use super::pin::spawning_on;
 use super::LoadError;
 
 /// How long the node may take to answer HTTP after it starts.
@@ -90,12 +92,13 @@ pub fn build() -> Result<PathBuf, LoadError> {
     Ok(target.join("release").join("sfu"))
 }
 
-/// Starts `binary serve` on free loopback ports, with `--workers` only when asked for, and
-/// waits until its HTTP answers.
+/// Starts `binary serve` on free loopback ports, with `--workers` only when asked for, on
+/// `cpu` alone when given, and waits until its HTTP answers.
 pub fn start(
     binary: &Path,
     workers: Option<usize>,
     viewers: usize,
+    cpu: Option<usize>,
 ) -> Result<NodeProcess, LoadError> {
     let http = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), free_tcp_port()?);
     let udp = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), free_udp_port()?);
@@ -118,12 +121,15 @@ pub fn start(
     if let Some(n) = workers {
         command.args(["--workers", &n.to_string()]);
     }
-    let child = command
+    command
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(LoadError::Io)?)
-        .stderr(log)
-        .spawn()
-        .map_err(|e| LoadError::NodeSpawn(binary.display().to_string(), e))?;
+        .stderr(log);
+    let spawned = match cpu {
+        Some(cpu) => spawning_on(cpu, || command.spawn())?,
+        None => command.spawn(),
+    };
+    let child = spawned.map_err(|e| LoadError::NodeSpawn(binary.display().to_string(), e))?;
     let mut node = NodeProcess {
         child,
         http,
@@ -237,6 +243,12 @@ fn parse_viewer_gauges(metrics: &str) -> ViewerGauges {
         }
     }
     gauges
+}
+
+/// The node's send counters now, when its `/metrics` has them.
+pub fn wire(node: SocketAddr) -> Option<Wire> {
+    let reply = http::request(node, "GET", "/metrics", &[], "").ok()?;
+    Wire::parse(&reply.body)
 }
 
 /// One series of the node's `/metrics` (no labels), when it has it.

@@ -39,6 +39,15 @@ pub struct Options {
     /// Threads the viewers are spread over (the publisher has its own).
     #[arg(long, default_value_t = 2)]
     pub client_threads: usize,
+    /// Seconds the kernel's floor is measured for, before the node starts: one socket sends
+    /// full-size datagrams with `sendmmsg` to as many loopback sockets as there are viewers;
+    /// the node's CPU per delivered packet is reported against its CPU per datagram. 0 skips it.
+    #[arg(long, default_value_t = 2.0)]
+    pub floor_seconds: f64,
+    /// The node on one core (the highest this process may use), this tool on another (the
+    /// lowest); the floor's sender on the node's, its reader on the tool's.
+    #[arg(long)]
+    pub pin: bool,
     /// The node's binary; by default the tool builds it (release) beside itself.
     #[arg(long)]
     pub node: Option<PathBuf>,
@@ -70,7 +79,7 @@ pub enum OptionsError {
     Rooms,
     #[error("--loss is a percentage from 0 to 100, not {0}")]
     Loss(f64),
-    #[error("--{0} must be a positive number of seconds")]
+    #[error("--{0} must be a number of seconds (positive, or 0 where 0 is allowed)")]
     Seconds(&'static str),
 }
 
@@ -98,8 +107,12 @@ impl Options {
         if !positive(self.connect_timeout) {
             return Err(OptionsError::Seconds("connect-timeout"));
         }
-        if !(self.warmup.is_finite() && self.warmup >= 0.0) {
+        let not_negative = |v: f64| v.is_finite() && v >= 0.0;
+        if !not_negative(self.warmup) {
             return Err(OptionsError::Seconds("warmup"));
+        }
+        if !not_negative(self.floor_seconds) {
+            return Err(OptionsError::Seconds("floor-seconds"));
         }
         Ok(())
     }
@@ -120,5 +133,16 @@ mod tests {
         assert_eq!(bad.validate(), Err(OptionsError::Loss(120.0)));
         let bad = Options::parse_from(["load", "--seconds", "0"]);
         assert_eq!(bad.validate(), Err(OptionsError::Seconds("seconds")));
+    }
+
+    #[test]
+    fn pinning_is_asked_for_and_the_floor_may_be_skipped() {
+        let options = Options::parse_from(["load"]);
+        assert_eq!((options.pin, options.floor_seconds), (false, 2.0));
+        let options = Options::parse_from(["load", "--pin", "--floor-seconds", "0"]);
+        assert_eq!((options.pin, options.floor_seconds), (true, 0.0));
+        assert_eq!(options.validate(), Ok(()));
+        let bad = Options::parse_from(["load", "--floor-seconds=-1"]);
+        assert_eq!(bad.validate(), Err(OptionsError::Seconds("floor-seconds")));
     }
 }

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::cost::{Cost, Placement, Wire};
+use super::floor::Floor;
 use super::node::ViewerGauges;
 use super::options::Options;
 use super::procfs::percent_of_core;
@@ -97,6 +99,11 @@ pub struct Measured {
     pub viewer_gauges: ViewerGauges,
     pub warmup: Warmup,
     pub socket_drops: Option<SocketDrops>,
+    /// The node's send counters over the measured seconds.
+    pub wire: Option<Wire>,
+    /// The kernel's floor, measured before the node started.
+    pub floor: Option<Floor>,
+    pub placement: Placement,
 }
 
 /// Smallest, median and largest of some values.
@@ -152,6 +159,7 @@ pub struct Report {
     pub latency: Histogram,
     pub latencies: Latencies,
     pub measured: Measured,
+    pub cost: Cost,
     pub publisher: PublisherReport,
     pub errors: Vec<String>,
 }
@@ -202,6 +210,13 @@ impl Report {
             latency: latencies.all(),
             latencies,
             measured: measured.clone(),
+            cost: Cost {
+                node_cpu: measured.node_cpu,
+                delivered: sum(|v| v.datagrams),
+                wire: measured.wire,
+                floor: measured.floor,
+                placement: measured.placement.clone(),
+            },
             publisher: publisher.clone(),
             errors: all
                 .iter()
@@ -306,6 +321,7 @@ impl Report {
             "latency_ms_video_spatial": self.latencies.video.each_ref().map(latency_json),
             "latency_ms_audio": latency_json(&self.latencies.audio),
             "node_cpu_pct": self.node_cpu_pct(),
+            "cost": self.cost.json(),
             "node_rss_kib": self.measured.rss_after_kib,
             "node_rss_per_viewer_kib": self.rss_per_viewer_kib(),
             "tool_cpu_pct": self.tool_cpu_pct(),
@@ -461,6 +477,7 @@ impl Report {
             "node CPU",
             format!("{:.1} % of a core", self.node_cpu_pct()),
         );
+        self.cost.rows(out);
         row(
             out,
             "node RSS",
@@ -527,7 +544,8 @@ impl Report {
     }
 }
 
-fn row(out: &mut String, name: &str, value: String) {
+/// One line of the table.
+pub(super) fn row(out: &mut String, name: &str, value: String) {
     let _ = writeln!(out, "  {name:<27} {value}");
 }
 

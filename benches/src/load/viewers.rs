@@ -41,6 +41,9 @@ pub struct ViewerReport {
     pub connect_time: Option<Duration>,
     /// Kilobits a second over the measured period, every datagram counted whole.
     pub kbps: f64,
+    /// Datagrams received over the measured period (those the simulated loss then dropped
+    /// included: the node sent them).
+    pub datagrams: u64,
     pub seq: SeqCounts,
     pub frames_complete: u64,
     pub frames_incomplete: u64,
@@ -247,12 +250,13 @@ impl Worker {
 }
 
 fn viewer_report(slot: &Slot) -> ViewerReport {
-    let kbps = match (slot.measured_from, slot.measured_to) {
+    let (kbps, datagrams) = match (slot.measured_from, slot.measured_to) {
         (Some((from, before)), Some((to, after))) if to > from => {
             let bits = (after.bytes - before.bytes) as f64 * 8.0;
-            bits / (to - from).as_secs_f64() / 1000.0
+            let kbps = bits / (to - from).as_secs_f64() / 1000.0;
+            (kbps, after.datagrams - before.datagrams)
         }
-        _ => 0.0,
+        _ => (0.0, 0),
     };
     let (frames_complete, frames_incomplete) = slot.stats.frames.finish();
     let client = &slot.job.client;
@@ -262,6 +266,7 @@ fn viewer_report(slot: &Slot) -> ViewerReport {
         port: client.local_addr().port(),
         connect_time: slot.connected_at.map(|at| at - slot.job.joined),
         kbps,
+        datagrams,
         seq: slot.stats.seq.finish(),
         frames_complete,
         frames_incomplete,

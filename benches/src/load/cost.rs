@@ -1,0 +1,243 @@
+//! What a delivered packet cost the node, beside the kernel's floor measured in the same run
+//! (`floor`), and how the node's sends were batched.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::floor::{per, Floor};
+use super::report::row;
+
+/// The node's `/metrics` counters of its sending.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Wire {
+    /// `strata_packets_out_total`: RTP packets sent.
+    pub packets_out: u64,
+    /// `strata_udp_send_calls_total`: send calls, each a batch.
+    pub send_calls: u64,
+}
+
+impl Wire {
+    /// Both counters from a `/metrics` text, when it has both.
+    pub fn parse(metrics: &str) -> Option<Self> {
+        let value = |series: &str| {
+            metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        };
+        Some(Self {
+            packets_out: value("strata_packets_out_total")?,
+            send_calls: value("strata_udp_send_calls_total")?,
+        })
+    }
+
+    /// What was counted between `self` and `later`.
+    pub fn since(self, later: Self) -> Self {
+        Self {
+            packets_out: later.packets_out.saturating_sub(self.packets_out),
+            send_calls: later.send_calls.saturating_sub(self.send_calls),
+        }
+    }
+
+    /// RTP packets per send call (the calls also carry RTCP, DTLS and STUN, so this is a
+    /// little under the datagrams per call).
+    pub fn packets_per_call(&self) -> Option<f64> {
+        per(self.packets_out as f64, self.send_calls)
+    }
+}
+
+/// Where a run's node and tool ran, as `/proc` lists their CPUs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// Whether `--pin` put them on cores of their own.
+    pub pinned: bool,
+    pub node_cpus: String,
+    pub tool_cpus: String,
+}
+
+/// The node's cost per packet over the measured window.
+#[derive(Debug, Clone, Default)]
+pub struct Cost {
+    pub node_cpu: Duration,
+    /// Datagrams the viewers received from the node over the window (all of them: RTP, and the
+    /// few RTCP and STUN ones).
+    pub delivered: u64,
+    /// The node's counters over the window, when its `/metrics` has them.
+    pub wire: Option<Wire>,
+    /// None when `--floor-seconds 0`.
+    pub floor: Option<Floor>,
+    pub placement: Placement,
+}
+
+impl Cost {
+    /// The node's CPU microseconds per datagram delivered.
+    pub fn node_us_per_packet(&self) -> Option<f64> {
+        per(self.node_cpu.as_secs_f64() * 1e6, self.delivered)
+    }
+
+    /// How many floors the node's cost per packet is.
+    pub fn ratio(&self) -> Option<f64> {
+        let floor = self.floor.as_ref()?.us_per_datagram()?;
+        let node = self.node_us_per_packet()?;
+        (floor > 0.0).then(|| node / floor)
+    }
+
+    pub fn rows(&self, out: &mut String) {
+        let us = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2} us"));
+        row(
+            out,
+            "node CPU per packet",
+            format!(
+                "{} per datagram delivered ({} to the viewers)",
+                us(self.node_us_per_packet()),
+                self.delivered
+            ),
+        );
+        match &self.floor {
+            Some(f) => row(
+                out,
+                "kernel floor",
+                format!(
+                    "{} per datagram (sendmmsg of {:.0} to {} loopback sockets; {} sent, {} read, over {:.1} s)",
+                    us(f.us_per_datagram()),
+                    f.per_call().unwrap_or(0.0),
+                    f.destinations,
+                    f.sent,
+                    f.received,
+                    f.wall.as_secs_f64()
+                ),
+            ),
+            None => row(out, "kernel floor", "not measured".into()),
+        }
+        row(
+            out,
+            "node / floor",
+            self.ratio().map_or("-".into(), |r| format!("{r:.1} x")),
+        );
+        if let Some(wire) = self.wire {
+            row(
+                out,
+                "node packets per send call",
+                format!(
+                    "{} ({} RTP packets in {} calls)",
+                    wire.packets_per_call()
+                        .map_or("-".into(), |p| format!("{p:.1}")),
+                    wire.packets_out,
+                    wire.send_calls
+                ),
+            );
+        }
+        let p = &self.placement;
+        row(
+            out,
+            "CPUs",
+            format!(
+                "node {}, tool {}{}",
+                p.node_cpus,
+                p.tool_cpus,
+                if p.pinned { " (pinned)" } else { "" }
+            ),
+        );
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "node_us_per_packet": self.node_us_per_packet(),
+            "delivered": self.delivered,
+            "floor_us_per_datagram": self.floor.as_ref().and_then(Floor::us_per_datagram),
+            "node_to_floor": self.ratio(),
+            "floor": self.floor.as_ref().map(|f| json!({
+                "destinations": f.destinations,
+                "sent": f.sent,
+                "lost": f.lost,
+                "received": f.received,
+                "calls": f.calls,
+                "seconds": f.wall.as_secs_f64(),
+            })),
+            "node_packets_out": self.wire.map(|w| w.packets_out),
+            "node_send_calls": self.wire.map(|w| w.send_calls),
+            "node_packets_per_call": self.wire.and_then(|w| w.packets_per_call()),
+            "pinned": self.placement.pinned,
+            "node_cpus": self.placement.node_cpus,
+            "tool_cpus": self.placement.tool_cpus,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_send_counters_are_read_from_metrics_and_taken_over_the_window() {
+        let metrics = "# HELP strata_packets_out_total RTP packets sent.\n\
+            strata_packets_out_total 1000\n\
+            strata_packets_out_totals 7\n\
+            strata_udp_send_calls_total 40\n";
+        let before = Wire::parse(metrics).expect("both");
+        assert_eq!(
+            before,
+            Wire {
+                packets_out: 1000,
+                send_calls: 40
+            }
+        );
+        assert_eq!(Wire::parse("strata_packets_out_total 1\n"), None);
+        let after = Wire {
+            packets_out: 4200,
+            send_calls: 140,
+        };
+        let window = before.since(after);
+        assert_eq!((window.packets_out, window.send_calls), (3200, 100));
+        assert_eq!(window.packets_per_call(), Some(32.0));
+        assert_eq!(Wire::default().packets_per_call(), None);
+    }
+
+    #[test]
+    fn the_node_is_set_against_the_floor() {
+        let floor = Floor {
+            destinations: 200,
+            sent: 100_000,
+            calls: 3125,
+            received: 100_000,
+            sender_cpu: Duration::from_millis(250),
+            ..Floor::default()
+        };
+        let cost = Cost {
+            node_cpu: Duration::from_secs(3),
+            delivered: 600_000,
+            floor: Some(floor),
+            ..Cost::default()
+        };
+        assert_eq!(floor.us_per_datagram(), Some(2.5));
+        assert_eq!(cost.node_us_per_packet(), Some(5.0));
+        assert_eq!(cost.ratio(), Some(2.0));
+        let json = cost.json();
+        assert_eq!(json["node_to_floor"], 2.0);
+        assert_eq!(json["floor"]["calls"], 3125);
+        let mut table = String::new();
+        cost.rows(&mut table);
+        assert!(table.contains("5.00 us per datagram delivered (600000 to the viewers)"));
+        assert!(table.contains("2.50 us per datagram (sendmmsg of 32 to 200 loopback"));
+        assert!(table.contains("2.0 x"));
+    }
+
+    #[test]
+    fn without_packets_or_a_floor_there_is_no_ratio() {
+        let cost = Cost {
+            node_cpu: Duration::from_secs(1),
+            ..Cost::default()
+        };
+        assert_eq!(cost.node_us_per_packet(), None);
+        assert_eq!(cost.ratio(), None);
+        let cost = Cost {
+            delivered: 10,
+            ..cost
+        };
+        assert_eq!(cost.node_us_per_packet(), Some(100_000.0));
+        assert_eq!(cost.ratio(), None);
+        let mut table = String::new();
+        cost.rows(&mut table);
+        assert!(table.contains("not measured"));
+    }
+}
