@@ -178,9 +178,12 @@ fn send(addresses: &[SocketAddr], until: Until, progress: &Progress) -> Result<F
             let Some(buffer) = batch.next_buffer() else {
                 break;
             };
-            // Written once: a batch keeps its buffers when cleared.
-            buffer.resize(PACKET_LEN, FILL);
-            batch.commit(addresses[next]);
+            // Written per datagram, as the node writes each packet it sends.
+            let Some(datagram) = buffer.get_mut(..PACKET_LEN) else {
+                break;
+            };
+            datagram.fill(FILL);
+            batch.commit(addresses[next], PACKET_LEN);
             next = (next + 1) % addresses.len();
         }
         let outcome = send_all(&socket, &batch);
