@@ -40,7 +40,7 @@ use serde_json::{json, Value};
 use chromium::{Chromium, Page};
 use node::Node;
 use participants::{
-    decoding, everyone_decodes_the_others, join, remote_of, sample, until, Participant,
+    decoding, everyone_decodes_the_others, join, remote_of, sample, summary, until, Participant,
 };
 use strata::num;
 
@@ -186,18 +186,21 @@ fn participants_join_and_leave_a_conference_on_one_connection_each() {
     ));
     let start = Instant::now();
     let mut first = BTreeMap::new();
+    let mut last = BTreeMap::new();
     let took = until(
         &participants,
         LATE_JOIN,
         "the fifth and the four see each other",
         |now| {
             note_first_frames(&mut first, now, start);
+            last.clone_from(now);
             everyone_decodes_the_others(&participants, now, None)
         },
     );
     println!(
-        "[conference] the late fifth and the four decode each other after {:.1} s",
-        took.as_secs_f64()
+        "[conference] the late fifth and the four decode each other after {:.1} s:\n{}",
+        took.as_secs_f64(),
+        summary(&last)
     );
     let seen: Vec<String> = first
         .iter()

@@ -10,14 +10,17 @@
 
 // Starts a participant: camera and microphone, joined to `room` as `name`.
 async function join({ room, name, codec = 'AV1', scalabilityMode = 'L3T3_KEY', simulcast = false,
-  token, width = 1280, height = 720, grid } = {}) {
-  const { pc, stream } = await sendingConnection({ codec, scalabilityMode, simulcast, width, height });
+  token, width = 1280, height = 720, frameRate = 30, grid } = {}) {
+  const { pc, stream } = await sendingConnection({ codec, scalabilityMode, simulcast, width, height, frameRate });
   const id = String(nextId++);
   const c = {
     id, kind: 'conference', room, name, pc, stream, token, label: `${name} ${codec}`,
     participants: new Map(), tracks: new Map(), remote: new Map(), midOwner: new Map(),
     wanted: { audio: 0, video: 0 }, negotiating: false, again: false, ufrags: new Set(),
     renegotiations: 0, you: null, speaker: null,
+    // When (performance.now(), ms) the node last asked for an offer, the page sent one, and
+    // its answer was applied: where a slow negotiation spent its time.
+    negotiation: { asked: null, offered: null, answered: null },
   };
   sessions.set(id, c);
   addConferenceGrid(c, stream, grid);
@@ -74,6 +77,7 @@ function noteUfrag(c) {
 
 // Offers again, one negotiation at a time; a change that comes during one is offered after it.
 async function renegotiate(c) {
+  c.negotiation.asked = performance.now();
   if (c.negotiating) { c.again = true; return; }
   c.negotiating = true;
   try {
@@ -82,6 +86,7 @@ async function renegotiate(c) {
       ensureReceivers(c);
       await c.pc.setLocalDescription(await c.pc.createOffer());
       noteUfrag(c);
+      c.negotiation.offered = performance.now();
       const headers = { 'Content-Type': 'application/sdp', 'If-Match': c.etag };
       if (c.token) headers.Authorization = 'Bearer ' + c.token;
       const res = await fetch(c.location, { method: 'PATCH', headers, body: c.pc.localDescription.sdp });
@@ -90,13 +95,22 @@ async function renegotiate(c) {
         await c.pc.setLocalDescription({ type: 'rollback' });
         // Another answer came first: offer again from it.
         if (res.status === 412) { c.again = true; continue; }
+        // Offered more often than the node takes: offer again when it says to.
+        if (res.status === 429) {
+          const seconds = Number(res.headers.get('Retry-After')) || 1;
+          await new Promise((r) => setTimeout(r, seconds * 1000));
+          c.again = true;
+          continue;
+        }
         throw new Error(`PATCH ${c.location}: ${res.status} ${body}`);
       }
       await c.pc.setRemoteDescription({ type: 'answer', sdp: body });
       c.etag = res.headers.get('ETag');
       c.renegotiations += 1;
+      c.negotiation.answered = performance.now();
     } while (c.again);
   } catch (e) {
+    c.error = String(e && e.message ? e.message : e);
     report(e);
   } finally {
     c.negotiating = false;
@@ -272,7 +286,9 @@ async function conferenceStats(c) {
   const out = {
     kind: 'conference', room: c.room, name: c.name, you: c.you, connectionState: c.pc.connectionState,
     transports: 0, ufrags: [...c.ufrags], renegotiations: c.renegotiations, speaker: c.speaker,
-    estimate_bps: c.estimate ?? null, remote: {}, tiles: c.grid.querySelectorAll('.tile.remote').length,
+    estimate_bps: c.estimate ?? null, remote: {}, error: c.error ?? null,
+    negotiation: Object.fromEntries(Object.entries(c.negotiation)
+      .map(([k, at]) => [k, at === null ? null : Math.round(performance.now() - at)])), tiles: c.grid.querySelectorAll('.tile.remote').length,
   };
   report.forEach((r) => {
     if (r.type === 'transport') out.transports += 1;

@@ -78,6 +78,7 @@ impl Signaling {
         if_match: Option<u64>,
         caller: Caller<'_>,
     ) -> Result<Answered, SignalError> {
+        let started = Instant::now();
         let resource = self.resource((Kind::Participant, room, id), caller)?;
         let session = resource.id;
         self.check_offer_rate(session)?;
@@ -108,6 +109,7 @@ impl Signaling {
         }
         let answered = self.answered(plan, &negotiated?, room);
         self.offer_memo.keep(session, text, Arc::clone(&read));
+        tracing::debug!(peer = %session, took = ?started.elapsed(), "offer answered");
         Ok(answered)
     }
 
