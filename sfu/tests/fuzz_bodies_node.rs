@@ -5,7 +5,6 @@
 #![cfg(feature = "fuzzing")]
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use sfu::capture::{classify, udp_datagram, Capture, PayloadKind};
 use sfu::fuzz::{self, record};
@@ -176,19 +175,7 @@ fn protect(session: &mut SrtpSession, rtcp: bool, packet: &[u8]) -> Vec<u8> {
 
 /// A client stack's first flight: its ClientHello.
 fn client_hello() -> Vec<u8> {
-    let cert = dimpl::certificate::generate_self_signed_certificate().expect("a certificate");
-    let now = std::time::Instant::now();
-    let mut client = dimpl::Dtls::new_12(Arc::new(dimpl::Config::default()), cert, now);
-    client.set_active(true);
-    client.handle_timeout(now).expect("the client starts");
-    let mut buf = vec![0; 2048];
-    loop {
-        match client.poll_output(&mut buf) {
-            dimpl::Output::Packet(hello) => return hello.to_vec(),
-            dimpl::Output::Timeout(_) => panic!("no ClientHello"),
-            _ => {}
-        }
-    }
+    sfu::node::dtls::client_hello(std::time::Instant::now())
 }
 
 /// A plaintext handshake record holding all of a Certificate message (the client's second,

@@ -1,15 +1,18 @@
 //! The node's DTLS 1.2 server (ICE-lite, `a=setup:passive`): one association per peer, over
 //! the node's shared UDP socket, ending in the SRTP keys of that peer (RFC 5763, RFC 5764).
 //!
-//! [`DtlsAssociation`] (`association.rs`) is sans-IO, on the `dimpl` crate: the core drives
+//! [`DtlsAssociation`] (`association.rs`) is sans-IO, on the `rtc-dtls` crate: the core drives
 //! one per session (`core/dtls.rs`) with datagrams and `now` in, datagrams, a timer and events
 //! out. The tests check it against an independent client stack (`test_client.rs`).
 
 mod association;
 mod early_records;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use rtc_dtls::crypto::Certificate;
+use rtc_dtls::crypto_provider::RTCCryptoProvider;
 use sha2::{Digest, Sha256};
 
 pub use association::{DtlsAssociation, DtlsConfig, DtlsOutput, DATAGRAM_LIMIT, MTU};
@@ -41,9 +44,13 @@ pub enum DtlsError {
     #[error("the peer agreed on no SRTP protection profile the node supports")]
     NoSrtpProfile,
     #[error("the DTLS association failed: {0}")]
-    Protocol(#[source] dimpl::Error),
+    Protocol(#[source] rtc_shared::error::Error),
     #[error("a {0}-byte datagram is longer than a DTLS association takes")]
     DatagramTooLong(usize),
+    #[error("the datagram is not a sequence of whole DTLS records")]
+    MalformedDatagram,
+    #[error("the peer sent more handshake bytes than a handshake needs")]
+    HandshakeTooLong,
     #[error("the datagram repeats a record the handshake holds undecrypted")]
     DuplicateRecord,
     #[error("the peer sent more records of a later epoch than a handshake needs")]
@@ -59,8 +66,10 @@ pub enum DtlsError {
 /// The node's certificate, shared by every peer's association and announced in SDP.
 #[derive(Clone)]
 pub struct DtlsCertificate {
-    /// The DER certificate and its PKCS#8 private key.
-    der: dimpl::DtlsCertificate,
+    /// The certificate and its private key, as the DTLS stack takes them.
+    stack: Certificate,
+    /// The cryptography the key lives in, which every association runs on too.
+    provider: Arc<dyn RTCCryptoProvider>,
 }
 
 // The private key stays out of logs.
@@ -73,29 +82,32 @@ impl std::fmt::Debug for DtlsCertificate {
 }
 
 impl DtlsCertificate {
-    /// A fresh self-signed ECDSA P-256 certificate with a random serial number: peers trust it
-    /// through the SDP fingerprint, not a chain, and some refuse two certificates with one
-    /// serial.
+    /// A fresh self-signed ECDSA P-256 certificate, its serial number the hash of its fresh
+    /// key: peers trust it through the SDP fingerprint, not a chain, and some refuse two
+    /// certificates with one serial.
     pub fn generate() -> Result<Self, DtlsError> {
-        let der = dimpl::certificate::generate_self_signed_certificate()
+        let provider = rtc_dtls::crypto_provider::default_provider()
             .map_err(|e| DtlsError::Certificate(e.to_string()))?;
-        // Checked here, once: the DTLS stack takes the key as valid when a handshake starts.
-        dimpl::Config::default()
-            .crypto_provider()
-            .key_provider
-            .load_private_key(&der.private_key)
+        let stack = Certificate::generate_self_signed(vec!["strata".to_owned()], provider.crypto())
             .map_err(|e| DtlsError::Certificate(e.to_string()))?;
-        Ok(Self { der })
+        Ok(Self { stack, provider })
+    }
+
+    /// The certificate's DER, what its fingerprint hashes.
+    fn der(&self) -> &[u8] {
+        self.stack.certificate.first().map_or(&[], |der| der.as_ref())
     }
 
     /// The `a=fingerprint` value: `"sha-256 AB:CD:…"`.
     pub fn fingerprint(&self) -> String {
-        let pairs: Vec<String> = sha256(&self.der.certificate)
-            .iter()
-            .map(|b| format!("{b:02X}"))
-            .collect();
-        format!("{FINGERPRINT_ALGORITHM} {}", pairs.join(":"))
+        fingerprint_of(self.der())
     }
+}
+
+/// The `a=fingerprint` value of the certificate `der`.
+fn fingerprint_of(der: &[u8]) -> String {
+    let pairs: Vec<String> = sha256(der).iter().map(|b| format!("{b:02X}")).collect();
+    format!("{FINGERPRINT_ALGORITHM} {}", pairs.join(":"))
 }
 
 fn sha256(der: &[u8]) -> [u8; 32] {
@@ -154,11 +166,39 @@ fn split_keying_material(profile: SrtpProfile, material: &[u8], side: Side) -> O
     })
 }
 
+/// A ClientHello from the DTLS stack in the client role, as a peer's first datagram: for the
+/// tests and the fuzz seeds.
+#[cfg(any(test, feature = "fuzzing"))]
+pub fn client_hello(now: std::time::Instant) -> Vec<u8> {
+    use rtc_dtls::config::ConfigBuilder;
+    use rtc_dtls::endpoint::Endpoint;
+    use std::net::SocketAddr;
+
+    let provider = rtc_dtls::crypto_provider::default_provider().expect("a crypto provider");
+    let config = ConfigBuilder::default()
+        .with_crypto_provider(provider)
+        .with_insecure_skip_verify(true)
+        .build(true, None)
+        .expect("a client configuration");
+    let mut client = Endpoint::new(
+        SocketAddr::from(([127, 0, 0, 1], 1)),
+        rtc_shared::TransportProtocol::UDP,
+        None,
+    );
+    client
+        .connect(now, SocketAddr::from(([127, 0, 0, 1], 2)), Arc::new(config), None)
+        .expect("the client starts");
+    let hello = client.poll_transmit().expect("a ClientHello");
+    hello.message.to_vec()
+}
+
 #[cfg(test)]
 mod association_tests;
 #[cfg(test)]
 pub(crate) mod test_client;
 #[cfg(test)]
 pub(crate) mod test_pair;
+#[cfg(test)]
+mod stack_client_tests;
 #[cfg(test)]
 mod tests;

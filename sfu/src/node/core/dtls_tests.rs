@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use super::{NodeCore, MAX_DATAGRAM};
 use crate::capture::{classify, PayloadKind};
 use crate::engine::RouterConfig;
-use crate::node::dtls::test_client::{export_keys, ChannelConn, ClientError};
+use crate::node::dtls::test_client::{client_certificate, export_keys, ChannelConn, ClientError};
 use crate::node::dtls::test_pair::{client_config, sleep_until, Clock, ALL_PROFILES};
 use crate::node::dtls::{DtlsCertificate, DtlsConfig, Side};
 use crate::node::ice::binding_request;
@@ -85,7 +85,7 @@ async fn handshake(
     let (to_core, mut from_client) = mpsc::unbounded_channel::<Bytes>();
     let (to_client, client_inbound) = mpsc::channel(256);
     let conn = ChannelConn::new(client_inbound, Box::new(move |d| drop(to_core.send(d))));
-    let config = client_config(client_cert, &node, ALL_PROFILES.to_vec());
+    let config = client_config(client_certificate(client_cert), &node, ALL_PROFILES.to_vec());
     let mut client = tokio::spawn(async move {
         let dtls = DTLSConn::new(Arc::new(conn), config, true, None)
             .await
@@ -212,7 +212,7 @@ async fn a_stalled_handshake_ends_the_session_at_the_dtls_timeout() {
     let (to_core, mut from_client) = mpsc::unbounded_channel::<Bytes>();
     let (_to_client, client_inbound) = mpsc::channel(1);
     let conn = ChannelConn::new(client_inbound, Box::new(move |d| drop(to_core.send(d))));
-    let config = client_config(&client_cert, &node, ALL_PROFILES.to_vec());
+    let config = client_config(client_certificate(&client_cert), &node, ALL_PROFILES.to_vec());
     let client = tokio::spawn(DTLSConn::new(Arc::new(conn), config, true, None));
     let hello = from_client.recv().await.expect("a client hello");
     client.abort();

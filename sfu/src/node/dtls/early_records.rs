@@ -1,8 +1,8 @@
-//! Records of a later epoch that arrive before the DTLS stack can decrypt them. The stack keeps
-//! them undecrypted for later, and takes a second copy of one (same epoch and sequence number)
-//! as impossible: it asserts, so a duplicated datagram or a hostile peer would crash it
-//! (fuzzing found it). Until the handshake is done the association lets each such record
-//! through once; afterwards the stack's own replay window drops copies before that point.
+//! Records of a later epoch that arrive before the DTLS stack can decrypt them. The stack
+//! queues them undecrypted for later, without bound, and a hostile peer could fill that queue
+//! with copies. Until the handshake is done the association lets each such record through
+//! once, and only so many; afterwards the stack's own replay window drops copies. Also the
+//! framing the stack needs of a datagram, checked before it sees one.
 
 use super::DtlsError;
 
@@ -36,6 +36,23 @@ impl EarlyRecords {
         self.seen.extend(later_epoch_records(datagram));
         Ok(())
     }
+}
+
+/// Whether `datagram` is a sequence of whole records, each longer than its header, as the stack
+/// splits it (it takes anything else as an error of the association).
+pub(super) fn is_well_framed(datagram: &[u8]) -> bool {
+    let mut rest = datagram;
+    while !rest.is_empty() {
+        let Some(header) = rest.get(..HEADER_LEN).filter(|_| rest.len() > HEADER_LEN) else {
+            return false;
+        };
+        let length = usize::from(u16::from_be_bytes([header[11], header[12]]));
+        let Some(next) = rest.get(HEADER_LEN + length..) else {
+            return false;
+        };
+        rest = next;
+    }
+    true
 }
 
 /// The (epoch, sequence number) of each record past epoch 0 in `datagram`, walking record

@@ -4,7 +4,6 @@
 use std::net::{Ipv4Addr, SocketAddr};
 
 use async_trait::async_trait;
-use base64::Engine;
 use bytes::Bytes;
 use dtls::conn::DTLSConn;
 use dtls::crypto::Certificate;
@@ -12,7 +11,7 @@ use dtls::extension::extension_use_srtp::SrtpProtectionProfile;
 use tokio::sync::{mpsc, Mutex};
 use webrtc_util::{Conn, KeyingMaterialExporter};
 
-use super::{split_keying_material, DtlsCertificate, Side};
+use super::{fingerprint_of, split_keying_material, DtlsCertificate, Side};
 use crate::node::srtp::{SrtpKeys, SrtpProfile};
 
 /// The RFC 5764 §4.2 exporter label for SRTP keys (the node's stack uses it on its own).
@@ -32,23 +31,15 @@ pub enum ClientError {
     NoSrtpProfile,
 }
 
-/// The node's certificate as the client's stack takes it: from PEM only.
+/// A certificate the node generated, as the client's stack takes it: from PEM only.
 pub fn client_certificate(certificate: &DtlsCertificate) -> Certificate {
-    let block = |tag: &str, bytes: &[u8]| {
-        let base64 = base64::engine::general_purpose::STANDARD.encode(bytes);
-        let lines: Vec<&str> = base64
-            .as_bytes()
-            .chunks(64)
-            .map(|line| std::str::from_utf8(line).expect("base64 is ASCII"))
-            .collect();
-        format!(
-            "-----BEGIN {tag}-----\n{}\n-----END {tag}-----\n",
-            lines.join("\n")
-        )
-    };
-    let der = &certificate.der;
-    let pem = block("PRIVATE_KEY", &der.private_key) + &block("CERTIFICATE", &der.certificate);
+    let pem = certificate.stack.serialize_pem().expect("an exportable key");
     Certificate::from_pem(&pem).expect("a certificate the node generated")
+}
+
+/// The `a=fingerprint` value of the client's certificate.
+pub fn fingerprint(certificate: &Certificate) -> String {
+    fingerprint_of(certificate.certificate[0].as_ref())
 }
 
 /// The SRTP protection profiles both ends of the stack know, in the node's order.
@@ -91,6 +82,8 @@ impl std::fmt::Debug for ChannelConn {
 
 impl ChannelConn {
     pub fn new(inbound: mpsc::Receiver<Bytes>, send: SendDatagram) -> Self {
+        // The client's stack needs a process default; one already installed is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         Self {
             inbound: Mutex::new(inbound),
             send,

@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use dtls::config::{Config, ExtendedMasterSecretType};
 use dtls::conn::DTLSConn;
+use dtls::crypto::Certificate;
 use dtls::extension::extension_use_srtp::SrtpProtectionProfile;
 use tokio::sync::mpsc;
 
-use super::test_client::{client_certificate, export_keys, ChannelConn, ClientError};
+use super::test_client::{client_certificate, export_keys, fingerprint, ChannelConn, ClientError};
 use super::{sha256, DtlsAssociation, DtlsCertificate, DtlsConfig, DtlsError, DtlsOutput, Side};
 use super::{DATAGRAM_LIMIT, HANDSHAKE_TIMEOUT};
 use crate::node::srtp::SrtpKeys;
@@ -122,7 +123,7 @@ pub(super) struct Counts {
 /// The two ends, before the handshake.
 pub(super) struct Pair {
     pub node: DtlsCertificate,
-    pub client_cert: DtlsCertificate,
+    pub client_cert: Certificate,
     /// What the association is told the client's fingerprint is.
     pub sdp_fingerprint: String,
     pub timeout: Duration,
@@ -141,10 +142,11 @@ pub(super) struct Running {
 
 impl Pair {
     pub fn new() -> Self {
-        let client_cert = DtlsCertificate::generate().expect("certificate");
+        let client_cert =
+            client_certificate(&DtlsCertificate::generate().expect("certificate"));
         Self {
             node: DtlsCertificate::generate().expect("certificate"),
-            sdp_fingerprint: client_cert.fingerprint(),
+            sdp_fingerprint: fingerprint(&client_cert),
             client_cert,
             timeout: HANDSHAKE_TIMEOUT,
             up: Link::perfect(),
@@ -164,7 +166,7 @@ impl Pair {
                 let _ = to_server.send(datagram);
             }),
         );
-        let config = client_config(&self.client_cert, &self.node, self.profiles.clone());
+        let config = client_config(self.client_cert.clone(), &self.node, self.profiles.clone());
         let client = tokio::spawn(async move {
             let dtls = DTLSConn::new(Arc::new(conn), config, true, None)
                 .await
@@ -185,13 +187,13 @@ impl Pair {
 }
 
 pub(crate) fn client_config(
-    cert: &DtlsCertificate,
+    cert: Certificate,
     node: &DtlsCertificate,
     profiles: Vec<SrtpProtectionProfile>,
 ) -> Config {
-    let node_hash = sha256(&node.der.certificate);
+    let node_hash = sha256(node.der());
     Config {
-        certificates: vec![client_certificate(cert)],
+        certificates: vec![cert],
         srtp_protection_profiles: profiles,
         extended_master_secret: ExtendedMasterSecretType::Require,
         // As a browser does: the node's certificate is trusted for its SDP fingerprint.
