@@ -335,11 +335,7 @@ fn send_simulcast(
     begin: Instant,
 ) -> Instant {
     // Packets per frame, of 15 header bytes and this many payload bytes.
-    let streams = [
-        (first, 1, 670),
-        (first + 1, 2, 1_000),
-        (first + 2, 4, 1_180),
-    ];
+    let streams = [(first, 1, 605), (first + 1, 2, 915), (first + 2, 4, 1_070)];
     let mut now = begin;
     let mut seq = 0u16;
     for frame in 0..90u32 {

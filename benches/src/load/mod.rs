@@ -196,6 +196,7 @@ pub fn run(options: &Options) -> Result<Report, LoadError> {
     measured.node_drops = node::drops(node.http);
     measured.keyframe_requests_sent =
         node::metric(node.http, "strata_keyframe_requests_sent_total");
+    measured.probe_clusters = node::metric(node.http, "strata_probe_clusters_total");
     Ok(Report::new(
         options, &joining, &measured, &reports, &publisher,
     ))
@@ -300,7 +301,7 @@ fn join_viewers(
     let deadline = start + Duration::from_secs_f64(options.connect_timeout);
     let mut joining = Joining::default();
     for index in 0..options.viewers {
-        let spatial = (index % 3) as u8;
+        let spatial = options.layer.unwrap_or((index % 3) as u8);
         match signal(http, options, index, spatial, deadline) {
             Ok(job) => {
                 joining.accepted += 1;

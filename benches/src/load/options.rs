@@ -11,9 +11,13 @@ use clap::Parser;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "load")]
 pub struct Options {
-    /// Viewers to connect (a third each at spatial layer 0, 1 and 2).
+    /// Viewers to connect (a third each at spatial layer 0, 1 and 2, unless `--layer`).
     #[arg(long, default_value_t = 50)]
     pub viewers: usize,
+    /// Every viewer at this spatial layer (0: 180p at 200 kbit/s, 1: 360p at 550 kbit/s,
+    /// 2: 720p at 1.75 Mbit/s): what one layer costs, for viewers per core at that size.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub layer: Option<u8>,
     /// Seconds measured once every viewer is connected and the warm-up is over.
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,

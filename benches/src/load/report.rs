@@ -95,6 +95,8 @@ pub struct Measured {
     pub rss_after_kib: u64,
     pub node_drops: Vec<(String, u64)>,
     pub keyframe_requests_sent: Option<u64>,
+    /// Probe clusters the node started toward viewers held below their layers, all run long.
+    pub probe_clusters: Option<u64>,
     /// The node's estimates and layers for its viewers as the measurement ended.
     pub viewer_gauges: ViewerGauges,
     pub warmup: Warmup,
@@ -237,6 +239,17 @@ impl Report {
         percent_of_core(self.measured.node_cpu, self.measured.wall)
     }
 
+    /// Connected viewers over the cores the node used for them: how many a core would serve
+    /// at this mix of layers.
+    pub fn viewers_per_core(&self) -> f64 {
+        let cores = self.node_cpu_pct() / 100.0;
+        if cores > 0.0 {
+            self.joining.connected as f64 / cores
+        } else {
+            0.0
+        }
+    }
+
     pub fn tool_cpu_pct(&self) -> f64 {
         percent_of_core(self.measured.tool_cpu, self.measured.wall)
     }
@@ -293,7 +306,7 @@ impl Report {
     }
 
     pub fn json(&self) -> Value {
-        json!({
+        let mut out = json!({
             "viewers": self.viewers,
             "workers": self.workers,
             "rooms": self.rooms,
@@ -321,6 +334,7 @@ impl Report {
             "latency_ms_video_spatial": self.latencies.video.each_ref().map(latency_json),
             "latency_ms_audio": latency_json(&self.latencies.audio),
             "node_cpu_pct": self.node_cpu_pct(),
+            "viewers_per_core": self.viewers_per_core(),
             "cost": self.cost.json(),
             "node_rss_kib": self.measured.rss_after_kib,
             "node_rss_per_viewer_kib": self.rss_per_viewer_kib(),
@@ -336,7 +350,10 @@ impl Report {
             "node_spatial_sent": self.measured.viewer_gauges.spatial_sent,
             "publisher": self.publisher_json(),
             "errors": self.errors.len(),
-        })
+        });
+        // Beside the rest: one more key in the macro above passes its recursion limit.
+        out["probe_clusters"] = json!(self.measured.probe_clusters);
+        out
     }
 
     fn drops_json(&self) -> Value {
@@ -410,11 +427,14 @@ impl Report {
             out,
             "node: estimate kbit/s",
             format!(
-                "{}; sends spatial 0/1/2 to {}/{}/{} viewers",
+                "{}; sends spatial 0/1/2 to {}/{}/{} viewers; {} probe clusters",
                 spread_text(self.estimates_kbps(), ""),
                 sent[0],
                 sent[1],
-                sent[2]
+                sent[2],
+                self.measured
+                    .probe_clusters
+                    .map_or("?".to_owned(), |n| n.to_string())
             ),
         );
         row(
@@ -475,7 +495,11 @@ impl Report {
         row(
             out,
             "node CPU",
-            format!("{:.1} % of a core", self.node_cpu_pct()),
+            format!(
+                "{:.1} % of a core ({:.0} viewers per core)",
+                self.node_cpu_pct(),
+                self.viewers_per_core()
+            ),
         );
         self.cost.rows(out);
         row(

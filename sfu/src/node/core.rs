@@ -764,6 +764,7 @@ impl NodeCore {
             nacks_sent: router.nacks_sent,
             keyframe_requests_sent: router.keyframe_requests_sent,
             rembs_sent: router.rembs_sent,
+            probe_clusters: router.probe_clusters,
             viewer_stats: self.all_viewer_stats(),
             ..Snapshot::default()
         };

@@ -212,6 +212,8 @@ pub struct Snapshot {
     pub keyframe_requests_sent: u64,
     /// REMB packets sent to publishers that estimate nothing themselves.
     pub rembs_sent: u64,
+    /// Probe clusters started toward viewers held below the layers they asked for.
+    pub probe_clusters: u64,
     /// Every viewer session, by room and session id.
     pub viewer_stats: Vec<ViewerStats>,
     /// The media socket, when the node has one.
@@ -395,6 +397,7 @@ impl Snapshot {
         self.keyframes_asked += other.keyframes_asked;
         self.keyframe_requests_sent += other.keyframe_requests_sent;
         self.rembs_sent += other.rembs_sent;
+        self.probe_clusters += other.probe_clusters;
         self.viewer_stats.extend(other.viewer_stats);
         self.socket = self.socket.or(other.socket);
         self.event_streams += other.event_streams;
@@ -487,6 +490,14 @@ impl Snapshot {
         let remb =
             "REMB packets sent to publishers that negotiated REMB without transport-wide CC.";
         counter(&mut out, "rembs_sent_total", remb, self.rembs_sent);
+        let probes = "Probe clusters sent toward viewers whose estimate holds them below the \
+                      layers they asked for.";
+        counter(
+            &mut out,
+            "probe_clusters_total",
+            probes,
+            self.probe_clusters,
+        );
         let offers = "Participants' offers refused for coming more often than offers_per_second.";
         counter(
             &mut out,
@@ -532,6 +543,7 @@ mod tests {
             node,
             keyframe_requests_sent: 5,
             rembs_sent: 6,
+            probe_clusters: 7,
             ..Snapshot::default()
         };
         let text = snapshot.render();
@@ -542,6 +554,7 @@ mod tests {
         assert_eq!(value(&text, srtp), Some(2));
         assert_eq!(value(&text, "strata_keyframe_requests_sent_total"), Some(5));
         assert_eq!(value(&text, "strata_rembs_sent_total"), Some(6));
+        assert_eq!(value(&text, "strata_probe_clusters_total"), Some(7));
         assert!(
             !text.contains("strata_viewer_layer{"),
             "no viewer, no sample"

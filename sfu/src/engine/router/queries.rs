@@ -100,7 +100,7 @@ impl Router {
     }
 
     /// What a subscriber of the track receiving each layer would be sent, measured over the
-    /// last two seconds up to `now`.
+    /// last two seconds up to `now`, each keyframe counted as a delta frame.
     pub fn layer_bitrates(&self, track: TrackId, now: Instant) -> Option<LayerBitrates> {
         Some(self.tracks.get(&track)?.receiver.layer_bitrates(now))
     }
