@@ -53,6 +53,8 @@ pub enum DtlsError {
     HandshakeTooLong,
     #[error("the datagram repeats a record the handshake holds undecrypted")]
     DuplicateRecord,
+    #[error("the peer repeated the hello the node answered already")]
+    RepeatedHello,
     #[error("the peer sent more records of a later epoch than a handshake needs")]
     TooManyEarlyRecords,
     #[error("the output buffer holds {0} bytes, fewer than a DTLS association needs")]
@@ -95,7 +97,10 @@ impl DtlsCertificate {
 
     /// The certificate's DER, what its fingerprint hashes.
     fn der(&self) -> &[u8] {
-        self.stack.certificate.first().map_or(&[], |der| der.as_ref())
+        self.stack
+            .certificate
+            .first()
+            .map_or(&[], |der| der.as_ref())
     }
 
     /// The `a=fingerprint` value: `"sha-256 AB:CD:…"`.
@@ -186,7 +191,12 @@ pub fn client_hello(now: std::time::Instant) -> Vec<u8> {
         None,
     );
     client
-        .connect(now, SocketAddr::from(([127, 0, 0, 1], 2)), Arc::new(config), None)
+        .connect(
+            now,
+            SocketAddr::from(([127, 0, 0, 1], 2)),
+            Arc::new(config),
+            None,
+        )
         .expect("the client starts");
     let hello = client.poll_transmit().expect("a ClientHello");
     hello.message.to_vec()
@@ -195,10 +205,10 @@ pub fn client_hello(now: std::time::Instant) -> Vec<u8> {
 #[cfg(test)]
 mod association_tests;
 #[cfg(test)]
+mod stack_client_tests;
+#[cfg(test)]
 pub(crate) mod test_client;
 #[cfg(test)]
 pub(crate) mod test_pair;
-#[cfg(test)]
-mod stack_client_tests;
 #[cfg(test)]
 mod tests;

@@ -32,7 +32,8 @@ pub enum DropReason {
     /// transport's feedback has counted it. Expected from browsers.
     Padding,
     /// A packet the engine holds already: a retransmission of one that arrived after all, or
-    /// a copy. Expected under loss.
+    /// a copy; or a peer's DTLS hello its session's association answered already. Expected
+    /// under loss.
     Duplicate,
     /// A packet older than the receive window, or a jump so far the stream restarted.
     OutOfWindow,

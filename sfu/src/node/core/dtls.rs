@@ -58,9 +58,14 @@ impl NodeCore {
         let Some(association) = peer.dtls.as_mut() else {
             return;
         };
-        if let Err(e) = association.handle_datagram(now, data) {
-            tracing::debug!(peer = %id, "DTLS record refused: {e}");
-            self.counters.drop(DropReason::BadDtls);
+        match association.handle_datagram(now, data) {
+            Ok(()) => {}
+            // A retransmission after a lost answer, which comes again on the association's timer.
+            Err(DtlsError::RepeatedHello) => self.counters.drop(DropReason::Duplicate),
+            Err(e) => {
+                tracing::debug!(peer = %id, "DTLS record refused: {e}");
+                self.counters.drop(DropReason::BadDtls);
+            }
         }
         self.drive_dtls(id);
     }

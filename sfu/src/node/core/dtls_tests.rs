@@ -68,16 +68,21 @@ struct Outcome {
     client: Option<Result<(DTLSConn, SrtpKeys), ClientError>>,
     /// DTLS records the core sent the client.
     records: usize,
+    /// From the first record the core took in until the client finished or the core ended
+    /// the session.
+    took: Duration,
     core: NodeCore,
     id: PeerId,
 }
 
 /// Runs the client against the core until the client's handshake ends or the core ends the
-/// session; `deliver` says which of the client's records (by index) reach the core.
+/// session; `deliver` says which of the client's datagrams (by index) reach the core, and
+/// `answer` which of the core's reach the client.
 async fn handshake(
     client_cert: &DtlsCertificate,
     sdp_fingerprint: &str,
-    deliver: fn(usize) -> bool,
+    deliver: impl Fn(usize) -> bool,
+    answer: fn(usize) -> bool,
 ) -> Outcome {
     let node = DtlsCertificate::generate().expect("a certificate");
     let clock = Clock::start();
@@ -85,7 +90,11 @@ async fn handshake(
     let (to_core, mut from_client) = mpsc::unbounded_channel::<Bytes>();
     let (to_client, client_inbound) = mpsc::channel(256);
     let conn = ChannelConn::new(client_inbound, Box::new(move |d| drop(to_core.send(d))));
-    let config = client_config(client_certificate(client_cert), &node, ALL_PROFILES.to_vec());
+    let config = client_config(
+        client_certificate(client_cert),
+        &node,
+        ALL_PROFILES.to_vec(),
+    );
     let mut client = tokio::spawn(async move {
         let dtls = DTLSConn::new(Arc::new(conn), config, true, None)
             .await
@@ -94,23 +103,28 @@ async fn handshake(
         Ok((dtls, keys))
     });
     let (mut records, mut sent) = (0, 0);
+    let mut first = None;
     let mut out = vec![0; MAX_DATAGRAM];
     while core.peer(id).is_some() {
         while let Some((to, len)) = core.poll_datagram(&mut out) {
             if classify(&out[..len]) == PayloadKind::Dtls {
                 assert_eq!(to, CLIENT);
+                if answer(records) {
+                    let _ = to_client.try_send(Bytes::copy_from_slice(&out[..len]));
+                }
                 records += 1;
-                let _ = to_client.try_send(Bytes::copy_from_slice(&out[..len]));
             }
         }
         let wake = core.poll_timeout().map(|at| clock.tokio_instant(at));
         tokio::select! {
             done = &mut client => {
                 let client = Some(done.expect("the client's task"));
-                return Outcome { client, records, core, id };
+                let took = clock.now() - first.unwrap_or(clock.now());
+                return Outcome { client, records, took, core, id };
             }
             Some(datagram) = from_client.recv() => {
                 if deliver(sent) {
+                    first = first.or(Some(clock.now()));
                     core.handle_datagram(clock.now(), CLIENT, &datagram);
                 }
                 sent += 1;
@@ -122,6 +136,7 @@ async fn handshake(
     Outcome {
         client: None,
         records,
+        took: clock.now() - first.unwrap_or(clock.now()),
         core,
         id,
     }
@@ -134,7 +149,7 @@ fn removed(core: &mut NodeCore) -> Vec<PeerId> {
 #[tokio::test(start_paused = true)]
 async fn a_handshake_through_the_core_connects_the_session_with_matching_keys() {
     let client_cert = DtlsCertificate::generate().expect("a certificate");
-    let mut outcome = handshake(&client_cert, &client_cert.fingerprint(), |_| true).await;
+    let mut outcome = handshake(&client_cert, &client_cert.fingerprint(), |_| true, |_| true).await;
     let (_, client_keys) = outcome
         .client
         .expect("the client finished")
@@ -173,9 +188,12 @@ async fn a_handshake_through_the_core_connects_the_session_with_matching_keys() 
 async fn lost_client_flights_are_recovered_by_retransmission() {
     let client_cert = DtlsCertificate::generate().expect("a certificate");
     // The client's first hello and its second flight's first try are lost.
-    let outcome = handshake(&client_cert, &client_cert.fingerprint(), |n| {
-        n != 0 && n != 1
-    })
+    let outcome = handshake(
+        &client_cert,
+        &client_cert.fingerprint(),
+        |n| n != 0 && n != 1,
+        |_| true,
+    )
     .await;
     assert!(
         matches!(outcome.client, Some(Ok(_))),
@@ -189,10 +207,35 @@ async fn lost_client_flights_are_recovered_by_retransmission() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_lost_answer_comes_again_and_the_repeated_hello_counts_as_a_duplicate() {
+    let client_cert = DtlsCertificate::generate().expect("a certificate");
+    // The node's second datagram, its answer to the hello with the cookie, is lost: the client
+    // repeats that hello before the node's timer sends the answer again.
+    let outcome = handshake(
+        &client_cert,
+        &client_cert.fingerprint(),
+        |_| true,
+        |n| n != 1,
+    )
+    .await;
+    assert!(
+        matches!(outcome.client, Some(Ok(_))),
+        "{:?}",
+        outcome.client.map(|c| c.err())
+    );
+    let node = outcome.core.snapshot().node;
+    assert!(node.dropped(DropReason::Duplicate) > 0);
+    assert_eq!(
+        (node.dropped(DropReason::BadDtls), node.dtls_failures),
+        (0, 0)
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_certificate_not_matching_the_offer_ends_the_session() {
     let client_cert = DtlsCertificate::generate().expect("a certificate");
     let other = DtlsCertificate::generate().expect("a certificate");
-    let mut outcome = handshake(&client_cert, &other.fingerprint(), |_| true).await;
+    let mut outcome = handshake(&client_cert, &other.fingerprint(), |_| true, |_| true).await;
     assert!(
         !matches!(outcome.client, Some(Ok(_))),
         "the client connected"
@@ -205,37 +248,26 @@ async fn a_certificate_not_matching_the_offer_ends_the_session() {
 #[tokio::test(start_paused = true)]
 async fn a_stalled_handshake_ends_the_session_at_the_dtls_timeout() {
     let client_cert = DtlsCertificate::generate().expect("a certificate");
-    let node = DtlsCertificate::generate().expect("a certificate");
-    let clock = Clock::start();
-    let (mut core, id) = node_with_session(&node, &client_cert.fingerprint(), &clock);
-    // A client hello, then silence: taken from a client that stops after its first flight.
-    let (to_core, mut from_client) = mpsc::unbounded_channel::<Bytes>();
-    let (_to_client, client_inbound) = mpsc::channel(1);
-    let conn = ChannelConn::new(client_inbound, Box::new(move |d| drop(to_core.send(d))));
-    let config = client_config(client_certificate(&client_cert), &node, ALL_PROFILES.to_vec());
-    let client = tokio::spawn(DTLSConn::new(Arc::new(conn), config, true, None));
-    let hello = from_client.recv().await.expect("a client hello");
-    client.abort();
-    let started = clock.now();
-    core.handle_datagram(started, CLIENT, &hello);
-    let mut records = 0;
-    let mut out = vec![0; MAX_DATAGRAM];
-    while core.peer(id).is_some() {
-        while let Some((_, len)) = core.poll_datagram(&mut out) {
-            records += usize::from(classify(&out[..len]) == PayloadKind::Dtls);
-        }
-        let at = core
-            .poll_timeout()
-            .expect("a timer while the handshake runs");
-        tokio::time::sleep_until(clock.tokio_instant(at)).await;
-        core.handle_timeout(clock.now());
+    // The client's first `delivered` datagrams reach the core, then none. After its first
+    // hello the node asks for a cookie, statelessly and once: repeating the hello is the
+    // client's part (RFC 6347 §4.2.1). After the hello with the cookie the node has a flight
+    // out, which it repeats on the core's timer.
+    for (delivered, least_records) in [(1, 1), (2, 4)] {
+        let fingerprint = client_cert.fingerprint();
+        let mut outcome = handshake(&client_cert, &fingerprint, |n| n < delivered, |_| true).await;
+        assert!(outcome.client.is_none(), "the core ended the session first");
+        let took = outcome.took;
+        assert!(
+            took >= TIMEOUT && took < TIMEOUT + Duration::from_secs(1),
+            "{delivered}: {took:?}"
+        );
+        // The cookie request and, once there is one, the flight and its retransmissions.
+        assert!(
+            outcome.records >= least_records,
+            "{delivered}: {}",
+            outcome.records
+        );
+        assert_eq!(removed(&mut outcome.core), vec![outcome.id]);
+        assert_eq!(outcome.core.snapshot().node.dtls_failures, 1);
     }
-    let ended = clock.now() - started;
-    assert!(
-        ended >= TIMEOUT && ended < TIMEOUT + Duration::from_secs(1),
-        "{ended:?}"
-    );
-    // The first flight, then its retransmissions on the core's timer.
-    assert!(records >= 3, "{records}");
-    assert_eq!(core.snapshot().node.dtls_failures, 1);
 }

@@ -20,7 +20,7 @@ use rtc_dtls::extension::extension_use_srtp::SrtpProtectionProfile;
 use rtc_shared::error::Error as StackError;
 use rtc_shared::TransportProtocol;
 
-use super::early_records::{is_well_framed, EarlyRecords};
+use super::early_records::{has_server_hello, is_client_hello, is_well_framed, EarlyRecords};
 use super::{
     expected_fingerprint, sha256, split_keying_material, DtlsCertificate, DtlsError, Side,
 };
@@ -203,6 +203,8 @@ struct Handshake {
     early: EarlyRecords,
     /// Record bytes taken in so far ([`HANDSHAKE_BYTES`]).
     taken: usize,
+    /// The stack sent its ServerHello: it has the peer's hello and waits for its next flight.
+    answered: bool,
 }
 
 #[derive(Debug)]
@@ -231,6 +233,7 @@ impl DtlsAssociation {
                 deadline: now + config.handshake_timeout,
                 early: EarlyRecords::default(),
                 taken: 0,
+                answered: false,
             }),
             events: VecDeque::new(),
         })
@@ -238,9 +241,9 @@ impl DtlsAssociation {
 
     /// One DTLS datagram from the peer. Refused (and to be counted by the caller) when the
     /// association has ended, the datagram is longer than [`DATAGRAM_LIMIT`], is not whole
-    /// records, repeats a record the handshake holds undecrypted (`early_records.rs`) or
-    /// brings the handshake past its bytes; a record the stack cannot use it drops itself, and
-    /// a fatal one fails the association.
+    /// records, repeats a record the handshake holds undecrypted (`early_records.rs`), repeats
+    /// the hello the stack answered, or brings the handshake past its bytes; a record the stack
+    /// cannot use it drops itself, and a fatal one fails the association.
     pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) -> Result<(), DtlsError> {
         if self.is_ended() {
             return Err(DtlsError::Ended);
@@ -257,6 +260,12 @@ impl DtlsAssociation {
         self.handle_timeout(now);
         match &mut self.phase {
             Phase::Handshake(handshake) => {
+                // The peer repeats its hello when the answer was lost. The stack would take it
+                // as the start of the flight it waits for, stop its retransmission timer, and
+                // never send the answer again; kept from it, the timer sends the answer again.
+                if handshake.answered && is_client_hello(datagram) {
+                    return Err(DtlsError::RepeatedHello);
+                }
                 if handshake.taken + datagram.len() > HANDSHAKE_BYTES {
                     return Err(DtlsError::HandshakeTooLong);
                 }
@@ -280,9 +289,9 @@ impl DtlsAssociation {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let timer = self.endpoint.poll_timeout(&PEER);
         match &self.phase {
-            Phase::Handshake(handshake) => Some(
-                timer.map_or(handshake.deadline, |timer| timer.min(handshake.deadline)),
-            ),
+            Phase::Handshake(handshake) => {
+                Some(timer.map_or(handshake.deadline, |timer| timer.min(handshake.deadline)))
+            }
             Phase::Connected | Phase::Closing => timer,
             // Nothing more to time: a failure waits to be polled.
             Phase::Failing(_) | Phase::Ended => None,
@@ -324,6 +333,9 @@ impl DtlsAssociation {
             phase => self.phase = phase,
         }
         if let Some(transmit) = self.endpoint.poll_transmit() {
+            if let Phase::Handshake(handshake) = &mut self.phase {
+                handshake.answered |= has_server_hello(&transmit.message);
+            }
             return Some(match copy_into(buf, &transmit.message) {
                 Ok(datagram) => DtlsOutput::Datagram(datagram),
                 Err(err) => self.fail_now(err),
@@ -444,7 +456,8 @@ impl DtlsAssociation {
             Some(_) => return Err(DtlsError::FingerprintMismatch),
             None => return Err(DtlsError::NoCertificate),
         }
-        let profile = srtp_profile(state.srtp_protection_profile()).ok_or(DtlsError::NoSrtpProfile)?;
+        let profile =
+            srtp_profile(state.srtp_protection_profile()).ok_or(DtlsError::NoSrtpProfile)?;
         let length = 2 * (profile.key_len() + profile.salt_len());
         let material = state
             .export_keying_material(SRTP_EXPORTER_LABEL, &[], length)

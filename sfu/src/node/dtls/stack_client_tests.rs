@@ -40,7 +40,7 @@ fn handshake(sdp_fingerprint: Option<&str>, profiles: Vec<SrtpProtectionProfile>
         .with_srtp_protection_profiles(profiles)
         // As a browser does: the node's certificate is trusted for its SDP fingerprint.
         .with_insecure_skip_verify(true)
-        .with_verify_peer_certificate(Some(std::sync::Arc::new(move |certs: &[Vec<u8>], _| {
+        .with_verify_peer_certificate(Some(Arc::new(move |certs: &[Vec<u8>], _| {
             match certs.first() {
                 Some(der) if sha256(der) == node_hash => Ok(()),
                 _ => Err(StackError::ErrFingerprintMismatch),
@@ -56,7 +56,7 @@ fn handshake(sdp_fingerprint: Option<&str>, profiles: Vec<SrtpProtectionProfile>
     );
     let now = Instant::now();
     client
-        .connect(now, server_addr, std::sync::Arc::new(client_config), None)
+        .connect(now, server_addr, Arc::new(client_config), None)
         .expect("the client starts");
 
     let config = DtlsConfig::new(&node, HANDSHAKE_TIMEOUT).expect("configuration");

@@ -33,7 +33,10 @@ pub enum ClientError {
 
 /// A certificate the node generated, as the client's stack takes it: from PEM only.
 pub fn client_certificate(certificate: &DtlsCertificate) -> Certificate {
-    let pem = certificate.stack.serialize_pem().expect("an exportable key");
+    let pem = certificate
+        .stack
+        .serialize_pem()
+        .expect("an exportable key");
     Certificate::from_pem(&pem).expect("a certificate the node generated")
 }
 

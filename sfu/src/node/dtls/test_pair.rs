@@ -142,8 +142,7 @@ pub(super) struct Running {
 
 impl Pair {
     pub fn new() -> Self {
-        let client_cert =
-            client_certificate(&DtlsCertificate::generate().expect("certificate"));
+        let client_cert = client_certificate(&DtlsCertificate::generate().expect("certificate"));
         Self {
             node: DtlsCertificate::generate().expect("certificate"),
             sdp_fingerprint: fingerprint(&client_cert),
