@@ -260,10 +260,7 @@ impl MediaLoop {
             } => {
                 let room = join.room.clone();
                 let added = self.core.add_publisher(now, join, publisher);
-                if let Ok(id) = added {
-                    tracing::info!(peer = %id, room, "publisher joined");
-                }
-                let _ = reply.send(added);
+                reply_joined(added, &room, "publisher", reply);
             }
             Command::Watch {
                 join,
@@ -271,11 +268,12 @@ impl MediaLoop {
                 reply,
             } => {
                 let room = join.room.clone();
-                let added = self.core.add_viewer(now, join, viewer);
-                if let Ok(id) = added {
-                    tracing::info!(peer = %id, room, "viewer joined");
-                }
-                let _ = reply.send(added);
+                reply_joined(
+                    self.core.add_viewer(now, join, viewer),
+                    &room,
+                    "viewer",
+                    reply,
+                );
             }
             Command::RoomCodecs {
                 room,
@@ -433,6 +431,18 @@ async fn handed_over(shard: &mut Option<Shard>) -> Option<Handoff> {
     }
 }
 
+/// Logs a session that joined `room` as `role`, and answers the request that added it.
+fn reply_joined(
+    added: Result<PeerId, CoreError>,
+    room: &str,
+    role: &str,
+    reply: oneshot::Sender<Result<PeerId, CoreError>>,
+) {
+    if let Ok(id) = added {
+        tracing::info!(peer = %id, room, "{role} joined");
+    }
+    let _ = reply.send(added);
+}
 #[cfg(test)]
 mod tests {
     use super::*;

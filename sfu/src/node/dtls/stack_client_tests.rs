@@ -12,8 +12,8 @@ use rtc_dtls::endpoint::{Endpoint, EndpointEvent};
 use rtc_dtls::extension::extension_use_srtp::SrtpProtectionProfile;
 use rtc_shared::error::Error as StackError;
 
+use super::association_tests::assert_keys_work;
 use super::*;
-use crate::node::srtp::{session, SrtpContext, MAX_OVERHEAD};
 
 /// A fixed RSA 2048 certificate and key (the stack cannot generate RSA keys).
 fn rsa_certificate(crypto: &dyn rtc_dtls::crypto_provider::RTCCrypto) -> Certificate {
@@ -130,15 +130,7 @@ fn an_rsa_client_certificate_is_taken() {
         assert_eq!(server.profile, expected);
         let client = outcome.client.expect("the client connected");
         assert_eq!(client, server.mirrored());
-        // The keys protect on one side and unprotect on the other.
-        let mut from = session(&client).expect("usable keys");
-        let mut to = session(&server).expect("usable keys");
-        let packet = [0x80, 96, 0, 1, 0, 0, 0, 1, 0, 0, 0, 9, 1, 2, 3, 4];
-        let mut buf = packet.to_vec();
-        buf.resize(packet.len() + MAX_OVERHEAD, 0);
-        let len = from.protect_rtp(&mut buf, packet.len()).expect("protects");
-        buf.truncate(len);
-        assert_eq!(to.unprotect_rtp(&mut buf), Ok(packet.len()));
+        assert_keys_work(&client, &server);
     }
 }
 

@@ -45,16 +45,10 @@ pub fn fingerprint(certificate: &Certificate) -> String {
     fingerprint_of(certificate.certificate[0].as_ref())
 }
 
-/// The SRTP protection profiles both ends of the stack know, in the node's order.
+/// The node's SRTP profile for the client's, through their IANA number (RFC 5764 §4.1.2),
+/// which both stacks' enumerations carry.
 pub fn srtp_profile(profile: SrtpProtectionProfile) -> Option<SrtpProfile> {
-    match profile {
-        SrtpProtectionProfile::Srtp_Aead_Aes_128_Gcm => Some(SrtpProfile::AeadAes128Gcm),
-        SrtpProtectionProfile::Srtp_Aead_Aes_256_Gcm => Some(SrtpProfile::AeadAes256Gcm),
-        SrtpProtectionProfile::Srtp_Aes128_Cm_Hmac_Sha1_80 => {
-            Some(SrtpProfile::Aes128CmHmacSha1_80)
-        }
-        _ => None,
-    }
+    super::association::srtp_profile((profile as u16).into())
 }
 
 /// Exports the SRTP master keys of a finished handshake, seen from `side`.
