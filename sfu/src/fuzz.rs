@@ -31,7 +31,7 @@ use crate::node::peer::{
 };
 use crate::node::sdp::{
     build_answer, negotiate_participant, negotiate_publisher, negotiate_viewer, parse_description,
-    parse_offer, AnswerMedia, AnswerParams, OfferShape, RoomCodec, SendSource,
+    parse_offer, AnswerMedia, AnswerParams, Fingerprint, OfferShape, RoomCodec, SendSource,
 };
 use crate::node::srtp::{
     self, SrtpContext, SrtpError, SrtpKeys, SrtpProfile, SrtpSession, Unprotected,
@@ -582,32 +582,39 @@ const NODE_PEER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `node_core`: a node with one AV1 publisher (the `ENGINE_SSRCS` AV1 tracks, DD as extension
 /// 11) and one viewer of it, both connected, fed `records`: `op % 4` 0 to 2 for a datagram from
-/// `NODE_ADDRS[op % 4]`, 3 to let `op / 4 * 50` ms pass. After each, every datagram the node
-/// sends must be a STUN answer or RTP or RTCP that parses, and RTP goes to the viewer under
-/// its own SSRCs.
+/// `NODE_ADDRS[op % 4]`, 3 to let `op / 4 * 50` ms pass. The publisher's offer named a
+/// certificate fingerprint, so its DTLS records reach a handshake in the core. After each
+/// record, every datagram the node sends must be a STUN answer, DTLS to the publisher, or RTP
+/// or RTCP that parses, and RTP goes to the viewer under its own SSRCs.
 pub fn node_core(data: &[u8]) {
-    node_core_forwarded(data);
+    node_core_sent(data);
 }
 
-/// The `node_core` body, returning how many RTP packets reached the viewer (for the tests
-/// that check the seeds get that far).
-pub fn node_core_forwarded(data: &[u8]) -> usize {
+/// What `node_core` sent, by kind (for the tests that check the seeds get that far).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeSent {
+    /// RTP packets to the viewer.
+    pub rtp: usize,
+    /// DTLS records to the publisher.
+    pub dtls: usize,
+}
+
+/// The `node_core` body, returning what the node sent.
+pub fn node_core_sent(data: &[u8]) -> NodeSent {
     let mut now = Instant::now();
     let (mut core, viewer) = node_with_peers(now);
-    let mut forwarded = 0;
+    let mut sent = NodeSent::default();
     for (op, bytes) in records(data) {
         match NODE_ADDRS.get(usize::from(op % 4)) {
-            Some(&from) => {
-                let _ = core.handle_datagram(now, from, bytes);
-            }
+            Some(&from) => core.handle_datagram(now, from, bytes),
             None => {
                 now += Duration::from_millis(u64::from(op / 4) * 50);
                 core.handle_timeout(now);
             }
         }
-        forwarded += drain_node(&mut core, viewer);
+        drain_node(&mut core, viewer, &mut sent);
     }
-    forwarded
+    sent
 }
 
 /// A binding request of `node_core`'s session `index`, as its browser sends one.
@@ -618,9 +625,17 @@ pub fn node_binding_request(index: usize, nominate: bool) -> Vec<u8> {
 }
 
 fn node_with_peers(now: Instant) -> (NodeCore, PeerId) {
-    let mut core = NodeCore::new(RouterConfig::default(), NODE_PEER_TIMEOUT);
+    let (dtls, fingerprint) = dtls_fixture();
+    let mut core =
+        NodeCore::new(RouterConfig::default(), NODE_PEER_TIMEOUT).with_dtls(dtls.clone());
+    let mut join = Join::new("room", node_ice(0));
+    let (algorithm, value) = fingerprint.split_once(' ').expect("algorithm and value");
+    join.fingerprint = Some(Fingerprint {
+        algorithm: algorithm.to_owned(),
+        value: value.to_owned(),
+    });
     let publisher = core
-        .add_publisher(now, Join::new("room", node_ice(0)), node_publisher())
+        .add_publisher(now, join, node_publisher())
         .expect("free SSRCs");
     let viewer = core
         .add_viewer(now, Join::new("room", node_ice(1)), node_viewer())
@@ -629,8 +644,7 @@ fn node_with_peers(now: Instant) -> (NodeCore, PeerId) {
         core.handle_datagram(now, NODE_ADDRS[index], &node_binding_request(index, true));
         core.set_srtp(id, Box::new(Unprotected));
     }
-    let mut out = vec![0; MAX_DATAGRAM];
-    while core.poll_datagram(&mut out).is_some() {}
+    drain_node(&mut core, viewer, &mut NodeSent::default());
     (core, viewer)
 }
 
@@ -685,15 +699,19 @@ fn node_viewer() -> Viewer {
     }
 }
 
-/// Checks every datagram the node sends; returns how many were RTP.
-fn drain_node(core: &mut NodeCore, viewer: PeerId) -> usize {
+/// Checks every datagram the node sends, and counts them into `sent`.
+fn drain_node(core: &mut NodeCore, viewer: PeerId, sent: &mut NodeSent) {
     let mut buf = vec![0; MAX_DATAGRAM];
-    let mut rtp = 0;
     while let Some((to, len)) = core.poll_datagram(&mut buf) {
         assert!(NODE_ADDRS.contains(&to), "sent to {to}");
         let out = &buf[..len];
         match classify(out) {
             PayloadKind::Stun => assert_binding_success(out),
+            PayloadKind::Dtls => {
+                assert_eq!(to, NODE_ADDRS[0], "DTLS goes to the publisher");
+                assert!(out.len() <= MTU);
+                sent.dtls += 1;
+            }
             PayloadKind::Rtcp => {
                 parse_compound(out, |_| {}).expect("the node's RTCP parses");
             }
@@ -704,10 +722,9 @@ fn drain_node(core: &mut NodeCore, viewer: PeerId) -> usize {
                     .ssrc;
                 assert!(ssrc == NODE_VIEWER_SSRC || ssrc == NODE_VIEWER_SSRC + 1);
                 assert_eq!(Some(to), core.peer(viewer).and_then(|p| p.addr));
-                rtp += 1;
+                sent.rtp += 1;
             }
             other => panic!("the node sent {other:?}"),
         }
     }
-    rtp
 }

@@ -5,7 +5,6 @@
 #![cfg(feature = "fuzzing")]
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use sfu::capture::{classify, udp_datagram, Capture, PayloadKind};
 use sfu::fuzz::{self, record};
@@ -176,19 +175,15 @@ fn protect(session: &mut SrtpSession, rtcp: bool, packet: &[u8]) -> Vec<u8> {
 
 /// A client stack's first flight: its ClientHello.
 fn client_hello() -> Vec<u8> {
-    let cert = dimpl::certificate::generate_self_signed_certificate().expect("a certificate");
-    let now = std::time::Instant::now();
-    let mut client = dimpl::Dtls::new_12(Arc::new(dimpl::Config::default()), cert, now);
-    client.set_active(true);
-    client.handle_timeout(now).expect("the client starts");
-    let mut buf = vec![0; 2048];
-    loop {
-        match client.poll_output(&mut buf) {
-            dimpl::Output::Packet(hello) => return hello.to_vec(),
-            dimpl::Output::Timeout(_) => panic!("no ClientHello"),
-            _ => {}
-        }
-    }
+    sfu::node::dtls::client_hello(std::time::Instant::now())
+}
+
+/// `hello` as its client sends it again: the same record under the next record sequence number
+/// (RFC 6347 §4.1; a copy under the same one is a replay, which the stack drops).
+fn retransmitted(hello: &[u8]) -> Vec<u8> {
+    let mut again = hello.to_vec();
+    again[10] += 1;
+    again
 }
 
 /// A plaintext handshake record holding all of a Certificate message (the client's second,
@@ -214,15 +209,17 @@ fn dtls_wait(tenths: u8) -> Vec<u8> {
     record(1 + 2 * tenths, &[])
 }
 
-/// A ClientHello alone, retransmitted across the node's first retransmission and timeout,
+/// A ClientHello alone, repeated after the node's first timer and left to the timeout,
 /// followed by a certificate, and garbage after it.
 fn dtls_association_seeds() -> Seeds {
-    let hello = record(0, &client_hello());
+    let first = client_hello();
+    let hello = record(0, &first);
+    let again = record(0, &retransmitted(&first));
     vec![
         ("client_hello", hello.clone()),
         (
             "retransmitted_until_the_timeout",
-            [hello.clone(), dtls_wait(12), hello.clone(), dtls_wait(100)].concat(),
+            [hello.clone(), dtls_wait(12), again, dtls_wait(100)].concat(),
         ),
         (
             "hello_then_certificate",
@@ -271,6 +268,9 @@ fn node_core_seeds() -> Seeds {
     let sender_report = record(0, &sender_report(fuzz::ENGINE_SSRCS[0]));
     let keepalive = record(0, &fuzz::node_binding_request(0, true));
     let stranger_nominated = record(2, &fuzz::node_binding_request(1, true));
+    let first = client_hello();
+    let hello = record(0, &first);
+    let again = record(0, &retransmitted(&first));
     vec![
         ("av1", [media.clone(), vec![wait(200)]].concat().concat()),
         (
@@ -298,8 +298,17 @@ fn node_core_seeds() -> Seeds {
             "viewer_moves",
             [
                 vec![stranger_nominated, record(2, &packets[0])],
-                media,
+                media.clone(),
                 feedback,
+            ]
+            .concat()
+            .concat(),
+        ),
+        (
+            "dtls_hello_beside_media",
+            [
+                media,
+                vec![hello, wait(250), wait(250), wait(250), wait(250), again],
             ]
             .concat()
             .concat(),
@@ -365,9 +374,14 @@ fn bodies_run_over_cut_and_flipped_seeds() {
 }
 
 #[test]
-fn node_seeds_reach_the_viewer() {
+fn node_seeds_reach_the_viewer_and_the_handshake() {
     for (name, seed) in node_core_seeds() {
-        assert!(fuzz::node_core_forwarded(&seed) > 0, "{name}");
+        let sent = fuzz::node_core_sent(&seed);
+        assert!(sent.rtp > 0, "{name}: {sent:?}");
+        if name.starts_with("dtls") {
+            // The node's cookie request, and again for the hello repeated a second later.
+            assert!(sent.dtls >= 2, "{name}: {sent:?}");
+        }
     }
 }
 

@@ -1,21 +1,24 @@
-//! The node's media core: the engine plus what a UDP port adds to it (ICE-lite, SRTP, rooms
-//! of sessions). Sans-IO like the engine: datagrams and time come in, datagrams are polled
-//! out. Only the DTLS handshake runs elsewhere (it is the `dtls` crate's async state
-//! machine): the core hands DTLS datagrams back to the caller and takes the SRTP context
-//! the handshake yields.
+//! The node's media core: the engine plus what a UDP port adds to it (ICE-lite, DTLS, SRTP,
+//! rooms of sessions). Sans-IO like the engine: datagrams and time come in, datagrams are
+//! polled out. Each session's DTLS association lives in its session and is driven here
+//! (`dtls.rs`): its records leave with the media, its timers are the core's, and the SRTP
+//! keys it yields connect the session.
 //!
 //! The core is the one place a session lives: signaling asks it whether a resource exists
 //! and whose it is, and a session that ends for any reason (DELETE, silence, a failed
 //! handshake) is gone from every table here and from the engine at once.
 
 mod conference;
+mod dtls;
+#[cfg(test)]
+mod dtls_tests;
 mod room;
 mod speakers;
 mod stats;
 mod views;
 mod wire;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +27,7 @@ use selector::Layer;
 
 use self::room::Room;
 use super::admission::Admission;
+use super::dtls::{DtlsConfig, DATAGRAM_LIMIT};
 use super::limits::{LimitError, Limits};
 use super::metrics::{DropReason, NodeCounters, Snapshot};
 use super::peer::{Join, Kind, Owner, Peer, PeerId, Publisher, Role, Viewer};
@@ -38,7 +42,7 @@ use crate::engine::{
 };
 
 pub use self::conference::{Negotiated, ParticipantOffer, Sending, MAX_NAME_BYTES};
-pub use self::wire::{Inbound, MAX_DATAGRAM};
+pub use self::wire::MAX_DATAGRAM;
 
 /// How often sessions are checked for silence.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -99,7 +103,14 @@ pub struct NodeCore {
     steering: Option<(WorkerId, Arc<Steering>)>,
     /// This core's sessions without SRTP keys yet.
     connecting: usize,
-    stun_out: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// STUN answers and DTLS records: a session's set-up, sent before any media.
+    handshake_out: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// The certificate and timeout of sessions' DTLS associations.
+    dtls: Option<DtlsConfig>,
+    /// Sessions' association timers, earliest first.
+    dtls_timers: BTreeSet<(Instant, PeerId)>,
+    /// Where an association writes what it has for the core.
+    dtls_buffer: Vec<u8>,
     removed: VecDeque<PeerId>,
     /// Events for participants' event streams.
     session_events: VecDeque<(PeerId, SessionEvent)>,
@@ -131,7 +142,10 @@ impl NodeCore {
             admission: Arc::default(),
             steering: None,
             connecting: 0,
-            stun_out: VecDeque::new(),
+            handshake_out: VecDeque::new(),
+            dtls: None,
+            dtls_timers: BTreeSet::new(),
+            dtls_buffer: vec![0; DATAGRAM_LIMIT],
             removed: VecDeque::new(),
             session_events: VecDeque::new(),
             counters: NodeCounters::default(),
@@ -288,6 +302,8 @@ impl NodeCore {
             client: join.client,
             addr: None,
             srtp: None,
+            dtls: None,
+            dtls_timer: None,
             estimate_bps: None,
             allocated: None,
             last_seen: now,
@@ -387,6 +403,7 @@ impl NodeCore {
     pub fn remove_peer(&mut self, id: PeerId) -> Result<(), CoreError> {
         let peer = self.peers.remove(&id).ok_or(CoreError::UnknownPeer)?;
         self.by_ufrag.remove(&peer.ice.local_ufrag);
+        self.forget_dtls_timer(id, peer.dtls_timer);
         if let Some(addr) = peer.addr {
             self.by_addr.remove(&addr);
             self.unbind(addr);
@@ -610,6 +627,7 @@ impl NodeCore {
 
     /// The engine's timers, and the sweep of silent sessions once a second.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.handle_dtls_timeouts(now);
         self.router.handle_timeout(now);
         self.handle_events();
         self.check_speakers(now);
@@ -717,7 +735,8 @@ impl NodeCore {
     /// core has seen a session or a datagram, so the sweep runs however busy the node is.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let speakers = self.next_speakers.filter(|_| !self.rooms.is_empty());
-        [self.router.poll_timeout(), self.next_sweep, speakers]
+        let dtls = self.dtls_timeout();
+        [self.router.poll_timeout(), self.next_sweep, speakers, dtls]
             .into_iter()
             .flatten()
             .min()

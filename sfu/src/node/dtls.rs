@@ -1,38 +1,27 @@
 //! The node's DTLS 1.2 server (ICE-lite, `a=setup:passive`): one association per peer, over
 //! the node's shared UDP socket, ending in the SRTP keys of that peer (RFC 5763, RFC 5764).
 //!
-//! Two implementations live here while the node moves from one to the other:
-//! - [`DtlsAssociation`] (`association.rs`): sans-IO on the `dimpl` crate, driven by the core
-//!   with datagrams and `now` in, datagrams, a timer and events out. It is what the core is to
-//!   drive.
-//! - [`DtlsServer`] (`handshake_task.rs`): an async task per handshake on the `dtls` crate, fed
-//!   through a [`DtlsInput`]; the media loop still starts these. It goes once the core drives
-//!   the associations, and with it the `dtls` crate becomes the tests' client only
-//!   (`async_stack.rs`).
-//!
-//! Both share the node's certificate, the fingerprint check and the key export's layout.
+//! [`DtlsAssociation`] (`association.rs`) is sans-IO, on the `rtc-dtls` crate: the core drives
+//! one per session (`core/dtls.rs`) with datagrams and `now` in, datagrams, a timer and events
+//! out. The tests check it against an independent client stack (`test_client.rs`).
 
 mod association;
-mod async_stack;
 mod early_records;
-mod handshake_task;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use rtc_dtls::crypto::Certificate;
+use rtc_dtls::crypto_provider::RTCCryptoProvider;
 use sha2::{Digest, Sha256};
 
 pub use association::{DtlsAssociation, DtlsConfig, DtlsOutput, DATAGRAM_LIMIT, MTU};
-pub use async_stack::SendDatagram;
-pub use handshake_task::{DtlsInput, DtlsServer};
 
 use super::srtp::{SrtpKeys, SrtpProfile};
 
 /// How long a peer has to complete the handshake from its first record (`dtls_timeout_ms`'s
 /// default).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The RFC 5764 §4.2 exporter label for SRTP keys.
-const SRTP_EXPORTER_LABEL: &str = "EXTRACTOR-dtls_srtp";
 
 /// The only fingerprint hash the node accepts in a peer's SDP (RFC 8122: what browsers send).
 const FINGERPRINT_ALGORITHM: &str = "sha-256";
@@ -55,11 +44,17 @@ pub enum DtlsError {
     #[error("the peer agreed on no SRTP protection profile the node supports")]
     NoSrtpProfile,
     #[error("the DTLS association failed: {0}")]
-    Protocol(#[source] dimpl::Error),
+    Protocol(#[source] rtc_shared::error::Error),
     #[error("a {0}-byte datagram is longer than a DTLS association takes")]
     DatagramTooLong(usize),
+    #[error("the datagram is not a sequence of whole DTLS records")]
+    MalformedDatagram,
+    #[error("the peer sent more handshake bytes than a handshake needs")]
+    HandshakeTooLong,
     #[error("the datagram repeats a record the handshake holds undecrypted")]
     DuplicateRecord,
+    #[error("the peer repeated the hello the node answered already")]
+    RepeatedHello,
     #[error("the peer sent more records of a later epoch than a handshake needs")]
     TooManyEarlyRecords,
     #[error("the output buffer holds {0} bytes, fewer than a DTLS association needs")]
@@ -68,21 +63,15 @@ pub enum DtlsError {
     NotConnected,
     #[error("the DTLS association has ended")]
     Ended,
-    /// The async handshake's stack failed (`handshake_task.rs`).
-    #[error("the DTLS handshake failed: {0}")]
-    Handshake(#[source] dtls::Error),
-    /// The async handshake's key export failed (`handshake_task.rs`).
-    #[error("cannot export the SRTP keying material: {0}")]
-    KeyExport(#[source] webrtc_util::KeyingMaterialExporterError),
 }
 
 /// The node's certificate, shared by every peer's association and announced in SDP.
 #[derive(Clone)]
 pub struct DtlsCertificate {
-    /// The DER certificate and its PKCS#8 private key.
-    der: dimpl::DtlsCertificate,
-    /// The same for the async handshake's stack (`handshake_task.rs`), which goes with it.
-    legacy: dtls::crypto::Certificate,
+    /// The certificate and its private key, as the DTLS stack takes them.
+    stack: Certificate,
+    /// The cryptography the key lives in, which every association runs on too.
+    provider: Arc<dyn RTCCryptoProvider>,
 }
 
 // The private key stays out of logs.
@@ -95,30 +84,35 @@ impl std::fmt::Debug for DtlsCertificate {
 }
 
 impl DtlsCertificate {
-    /// A fresh self-signed ECDSA P-256 certificate with a random serial number: peers trust it
-    /// through the SDP fingerprint, not a chain, and some refuse two certificates with one
-    /// serial.
+    /// A fresh self-signed ECDSA P-256 certificate, its serial number the hash of its fresh
+    /// key: peers trust it through the SDP fingerprint, not a chain, and some refuse two
+    /// certificates with one serial.
     pub fn generate() -> Result<Self, DtlsError> {
-        let der = dimpl::certificate::generate_self_signed_certificate()
+        let provider = rtc_dtls::crypto_provider::default_provider()
             .map_err(|e| DtlsError::Certificate(e.to_string()))?;
-        // Checked here, once: the DTLS stack takes the key as valid when a handshake starts.
-        dimpl::Config::default()
-            .crypto_provider()
-            .key_provider
-            .load_private_key(&der.private_key)
+        let stack = Certificate::generate_self_signed(vec!["strata".to_owned()], provider.crypto())
             .map_err(|e| DtlsError::Certificate(e.to_string()))?;
-        let legacy = handshake_task::legacy_certificate(&der)?;
-        Ok(Self { der, legacy })
+        Ok(Self { stack, provider })
+    }
+
+    /// The certificate's DER, what its fingerprint hashes.
+    fn der(&self) -> &[u8] {
+        self.stack
+            .certificate
+            .first()
+            .map_or(&[], |der| der.as_ref())
     }
 
     /// The `a=fingerprint` value: `"sha-256 AB:CD:…"`.
     pub fn fingerprint(&self) -> String {
-        let pairs: Vec<String> = sha256(&self.der.certificate)
-            .iter()
-            .map(|b| format!("{b:02X}"))
-            .collect();
-        format!("{FINGERPRINT_ALGORITHM} {}", pairs.join(":"))
+        fingerprint_of(self.der())
     }
+}
+
+/// The `a=fingerprint` value of the certificate `der`.
+fn fingerprint_of(der: &[u8]) -> String {
+    let pairs: Vec<String> = sha256(der).iter().map(|b| format!("{b:02X}")).collect();
+    format!("{FINGERPRINT_ALGORITHM} {}", pairs.join(":"))
 }
 
 fn sha256(der: &[u8]) -> [u8; 32] {
@@ -177,11 +171,44 @@ fn split_keying_material(profile: SrtpProfile, material: &[u8], side: Side) -> O
     })
 }
 
+/// A ClientHello from the DTLS stack in the client role, as a peer's first datagram: for the
+/// tests and the fuzz seeds.
+#[cfg(any(test, feature = "fuzzing"))]
+pub fn client_hello(now: std::time::Instant) -> Vec<u8> {
+    use rtc_dtls::config::ConfigBuilder;
+    use rtc_dtls::endpoint::Endpoint;
+    use std::net::SocketAddr;
+
+    let provider = rtc_dtls::crypto_provider::default_provider().expect("a crypto provider");
+    let config = ConfigBuilder::default()
+        .with_crypto_provider(provider)
+        .with_insecure_skip_verify(true)
+        .build(true, None)
+        .expect("a client configuration");
+    let mut client = Endpoint::new(
+        SocketAddr::from(([127, 0, 0, 1], 1)),
+        rtc_shared::TransportProtocol::UDP,
+        None,
+    );
+    client
+        .connect(
+            now,
+            SocketAddr::from(([127, 0, 0, 1], 2)),
+            Arc::new(config),
+            None,
+        )
+        .expect("the client starts");
+    let hello = client.poll_transmit().expect("a ClientHello");
+    hello.message.to_vec()
+}
+
 #[cfg(test)]
 mod association_tests;
 #[cfg(test)]
-mod handshake_task_tests;
+mod stack_client_tests;
 #[cfg(test)]
-mod test_pair;
+pub(crate) mod test_client;
+#[cfg(test)]
+pub(crate) mod test_pair;
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,6 @@
 //! The thin loop around [`NodeCore`]: one task owns the core and the UDP socket, and reads
-//! the clock for it. Signaling talks to it through [`Command`]s; DTLS handshakes run as tasks
-//! of their own, each started by its session's first DTLS record, and hand their datagrams
-//! and keys back through channels.
+//! the clock for it. Signaling talks to it through [`Command`]s; everything on the wire, DTLS
+//! included, goes through the core.
 //!
 //! Timers: after every input the loop serves whatever timer of the core is due, and it
 //! sleeps until the core's next one, so a stream of datagrams or requests never holds the
@@ -12,16 +11,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use selector::Layer;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
 use super::batch::{self, Batch, RecvBatch};
-use super::core::{
-    CoreError, Inbound, Negotiated, NodeCore, ParticipantOffer, Resource, MAX_DATAGRAM,
-};
-use super::dtls::{DtlsCertificate, DtlsError, DtlsInput, DtlsServer};
+use super::core::{CoreError, Negotiated, NodeCore, ParticipantOffer, Resource, MAX_DATAGRAM};
 use super::event_queue::{event_queue, Closed, EventReceiver, EventSender};
 use super::memory;
 use super::metrics::{DropReason, Snapshot};
@@ -30,7 +25,6 @@ use super::peer::{Join, PeerId, Publisher};
 use super::room_view::RoomView;
 use super::shard::{Handoff, Shard};
 use super::signaling::{self, SignalError, WatchRequest, Watched};
-use super::srtp::{self, SrtpKeys};
 use super::stats::ViewerStats;
 use crate::engine::rtcp::WallClock;
 use crate::engine::TrackId;
@@ -120,12 +114,6 @@ pub enum Action {
     SetLayer(Layer),
 }
 
-/// Something a DTLS handshake task reports.
-enum DtlsEvent {
-    Send(PeerId, Bytes),
-    Done(PeerId, Result<SrtpKeys, DtlsError>),
-}
-
 /// Longest sleep while the core has no timer (no session has come yet).
 const IDLE: Duration = Duration::from_secs(1);
 
@@ -140,12 +128,7 @@ fn now() -> Instant {
 pub struct MediaLoop {
     core: NodeCore,
     socket: Arc<UdpSocket>,
-    certificate: Arc<DtlsCertificate>,
-    dtls_timeout: Duration,
     commands: mpsc::Receiver<Command>,
-    dtls_tx: mpsc::UnboundedSender<DtlsEvent>,
-    dtls_rx: mpsc::UnboundedReceiver<DtlsEvent>,
-    handshakes: HashMap<PeerId, DtlsInput>,
     /// What one flush sends, in as few calls as it fits.
     batch: Batch,
     /// Sessions removed since memory was last handed back, and when it may be next.
@@ -166,13 +149,7 @@ impl std::fmt::Debug for MediaLoop {
 }
 
 impl MediaLoop {
-    pub fn new(
-        core: NodeCore,
-        socket: Arc<UdpSocket>,
-        certificate: Arc<DtlsCertificate>,
-        dtls_timeout: Duration,
-        commands: mpsc::Receiver<Command>,
-    ) -> Self {
+    pub fn new(core: NodeCore, socket: Arc<UdpSocket>, commands: mpsc::Receiver<Command>) -> Self {
         let mut core = core;
         // Sender reports carry wall-clock NTP time (RFC 3550 section 6.4.1): the one clock read
         // the engine needs, done here and handed in as a pair with the loop's own clock.
@@ -182,16 +159,10 @@ impl MediaLoop {
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default(),
         });
-        let (dtls_tx, dtls_rx) = mpsc::unbounded_channel();
         Self {
             core,
             socket,
-            certificate,
-            dtls_timeout,
             commands,
-            dtls_tx,
-            dtls_rx,
-            handshakes: HashMap::new(),
             batch: Batch::new(MAX_DATAGRAM),
             reaped: 0,
             next_release: now(),
@@ -223,7 +194,6 @@ impl MediaLoop {
                     Some(command) => self.on_command(command),
                     None => break,
                 },
-                Some(event) = self.dtls_rx.recv() => self.on_dtls(event),
                 Some((from, data)) = handed_over(&mut self.shard) => self.take_handed_over(from, &data),
                 () = tokio::time::sleep_until(deadline.into()) => {}
             }
@@ -268,14 +238,7 @@ impl MediaLoop {
     }
 
     fn on_datagram(&mut self, from: SocketAddr, data: &[u8]) {
-        if let Inbound::Dtls(id) = self.core.handle_datagram(now(), from, data) {
-            if !self.handshakes.contains_key(&id) {
-                self.start_dtls(id);
-            }
-            if let Some(handshake) = self.handshakes.get(&id) {
-                handshake.push(Bytes::copy_from_slice(data));
-            }
-        }
+        self.core.handle_datagram(now(), from, data);
     }
 
     fn on_command(&mut self, command: Command) {
@@ -289,10 +252,7 @@ impl MediaLoop {
             } => {
                 let room = join.room.clone();
                 let added = self.core.add_publisher(now, join, publisher);
-                if let Ok(id) = added {
-                    tracing::info!(peer = %id, room, "publisher joined");
-                }
-                let _ = reply.send(added);
+                reply_joined(added, &room, "publisher", reply);
             }
             Command::Watch { request, reply } => {
                 let room = request.join.room.clone();
@@ -375,56 +335,8 @@ impl MediaLoop {
         }
     }
 
-    /// Starts a session's DTLS handshake on its first record: a session that never gets
-    /// that far costs no handshake task, and the handshake's timeout counts from there.
-    fn start_dtls(&mut self, id: PeerId) {
-        let Some(fingerprint) = self.core.peer(id).and_then(|p| p.fingerprint.clone()) else {
-            return;
-        };
-        let to_loop = self.dtls_tx.clone();
-        let send = Box::new(move |datagram: Bytes| {
-            let _ = to_loop.send(DtlsEvent::Send(id, datagram));
-        });
-        let remote = (fingerprint.algorithm.as_str(), fingerprint.value.as_str());
-        let (input, done) =
-            DtlsServer::start_with_timeout(&self.certificate, remote, send, self.dtls_timeout);
-        let to_loop = self.dtls_tx.clone();
-        tokio::spawn(async move {
-            // No result: the session was removed before its handshake ended.
-            if let Ok(result) = done.await {
-                let _ = to_loop.send(DtlsEvent::Done(id, result));
-            }
-        });
-        self.handshakes.insert(id, input);
-    }
-
-    fn on_dtls(&mut self, event: DtlsEvent) {
-        match event {
-            DtlsEvent::Send(id, datagram) => {
-                if let Some(to) = self.core.peer(id).and_then(|p| p.addr) {
-                    // UDP: a full socket buffer loses the record, and DTLS retransmits.
-                    let _ = self.socket.try_send_to(&datagram, to);
-                }
-            }
-            DtlsEvent::Done(id, Ok(keys)) => match srtp::session(&keys) {
-                Ok(context) => {
-                    tracing::info!(peer = %id, "DTLS-SRTP connected");
-                    self.core.set_srtp(id, Box::new(context));
-                }
-                Err(e) => {
-                    tracing::warn!(peer = %id, "SRTP keys unusable: {e}");
-                    let _ = self.core.remove_peer(id);
-                }
-            },
-            DtlsEvent::Done(id, Err(e)) => {
-                tracing::warn!(peer = %id, "DTLS handshake failed: {e}");
-                let _ = self.core.remove_peer(id);
-            }
-        }
-    }
-
     /// Sends everything the core has to send, a batch per call, then forgets removed
-    /// sessions' handshakes. Never waits for the socket: a full send buffer (a viewer that
+    /// sessions' event streams. Never waits for the socket: a full send buffer (a viewer that
     /// does not read) loses what is left of the batch, which NACK repairs, instead of
     /// stalling every other session behind it.
     fn flush(&mut self) {
@@ -447,7 +359,6 @@ impl MediaLoop {
             }
         }
         while let Some(id) = self.core.poll_removed() {
-            self.handshakes.remove(&id);
             // Its event stream ends with it.
             self.event_streams.remove(&id);
             self.reaped += 1;
@@ -500,6 +411,19 @@ async fn handed_over(shard: &mut Option<Shard>) -> Option<Handoff> {
     }
 }
 
+/// Logs a session that joined `room` as `role`, and answers the request that added it.
+fn reply_joined(
+    added: Result<PeerId, CoreError>,
+    room: &str,
+    role: &str,
+    reply: oneshot::Sender<Result<PeerId, CoreError>>,
+) {
+    if let Ok(id) = added {
+        tracing::info!(peer = %id, room, "{role} joined");
+    }
+    let _ = reply.send(added);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -522,9 +446,8 @@ mod tests {
     async fn the_sweep_runs_under_a_request_every_100_ms() {
         let core = NodeCore::new(RouterConfig::default(), Duration::from_secs(3));
         let socket = Arc::new(UdpSocket::bind("127.0.0.1:0").await.expect("a socket"));
-        let certificate = Arc::new(DtlsCertificate::generate().expect("a certificate"));
         let (commands, receiver) = mpsc::channel(8);
-        let media = MediaLoop::new(core, socket, certificate, Duration::from_secs(10), receiver);
+        let media = MediaLoop::new(core, socket, receiver);
         tokio::spawn(media.run());
         let ice = IceCredentials {
             local_ufrag: "ufrag".into(),

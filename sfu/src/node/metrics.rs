@@ -32,7 +32,8 @@ pub enum DropReason {
     /// transport's feedback has counted it. Expected from browsers.
     Padding,
     /// A packet the engine holds already: a retransmission of one that arrived after all, or
-    /// a copy. Expected under loss.
+    /// a copy; or a peer's DTLS hello its session's association answered already. Expected
+    /// under loss.
     Duplicate,
     /// A packet older than the receive window, or a jump so far the stream restarted.
     OutOfWindow,
@@ -54,10 +55,17 @@ pub enum DropReason {
     /// A participant's event stream that fell behind (its client did not read it): closed,
     /// counted once.
     EventStreamBehind,
+    /// A DTLS datagram the session's association refused: too long, a repeat of a record the
+    /// handshake holds, after the association ended, or from a session whose offer named no
+    /// certificate fingerprint.
+    BadDtls,
+    /// Application data (SCTP) on a session's DTLS association: the node opens no data
+    /// channels.
+    DataChannel,
 }
 
 impl DropReason {
-    const ALL: [DropReason; 19] = [
+    const ALL: [DropReason; 21] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -77,6 +85,8 @@ impl DropReason {
         Self::TooLong,
         Self::HandoffFull,
         Self::EventStreamBehind,
+        Self::BadDtls,
+        Self::DataChannel,
     ];
 
     fn label(self) -> &'static str {
@@ -100,6 +110,8 @@ impl DropReason {
             Self::TooLong => "too_long",
             Self::HandoffFull => "handoff_full",
             Self::EventStreamBehind => "event_stream_behind",
+            Self::BadDtls => "bad_dtls",
+            Self::DataChannel => "data_channel",
         }
     }
 
@@ -132,6 +144,9 @@ pub struct NodeCounters {
     pub layer_changes: u64,
     pub bandwidth_estimates: u64,
     pub layer_allocations: u64,
+    /// DTLS handshakes that failed (a certificate that did not match its fingerprint, an
+    /// alert, the timeout) or whose keys could not be used.
+    pub dtls_failures: u64,
     dropped: [u64; DropReason::ALL.len()],
     refused: [u64; LimitError::LABELS.len()],
 }
@@ -167,6 +182,7 @@ impl NodeCounters {
         self.layer_changes += other.layer_changes;
         self.bandwidth_estimates += other.bandwidth_estimates;
         self.layer_allocations += other.layer_allocations;
+        self.dtls_failures += other.dtls_failures;
         for (sum, n) in self.dropped.iter_mut().zip(other.dropped) {
             *sum += n;
         }
@@ -445,6 +461,8 @@ impl Snapshot {
             allocations,
             n.layer_allocations,
         );
+        let dtls = "DTLS handshakes that failed or timed out; each ends its session.";
+        counter(&mut out, "dtls_failures_total", dtls, n.dtls_failures);
         let drops = DropReason::ALL.iter().map(|&r| (r.label(), n.dropped(r)));
         let rtcp = [("bad_rtcp", self.bad_rtcp)];
         let help = "Packets dropped, by reason.";

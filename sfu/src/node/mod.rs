@@ -5,7 +5,8 @@
 //! - [`sdp`]: offers read, what to accept negotiated, answers written.
 //! - [`auth`]: bearer tokens, static or HS256 JWT with room grants.
 //! - [`ice`]: STUN binding requests answered as an ICE-lite agent.
-//! - [`dtls`]: the DTLS 1.2 server handshake that yields the SRTP keys.
+//! - [`dtls`]: each session's sans-IO DTLS 1.2 association (server side), yielding the SRTP
+//!   keys and carrying application data.
 //! - [`srtp`]: SRTP and SRTCP behind our own trait; [`replay`]: its replay windows.
 //! - [`peer`]: one WHIP, WHEP or conference session.
 //! - [`participant`]: a conference participant: publishing and receiving on one peer

@@ -9,6 +9,7 @@ use std::time::Instant;
 use rtp_ext::codec::{Codec, MediaKind};
 use selector::{Layer, LayerLimits};
 
+use super::dtls::DtlsAssociation;
 use super::participant::{Identity, Participant};
 use super::sdp::{format, Fingerprint, RoomCodec};
 use super::srtp::SrtpContext;
@@ -138,6 +139,10 @@ pub struct Peer {
     /// password from): all our packets to it go there.
     pub addr: Option<SocketAddr>,
     pub srtp: Option<Box<dyn SrtpContext>>,
+    /// Its DTLS association, from its first DTLS record (boxed: a handshake holds buffers).
+    pub dtls: Option<Box<DtlsAssociation>>,
+    /// When its association's timer is due, as the core's timers hold it.
+    pub dtls_timer: Option<Instant>,
     /// The latest bandwidth estimate the engine holds for it (its REMB, or its transport-wide
     /// CC feedback), if any.
     pub estimate_bps: Option<u64>,

@@ -14,7 +14,7 @@ use super::admission::Admission;
 use super::auth::Auth;
 use super::config::NodeConfig;
 use super::core::NodeCore;
-use super::dtls::DtlsCertificate;
+use super::dtls::{DtlsCertificate, DtlsConfig};
 use super::http;
 use super::listener::{self, HttpLimits};
 use super::media_loop::MediaLoop;
@@ -62,7 +62,9 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     let http_addr = listener.local_addr().map_err(ServeError::Serve)?;
     let udp_addr = socket.local_addr().map_err(ServeError::Serve)?;
     let certificate =
-        Arc::new(DtlsCertificate::generate().map_err(|e| ServeError::Certificate(e.to_string()))?);
+        DtlsCertificate::generate().map_err(|e| ServeError::Certificate(e.to_string()))?;
+    let dtls = DtlsConfig::new(&certificate, config.dtls_timeout())
+        .map_err(|e| ServeError::Certificate(e.to_string()))?;
     let router = RouterConfig {
         keyframe_interval: config.keyframe_interval(),
         ..RouterConfig::default()
@@ -85,22 +87,14 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
         let mut core = NodeCore::new(router, config.peer_timeout())
             .with_limits(config.limits)
             .with_viewer_estimation(config.viewer_estimation)
-            .with_loudest_speakers(
-                (config.loudest_speakers > 0).then_some(config.loudest_speakers),
-            );
+            .with_loudest_speakers((config.loudest_speakers > 0).then_some(config.loudest_speakers))
+            .with_dtls(dtls.clone());
         let shard = shards.next();
         if let Some(shard) = &shard {
             core = core.with_shard(worker, admission.clone(), shard.steering.clone());
         }
         let (to_worker, command_rx) = mpsc::channel(COMMAND_QUEUE);
-        let dtls_timeout = config.dtls_timeout();
-        let mut media_loop = MediaLoop::new(
-            core,
-            socket.clone(),
-            certificate.clone(),
-            dtls_timeout,
-            command_rx,
-        );
+        let mut media_loop = MediaLoop::new(core, socket.clone(), command_rx);
         if let Some(shard) = shard {
             media_loop = media_loop.with_shard(shard);
         }

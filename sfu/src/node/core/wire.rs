@@ -1,5 +1,6 @@
-//! The core's datagrams: STUN answered, SRTP and SRTCP from sessions into the engine, and
-//! what the engine sends out encrypted to its session's address.
+//! The core's datagrams: STUN answered, DTLS to its sessions' associations (`dtls.rs`), SRTP
+//! and SRTCP from sessions into the engine, and what the engine sends out encrypted to its
+//! session's address.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -26,15 +27,6 @@ const REWRITE_ROOM: usize = 512;
 /// rewritten, and what protection adds. A longer one is dropped, counted.
 pub const MAX_DATAGRAM: usize = MAX_RECEIVED + REWRITE_ROOM + MAX_OVERHEAD;
 
-/// What to do with a datagram the core did not consume itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Inbound {
-    /// Consumed (or counted and dropped).
-    Done,
-    /// A DTLS record for this session's handshake.
-    Dtls(PeerId),
-}
-
 impl NodeCore {
     /// What became of a batch sent: the datagrams the socket did not take (its send buffer
     /// was full, or the host refused the destination) are dropped, by that reason.
@@ -46,26 +38,25 @@ impl NodeCore {
     }
 
     /// One datagram from the UDP socket.
-    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) -> Inbound {
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
         self.arm_sweep(now);
         self.counters.datagrams_in += 1;
         self.counters.bytes_in += data.len() as u64;
         let kind = classify(data);
         if kind == PayloadKind::Stun {
             self.handle_stun(now, from, data);
-            return Inbound::Done;
+            return;
         }
         let Some(&id) = self.by_addr.get(&from) else {
             self.counters.drop(DropReason::UnknownSource);
-            return Inbound::Done;
+            return;
         };
         match kind {
-            PayloadKind::Dtls => return Inbound::Dtls(id),
+            PayloadKind::Dtls => self.handle_dtls(now, id, data),
             PayloadKind::Rtp => self.handle_srtp(now, id, data),
             PayloadKind::Rtcp => self.handle_srtcp(now, id, data),
             _ => self.counters.drop(DropReason::NotWebRtc),
         }
-        Inbound::Done
     }
 
     fn handle_stun(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
@@ -83,7 +74,7 @@ impl NodeCore {
             self.counters.drop(DropReason::BadStun);
             return;
         };
-        self.stun_out.push_back((from, response));
+        self.handshake_out.push_back((from, response));
         let Some(peer) = self.peers.get_mut(&id) else {
             return;
         };
@@ -159,9 +150,10 @@ impl NodeCore {
     }
 
     /// The next datagram to send, written into `out` (of [`MAX_DATAGRAM`] bytes, whatever
-    /// they hold): where it goes and its length. STUN answers first, then RTCP, then media.
+    /// they hold): where it goes and its length. STUN answers and DTLS records first, then
+    /// RTCP, then media.
     pub fn poll_datagram(&mut self, out: &mut [u8]) -> Option<(SocketAddr, usize)> {
-        if let Some((to, response)) = self.stun_out.pop_front() {
+        if let Some((to, response)) = self.handshake_out.pop_front() {
             if let Some(slot) = out.get_mut(..response.len()) {
                 slot.copy_from_slice(&response);
                 return Some((to, response.len()));

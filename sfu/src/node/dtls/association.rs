@@ -1,15 +1,26 @@
 //! One peer's DTLS 1.2 association, server side, sans-IO: datagrams and `now` in; datagrams,
-//! a timer and events out. Built on the `dimpl` crate's state machine, with the node's rules
+//! a timer and events out. Built on the `rtc-dtls` crate's state machine, with the node's rules
 //! around it: the peer's certificate must match its SDP fingerprint before anything of ours
 //! follows it, the handshake must finish within the node's timeout from its first record, and
 //! the SRTP keys come out of the key export (RFC 5764 §4.2).
+//!
+//! The stack allocates per record: each datagram in is copied into a `BytesMut` and split into
+//! records, and each record out is built in a `Vec` and handed over as a `BytesMut`. That is fine
+//! here: DTLS carries the handshake and SCTP (which the node opens no channel for), never media.
 
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dimpl::{Dtls, Output};
+use bytes::BytesMut;
+use rtc_dtls::config::{ClientAuthType, ConfigBuilder, HandshakeConfig};
+use rtc_dtls::endpoint::{Endpoint, EndpointEvent};
+use rtc_dtls::extension::extension_use_srtp::SrtpProtectionProfile;
+use rtc_shared::error::Error as StackError;
+use rtc_shared::TransportProtocol;
 
-use super::early_records::EarlyRecords;
+use super::early_records::{has_server_hello, is_client_hello, is_well_framed, EarlyRecords};
 use super::{
     expected_fingerprint, sha256, split_keying_material, DtlsCertificate, DtlsError, Side,
 };
@@ -17,33 +28,54 @@ use crate::node::srtp::{SrtpKeys, SrtpProfile};
 
 /// The longest datagram an association takes in, and the least buffer [`DtlsAssociation::
 /// poll_output`] needs. Browsers keep DTLS datagrams near 1200 bytes; anything longer is
-/// refused before the stack sees it, which bounds what a handshake message can grow to.
+/// refused before the stack sees it.
 pub const DATAGRAM_LIMIT: usize = 1500;
 
 /// The longest datagram an association sends: what browsers use, under IPv6's minimum MTU
 /// with the IP and UDP headers.
 pub const MTU: usize = 1200;
 
-/// Datagrams the stack holds before refusing more (it drops them as handled; out-of-order
-/// handshake fragments wait here).
-const RECEIVE_QUEUE: usize = 16;
+/// The stack splits a handshake message into fragments of its MTU and then adds the record
+/// header (13 bytes) and the fragment's header (12): told this, its datagrams stay in [`MTU`].
+const STACK_MTU: usize = MTU - 13 - 12;
 
-/// Records the stack holds to send (application data waits here between polls).
-const SEND_QUEUE: usize = 64;
+/// The most a peer may send through [`DtlsAssociation::send_application_data`] at once: one
+/// record of it, with any suite's overhead (at most 64 bytes), stays in [`DATAGRAM_LIMIT`].
+const APPLICATION_DATA_LIMIT: usize = MTU;
 
-/// The handshake's buffer: the peer's certificate comes out of the stack whole, and can only
-/// be as long as the datagrams queued to carry it.
-const HANDSHAKE_BUFFER: usize = RECEIVE_QUEUE * DATAGRAM_LIMIT;
+/// The record bytes a handshake takes in before refusing more: a client's flights, a chain of
+/// certificates and retransmissions fit many times over; the stack would reassemble up to
+/// 2 MB of fragments.
+const HANDSHAKE_BYTES: usize = 64 * 1024;
 
-/// The first flight's retransmission timeout; it doubles per retry (RFC 6347 §4.2.4.1).
+/// The shortest retransmission interval (RFC 6347 §4.2.4.1's initial timeout).
 const FIRST_RTO: Duration = Duration::from_secs(1);
 
+/// Retransmissions of one flight the stack makes before it gives up (its own fixed count; its
+/// interval does not grow).
+const STACK_RETRANSMITS: u32 = 7;
+
+/// The RFC 5764 §4.2 exporter label for the SRTP keys.
+const SRTP_EXPORTER_LABEL: &str = "EXTRACTOR-dtls_srtp";
+
+/// The SRTP profiles the node offers, AES-GCM first. The stack picks the first of the
+/// client's offers that is in this list (the client's order decides among them).
+const PROFILES: [SrtpProtectionProfile; 3] = [
+    SrtpProtectionProfile::Srtp_Aead_Aes_128_Gcm,
+    SrtpProtectionProfile::Srtp_Aead_Aes_256_Gcm,
+    SrtpProtectionProfile::Srtp_Aes128_Cm_Hmac_Sha1_80,
+];
+
+/// The addresses the stack's endpoint is told: it keys its one connection by the peer's, and
+/// the core owns the real ones.
+const LOCAL: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+const PEER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 1);
+
 /// What every association of the node shares: its certificate, its handshake timeout and the
-/// DTLS stack's configuration, built once (building it checks the crypto provider).
+/// DTLS stack's configuration, checked once (each association adds its peer's fingerprint).
 #[derive(Clone)]
 pub struct DtlsConfig {
-    stack: Arc<dimpl::Config>,
-    certificate: dimpl::DtlsCertificate,
+    stack: ConfigBuilder,
     handshake_timeout: Duration,
 }
 
@@ -62,44 +94,50 @@ impl DtlsConfig {
         certificate: &DtlsCertificate,
         handshake_timeout: Duration,
     ) -> Result<Self, DtlsError> {
-        let stack = dimpl::Config::builder()
-            .mtu(MTU)
-            .max_queue_rx(RECEIVE_QUEUE)
-            .max_queue_tx(SEND_QUEUE)
-            .require_client_certificate(true)
-            // The cookie proves the client receives at its address (RFC 6347 §4.2.1); ICE's
-            // checks proved that already, and the round trip would delay every session.
-            .use_server_cookie(false)
-            .flight_start_rto(FIRST_RTO)
-            .flight_retries(retries_covering(handshake_timeout))
-            .handshake_timeout(handshake_timeout)
-            .build()
-            .map_err(DtlsError::Protocol)?;
-        Ok(Self {
-            stack: Arc::new(stack),
-            certificate: certificate.der.clone(),
+        let stack = ConfigBuilder::default()
+            .with_crypto_provider(Arc::clone(&certificate.provider))
+            .with_certificates(vec![certificate.stack.clone()])
+            .with_srtp_protection_profiles(PROFILES.to_vec())
+            // Any certificate, RSA or ECDSA: its fingerprint is what is checked.
+            .with_client_auth(ClientAuthType::RequireAnyClientCert)
+            // No chain to verify (the server's side of it would otherwise generate a throwaway
+            // root certificate for every association it builds).
+            .with_insecure_skip_verify(true)
+            .with_flight_interval(flight_interval(handshake_timeout))
+            .with_mtu(STACK_MTU);
+        let config = Self {
+            stack,
             handshake_timeout,
-        })
+        };
+        config.for_peer([0; 32]).map_err(DtlsError::Protocol)?;
+        Ok(config)
     }
 
     pub fn handshake_timeout(&self) -> Duration {
         self.handshake_timeout
     }
+
+    /// The stack's configuration for the peer whose certificate hashes to `expected`: the
+    /// check runs when its CertificateVerify is in, before the node's last flight, and a
+    /// mismatch ends the handshake there.
+    fn for_peer(&self, expected: [u8; 32]) -> Result<HandshakeConfig, StackError> {
+        self.stack
+            .clone()
+            .with_verify_peer_certificate(Some(Arc::new(move |certificates: &[Vec<u8>], _| {
+                match certificates.first() {
+                    Some(der) if sha256(der) == expected => Ok(()),
+                    _ => Err(StackError::ErrFingerprintMismatch),
+                }
+            })))
+            .build(false, None)
+    }
 }
 
-/// Retransmissions of one flight, doubling from [`FIRST_RTO`], that it takes to span
-/// `timeout` and a first RTO more (the stack jitters each by a quarter second): the
-/// handshake's deadline, not the stack's retry count, ends a stalled handshake.
-pub(super) fn retries_covering(timeout: Duration) -> usize {
-    let mut spanned = FIRST_RTO;
-    let mut rto = FIRST_RTO;
-    let mut retries = 0;
-    while spanned < timeout + FIRST_RTO && retries < 16 {
-        rto *= 2;
-        spanned += rto;
-        retries += 1;
-    }
-    retries.max(1)
+/// The stack's retransmission interval: it retransmits at a fixed interval a fixed number of
+/// times, so the interval stretches until those span `timeout` and the handshake's deadline,
+/// not the stack, ends a stalled handshake.
+pub(super) fn flight_interval(timeout: Duration) -> Duration {
+    (timeout / (STACK_RETRANSMITS + 1)).max(FIRST_RTO)
 }
 
 /// What an association has for its caller, in the order it happened.
@@ -128,23 +166,22 @@ pub enum DtlsOutput<'a> {
 /// and the timer may have moved. Once it reports [`DtlsOutput::Closed`] or
 /// [`DtlsOutput::Failed`] the association does nothing more and can be dropped.
 pub struct DtlsAssociation {
-    dtls: Dtls,
+    /// The stack's endpoint, holding the one connection with [`PEER`].
+    endpoint: Endpoint,
     /// The peer's certificate's SHA-256 hash, from its SDP.
     expected: [u8; 32],
     timeout: Duration,
-    /// When the stack asked to be woken.
-    timer: Option<Instant>,
+    /// The latest `now` an input brought, to stamp what [`Self::close`] queues.
+    now: Instant,
     phase: Phase,
-    /// Where the stack's outputs land during the handshake, the peer's certificate among
-    /// them ([`HANDSHAKE_BUFFER`]); released once connected.
-    handshake_buffer: Vec<u8>,
+    /// What the stack reported, for after the datagrams it queued alongside.
+    events: VecDeque<Event>,
 }
 
 impl std::fmt::Debug for DtlsAssociation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DtlsAssociation")
             .field("phase", &self.phase)
-            .field("timer", &self.timer)
             .finish_non_exhaustive()
     }
 }
@@ -160,30 +197,21 @@ enum Phase {
     Ended,
 }
 
-/// What the handshake has learnt so far.
 #[derive(Debug)]
 struct Handshake {
     deadline: Instant,
-    /// The peer's certificate matched its fingerprint.
-    verified: bool,
-    /// The stack reported the handshake done.
-    done: bool,
-    keys: Option<SrtpKeys>,
     early: EarlyRecords,
+    /// Record bytes taken in so far ([`HANDSHAKE_BYTES`]).
+    taken: usize,
+    /// The stack sent its ServerHello: it has the peer's hello and waits for its next flight.
+    answered: bool,
 }
 
-/// One output of the stack, with what it wrote reduced to where it is in the buffer, so the
-/// buffer's borrow ends here and the caller's output can take it whole.
-enum Polled {
-    Packet(std::ops::Range<usize>),
-    ApplicationData(std::ops::Range<usize>),
-    PeerCertificate([u8; 32]),
-    Keys(Option<SrtpKeys>),
-    Connected,
-    CloseNotify,
-    Timeout(Instant),
-    BufferTooSmall(usize),
-    Unknown,
+#[derive(Debug)]
+enum Event {
+    Connected(SrtpKeys),
+    ApplicationData(BytesMut),
+    Closed,
 }
 
 impl DtlsAssociation {
@@ -195,30 +223,26 @@ impl DtlsAssociation {
         remote_fingerprint: (&str, &str),
     ) -> Result<Self, DtlsError> {
         let expected = expected_fingerprint(remote_fingerprint)?;
-        let dtls = Dtls::new_12(Arc::clone(&config.stack), config.certificate.clone(), now);
-        let mut association = Self {
-            dtls,
+        let stack = config.for_peer(expected).map_err(DtlsError::Protocol)?;
+        Ok(Self {
+            endpoint: Endpoint::new(LOCAL, TransportProtocol::UDP, Some(Arc::new(stack))),
             expected,
             timeout: config.handshake_timeout,
-            timer: None,
+            now,
             phase: Phase::Handshake(Handshake {
                 deadline: now + config.handshake_timeout,
-                verified: false,
-                done: false,
-                keys: None,
                 early: EarlyRecords::default(),
+                taken: 0,
+                answered: false,
             }),
-            handshake_buffer: vec![0; HANDSHAKE_BUFFER],
-        };
-        // The stack arms its timers and draws its random on its first timeout; a record must
-        // not come first.
-        association.handle_timeout(now);
-        Ok(association)
+            events: VecDeque::new(),
+        })
     }
 
     /// One DTLS datagram from the peer. Refused (and to be counted by the caller) when the
-    /// association has ended, the datagram is longer than [`DATAGRAM_LIMIT`] or repeats a
-    /// record the handshake holds undecrypted (`early_records.rs`); a datagram the stack
+    /// association has ended, the datagram is longer than [`DATAGRAM_LIMIT`], is not whole
+    /// records, repeats a record the handshake holds undecrypted (`early_records.rs`), repeats
+    /// the hello the stack answered, or brings the handshake past its bytes; a record the stack
     /// cannot use it drops itself, and a fatal one fails the association.
     pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) -> Result<(), DtlsError> {
         if self.is_ended() {
@@ -227,27 +251,48 @@ impl DtlsAssociation {
         if datagram.len() > DATAGRAM_LIMIT {
             return Err(DtlsError::DatagramTooLong(datagram.len()));
         }
-        // The stack reads its clock from its last timeout: bring it to `now` first.
+        // The stack takes a datagram it cannot split into records as an error, which would
+        // end the association: such a datagram is only dropped.
+        if !is_well_framed(datagram) {
+            return Err(DtlsError::MalformedDatagram);
+        }
+        // A handshake past its deadline fails first.
         self.handle_timeout(now);
         match &mut self.phase {
-            Phase::Handshake(handshake) => handshake.early.admit(datagram)?,
+            Phase::Handshake(handshake) => {
+                // The peer repeats its hello when the answer was lost. The stack would take it
+                // as the start of the flight it waits for, stop its retransmission timer, and
+                // never send the answer again; kept from it, the timer sends the answer again.
+                if handshake.answered && is_client_hello(datagram) {
+                    return Err(DtlsError::RepeatedHello);
+                }
+                if handshake.taken + datagram.len() > HANDSHAKE_BYTES {
+                    return Err(DtlsError::HandshakeTooLong);
+                }
+                handshake.early.admit(datagram)?;
+                handshake.taken += datagram.len();
+            }
             Phase::Connected | Phase::Closing => {}
             Phase::Failing(_) | Phase::Ended => return Ok(()),
         }
-        if let Err(err) = self.dtls.handle_packet(datagram) {
-            self.fail(DtlsError::Protocol(err));
+        match self
+            .endpoint
+            .read(now, PEER, None, BytesMut::from(datagram))
+        {
+            Ok(events) => events.into_iter().for_each(|event| self.take(event)),
+            Err(err) => self.fail(stack_error(err)),
         }
         Ok(())
     }
 
     /// When [`Self::handle_timeout`] is next due: a retransmission, the handshake's deadline.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let timer = self.endpoint.poll_timeout(&PEER);
         match &self.phase {
-            Phase::Handshake(handshake) => Some(
-                self.timer
-                    .map_or(handshake.deadline, |timer| timer.min(handshake.deadline)),
-            ),
-            Phase::Connected | Phase::Closing => self.timer,
+            Phase::Handshake(handshake) => {
+                Some(timer.map_or(handshake.deadline, |timer| timer.min(handshake.deadline)))
+            }
+            Phase::Connected | Phase::Closing => timer,
             // Nothing more to time: a failure waits to be polled.
             Phase::Failing(_) | Phase::Ended => None,
         }
@@ -255,21 +300,24 @@ impl DtlsAssociation {
 
     /// Retransmits what is due, and fails a handshake past its deadline.
     pub fn handle_timeout(&mut self, now: Instant) {
-        match &self.phase {
+        self.now = now;
+        let in_handshake = match &self.phase {
             Phase::Handshake(handshake) if now >= handshake.deadline => {
                 self.fail(DtlsError::Timeout(self.timeout));
                 return;
             }
-            Phase::Handshake(_) | Phase::Connected | Phase::Closing => {}
+            Phase::Handshake(_) => true,
+            Phase::Connected | Phase::Closing => false,
             Phase::Failing(_) | Phase::Ended => return,
-        }
-        if let Err(err) = self.dtls.handle_timeout(now) {
-            let err = match err {
-                // Its own timers ran out before ours (a timeout beyond its retries).
-                dimpl::Error::Timeout(_) => DtlsError::Timeout(self.timeout),
-                other => DtlsError::Protocol(other),
-            };
-            self.fail(err);
+        };
+        match self.endpoint.handle_timeout(PEER, now) {
+            // No connection before the first record, none after closing.
+            Ok(()) | Err(StackError::InvalidRemoteAddress(_)) => {}
+            // Its retransmissions ran out before our deadline (it gives up this way).
+            Err(StackError::ErrInvalidFsmTransition) if in_handshake => {
+                self.fail(DtlsError::Timeout(self.timeout));
+            }
+            Err(err) => self.fail(stack_error(err)),
         }
     }
 
@@ -279,59 +327,54 @@ impl DtlsAssociation {
         if buf.len() < DATAGRAM_LIMIT && !self.is_ended() {
             self.fail(DtlsError::BufferTooSmall(buf.len()));
         }
-        loop {
-            match std::mem::replace(&mut self.phase, Phase::Ended) {
-                Phase::Failing(err) => return Some(DtlsOutput::Failed(err)),
-                Phase::Ended => return None,
-                phase => self.phase = phase,
+        match std::mem::replace(&mut self.phase, Phase::Ended) {
+            Phase::Failing(err) => return Some(DtlsOutput::Failed(err)),
+            Phase::Ended => return None,
+            phase => self.phase = phase,
+        }
+        if let Some(transmit) = self.endpoint.poll_transmit() {
+            if let Phase::Handshake(handshake) = &mut self.phase {
+                handshake.answered |= has_server_hello(&transmit.message);
             }
-            let in_handshake = matches!(self.phase, Phase::Handshake(_));
-            let polled = if in_handshake {
-                poll(&mut self.dtls, &mut self.handshake_buffer)
-            } else {
-                poll(&mut self.dtls, buf)
-            };
-            match polled {
-                Polled::Packet(range) if in_handshake => {
-                    let len = range.len();
-                    buf[..len].copy_from_slice(&self.handshake_buffer[range]);
-                    return Some(DtlsOutput::Datagram(&buf[..len]));
-                }
-                Polled::Packet(range) => return Some(DtlsOutput::Datagram(&buf[range])),
-                Polled::ApplicationData(range) if !in_handshake => {
-                    return Some(DtlsOutput::ApplicationData(&buf[range]));
-                }
-                Polled::Timeout(at) => {
-                    self.timer = Some(at);
-                    return self.end_of_poll();
-                }
-                Polled::CloseNotify => {
+            return Some(match copy_into(buf, &transmit.message) {
+                Ok(datagram) => DtlsOutput::Datagram(datagram),
+                Err(err) => self.fail_now(err),
+            });
+        }
+        match self.events.pop_front() {
+            Some(Event::Connected(keys)) => Some(DtlsOutput::Connected(keys)),
+            Some(Event::ApplicationData(data)) => Some(match copy_into(buf, &data) {
+                Ok(data) => DtlsOutput::ApplicationData(data),
+                Err(err) => self.fail_now(err),
+            }),
+            Some(Event::Closed) => {
+                self.phase = Phase::Ended;
+                Some(DtlsOutput::Closed)
+            }
+            None => {
+                if matches!(self.phase, Phase::Closing) {
                     self.phase = Phase::Ended;
-                    return Some(DtlsOutput::Closed);
                 }
-                // Outputs fit `buf` and the handshake's buffer (see their sizes): the stack
-                // asking for more is a bug, and would ask again on every poll.
-                Polled::BufferTooSmall(needed) => self.fail(DtlsError::BufferTooSmall(needed)),
-                other => {
-                    if let Some(output) = self.handshake_step(other) {
-                        return Some(output);
-                    }
-                }
+                None
             }
         }
     }
 
-    /// Sends `data` (SCTP packets) to the peer once connected; the records come out of
-    /// [`Self::poll_output`]. A failure of the stack fails the association, reported there.
+    /// Sends `data` (SCTP packets, at most [`MTU`] bytes) to the peer once connected; the
+    /// records come out of [`Self::poll_output`]. A failure of the stack ends the association
+    /// ([`DtlsError::Ended`] here), the stack's error reported there.
     pub fn send_application_data(&mut self, data: &[u8]) -> Result<(), DtlsError> {
         match self.phase {
             Phase::Connected => {}
             Phase::Handshake(_) => return Err(DtlsError::NotConnected),
             Phase::Closing | Phase::Failing(_) | Phase::Ended => return Err(DtlsError::Ended),
         }
-        self.dtls.send_application_data(data).map_err(|err| {
-            self.fail(DtlsError::Protocol(err.clone()));
-            DtlsError::Protocol(err)
+        if data.len() > APPLICATION_DATA_LIMIT {
+            return Err(DtlsError::DatagramTooLong(data.len()));
+        }
+        self.endpoint.write(self.now, PEER, data).map_err(|err| {
+            self.fail(DtlsError::Protocol(err));
+            DtlsError::Ended
         })
     }
 
@@ -340,12 +383,14 @@ impl DtlsAssociation {
     pub fn close(&mut self) {
         match self.phase {
             Phase::Connected => {
-                self.phase = match self.dtls.close() {
-                    Ok(()) => Phase::Closing,
-                    Err(_) => Phase::Ended,
-                };
+                // The endpoint queues the alert and forgets the connection.
+                let _ = self.endpoint.stop(self.now, PEER);
+                self.phase = Phase::Closing;
             }
-            Phase::Handshake(_) | Phase::Failing(_) => self.phase = Phase::Ended,
+            Phase::Handshake(_) | Phase::Failing(_) => {
+                self.discard_pending();
+                self.phase = Phase::Ended;
+            }
             Phase::Closing | Phase::Ended => {}
         }
     }
@@ -360,100 +405,95 @@ impl DtlsAssociation {
         matches!(self.phase, Phase::Ended)
     }
 
+    /// Fails the association: nothing it queued goes out, the failure is reported next.
     fn fail(&mut self, err: DtlsError) {
         if !self.is_ended() {
             self.phase = Phase::Failing(err);
         }
-        self.handshake_buffer = Vec::new();
+        self.discard_pending();
     }
 
-    /// Takes in what the stack reported during the handshake; the output to return, if any.
-    fn handshake_step(&mut self, polled: Polled) -> Option<DtlsOutput<'static>> {
-        let Phase::Handshake(handshake) = &mut self.phase else {
-            // After the handshake the stack reports nothing of it again; what it might is
-            // ignored rather than trusted.
-            return None;
-        };
-        match polled {
-            Polled::PeerCertificate(hash) if hash == self.expected => handshake.verified = true,
-            Polled::PeerCertificate(_) => self.fail(DtlsError::FingerprintMismatch),
-            Polled::Keys(Some(keys)) => handshake.keys = Some(keys),
-            Polled::Keys(None) => self.fail(DtlsError::NoSrtpProfile),
-            Polled::Connected => handshake.done = true,
-            // Application data before the handshake's end is not the peer's yet.
-            Polled::ApplicationData(_) | Polled::Unknown => {}
-            Polled::Packet(_) | Polled::Timeout(_) | Polled::CloseNotify => {}
-            Polled::BufferTooSmall(_) => {}
-        }
-        self.connect_when_ready()
-    }
-
-    /// The `Connected` output once the stack is done, the certificate matched and the keys
-    /// are in; the handshake's buffer goes.
-    fn connect_when_ready(&mut self) -> Option<DtlsOutput<'static>> {
-        let Phase::Handshake(handshake) = &mut self.phase else {
-            return None;
-        };
-        if !(handshake.done && handshake.verified) {
-            return None;
-        }
-        let keys = handshake.keys.take()?;
-        self.phase = Phase::Connected;
-        self.handshake_buffer = Vec::new();
-        Some(DtlsOutput::Connected(keys))
-    }
-
-    /// At the end of a poll cycle: a closing association has sent its `close_notify`, and a
-    /// handshake the stack called done must have brought a verified certificate and keys.
-    fn end_of_poll(&mut self) -> Option<DtlsOutput<'static>> {
-        let handshake = match &self.phase {
-            Phase::Closing => {
-                self.phase = Phase::Ended;
-                return None;
-            }
-            Phase::Handshake(handshake) if handshake.done => handshake,
-            _ => return None,
-        };
-        let err = if !handshake.verified {
-            DtlsError::NoCertificate
-        } else {
-            DtlsError::NoSrtpProfile
-        };
+    /// Fails the association and reports it now.
+    fn fail_now(&mut self, err: DtlsError) -> DtlsOutput<'static> {
         self.phase = Phase::Ended;
-        self.handshake_buffer = Vec::new();
-        Some(DtlsOutput::Failed(err))
+        self.discard_pending();
+        DtlsOutput::Failed(err)
+    }
+
+    fn discard_pending(&mut self) {
+        self.events.clear();
+        while self.endpoint.poll_transmit().is_some() {}
+    }
+
+    /// Takes in what the stack reported.
+    fn take(&mut self, event: EndpointEvent) {
+        match event {
+            EndpointEvent::HandshakeComplete => match self.connect() {
+                Ok(keys) => {
+                    self.phase = Phase::Connected;
+                    self.events.push_back(Event::Connected(keys));
+                }
+                Err(err) => self.fail(err),
+            },
+            EndpointEvent::ApplicationData(data) if self.is_connected() => {
+                self.events.push_back(Event::ApplicationData(data));
+            }
+            EndpointEvent::PeerClosed => self.events.push_back(Event::Closed),
+            // Nothing else is the peer's before the handshake's end.
+            _ => {}
+        }
+    }
+
+    /// At the handshake's end: the peer's certificate checked again (the stack ran the check
+    /// when it came, as its CertificateVerify was in), the profile agreed, the keys exported.
+    fn connect(&self) -> Result<SrtpKeys, DtlsError> {
+        let state = self
+            .endpoint
+            .get_connection_state(PEER)
+            .ok_or(DtlsError::NotConnected)?;
+        match state.peer_certificates.first() {
+            Some(der) if sha256(der) == self.expected => {}
+            Some(_) => return Err(DtlsError::FingerprintMismatch),
+            None => return Err(DtlsError::NoCertificate),
+        }
+        let profile =
+            srtp_profile(state.srtp_protection_profile()).ok_or(DtlsError::NoSrtpProfile)?;
+        let length = 2 * (profile.key_len() + profile.salt_len());
+        let material = state
+            .export_keying_material(SRTP_EXPORTER_LABEL, &[], length)
+            .map_err(DtlsError::Protocol)?;
+        split_keying_material(profile, material.as_ref(), Side::Server)
+            .ok_or(DtlsError::NoSrtpProfile)
     }
 }
 
-/// One output of the stack, polled into `buf`.
-fn poll(dtls: &mut Dtls, buf: &mut [u8]) -> Polled {
-    let start = buf.as_ptr() as usize;
-    // Where in `buf` the stack wrote `bytes`.
-    let at = |bytes: &[u8]| {
-        let offset = (bytes.as_ptr() as usize).saturating_sub(start);
-        offset..offset + bytes.len()
-    };
-    match dtls.poll_output(buf) {
-        Output::Packet(bytes) => Polled::Packet(at(bytes)),
-        Output::ApplicationData(bytes) => Polled::ApplicationData(at(bytes)),
-        Output::PeerCert(der) => Polled::PeerCertificate(sha256(der)),
-        Output::KeyingMaterial(material, profile) => Polled::Keys(
-            srtp_profile(profile)
-                .and_then(|profile| split_keying_material(profile, &material, Side::Server)),
-        ),
-        Output::Connected => Polled::Connected,
-        Output::CloseNotify => Polled::CloseNotify,
-        Output::Timeout(at) => Polled::Timeout(at),
-        Output::BufferTooSmall { needed } => Polled::BufferTooSmall(needed),
-        _ => Polled::Unknown,
+/// `bytes` at the start of `buf`, when they fit.
+fn copy_into<'a>(buf: &'a mut [u8], bytes: &[u8]) -> Result<&'a [u8], DtlsError> {
+    let out = buf
+        .get_mut(..bytes.len())
+        .ok_or(DtlsError::BufferTooSmall(bytes.len()))?;
+    out.copy_from_slice(bytes);
+    Ok(out)
+}
+
+/// The node's error for what ended the stack's handshake.
+fn stack_error(err: StackError) -> DtlsError {
+    match err {
+        StackError::ErrFingerprintMismatch => DtlsError::FingerprintMismatch,
+        StackError::ErrClientCertificateRequired
+        | StackError::ErrCertificateVerifyNoCertificate => DtlsError::NoCertificate,
+        StackError::ErrServerNoMatchingSrtpProfile => DtlsError::NoSrtpProfile,
+        other => DtlsError::Protocol(other),
     }
 }
 
-fn srtp_profile(profile: dimpl::SrtpProfile) -> Option<SrtpProfile> {
+pub(super) fn srtp_profile(profile: SrtpProtectionProfile) -> Option<SrtpProfile> {
     match profile {
-        dimpl::SrtpProfile::AEAD_AES_128_GCM => Some(SrtpProfile::AeadAes128Gcm),
-        dimpl::SrtpProfile::AEAD_AES_256_GCM => Some(SrtpProfile::AeadAes256Gcm),
-        dimpl::SrtpProfile::AES128_CM_SHA1_80 => Some(SrtpProfile::Aes128CmHmacSha1_80),
+        SrtpProtectionProfile::Srtp_Aead_Aes_128_Gcm => Some(SrtpProfile::AeadAes128Gcm),
+        SrtpProtectionProfile::Srtp_Aead_Aes_256_Gcm => Some(SrtpProfile::AeadAes256Gcm),
+        SrtpProtectionProfile::Srtp_Aes128_Cm_Hmac_Sha1_80 => {
+            Some(SrtpProfile::Aes128CmHmacSha1_80)
+        }
         _ => None,
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use dtls::conn::DTLSConn;
 use dtls::extension::extension_use_srtp::SrtpProtectionProfile;
 
-use super::association::retries_covering;
+use super::association::flight_interval;
 use super::test_pair::{Command, Event, Link, Pair, Running, ALL_PROFILES};
 use super::*;
 use crate::node::srtp::{session, SrtpContext, MAX_OVERHEAD};
@@ -23,9 +23,15 @@ async fn next_event(running: &mut Running) -> Event {
 /// A handshake that must succeed: the client's keys, the association's, the client's end.
 async fn handshake(pair: Pair) -> (SrtpKeys, SrtpKeys, DTLSConn, Running) {
     let mut running = pair.start();
-    let server = match next_event(&mut running).await {
-        Event::Connected(keys) => keys,
-        other => panic!("the association did not connect: {other:?}"),
+    let server = match running.events.recv().await {
+        Some(Event::Connected(keys)) => keys,
+        other => {
+            // A client that never completes would retransmit on the paused clock for ever.
+            let client = tokio::time::timeout(Duration::from_secs(120), &mut running.client)
+                .await
+                .map(|client| client.map(|client| client.err()));
+            panic!("the association did not connect: {other:?}, the client: {client:?}")
+        }
     };
     let (conn, client) = (&mut running.client)
         .await
@@ -35,7 +41,7 @@ async fn handshake(pair: Pair) -> (SrtpKeys, SrtpKeys, DTLSConn, Running) {
 }
 
 /// Keys that protect on one side and unprotect on the other, both ways.
-fn assert_keys_work(ours: &SrtpKeys, theirs: &SrtpKeys) {
+pub(super) fn assert_keys_work(ours: &SrtpKeys, theirs: &SrtpKeys) {
     for (from, to) in [(ours, theirs), (theirs, ours)] {
         let mut from = session(from).expect("usable keys");
         let mut to = session(to).expect("usable keys");
@@ -50,14 +56,14 @@ fn assert_keys_work(ours: &SrtpKeys, theirs: &SrtpKeys) {
 }
 
 #[tokio::test(start_paused = true)]
-async fn both_sides_export_the_same_keys_under_the_profile_the_node_prefers() {
+async fn both_sides_export_the_same_keys_under_each_profile() {
     let offers = [
         (ALL_PROFILES.to_vec(), SrtpProfile::AeadAes256Gcm),
         (ALL_PROFILES[1..].to_vec(), SrtpProfile::AeadAes128Gcm),
-        // The client's order does not decide: the node's preference does.
+        // The stack takes the client's first offer the node makes.
         (
             vec![ALL_PROFILES[2], ALL_PROFILES[1]],
-            SrtpProfile::AeadAes128Gcm,
+            SrtpProfile::Aes128CmHmacSha1_80,
         ),
         (ALL_PROFILES[2..].to_vec(), SrtpProfile::Aes128CmHmacSha1_80),
     ];
@@ -104,13 +110,13 @@ async fn lost_and_reordered_flights_are_recovered() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_association_retransmits_its_flight_on_its_timer() {
-    // The node's first flight is lost, and so is everything the client sends after its first
-    // datagram for the next three: only the association's timer can bring the flight again.
+/// The handshake connects with the client's datagrams through `up`, the node's through a
+/// link that loses its second (its flight after the cookie exchange), and the association
+/// sent that flight again on its timer.
+async fn connects_by_the_timer(up: Link) {
     let pair = Pair {
-        up: Link::blackout(|index| (1..4).contains(&index)),
-        down: Link::blackout(|index| index < 3),
+        up,
+        down: Link::blackout(|index| index == 1),
         ..Pair::new()
     };
     let (client, server, _conn, running) = handshake(pair).await;
@@ -121,11 +127,26 @@ async fn the_association_retransmits_its_flight_on_its_timer() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_association_retransmits_its_flight_on_its_timer() {
+    // What the client sends after its second datagram is lost for the next four: only the
+    // association's timer can bring the flight again.
+    connects_by_the_timer(Link::blackout(|index| (2..6).contains(&index))).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_answer_comes_again_on_the_timer_while_the_client_repeats_its_hello() {
+    // The client's repeats of its hello with the cookie arrive: the association keeps them
+    // from the stack, whose timer sends the answer again.
+    connects_by_the_timer(Link::perfect()).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_stalled_peer_fails_at_the_timeout() {
     let timeout = Duration::from_millis(3_500);
     let pair = Pair {
-        // The client's first flight arrives, then nothing more.
-        up: Link::blackout(|index| index > 0),
+        // The client's first flight arrives twice (the second time with the node's cookie),
+        // then nothing more.
+        up: Link::blackout(|index| index > 1),
         timeout,
         ..Pair::new()
     };
@@ -298,40 +319,28 @@ fn closing_during_the_handshake_ends_it() {
 }
 
 #[test]
-fn retries_span_the_timeout() {
-    // 1 + 2 + 4 + 8 seconds.
-    assert_eq!(retries_covering(Duration::from_secs(10)), 3);
-    assert_eq!(retries_covering(Duration::from_secs(16)), 4);
-    assert_eq!(retries_covering(Duration::from_millis(100)), 1);
-    assert_eq!(retries_covering(Duration::from_secs(1 << 30)), 16);
+fn retransmissions_span_the_timeout() {
+    // The stack's 7 retransmissions and its giving up after them: 8 intervals.
+    assert_eq!(
+        flight_interval(Duration::from_secs(10)),
+        Duration::from_millis(1_250)
+    );
+    assert_eq!(
+        flight_interval(Duration::from_secs(16)),
+        Duration::from_secs(2)
+    );
+    assert_eq!(
+        flight_interval(Duration::from_millis(100)),
+        Duration::from_secs(1)
+    );
 }
 
 #[test]
 fn the_client_profiles_the_tests_offer_are_all_the_node_knows() {
     for profile in ALL_PROFILES {
-        assert!(async_stack::srtp_profile(profile).is_some(), "{profile:?}");
+        assert!(test_client::srtp_profile(profile).is_some(), "{profile:?}");
     }
-    assert!(async_stack::srtp_profile(SrtpProtectionProfile::Unsupported).is_none());
-}
-
-/// A ClientHello from a client stack, as the first datagram of a handshake.
-fn client_hello(now: Instant) -> Vec<u8> {
-    let cert = DtlsCertificate::generate().expect("certificate");
-    let mut client = dimpl::Dtls::new_12(
-        std::sync::Arc::new(dimpl::Config::default()),
-        cert.der.clone(),
-        now,
-    );
-    client.set_active(true);
-    client.handle_timeout(now).expect("the client starts");
-    let mut buf = vec![0; DATAGRAM_LIMIT];
-    loop {
-        match client.poll_output(&mut buf) {
-            dimpl::Output::Packet(hello) => return hello.to_vec(),
-            dimpl::Output::Timeout(_) => panic!("no ClientHello"),
-            _ => {}
-        }
-    }
+    assert!(test_client::srtp_profile(SrtpProtectionProfile::Unsupported).is_none());
 }
 
 /// A plaintext (epoch 0) handshake record carrying one fragment of message `msg_type`, number
@@ -355,10 +364,10 @@ fn handshake_record(
     record
 }
 
-/// The peer's certificate comes out of the stack whole, into the handshake's buffer: one as
-/// long as the receive queue can carry is checked (and refused), not a crash.
+/// A handshake takes in so many bytes and refuses more (the stack would reassemble 2 MB of
+/// fragments); records that are not whole are refused before the stack sees them.
 #[test]
-fn the_longest_certificate_a_peer_can_send_is_checked() {
+fn a_handshake_takes_in_bounded_bytes_of_whole_records() {
     let now = Instant::now();
     let mut association = lone(now);
     association
@@ -371,25 +380,37 @@ fn the_longest_certificate_a_peer_can_send_is_checked() {
         flight += 1;
     }
     assert!(flight > 0, "the node's first flight");
-
-    // Certificate (11), the client's second message: a list holding one "certificate" that
-    // fills as many full datagrams as the stack queues.
-    let per_datagram = DATAGRAM_LIMIT - 13 - 12;
-    let length = 16 * per_datagram;
-    let u24 = |n: usize| (n as u32).to_be_bytes()[1..].to_vec();
-    let mut body = u24(length - 3);
-    body.extend(u24(length - 6));
-    body.resize(length, 0x30);
-    for (i, fragment) in body.chunks(per_datagram).enumerate() {
-        let record = handshake_record(1 + i as u64, (11, 1, length), i * per_datagram, fragment);
-        assert_eq!(record.len(), DATAGRAM_LIMIT);
-        association.handle_datagram(now, &record).expect("taken");
+    for cut in [
+        &[22, 0xFE, 0xFD][..],
+        &handshake_record(1, (11, 1, 9), 0, b"abc")[..20],
+    ] {
+        assert!(matches!(
+            association.handle_datagram(now, cut),
+            Err(DtlsError::MalformedDatagram)
+        ));
     }
-    assert!(matches!(
-        association.poll_output(&mut buf),
-        Some(DtlsOutput::Failed(DtlsError::FingerprintMismatch))
-    ));
-    assert!(association.poll_output(&mut buf).is_none());
+
+    // Certificate (11), the client's second message, one fragment per full datagram, never
+    // complete.
+    let per_datagram = DATAGRAM_LIMIT - 13 - 12;
+    let length = 1 << 20;
+    let mut refused = None;
+    for i in 0..100 {
+        let fragment = vec![0x30; per_datagram];
+        let record = handshake_record(1 + i as u64, (11, 1, length), i * per_datagram, &fragment);
+        assert_eq!(record.len(), DATAGRAM_LIMIT);
+        if let Err(err) = association.handle_datagram(now, &record) {
+            refused = Some((i, err));
+            break;
+        }
+    }
+    let (taken, err) = refused.expect("refused at last");
+    assert!(matches!(err, DtlsError::HandshakeTooLong), "{err:?}");
+    assert!((40..50).contains(&taken), "{taken} datagrams taken");
+    while let Some(output) = association.poll_output(&mut buf) {
+        assert!(matches!(output, DtlsOutput::Datagram(_)), "{output:?}");
+    }
+    assert!(!association.is_ended());
 }
 
 /// A record of a later epoch the stack cannot decrypt yet, twice (a duplicated datagram): the

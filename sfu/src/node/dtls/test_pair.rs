@@ -9,16 +9,17 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use dtls::config::{Config, ExtendedMasterSecretType};
 use dtls::conn::DTLSConn;
+use dtls::crypto::Certificate;
 use dtls::extension::extension_use_srtp::SrtpProtectionProfile;
 use tokio::sync::mpsc;
 
-use super::async_stack::{export_keys, ChannelConn};
+use super::test_client::{client_certificate, export_keys, fingerprint, ChannelConn, ClientError};
 use super::{sha256, DtlsAssociation, DtlsCertificate, DtlsConfig, DtlsError, DtlsOutput, Side};
 use super::{DATAGRAM_LIMIT, HANDSHAKE_TIMEOUT};
 use crate::node::srtp::SrtpKeys;
 
 /// Every profile the client can offer, in the order browsers offer the AEAD ones.
-pub(super) const ALL_PROFILES: [SrtpProtectionProfile; 3] = [
+pub(crate) const ALL_PROFILES: [SrtpProtectionProfile; 3] = [
     SrtpProtectionProfile::Srtp_Aead_Aes_256_Gcm,
     SrtpProtectionProfile::Srtp_Aead_Aes_128_Gcm,
     SrtpProtectionProfile::Srtp_Aes128_Cm_Hmac_Sha1_80,
@@ -122,7 +123,7 @@ pub(super) struct Counts {
 /// The two ends, before the handshake.
 pub(super) struct Pair {
     pub node: DtlsCertificate,
-    pub client_cert: DtlsCertificate,
+    pub client_cert: Certificate,
     /// What the association is told the client's fingerprint is.
     pub sdp_fingerprint: String,
     pub timeout: Duration,
@@ -133,7 +134,7 @@ pub(super) struct Pair {
 
 /// The running pair: the client's handshake to await, the association's events and commands.
 pub(super) struct Running {
-    pub client: tokio::task::JoinHandle<Result<(DTLSConn, SrtpKeys), DtlsError>>,
+    pub client: tokio::task::JoinHandle<Result<(DTLSConn, SrtpKeys), ClientError>>,
     pub events: mpsc::UnboundedReceiver<Event>,
     pub commands: mpsc::UnboundedSender<Command>,
     pub server: tokio::task::JoinHandle<Counts>,
@@ -141,10 +142,10 @@ pub(super) struct Running {
 
 impl Pair {
     pub fn new() -> Self {
-        let client_cert = DtlsCertificate::generate().expect("certificate");
+        let client_cert = client_certificate(&DtlsCertificate::generate().expect("certificate"));
         Self {
             node: DtlsCertificate::generate().expect("certificate"),
-            sdp_fingerprint: client_cert.fingerprint(),
+            sdp_fingerprint: fingerprint(&client_cert),
             client_cert,
             timeout: HANDSHAKE_TIMEOUT,
             up: Link::perfect(),
@@ -164,11 +165,11 @@ impl Pair {
                 let _ = to_server.send(datagram);
             }),
         );
-        let config = client_config(&self.client_cert, &self.node, self.profiles.clone());
+        let config = client_config(self.client_cert.clone(), &self.node, self.profiles.clone());
         let client = tokio::spawn(async move {
             let dtls = DTLSConn::new(Arc::new(conn), config, true, None)
                 .await
-                .map_err(DtlsError::Handshake)?;
+                .map_err(ClientError::Handshake)?;
             let keys = export_keys(&dtls, Side::Client).await?;
             Ok((dtls, keys))
         });
@@ -184,14 +185,14 @@ impl Pair {
     }
 }
 
-fn client_config(
-    cert: &DtlsCertificate,
+pub(crate) fn client_config(
+    cert: Certificate,
     node: &DtlsCertificate,
     profiles: Vec<SrtpProtectionProfile>,
 ) -> Config {
-    let node_hash = sha256(&node.der.certificate);
+    let node_hash = sha256(node.der());
     Config {
-        certificates: vec![cert.legacy.clone()],
+        certificates: vec![cert],
         srtp_protection_profiles: profiles,
         extended_master_secret: ExtendedMasterSecretType::Require,
         // As a browser does: the node's certificate is trusted for its SDP fingerprint.
@@ -286,7 +287,7 @@ async fn serve(
     counts
 }
 
-async fn sleep_until(at: Option<tokio::time::Instant>) {
+pub(crate) async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
@@ -294,24 +295,24 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 }
 
 /// The association's clock: a fixed `Instant` moved on by tokio's (paused) clock.
-struct Clock {
+pub(crate) struct Clock {
     base: Instant,
     tokio_base: tokio::time::Instant,
 }
 
 impl Clock {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self {
             base: Instant::now(),
             tokio_base: tokio::time::Instant::now(),
         }
     }
 
-    fn now(&self) -> Instant {
+    pub(crate) fn now(&self) -> Instant {
         self.base + self.tokio_base.elapsed()
     }
 
-    fn tokio_instant(&self, at: Instant) -> tokio::time::Instant {
+    pub(crate) fn tokio_instant(&self, at: Instant) -> tokio::time::Instant {
         self.tokio_base + at.saturating_duration_since(self.base)
     }
 }

@@ -17,10 +17,10 @@ fn the_fingerprint_is_sha256_of_the_der_in_uppercase_pairs() {
             u8::from_str_radix(pair, 16).expect("hex pair")
         })
         .collect();
-    assert_eq!(bytes, Sha256::digest(&cert.der.certificate).to_vec());
+    assert_eq!(bytes, Sha256::digest(cert.der()).to_vec());
     // It reads back as what the check compares against.
     let parsed = expected_fingerprint((algorithm, value)).expect("well formed");
-    assert_eq!(parsed, sha256(&cert.der.certificate));
+    assert_eq!(parsed, sha256(cert.der()));
 }
 
 #[test]
@@ -95,4 +95,17 @@ proptest! {
         let parsed = expected_fingerprint(("sha-256", &value.join(":")));
         prop_assert_eq!(parsed.ok(), Some(hash));
     }
+}
+
+#[test]
+fn the_certificate_key_is_ecdsa_p256_and_the_client_stack_reads_it() {
+    let cert = DtlsCertificate::generate().expect("certificate");
+    let client = test_client::client_certificate(&cert);
+    let kind = &client.private_key.kind;
+    assert!(
+        matches!(kind, dtls::crypto::CryptoPrivateKeyKind::Ecdsa256(_)),
+        "{kind:?}"
+    );
+    assert_eq!(client.certificate.len(), 1);
+    assert_eq!(client.certificate[0].as_ref(), cert.der());
 }

@@ -1,50 +1,72 @@
-//! The `dtls` crate's async stack over memory: the [`Conn`] it speaks to, and its SRTP key
-//! export. The async handshake task serves with it; the tests drive it as the independent
-//! client the sans-IO association is checked against.
+//! The independent client the sans-IO association is checked against: the `dtls` crate's
+//! async stack over memory, the [`Conn`] it speaks to, and its SRTP key export.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use dtls::conn::DTLSConn;
+use dtls::crypto::Certificate;
 use dtls::extension::extension_use_srtp::SrtpProtectionProfile;
 use tokio::sync::{mpsc, Mutex};
 use webrtc_util::{Conn, KeyingMaterialExporter};
 
-use super::{split_keying_material, DtlsError, Side, SRTP_EXPORTER_LABEL};
+use super::{fingerprint_of, split_keying_material, DtlsCertificate, Side};
 use crate::node::srtp::{SrtpKeys, SrtpProfile};
 
-/// The callback through which a stack sends datagrams to its peer.
+/// The RFC 5764 §4.2 exporter label for SRTP keys (the node's stack uses it on its own).
+const SRTP_EXPORTER_LABEL: &str = "EXTRACTOR-dtls_srtp";
+
+/// The callback through which the client sends datagrams to its peer.
 pub type SendDatagram = Box<dyn Fn(Bytes) + Send + Sync>;
 
-/// The SRTP protection profiles both ends of the stack know, in the node's order.
-pub(crate) fn srtp_profile(profile: SrtpProtectionProfile) -> Option<SrtpProfile> {
-    match profile {
-        SrtpProtectionProfile::Srtp_Aead_Aes_128_Gcm => Some(SrtpProfile::AeadAes128Gcm),
-        SrtpProtectionProfile::Srtp_Aead_Aes_256_Gcm => Some(SrtpProfile::AeadAes256Gcm),
-        SrtpProtectionProfile::Srtp_Aes128_Cm_Hmac_Sha1_80 => {
-            Some(SrtpProfile::Aes128CmHmacSha1_80)
-        }
-        _ => None,
-    }
+/// What went wrong on the client's side.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("the client's handshake failed: {0}")]
+    Handshake(#[source] dtls::Error),
+    #[error("the client cannot export the SRTP keying material: {0}")]
+    KeyExport(#[source] webrtc_util::KeyingMaterialExporterError),
+    #[error("the client agreed on no SRTP profile the node knows")]
+    NoSrtpProfile,
+}
+
+/// A certificate the node generated, as the client's stack takes it: from PEM only.
+pub fn client_certificate(certificate: &DtlsCertificate) -> Certificate {
+    let pem = certificate
+        .stack
+        .serialize_pem()
+        .expect("an exportable key");
+    Certificate::from_pem(&pem).expect("a certificate the node generated")
+}
+
+/// The `a=fingerprint` value of the client's certificate.
+pub fn fingerprint(certificate: &Certificate) -> String {
+    fingerprint_of(certificate.certificate[0].as_ref())
+}
+
+/// The node's SRTP profile for the client's, through their IANA number (RFC 5764 §4.1.2),
+/// which both stacks' enumerations carry.
+pub fn srtp_profile(profile: SrtpProtectionProfile) -> Option<SrtpProfile> {
+    super::association::srtp_profile((profile as u16).into())
 }
 
 /// Exports the SRTP master keys of a finished handshake, seen from `side`.
-pub async fn export_keys(dtls: &DTLSConn, side: Side) -> Result<SrtpKeys, DtlsError> {
+pub async fn export_keys(dtls: &DTLSConn, side: Side) -> Result<SrtpKeys, ClientError> {
     let profile =
-        srtp_profile(dtls.selected_srtpprotection_profile()).ok_or(DtlsError::NoSrtpProfile)?;
+        srtp_profile(dtls.selected_srtpprotection_profile()).ok_or(ClientError::NoSrtpProfile)?;
     let length = 2 * (profile.key_len() + profile.salt_len());
     let material = dtls
         .connection_state()
         .await
         .export_keying_material(SRTP_EXPORTER_LABEL, &[], length)
         .await
-        .map_err(DtlsError::KeyExport)?;
-    split_keying_material(profile, &material, side).ok_or(DtlsError::NoSrtpProfile)
+        .map_err(ClientError::KeyExport)?;
+    split_keying_material(profile, &material, side).ok_or(ClientError::NoSrtpProfile)
 }
 
 /// A [`Conn`] over a channel of inbound datagrams and a send callback.
-pub(crate) struct ChannelConn {
+pub struct ChannelConn {
     inbound: Mutex<mpsc::Receiver<Bytes>>,
     send: SendDatagram,
 }
@@ -56,7 +78,9 @@ impl std::fmt::Debug for ChannelConn {
 }
 
 impl ChannelConn {
-    pub(crate) fn new(inbound: mpsc::Receiver<Bytes>, send: SendDatagram) -> Self {
+    pub fn new(inbound: mpsc::Receiver<Bytes>, send: SendDatagram) -> Self {
+        // The client's stack needs a process default; one already installed is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         Self {
             inbound: Mutex::new(inbound),
             send,
