@@ -25,6 +25,8 @@
 //! - [`listener`]: the HTTP connections: a cap, and timeouts for slow or idle clients.
 //! - [`server`]: start, run, shut down.
 
+#![warn(missing_docs)]
+
 pub mod admission;
 pub mod auth;
 pub mod batch;

@@ -1,0 +1,231 @@
+//! Sessions and their owners: a session admitted under the node's limits and added to every
+//! table (its ICE username, its engine transport, its room), the credential that created it
+//! checked on each request to its resource, its keys connecting it, and its removal from every
+//! table at once however it ends.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use super::room::Room;
+use super::{CoreError, NodeCore};
+use crate::engine::TransportId;
+use crate::node::limits::LimitError;
+use crate::node::peer::{Join, Kind, Owner, Peer, PeerId, Publisher, Role, Viewer};
+use crate::node::session_events::SessionEvent;
+use crate::node::srtp::SrtpContext;
+
+/// A session's resource URL as a request names it, with the credential it came with.
+#[derive(Debug, Clone)]
+pub struct Resource {
+    pub kind: Kind,
+    pub room: String,
+    pub id: PeerId,
+    pub owner: Option<Owner>,
+}
+
+impl NodeCore {
+    /// Refuses a new session past a limit (counted by reason), or takes its place.
+    pub(super) fn admit(&mut self, join: &Join) -> Result<(), CoreError> {
+        let room = self.rooms.get(&join.room).map_or(0, Room::len);
+        self.admission
+            .admit(&self.limits, room, join.client)
+            .map_err(|limit| {
+                self.counters.refuse(limit);
+                limit.into()
+            })
+    }
+
+    /// Refuses one more publishing session (a participant, or a WHIP publisher, which every
+    /// participant receives as it does a participant) in a room at its cap.
+    pub(super) fn check_participants(&mut self, room: &str) -> Result<(), CoreError> {
+        let publishing = self.rooms.get(room).map_or(0, |r| r.publishers.len());
+        if publishing < self.limits.participants_per_room {
+            return Ok(());
+        }
+        let limit = LimitError::ParticipantsFull(self.limits.participants_per_room);
+        self.counters.refuse(limit);
+        Err(limit.into())
+    }
+
+    /// Steers datagrams from `addr` to this core's worker, when the node has several.
+    pub(super) fn bind(&self, addr: SocketAddr) {
+        if let Some((worker, steering)) = &self.steering {
+            steering.bind(addr, *worker);
+        }
+    }
+
+    pub(super) fn unbind(&self, addr: SocketAddr) {
+        if let Some((worker, steering)) = &self.steering {
+            steering.unbind(addr, *worker);
+        }
+    }
+
+    pub(super) fn add_peer(
+        &mut self,
+        now: Instant,
+        transport: TransportId,
+        join: Join,
+        role: Role,
+    ) -> PeerId {
+        let mut id = PeerId::random();
+        while self.peers.contains_key(&id) {
+            id = PeerId::random();
+        }
+        self.by_transport.insert(transport, id);
+        self.arm_sweep(now);
+        self.by_ufrag.insert(join.ice.local_ufrag.clone(), id);
+        self.connecting += 1;
+        let identity = join.name.clone().map(|name| self.identity(name));
+        let room = self.rooms.entry(join.room.clone()).or_default();
+        if let Some(identity) = &identity {
+            room.names.insert(identity.name.clone(), id);
+        }
+        match role {
+            Role::Publisher(_) => room.publishers.push(id),
+            Role::Viewer(_) => {
+                room.viewers.insert(id);
+            }
+            Role::Participant(_) => {
+                room.publishers.push(id);
+                room.participants.push(id);
+            }
+        }
+        let peer = Peer {
+            transport,
+            room: join.room,
+            ice: join.ice,
+            fingerprint: join.fingerprint,
+            owner: join.owner,
+            client: join.client,
+            addr: None,
+            srtp: None,
+            dtls: None,
+            dtls_timer: None,
+            estimate_bps: None,
+            allocated: None,
+            last_seen: now,
+            identity,
+            role,
+        };
+        self.peers.insert(id, peer);
+        id
+    }
+
+    /// A WHIP session: its tracks are published at once (simulcast streams get their SSRCs
+    /// when their first packets name their rids) and the room's waiting viewers subscribed.
+    pub fn add_publisher(
+        &mut self,
+        now: Instant,
+        join: Join,
+        mut publisher: Publisher,
+    ) -> Result<PeerId, CoreError> {
+        if let Some(name) = &join.name {
+            self.check_name(&join.room, name)?;
+        }
+        self.check_participants(&join.room)?;
+        self.admit(&join)?;
+        let transport = self.router.add_transport();
+        if let Err(e) = self.publish_tracks(transport, &mut publisher) {
+            // Just added: known to the router, with what it published so far.
+            let _ = self.router.remove_transport(transport);
+            self.admission.left(join.client, true);
+            return Err(e);
+        }
+        let room = join.room.clone();
+        let id = self.add_peer(now, transport, join, Role::Publisher(publisher));
+        self.announce_join(now, &room, id);
+        Ok(id)
+    }
+
+    /// A WHEP session. It is subscribed once its keys are set (an unconnected viewer costs
+    /// the engine nothing) to what its room publishes then or later.
+    pub fn add_viewer(
+        &mut self,
+        now: Instant,
+        join: Join,
+        viewer: Viewer,
+    ) -> Result<PeerId, CoreError> {
+        self.admit(&join)?;
+        let transport = self.router.add_transport();
+        Ok(self.add_peer(now, transport, join, Role::Viewer(viewer)))
+    }
+
+    /// Checks a resource URL and its credential: the session exists, is of that kind in that
+    /// room, and (when it has an owner) the credential is the one that created it.
+    pub fn resource(&self, resource: &Resource) -> Result<PeerId, CoreError> {
+        let peer = self
+            .peers
+            .get(&resource.id)
+            .filter(|p| p.role.kind() == resource.kind && p.room == resource.room)
+            .ok_or(CoreError::UnknownPeer)?;
+        match peer.owner {
+            Some(owner) if resource.owner != Some(owner) => Err(CoreError::NotOwner),
+            _ => Ok(resource.id),
+        }
+    }
+
+    /// Ends a session (DELETE, silence, a failed handshake, shutdown): it leaves every table.
+    pub fn remove_peer(&mut self, id: PeerId) -> Result<(), CoreError> {
+        let peer = self.peers.remove(&id).ok_or(CoreError::UnknownPeer)?;
+        self.by_ufrag.remove(&peer.ice.local_ufrag);
+        self.forget_dtls_timer(id, peer.dtls_timer);
+        if let Some(addr) = peer.addr {
+            self.by_addr.remove(&addr);
+            self.unbind(addr);
+        }
+        self.admission.left(peer.client, peer.srtp.is_none());
+        if peer.srtp.is_none() {
+            self.connecting -= 1;
+        }
+        if let Some(room) = self.rooms.get_mut(&peer.room) {
+            room.remove(id);
+        }
+        for track in peer
+            .role
+            .publisher()
+            .iter()
+            .flat_map(|p| p.tracks.iter().filter_map(|t| t.id))
+        {
+            self.unpublish(&peer.room, track);
+        }
+        if let Some(identity) = &peer.identity {
+            let left = SessionEvent::ParticipantLeft {
+                participant: identity.public,
+                name: identity.name.clone(),
+            };
+            self.broadcast(&peer.room, id, left);
+            tracing::info!(peer = %id, participant = %identity.public, "left its room");
+        }
+        self.by_transport.remove(&peer.transport);
+        // Known to the router since the session was added: its subscriptions go with it.
+        let _ = self.router.remove_transport(peer.transport);
+        if self.rooms.get(&peer.room).is_some_and(Room::is_empty) {
+            self.rooms.remove(&peer.room);
+        }
+        self.removed.push_back(id);
+        self.session_events.retain(|(to, _)| *to != id);
+        self.serve_waiting(&peer.room);
+        self.ask_renegotiation(&peer.room);
+        Ok(())
+    }
+
+    /// The SRTP context the session's DTLS handshake produced: the session is connected, and
+    /// a viewer is subscribed to its room.
+    pub fn set_srtp(&mut self, id: PeerId, srtp: Box<dyn SrtpContext>) {
+        let Some(peer) = self.peers.get_mut(&id) else {
+            return;
+        };
+        if peer.srtp.replace(srtp).is_some() {
+            return;
+        }
+        self.connecting -= 1;
+        self.admission.connected();
+        if let (Role::Viewer(_), Some(room)) = (&peer.role, self.rooms.get_mut(&peer.room)) {
+            room.waiting.insert(id);
+            let room = peer.room.clone();
+            self.serve_waiting(&room);
+        } else if let Role::Participant(_) = &peer.role {
+            self.connect_sections(id);
+        }
+    }
+}
