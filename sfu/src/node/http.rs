@@ -6,13 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{
+    ConnectInfo, DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State,
+};
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::{Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::auth::Grant;
@@ -238,22 +240,68 @@ fn created(kind: Kind, room: &str, id: PeerId, answer: String, refused: &[String
 /// (named by its token's subject, or `NAME`, or a name of its own).
 async fn publish(
     State(signaling): State<Arc<Signaling>>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(room): Path<String>,
-    name: Result<Query<rooms::Name>, QueryRejection>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: OfferRequest<rooms::Name>,
 ) -> Result<Response, SignalError> {
-    let caller = caller(&headers, client);
+    let caller = request.caller();
     signaling.authorize(caller, &room, Grant::Publish)?;
-    let Ok(Query(name)) = name else {
-        return Err(SignalError::BadBody("the query is ?name=NAME"));
-    };
-    let offer = offer_text(&headers, &body)?;
+    let name = request.query("the query is ?name=NAME")?;
+    let offer = request.offer()?;
     let (id, answer, refused) = signaling
         .publish(&room, &offer, name.name.as_deref(), caller)
         .await?;
     Ok(created(Kind::Publisher, &room, id, answer, &refused))
+}
+
+/// What a `POST` that opens a session carries besides its path, read the same way on every
+/// such route: who sends it, its query and its offer.
+struct OfferRequest<Q> {
+    client: SocketAddr,
+    /// `None` when the query does not parse: refused with the route's own usage.
+    query: Option<Q>,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl<Q> OfferRequest<Q> {
+    fn caller(&self) -> Caller<'_> {
+        caller(&self.headers, self.client)
+    }
+
+    /// The query, or a 400 that says `usage`.
+    fn query(&self, usage: &'static str) -> Result<&Q, SignalError> {
+        self.query.as_ref().ok_or(SignalError::BadBody(usage))
+    }
+
+    fn offer(&self) -> Result<String, SignalError> {
+        offer_text(&self.headers, &self.body)
+    }
+}
+
+impl<Q, S> FromRequest<S> for OfferRequest<Q>
+where
+    Q: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let (mut parts, body) = request.into_parts();
+        let ConnectInfo(client) = ConnectInfo::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let query = Query::from_request_parts(&mut parts, state).await.ok();
+        let headers = parts.headers.clone();
+        let body = Bytes::from_request(Request::from_parts(parts, body), state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(Self {
+            client,
+            query: query.map(|Query(query)| query),
+            headers,
+            body,
+        })
+    }
 }
 
 /// `?spatial=S&temporal=T`; either left out means the best available.
@@ -274,43 +322,31 @@ impl LayerChoice {
 
 async fn watch(
     State(signaling): State<Arc<Signaling>>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(room): Path<String>,
-    choice: Result<Query<LayerChoice>, QueryRejection>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: OfferRequest<LayerChoice>,
 ) -> Result<Response, SignalError> {
-    watch_source(&signaling, client, (room, None), choice, &headers, &body).await
+    watch_source(&signaling, (room, None), request).await
 }
 
 /// `POST /whep/{room}/{participant}`: watches the participant (or WHIP publisher) of that
 /// name.
 async fn watch_named(
     State(signaling): State<Arc<Signaling>>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path((room, participant)): ResourcePath,
-    choice: Result<Query<LayerChoice>, QueryRejection>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: OfferRequest<LayerChoice>,
 ) -> Result<Response, SignalError> {
-    let source = (room, Some(participant));
-    watch_source(&signaling, client, source, choice, &headers, &body).await
+    watch_source(&signaling, (room, Some(participant)), request).await
 }
 
 async fn watch_source(
     signaling: &Signaling,
-    client: SocketAddr,
     (room, source): (String, Option<String>),
-    choice: Result<Query<LayerChoice>, QueryRejection>,
-    headers: &HeaderMap,
-    body: &Bytes,
+    request: OfferRequest<LayerChoice>,
 ) -> Result<Response, SignalError> {
-    let caller = caller(headers, client);
+    let caller = request.caller();
     signaling.authorize(caller, &room, Grant::Subscribe)?;
-    let Ok(Query(choice)) = choice else {
-        return Err(SignalError::BadBody("spatial and temporal must be numbers"));
-    };
-    let offer = offer_text(headers, body)?;
+    let choice = request.query("spatial and temporal must be numbers")?;
+    let offer = request.offer()?;
     let (id, answer, refused) = signaling
         .watch((&room, source.as_deref()), &offer, choice.layer(), caller)
         .await?;

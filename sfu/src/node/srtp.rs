@@ -73,10 +73,15 @@ pub const MAX_OVERHEAD: usize = gcm::TAG_LEN + SRTCP_INDEX_LEN;
 /// protects what we send, `remote_*` what the peer sends.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SrtpKeys {
+    /// The protection profile the handshake agreed (`use_srtp`, RFC 5764 §4.1.2).
     pub profile: SrtpProfile,
+    /// The master key protecting what we send.
     pub local_key: Vec<u8>,
+    /// The master salt protecting what we send.
     pub local_salt: Vec<u8>,
+    /// The master key of what the peer sends.
     pub remote_key: Vec<u8>,
+    /// The master salt of what the peer sends.
     pub remote_salt: Vec<u8>,
 }
 
@@ -105,22 +110,33 @@ impl SrtpKeys {
 /// What was wrong with keys, a packet or the buffer it came in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SrtpError {
+    /// A master key or salt of the wrong length for the profile, or keys the cipher library
+    /// refused.
     #[error("the SRTP master key or salt does not fit the profile")]
     Keys,
+    /// Shorter than its header and tag: cannot be authenticated.
     #[error("the packet is too short for its header and authentication tag")]
     TooShort,
+    /// Not RTP or RTCP version 2, or a header longer than the packet.
     #[error("the packet's header is malformed")]
     Malformed,
+    /// An SRTCP packet with the E flag clear: peers always encrypt, so it is refused outright.
     #[error("the SRTCP packet is marked unencrypted")]
     Unencrypted,
+    /// A packet the replay window saw already or that is older than the window (RFC 3711 §3.3.2).
     #[error("the packet was already received or is older than the replay window")]
     Replayed,
+    /// The tag is not the packet's: forged, corrupted or under other keys.
     #[error("the packet failed authentication")]
     Rejected,
+    /// Longer than the cipher can encrypt in one call.
     #[error("the packet is too long to encrypt")]
     TooLong,
+    /// The buffer has no room after the packet for the tag (and SRTCP index).
     #[error("the buffer has no room after the packet for what protection adds")]
     NoRoom,
+    /// A stream sent all 2^31 SRTCP indices: its keys may not protect another packet (RFC 3711
+    /// §9.2).
     #[error("the stream has sent all 2^31 SRTCP indices its keys allow")]
     Exhausted,
 }
@@ -175,6 +191,42 @@ const RTCP_HEADER_LEN: usize = 8;
 const SRTCP_INDEX_LEN: usize = 4;
 /// The E flag in the trailer's first bit: the payload is encrypted.
 const E_FLAG: u32 = 1 << 31;
+
+/// An SRTP packet as a transform sees it: where its header (the part only authenticated)
+/// ends, and what its IV is made of besides the session salt (RFC 3711 §4.1.1, RFC 7714
+/// §8.1): its SSRC and its index, the rollover count and sequence number.
+#[derive(Debug, Clone, Copy)]
+struct Rtp {
+    header_len: usize,
+    ssrc: u32,
+    index: u64,
+}
+
+/// An SRTCP packet as a transform sees it: its SSRC and its 31-bit SRTCP index (RFC 3711
+/// §3.4), which the trailer carries. Its header is always the first 8 octets.
+#[derive(Debug, Clone, Copy)]
+struct Rtcp {
+    ssrc: u32,
+    index: u32,
+}
+
+/// A cryptographic transform of one packet kind in one direction (RFC 3711 §3.2: the
+/// session keys and salt are the transform's own), in place in the caller's buffer. The
+/// session checked lengths and room before calling; each profile places its tag and the
+/// SRTCP trailer its own way.
+trait Transform {
+    /// Encrypts `buf[packet.header_len..len]` and appends the tag: the protected length.
+    fn seal_rtp(&self, buf: &mut [u8], len: usize, packet: Rtp) -> Result<usize, SrtpError>;
+    /// Authenticates all of `buf` (header, ciphertext, tag), then decrypts it in place: the
+    /// plain length.
+    fn open_rtp(&self, buf: &mut [u8], packet: Rtp) -> Result<usize, SrtpError>;
+    /// Encrypts `buf[..len]` after its first 8 octets and appends the tag and the E flag
+    /// with the index: the protected length.
+    fn seal_rtcp(&self, buf: &mut [u8], len: usize, packet: Rtcp) -> Result<usize, SrtpError>;
+    /// Authenticates all of `buf` (header, ciphertext, tag, trailer), then decrypts it in
+    /// place: the plain length.
+    fn open_rtcp(&self, buf: &mut [u8], packet: Rtcp) -> Result<usize, SrtpError>;
+}
 
 /// The RTP header's length with CSRCs and extension, or `None` when the packet is too short
 /// for it or not version 2.

@@ -8,14 +8,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{ConnectInfo, Extension, Path, Query, State};
+use axum::extract::{ConnectInfo, Extension, Path, State};
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::{caller, content_type_is, created, offer_text, trickle, ResourcePath};
+use super::{caller, content_type_is, created, offer_text, trickle, OfferRequest, ResourcePath};
 use crate::node::event_queue::{EventReceiver, CONNECTION_SEND_BUFFER};
 use crate::node::listener::ConnectionControl;
 use crate::node::media_loop::Action;
@@ -37,17 +36,12 @@ pub(super) struct Name {
 /// `POST /rooms/{room}`: joins with an offer; 201 with the answer, its `Location` and `ETag`.
 pub(super) async fn join(
     State(signaling): State<Arc<Signaling>>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(room): Path<String>,
-    name: Result<Query<Name>, QueryRejection>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: OfferRequest<Name>,
 ) -> Result<Response, SignalError> {
-    let caller = caller(&headers, client);
-    let Ok(Query(name)) = name else {
-        return Err(SignalError::BadBody("the query is ?name=NAME"));
-    };
-    let offer = offer_text(&headers, &body)?;
+    let caller = request.caller();
+    let name = request.query("the query is ?name=NAME")?;
+    let offer = request.offer()?;
     let answered = signaling
         .join_conference(&room, &offer, name.name.as_deref(), caller)
         .await?;

@@ -8,7 +8,7 @@ use aws_lc_rs::hmac::{self, HMAC_SHA1_FOR_LEGACY_USE_ONLY};
 use aws_lc_rs::iv::FixedLength;
 
 use super::kdf::{self, Labels};
-use super::{SrtpError, RTCP_HEADER_LEN, SRTCP_INDEX_LEN};
+use super::{Rtcp, Rtp, SrtpError, Transform, RTCP_HEADER_LEN, SRTCP_INDEX_LEN};
 
 /// The authentication tag: HMAC-SHA1 truncated to 80 bits.
 pub(super) const TAG_LEN: usize = 10;
@@ -47,47 +47,31 @@ impl AesCm {
             salt,
         })
     }
+}
 
-    /// Encrypts the payload after `buf[..header_len]` up to `len`, then appends the tag over
-    /// the packet and the rollover count (RFC 3711 §4.2). The caller checked the room.
-    pub(super) fn seal_rtp(
-        &self,
-        buf: &mut [u8],
-        header_len: usize,
-        len: usize,
-        ssrc: u32,
-        index: u64,
-    ) -> Result<usize, SrtpError> {
-        self.apply_keystream(&mut buf[header_len..len], ssrc, index)?;
+impl Transform for AesCm {
+    /// Encrypts the payload, then appends the tag over the packet and the rollover count
+    /// (RFC 3711 §4.2).
+    fn seal_rtp(&self, buf: &mut [u8], len: usize, packet: Rtp) -> Result<usize, SrtpError> {
+        let (header_len, index) = (packet.header_len, packet.index);
+        self.apply_keystream(&mut buf[header_len..len], packet.ssrc, index)?;
         let tag = self.tag(&buf[..len], rollover_count(index));
         buf[len..len + TAG_LEN].copy_from_slice(&tag.as_ref()[..TAG_LEN]);
         Ok(len + TAG_LEN)
     }
 
-    /// Authenticates all of `buf` (header, ciphertext, tag) as sent under `index`, then
-    /// decrypts it: the plain length. The caller checked that the tag fits after the header.
-    pub(super) fn open_rtp(
-        &self,
-        buf: &mut [u8],
-        header_len: usize,
-        ssrc: u32,
-        index: u64,
-    ) -> Result<usize, SrtpError> {
+    /// Authenticates the packet as sent under its index, then decrypts it.
+    fn open_rtp(&self, buf: &mut [u8], packet: Rtp) -> Result<usize, SrtpError> {
+        let (header_len, index) = (packet.header_len, packet.index);
         let plain_len = buf.len() - TAG_LEN;
         self.verify(buf, plain_len, rollover_count(index))?;
-        self.apply_keystream(&mut buf[header_len..plain_len], ssrc, index)?;
+        self.apply_keystream(&mut buf[header_len..plain_len], packet.ssrc, index)?;
         Ok(plain_len)
     }
 
-    /// Encrypts `buf[..len]` after its first 8 octets, appends the E flag and `index`, then
-    /// the tag over all of it (RFC 3711 §3.4). The caller checked the room.
-    pub(super) fn seal_rtcp(
-        &self,
-        buf: &mut [u8],
-        len: usize,
-        ssrc: u32,
-        index: u32,
-    ) -> Result<usize, SrtpError> {
+    /// Encrypts, appends the E flag and index, then the tag over all of it (RFC 3711 §3.4).
+    fn seal_rtcp(&self, buf: &mut [u8], len: usize, packet: Rtcp) -> Result<usize, SrtpError> {
+        let Rtcp { ssrc, index } = packet;
         self.apply_keystream(&mut buf[RTCP_HEADER_LEN..len], ssrc, u64::from(index))?;
         let authenticated = len + SRTCP_INDEX_LEN;
         buf[len..authenticated].copy_from_slice(&(index | super::E_FLAG).to_be_bytes());
@@ -96,21 +80,18 @@ impl AesCm {
         Ok(authenticated + TAG_LEN)
     }
 
-    /// Authenticates all of `buf` (header, ciphertext, trailer, tag), then decrypts it under
-    /// the SRTCP `index` its trailer carries: the plain length. The caller checked the length.
-    pub(super) fn open_rtcp(
-        &self,
-        buf: &mut [u8],
-        ssrc: u32,
-        index: u32,
-    ) -> Result<usize, SrtpError> {
+    /// Authenticates the packet (the trailer before the tag included), then decrypts it.
+    fn open_rtcp(&self, buf: &mut [u8], packet: Rtcp) -> Result<usize, SrtpError> {
+        let Rtcp { ssrc, index } = packet;
         let authenticated = buf.len() - TAG_LEN;
         self.verify(buf, authenticated, [])?;
         let plain_len = authenticated - SRTCP_INDEX_LEN;
         self.apply_keystream(&mut buf[RTCP_HEADER_LEN..plain_len], ssrc, u64::from(index))?;
         Ok(plain_len)
     }
+}
 
+impl AesCm {
     /// Encrypts or decrypts `data` in place: the AES-CM keystream from IV = (salt << 16) XOR
     /// (SSRC << 64) XOR (index << 16) (RFC 3711 §4.1.1).
     fn apply_keystream(&self, data: &mut [u8], ssrc: u32, index: u64) -> Result<(), SrtpError> {

@@ -4,7 +4,7 @@
 use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM};
 
 use super::kdf::{self, Labels};
-use super::{SrtpError, RTCP_HEADER_LEN, SRTCP_INDEX_LEN};
+use super::{Rtcp, Rtp, SrtpError, Transform, RTCP_HEADER_LEN, SRTCP_INDEX_LEN};
 
 /// The authentication tag (RFC 7714 §5: 16 octets, the only length WebRTC uses).
 pub(super) const TAG_LEN: usize = 16;
@@ -42,20 +42,14 @@ impl Gcm {
             salt,
         })
     }
+}
 
-    /// Encrypts the payload after `buf[..header_len]` up to `len` and writes the tag after it.
-    /// The caller checked that `buf` has room for the tag.
-    pub(super) fn seal_rtp(
-        &self,
-        buf: &mut [u8],
-        header_len: usize,
-        len: usize,
-        ssrc: u32,
-        index: u64,
-    ) -> Result<usize, SrtpError> {
-        let (header, rest) = buf.split_at_mut(header_len);
-        let (payload, after) = rest.split_at_mut(len - header_len);
-        let nonce = self.nonce(ssrc, index);
+impl Transform for Gcm {
+    /// Encrypts the payload with the header as associated data, and writes the tag after it.
+    fn seal_rtp(&self, buf: &mut [u8], len: usize, packet: Rtp) -> Result<usize, SrtpError> {
+        let (header, rest) = buf.split_at_mut(packet.header_len);
+        let (payload, after) = rest.split_at_mut(len - packet.header_len);
+        let nonce = self.nonce(packet.ssrc, packet.index);
         let tag = self
             .key
             .seal_in_place_separate_tag(nonce, Aad::from(&*header), payload)
@@ -64,38 +58,24 @@ impl Gcm {
         Ok(len + TAG_LEN)
     }
 
-    /// Authenticates and decrypts all of `buf` (header, ciphertext, tag): the plain length.
-    /// The caller checked that the tag fits after the header.
-    pub(super) fn open_rtp(
-        &self,
-        buf: &mut [u8],
-        header_len: usize,
-        ssrc: u32,
-        index: u64,
-    ) -> Result<usize, SrtpError> {
-        let (header, rest) = buf.split_at_mut(header_len);
-        let nonce = self.nonce(ssrc, index);
+    fn open_rtp(&self, buf: &mut [u8], packet: Rtp) -> Result<usize, SrtpError> {
+        let (header, rest) = buf.split_at_mut(packet.header_len);
+        let nonce = self.nonce(packet.ssrc, packet.index);
         let plain = self
             .key
             .open_in_place(nonce, Aad::from(&*header), rest)
             .map_err(|_| SrtpError::Rejected)?;
-        Ok(header_len + plain.len())
+        Ok(packet.header_len + plain.len())
     }
 
-    /// Encrypts `buf[..len]` after its first 8 octets and appends the tag, then the E flag
-    /// and `index` (RFC 7714 §9.1: the trailer after the tag, and authenticated).
-    pub(super) fn seal_rtcp(
-        &self,
-        buf: &mut [u8],
-        len: usize,
-        ssrc: u32,
-        index: u32,
-    ) -> Result<usize, SrtpError> {
-        let trailer = (index | super::E_FLAG).to_be_bytes();
+    /// Encrypts and appends the tag, then the E flag and index (RFC 7714 §9.1: the trailer
+    /// after the tag, and authenticated).
+    fn seal_rtcp(&self, buf: &mut [u8], len: usize, packet: Rtcp) -> Result<usize, SrtpError> {
+        let trailer = (packet.index | super::E_FLAG).to_be_bytes();
         let (header, rest) = buf.split_at_mut(RTCP_HEADER_LEN);
         let (payload, after) = rest.split_at_mut(len - RTCP_HEADER_LEN);
         let aad = rtcp_aad(header, trailer);
-        let nonce = self.nonce(ssrc, u64::from(index));
+        let nonce = self.nonce(packet.ssrc, u64::from(packet.index));
         let tag = self
             .key
             .seal_in_place_separate_tag(nonce, Aad::from(aad), payload)
@@ -105,14 +85,9 @@ impl Gcm {
         Ok(len + TAG_LEN + SRTCP_INDEX_LEN)
     }
 
-    /// Authenticates and decrypts all of `buf` (header, ciphertext, tag, trailer) under the
-    /// SRTCP `index` its trailer carries: the plain length. The caller checked the length.
-    pub(super) fn open_rtcp(
-        &self,
-        buf: &mut [u8],
-        ssrc: u32,
-        index: u32,
-    ) -> Result<usize, SrtpError> {
+    /// Authenticates the packet, the trailer after the tag as associated data, then
+    /// decrypts it.
+    fn open_rtcp(&self, buf: &mut [u8], packet: Rtcp) -> Result<usize, SrtpError> {
         let plain_len = buf.len() - TAG_LEN - SRTCP_INDEX_LEN;
         let (sealed, tail) = buf.split_at_mut(plain_len);
         let (tag, trailer) = tail.split_at(TAG_LEN);
@@ -120,13 +95,15 @@ impl Gcm {
         trailer_bytes.copy_from_slice(trailer);
         let (header, payload) = sealed.split_at_mut(RTCP_HEADER_LEN);
         let aad = rtcp_aad(header, trailer_bytes);
-        let nonce = self.nonce(ssrc, u64::from(index));
+        let nonce = self.nonce(packet.ssrc, u64::from(packet.index));
         self.key
             .open_in_place_separate_tag(nonce, Aad::from(aad), tag, payload)
             .map_err(|_| SrtpError::Rejected)?;
         Ok(plain_len)
     }
+}
 
+impl Gcm {
     /// The IV: 2 zero octets, the SSRC, then the low 48 bits of `index` (the rollover count
     /// and sequence number of SRTP, a zero bit and the 31-bit index of SRTCP), XORed with the
     /// session salt (RFC 7714 §8.1, §9.1).

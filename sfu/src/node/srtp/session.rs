@@ -7,8 +7,8 @@ use super::cm::AesCm;
 use super::gcm::Gcm;
 use super::kdf::{self, Labels};
 use super::{
-    read_u16, read_u32, rtp_header_len, SrtpContext, SrtpError, SrtpKeys, SrtpProfile, E_FLAG,
-    RTCP_HEADER_LEN, RTP_HEADER_LEN, SRTCP_INDEX_LEN,
+    read_u16, read_u32, rtp_header_len, Rtcp, Rtp, SrtpContext, SrtpError, SrtpKeys, SrtpProfile,
+    Transform, E_FLAG, RTCP_HEADER_LEN, RTP_HEADER_LEN, SRTCP_INDEX_LEN,
 };
 use crate::engine::id_map::IdMap;
 use crate::node::replay::{ReplayWindow, Rollover, RtpReplay};
@@ -48,6 +48,8 @@ impl std::fmt::Debug for SrtpSession {
 }
 
 impl SrtpSession {
+    /// Both directions' session keys, derived from `keys` (RFC 3711 §4.3); no stream has state
+    /// yet.
     pub fn new(keys: &SrtpKeys) -> Result<Self, SrtpError> {
         let profile = keys.profile;
         if keys.local_key.len() != profile.key_len() || keys.remote_key.len() != profile.key_len() {
@@ -64,6 +66,7 @@ impl SrtpSession {
         })
     }
 
+    /// The protection profile the session's keys are for.
     pub fn profile(&self) -> SrtpProfile {
         self.profile
     }
@@ -95,10 +98,12 @@ impl SrtpContext for SrtpSession {
         let stream = self.sent_rtp.entry(ssrc).or_default();
         // A sequence number from before the first rollover count is sent under count 0.
         let index = stream.estimate(seq).unwrap_or(u64::from(seq));
-        let protected = self
-            .outbound
-            .rtp
-            .seal_rtp(buf, header_len, len, ssrc, index)?;
+        let packet = Rtp {
+            header_len,
+            ssrc,
+            index,
+        };
+        let protected = self.outbound.rtp.transform().seal_rtp(buf, len, packet)?;
         stream.advance(index);
         Ok(protected)
     }
@@ -117,7 +122,8 @@ impl SrtpContext for SrtpSession {
         if index > MAX_SRTCP_INDEX {
             return Err(SrtpError::Exhausted);
         }
-        let protected = self.outbound.rtcp.seal_rtcp(buf, len, ssrc, index)?;
+        let packet = Rtcp { ssrc, index };
+        let protected = self.outbound.rtcp.transform().seal_rtcp(buf, len, packet)?;
         *next += 1;
         Ok(protected)
     }
@@ -137,7 +143,12 @@ impl SrtpContext for SrtpSession {
             Some(replay) => replay.check(seq).ok_or(SrtpError::Replayed)?,
             None => u64::from(seq),
         };
-        let plain = self.inbound.rtp.open_rtp(buf, header_len, ssrc, index)?;
+        let packet = Rtp {
+            header_len,
+            ssrc,
+            index,
+        };
+        let plain = self.inbound.rtp.transform().open_rtp(buf, packet)?;
         self.rtp_replay.entry(ssrc).or_default().accept(index);
         Ok(plain)
     }
@@ -153,7 +164,8 @@ impl SrtpContext for SrtpSession {
         if window.is_some_and(|w| !w.check(u64::from(index))) {
             return Err(SrtpError::Replayed);
         }
-        let plain = self.inbound.rtcp.open_rtcp(buf, ssrc, index)?;
+        let packet = Rtcp { ssrc, index };
+        let plain = self.inbound.rtcp.transform().open_rtcp(buf, packet)?;
         self.rtcp_replay
             .entry(ssrc)
             .or_default()
@@ -202,50 +214,11 @@ impl Cipher {
         })
     }
 
-    fn seal_rtp(
-        &self,
-        buf: &mut [u8],
-        header_len: usize,
-        len: usize,
-        ssrc: u32,
-        index: u64,
-    ) -> Result<usize, SrtpError> {
+    /// The profile's transform: one dispatch a packet.
+    fn transform(&self) -> &dyn Transform {
         match self {
-            Self::Gcm(gcm) => gcm.seal_rtp(buf, header_len, len, ssrc, index),
-            Self::Cm(cm) => cm.seal_rtp(buf, header_len, len, ssrc, index),
-        }
-    }
-
-    fn open_rtp(
-        &self,
-        buf: &mut [u8],
-        header_len: usize,
-        ssrc: u32,
-        index: u64,
-    ) -> Result<usize, SrtpError> {
-        match self {
-            Self::Gcm(gcm) => gcm.open_rtp(buf, header_len, ssrc, index),
-            Self::Cm(cm) => cm.open_rtp(buf, header_len, ssrc, index),
-        }
-    }
-
-    fn seal_rtcp(
-        &self,
-        buf: &mut [u8],
-        len: usize,
-        ssrc: u32,
-        index: u32,
-    ) -> Result<usize, SrtpError> {
-        match self {
-            Self::Gcm(gcm) => gcm.seal_rtcp(buf, len, ssrc, index),
-            Self::Cm(cm) => cm.seal_rtcp(buf, len, ssrc, index),
-        }
-    }
-
-    fn open_rtcp(&self, buf: &mut [u8], ssrc: u32, index: u32) -> Result<usize, SrtpError> {
-        match self {
-            Self::Gcm(gcm) => gcm.open_rtcp(buf, ssrc, index),
-            Self::Cm(cm) => cm.open_rtcp(buf, ssrc, index),
+            Self::Gcm(gcm) => gcm,
+            Self::Cm(cm) => &**cm,
         }
     }
 }
