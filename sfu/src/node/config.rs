@@ -47,6 +47,8 @@ pub struct NodeConfig {
     /// A request's head must arrive within this long of its first byte (or of the
     /// connection), and its body within `http_body_timeout_ms`.
     pub http_header_timeout_ms: u64,
+    /// A request's body must arrive whole within this long (408 otherwise), so a client
+    /// trickling its body holds nothing for long.
     pub http_body_timeout_ms: u64,
     /// A keep-alive connection with no request for this long is closed.
     pub http_idle_timeout_ms: u64,
@@ -99,14 +101,20 @@ impl Default for NodeConfig {
 /// A configuration file that could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file, as given.
         path: String,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// The file is not TOML, or a key has a value of the wrong type or is unknown.
     #[error("bad configuration in {path}: {source}")]
     Parse {
+        /// The file, as given.
         path: String,
+        /// Where and what, as the TOML reader says it.
         source: Box<toml::de::Error>,
     },
 }
@@ -125,6 +133,7 @@ impl NodeConfig {
         })
     }
 
+    /// Reads the text of a TOML configuration; keys it leaves out keep their defaults.
     pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
         toml::from_str(text)
     }
@@ -148,14 +157,17 @@ impl NodeConfig {
         .min(MAX_WORKERS)
     }
 
+    /// [`keyframe_interval_ms`](Self::keyframe_interval_ms) as a duration.
     pub fn keyframe_interval(&self) -> Duration {
         Duration::from_millis(self.keyframe_interval_ms)
     }
 
+    /// [`peer_timeout_ms`](Self::peer_timeout_ms) as a duration.
     pub fn peer_timeout(&self) -> Duration {
         Duration::from_millis(self.peer_timeout_ms)
     }
 
+    /// [`dtls_timeout_ms`](Self::dtls_timeout_ms) as a duration.
     pub fn dtls_timeout(&self) -> Duration {
         Duration::from_millis(self.dtls_timeout_ms)
     }

@@ -54,32 +54,61 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// Why the core refused a request from signaling.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CoreError {
+    /// No session has that id (or it is of another kind or room): a 404, never a hint that it
+    /// exists elsewhere.
     #[error("no such session")]
     UnknownPeer,
+    /// The session exists but another credential created it: a 403.
     #[error("the session was created with another credential")]
     NotOwner,
+    /// A viewer's request (a layer choice, its stats) named a session that does not watch.
     #[error("the session is not a viewer")]
     NotAViewer,
+    /// An SSRC the offer publishes is already another track's on this core: the engine routes
+    /// by SSRC, so two publishers cannot share one.
     #[error("an SSRC of the offer is already published")]
     SsrcInUse,
+    /// A conference request (renegotiation, choice, events) named a session that is not a
+    /// participant.
     #[error("the session is not a conference participant")]
     NotAParticipant,
+    /// Another session of the room already goes by the name: names pick whom a viewer watches,
+    /// so they are unique in a room.
     #[error("the name is taken in this room")]
     NameTaken,
+    /// The name is empty, longer than [`MAX_NAME_BYTES`] or holds control characters.
     #[error("a name is 1 to {MAX_NAME_BYTES} bytes without control characters")]
     BadName,
+    /// The room has nobody of the name a viewer asked to watch.
     #[error("no such participant in the room")]
     NoSuchParticipant,
+    /// A participant's choice named a track the room does not carry.
     #[error("no such track in the room")]
     UnknownTrack,
+    /// The renegotiation's `If-Match` names an answer that is no longer the session's last: the
+    /// participant offered on an old state and must offer again (412).
     #[error("If-Match names answer {named}, the session's last answer is {current}")]
-    Stale { named: u64, current: u64 },
+    Stale {
+        /// The answer version the `If-Match` named.
+        named: u64,
+        /// The version of the session's last answer.
+        current: u64,
+    },
+    /// A renegotiation changed what must stay the same for the session (ICE credentials, DTLS
+    /// fingerprint, the sections already there): why.
     #[error("the offer does not match the session: {0}")]
     OfferMismatch(String),
+    /// A limit of the node, a room or a client refused the session.
     #[error(transparent)]
     Limit(#[from] LimitError),
 }
 
+/// The sans-IO core of one media worker: the engine ([`Router`]) and every session bound to
+/// it, their rooms, ICE, DTLS and SRTP. Datagrams go in through
+/// [`handle_datagram`](Self::handle_datagram) and out through
+/// [`poll_datagram`](Self::poll_datagram), time through
+/// [`handle_timeout`](Self::handle_timeout); signaling adds and removes sessions through its
+/// methods.
 #[derive(Debug)]
 pub struct NodeCore {
     router: Router,
@@ -126,6 +155,8 @@ pub struct NodeCore {
 }
 
 impl NodeCore {
+    /// An empty core: an engine with `config`, and sessions ended after `peer_timeout` without
+    /// a datagram. The `with_*` methods set the rest.
     pub fn new(config: RouterConfig, peer_timeout: Duration) -> Self {
         Self {
             router: Router::new(config),
@@ -193,10 +224,12 @@ impl NodeCore {
         self
     }
 
+    /// The engine, for reading its state (tests, stats); changes go through the core.
     pub fn router(&self) -> &Router {
         &self.router
     }
 
+    /// What the core counted: drops by reason, refusals, handshakes.
     pub fn counters(&self) -> &NodeCounters {
         &self.counters
     }
@@ -206,6 +239,7 @@ impl NodeCore {
         self.counters.drop_many(reason, datagrams);
     }
 
+    /// A session, by id.
     pub fn peer(&self, id: PeerId) -> Option<&Peer> {
         self.peers.get(&id)
     }

@@ -29,38 +29,63 @@ const FINGERPRINT_ALGORITHM: &str = "sha-256";
 /// What went wrong with a certificate, a fingerprint or an association.
 #[derive(Debug, thiserror::Error)]
 pub enum DtlsError {
+    /// The node's key pair or self-signed certificate could not be made at start-up.
     #[error("cannot generate the node's certificate: {0}")]
     Certificate(String),
+    /// The offer's `a=fingerprint` names a hash other than SHA-256, the one browsers send.
     #[error("the peer's fingerprint uses the unsupported hash {0:?}")]
     UnsupportedFingerprint(String),
+    /// The offer's SHA-256 fingerprint is not 32 colon-separated hex pairs (RFC 8122 §5).
     #[error("the peer's SDP fingerprint is not 32 colon-separated hex pairs")]
     MalformedFingerprint,
+    /// The certificate the peer presented is not the one its offer announced: the handshake ends
+    /// before the node's last flight, so no keys come out of it.
     #[error("the peer's certificate does not match the fingerprint in its SDP")]
     FingerprintMismatch,
+    /// The peer sent no certificate, so there is nothing to check the fingerprint against.
     #[error("the peer completed the handshake without a certificate")]
     NoCertificate,
+    /// The handshake was not done within the configured time from the session's first record.
     #[error("the DTLS handshake did not finish within {0:?}")]
     Timeout(Duration),
+    /// The handshake finished without a `use_srtp` profile (RFC 5764 §4.1.2) both sides know: no
+    /// SRTP keys, no media.
     #[error("the peer agreed on no SRTP protection profile the node supports")]
     NoSrtpProfile,
+    /// The DTLS stack refused a record or the handshake: its reason.
     #[error("the DTLS association failed: {0}")]
     Protocol(#[source] rtc_shared::error::Error),
+    /// A datagram, or application data to send, longer than an association takes: refused
+    /// whole rather than cut.
     #[error("a {0}-byte datagram is longer than a DTLS association takes")]
     DatagramTooLong(usize),
+    /// A datagram whose record headers (RFC 6347 §4.1) do not add up to its length: dropped,
+    /// where the stack would end the association over it.
     #[error("the datagram is not a sequence of whole DTLS records")]
     MalformedDatagram,
+    /// More handshake bytes than a handshake of the node's needs: refused so a peer cannot make
+    /// the association buffer without bound.
     #[error("the peer sent more handshake bytes than a handshake needs")]
     HandshakeTooLong,
+    /// A record the association already holds while it waits for the keys to decrypt it: a copy,
+    /// dropped.
     #[error("the datagram repeats a record the handshake holds undecrypted")]
     DuplicateRecord,
+    /// The peer sent its ClientHello again (the node's answer was lost): kept from the stack,
+    /// whose retransmission timer then sends the answer again.
     #[error("the peer repeated the hello the node answered already")]
     RepeatedHello,
+    /// More records of the next epoch arrived before the keys for them than a handshake sends:
+    /// refused so they cannot pile up.
     #[error("the peer sent more records of a later epoch than a handshake needs")]
     TooManyEarlyRecords,
+    /// The caller's output buffer is shorter than the largest datagram the association writes.
     #[error("the output buffer holds {0} bytes, fewer than a DTLS association needs")]
     BufferTooSmall(usize),
+    /// Application data was given to an association whose handshake has not finished.
     #[error("the DTLS association is not connected yet")]
     NotConnected,
+    /// The association was closed (alert, failure or timeout) and takes nothing more.
     #[error("the DTLS association has ended")]
     Ended,
 }
@@ -144,7 +169,10 @@ fn expected_fingerprint((algorithm, value): (&str, &str)) -> Result<[u8; 32], Dt
 /// Which end of the handshake a key export is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
+    /// The DTLS client, which sends the ClientHello (the browser, for the node).
     Client,
+    /// The DTLS server: the node, an ICE-lite agent that answers (`a=setup:passive`,
+    /// RFC 8842 §5.3).
     Server,
 }
 

@@ -18,16 +18,24 @@ use stun::xoraddr::XorMappedAddress;
 /// Why a STUN message was not answered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IceError {
+    /// The datagram is not a STUN message (RFC 5389 §6: the magic cookie and type bits).
     #[error("not a STUN message")]
     NotStun,
+    /// A STUN message of another type: an ICE-lite agent answers binding requests only
+    /// (RFC 8445 §2.5).
     #[error("STUN message is not a binding request")]
     NotBindingRequest,
+    /// The request's USERNAME is missing or is not `ours:theirs` (RFC 8445 §7.2.2).
     #[error("binding request without a USERNAME of the form local:remote")]
     BadUsername,
+    /// The USERNAME's first part names no session of the node.
     #[error("binding request for an unknown ufrag")]
     UnknownUfrag,
+    /// The MESSAGE-INTEGRITY is not the session's password's (RFC 5389 §15.4): the sender does
+    /// not know the credentials from the session's answer.
     #[error("binding request with a wrong MESSAGE-INTEGRITY")]
     BadIntegrity,
+    /// The binding response could not be written.
     #[error("binding message could not be built")]
     Encode,
 }
@@ -44,6 +52,8 @@ pub struct BindingRequest {
 }
 
 impl BindingRequest {
+    /// Reads a STUN datagram as a binding request and its USERNAME; the integrity is checked
+    /// later, with the password of the session the ufrag names.
     pub fn parse(datagram: &[u8]) -> Result<Self, IceError> {
         if !stun::message::is_message(datagram) {
             return Err(IceError::NotStun);

@@ -63,14 +63,20 @@ impl Default for Limits {
 /// A capacity limit a new session ran into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum LimitError {
+    /// The node holds [`Limits::sessions`] sessions (the number).
     #[error("the node has its maximum of {0} sessions")]
     NodeFull(usize),
+    /// The room holds [`Limits::sessions_per_room`] sessions.
     #[error("the room has its maximum of {0} sessions")]
     RoomFull(usize),
+    /// The client address holds [`Limits::sessions_per_client`] live sessions.
     #[error("this client has its maximum of {0} sessions")]
     ClientFull(usize),
+    /// [`Limits::handshakes`] sessions have not connected yet: a flood of offers that never
+    /// connect is held to this.
     #[error("{0} sessions are connecting already; try again shortly")]
     Handshakes(usize),
+    /// The room has [`Limits::participants_per_room`] publishing sessions.
     #[error("the room has its maximum of {0} participants")]
     ParticipantsFull(usize),
 }
@@ -97,6 +103,7 @@ impl LimitError {
         }
     }
 
+    /// The refusal's name as the `reason` label of `/metrics` has it.
     pub fn label(self) -> &'static str {
         match self {
             Self::NodeFull(_) => "node_full",
@@ -107,6 +114,7 @@ impl LimitError {
         }
     }
 
+    /// Every [`label`](Self::label), in [`index`](Self::index) order: the counters' array.
     pub const LABELS: [&'static str; 5] = [
         "node_full",
         "room_full",
@@ -115,6 +123,7 @@ impl LimitError {
         "participants_full",
     ];
 
+    /// The refusal's slot in an array of counters, one per kind.
     pub fn index(self) -> usize {
         match self {
             Self::NodeFull(_) => 0,
@@ -129,10 +138,14 @@ impl LimitError {
 /// Why a room name is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RoomNameError {
+    /// The path names an empty room.
     #[error("a room name must not be empty")]
     Empty,
+    /// The name is longer than [`Limits::room_name_bytes`] (the number).
     #[error("a room name has at most {0} bytes")]
     TooLong(usize),
+    /// A character outside `A-Z a-z 0-9 - _ .`, which could not round-trip through the resource
+    /// URL unchanged.
     #[error("a room name may hold only A-Z, a-z, 0-9, '-', '_' and '.'")]
     BadCharacter,
 }

@@ -32,58 +32,87 @@ use crate::engine::TrackId;
 /// What signaling asks of the media loop; each carries where the answer goes.
 #[derive(Debug)]
 pub enum Command {
+    /// A WHIP offer, negotiated by signaling: the publisher added with its tracks.
     Publish {
+        /// The session's room, ICE credentials, fingerprint, owner and client.
         join: Join,
+        /// The tracks the answer accepted.
         publisher: Publisher,
+        /// The new session's id, or why the core refused it.
         reply: oneshot::Sender<Result<PeerId, CoreError>>,
     },
     /// A WHEP offer: negotiated and the viewer added in the same turn.
     Watch {
+        /// The viewer's join, offer and layer choice, negotiated against the room's codecs in the
+        /// loop.
         request: WatchRequest,
+        /// The new session and its answer, or why it was refused.
         reply: oneshot::Sender<Result<Watched, SignalError>>,
     },
     /// A conference participant joins with its offer.
     Join {
+        /// The session's room, credentials and the name it goes by.
         join: Join,
+        /// What signaling made of its offer.
         offer: ParticipantOffer,
+        /// What the answer must say, or why the core refused.
         reply: oneshot::Sender<Result<Negotiated, CoreError>>,
     },
     /// A participant's new offer, with the version its `If-Match` named.
     Renegotiate {
+        /// The participant's resource URL and credential.
         resource: Resource,
+        /// `None` when the request had no `If-Match`.
         if_match: Option<u64>,
+        /// What signaling made of the new offer.
         offer: ParticipantOffer,
+        /// What the new answer must say, or why the core refused.
         reply: oneshot::Sender<Result<Negotiated, CoreError>>,
     },
     /// A participant's event stream: the room as it is, then its changes.
     Events {
+        /// The participant's resource URL and credential.
         resource: Resource,
+        /// The receiving end of the stream's queue, which opens with the room's state.
         reply: oneshot::Sender<Result<EventReceiver, CoreError>>,
     },
     /// A participant's choice for one of the room's tracks.
     Choose {
+        /// The participant's resource URL and credential.
         resource: Resource,
+        /// The room's track the choice is for.
         track: TrackId,
+        /// The layer it wants of that track, or that it is paused.
         choice: Choice,
+        /// Done, or why not (no such track, not a participant).
         reply: oneshot::Sender<Result<(), CoreError>>,
     },
     /// The room's state.
     RoomState {
+        /// The room's name.
         room: String,
+        /// `None` when nobody is in the room.
         reply: oneshot::Sender<Option<RoomView>>,
     },
     /// Something done to a session through its resource URL.
     Resource {
+        /// The resource URL and the credential it came with.
         resource: Resource,
+        /// What to do once the resource is found to be the caller's.
         action: Action,
+        /// Done, or why not (unknown, not the owner).
         reply: oneshot::Sender<Result<(), CoreError>>,
     },
+    /// Sessions and counters of the worker, for `/metrics` (summed over the workers).
     Metrics {
+        /// The worker's snapshot.
         reply: oneshot::Sender<Snapshot>,
     },
     /// A viewer session's estimate and layers, through its resource URL.
     ViewerStats {
+        /// The viewer's resource URL and credential.
         resource: Resource,
+        /// The stats, or why not.
         reply: oneshot::Sender<Result<ViewerStats, CoreError>>,
     },
 }
@@ -110,7 +139,9 @@ impl Command {
 pub enum Action {
     /// Only checks that the resource is the caller's (a trickle PATCH).
     Check,
+    /// Ends the session (`DELETE`).
     End,
+    /// A viewer's new layer choice (`PATCH` with JSON).
     SetLayer(Layer),
 }
 
@@ -125,6 +156,9 @@ fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 
+/// The task that owns one worker's [`NodeCore`] and UDP socket: it reads datagrams into the
+/// core, sends what the core polls out, wakes for the core's timers and serves signaling's
+/// [`Command`]s, one at a time between them.
 pub struct MediaLoop {
     core: NodeCore,
     socket: Arc<UdpSocket>,
@@ -149,6 +183,8 @@ impl std::fmt::Debug for MediaLoop {
 }
 
 impl MediaLoop {
+    /// The loop around `core`, reading and sending on `socket`, taking `commands`; it anchors
+    /// the core's wall clock.
     pub fn new(core: NodeCore, socket: Arc<UdpSocket>, commands: mpsc::Receiver<Command>) -> Self {
         let mut core = core;
         // Sender reports carry wall-clock NTP time (RFC 3550 section 6.4.1): the one clock read

@@ -133,16 +133,22 @@ impl DropReason {
 /// The node's own counters (the engine keeps its own).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeCounters {
+    /// UDP datagrams received, of any kind.
     pub datagrams_in: u64,
+    /// UDP bytes received.
     pub bytes_in: u64,
+    /// RTP packets sent to viewers and participants.
     pub rtp_out: u64,
+    /// UDP bytes sent.
     pub bytes_out: u64,
     /// UDP send calls made: each sends a batch of datagrams.
     pub send_calls: u64,
-    /// The engine's events, by kind: a viewer's layer changed; a viewer's receiver sent a
-    /// bandwidth estimate (REMB); allocation capped a viewer's layer to fit its estimate.
+    /// The engine's events, by kind. A viewer's layer changed.
     pub layer_changes: u64,
+    /// A viewer's bandwidth estimate came in (its REMB, or the node's own from its
+    /// transport-wide CC feedback).
     pub bandwidth_estimates: u64,
+    /// Allocation capped a viewer's layer to fit its estimate.
     pub layer_allocations: u64,
     /// DTLS handshakes that failed (a certificate that did not match its fingerprint, an
     /// alert, the timeout) or whose keys could not be used.
@@ -152,22 +158,28 @@ pub struct NodeCounters {
 }
 
 impl NodeCounters {
+    /// Counts a new session refused at `limit`.
     pub fn refuse(&mut self, limit: LimitError) {
         self.refused[limit.index()] += 1;
     }
 
+    /// New sessions refused at `limit` so far.
     pub fn refused(&self, limit: LimitError) -> u64 {
         self.refused[limit.index()]
     }
 
+    /// Counts one datagram dropped for `reason`: every drop has one.
     pub fn drop(&mut self, reason: DropReason) {
         self.drop_many(reason, 1);
     }
 
+    /// Counts `datagrams` dropped at once for `reason` (what the kernel dropped, a batch that
+    /// could not be sent).
     pub fn drop_many(&mut self, reason: DropReason, datagrams: u64) {
         self.dropped[reason as usize] += datagrams;
     }
 
+    /// Datagrams dropped for `reason` so far.
     pub fn dropped(&self, reason: DropReason) -> u64 {
         self.dropped[reason as usize]
     }
@@ -195,21 +207,34 @@ impl NodeCounters {
 /// Everything `/metrics` shows, gathered from the node and the engine in one pass.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
+    /// Rooms with at least one session.
     pub rooms: usize,
+    /// WHIP sessions.
     pub publishers: usize,
+    /// WHEP sessions.
     pub viewers: usize,
     /// Conference participants.
     pub participants: usize,
     /// Sessions whose ICE and DTLS have not completed.
     pub connecting: usize,
+    /// Tracks published, by WHIP sessions and participants.
     pub tracks: usize,
+    /// Subscriptions: one per track a viewer or participant receives.
     pub subscriptions: usize,
+    /// The node's own counters, summed over its workers.
     pub node: NodeCounters,
+    /// RTP packets the engine took from publishers.
     pub rtp_in: u64,
+    /// RTCP packets the engine could not read: counted with the drops, as `bad_rtcp`.
     pub bad_rtcp: u64,
+    /// NACKs the engine sent to publishers for packets lost on their way in.
     pub nacks_sent: u64,
+    /// Packets retransmitted to subscribers on their NACKs.
     pub retransmissions: u64,
+    /// Keyframes asked for, by subscribers (PLI, FIR) and by the engine's layer switches.
     pub keyframes_asked: u64,
+    /// Keyframe requests (PLI or FIR) sent to publishers: fewer than asked, as the engine merges
+    /// them.
     pub keyframe_requests_sent: u64,
     /// REMB packets sent to publishers that estimate nothing themselves.
     pub rembs_sent: u64,
@@ -219,9 +244,9 @@ pub struct Snapshot {
     pub viewer_stats: Vec<ViewerStats>,
     /// The media socket, when the node has one.
     pub socket: Option<SocketView>,
-    /// Participants' event streams open, and the bytes of events waiting in the node for
-    /// their connections.
+    /// Participants' event streams open.
     pub event_streams: usize,
+    /// The bytes of events waiting in the node for their streams' connections.
     pub event_stream_waiting_bytes: usize,
     /// Participants' offers refused for coming too often.
     pub offers_refused: u64,
@@ -405,6 +430,7 @@ impl Snapshot {
         self.event_stream_waiting_bytes += other.event_stream_waiting_bytes;
     }
 
+    /// The Prometheus text exposition format (version 0.0.4) of everything here.
     pub fn render(&self) -> String {
         let mut out = String::new();
         gauge(&mut out, "rooms", "Rooms with a session.", self.rooms);

@@ -25,7 +25,7 @@
 //! - [`listener`]: the HTTP connections: a cap, and timeouts for slow or idle clients.
 //! - [`server`]: start, run, shut down.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod admission;
 pub mod auth;

@@ -23,6 +23,7 @@ use crate::engine::TrackId;
 pub struct ParticipantId(pub u64);
 
 impl ParticipantId {
+    /// A fresh id, unrelated to the session id.
     pub fn random() -> Self {
         Self(rand::random())
     }
@@ -44,7 +45,9 @@ impl serde::Serialize for ParticipantId {
 /// paused (nothing forwarded while it is not shown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Choice {
+    /// The highest layer it wants ([`Layer::MAX`]: the best there is).
     pub target: Layer,
+    /// Nothing of the track is forwarded while set.
     pub paused: bool,
 }
 
@@ -60,7 +63,9 @@ impl Default for Choice {
 /// One of a participant's receiving sections.
 #[derive(Debug, Clone)]
 pub struct ReceiveSection {
+    /// The section's mid, which the answer and the room's events name it by.
     pub mid: String,
+    /// Audio or video: a section carries tracks of its kind only.
     pub kind: MediaKind,
     /// The SSRCs the node sends it under, the codecs the participant takes in it, and the
     /// subscription while one is made.
@@ -75,10 +80,14 @@ pub struct ReceiveSection {
 /// (its token's subject, or the one it gave) and the id others see.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
+    /// The name: unique in the room, so a viewer can pick whom to watch by it.
     pub name: String,
+    /// The id the room's other members and its state name it by.
     pub public: ParticipantId,
 }
 
+/// A conference participant's state besides its peer connection: what it publishes, the
+/// sections it receives in and what each carries, its answers' versions and its choices.
 #[derive(Debug)]
 pub struct Participant {
     /// What it publishes: its sending sections' tracks, each with its mid.

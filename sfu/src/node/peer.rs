@@ -21,6 +21,7 @@ use crate::engine::{DownTrackId, TrackConfig, TrackId, TransportId};
 pub struct PeerId(pub u128);
 
 impl PeerId {
+    /// A fresh id from the thread's cryptographic generator.
     pub fn random() -> Self {
         Self(rand::random())
     }
@@ -77,6 +78,8 @@ impl Kind {
 pub struct Owner([u8; 32]);
 
 impl Owner {
+    /// The owner the `Authorization` header `credential` makes: its SHA-256 digest, so the core
+    /// keeps no secret.
     pub fn of(credential: &str) -> Self {
         use sha2::{Digest, Sha256};
         Self(Sha256::digest(credential.as_bytes()).into())
@@ -93,7 +96,9 @@ impl fmt::Debug for Owner {
 /// Everything about a new session besides its media.
 #[derive(Debug, Clone)]
 pub struct Join {
+    /// The room, checked against the node's room name rules.
     pub room: String,
+    /// The node's ICE credentials for the session, as its answer gives them.
     pub ice: IceCredentials,
     /// The client's certificate fingerprint from its offer: its DTLS handshake starts with
     /// its first DTLS record and must show that certificate. None: keys come some other way.
@@ -120,24 +125,38 @@ impl Join {
     }
 }
 
-/// The ICE credentials of a session: ours from the answer, the browser's from its offer.
+/// The node's ICE credentials for a session, as its answer gives them: the browser's binding
+/// requests name the ufrag and prove the password (RFC 8445 §7.2.2). The browser's own are
+/// not needed by an ICE-lite agent, which sends no requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IceCredentials {
+    /// The node's username fragment (`a=ice-ufrag`): a binding request's USERNAME starts with it,
+    /// and the core finds the session by it.
     pub local_ufrag: String,
+    /// The node's password (`a=ice-pwd`): the key of every binding request's MESSAGE-INTEGRITY.
     pub local_pwd: String,
 }
 
+/// One session as the core keeps it: its transport in the engine, its room, what it proves
+/// itself with (ICE, DTLS), where it is and how it is protected, and its role.
 pub struct Peer {
     /// Its peer connection in the engine: what it publishes and receives.
     pub transport: TransportId,
+    /// Its room: every session is in exactly one.
     pub room: String,
+    /// The node's ICE credentials for it, which its binding requests must prove.
     pub ice: IceCredentials,
+    /// The certificate its DTLS handshake must show (from its offer); `None`: keys come some
+    /// other way (tests, the fuzz target).
     pub fingerprint: Option<Fingerprint>,
+    /// Whose credential may change or end it; `None` on an open node.
     pub owner: Option<Owner>,
+    /// The HTTP client's address that created it, whose count it is part of.
     pub client: Option<IpAddr>,
     /// Where the browser nominated (or, before nomination, first proved it knows our
     /// password from): all our packets to it go there.
     pub addr: Option<SocketAddr>,
+    /// Its SRTP context, once its handshake yielded keys: `None` until then, and no media passes.
     pub srtp: Option<Box<dyn SrtpContext>>,
     /// Its DTLS association, from its first DTLS record (boxed: a handshake holds buffers).
     pub dtls: Option<Box<DtlsAssociation>>,
@@ -154,6 +173,7 @@ pub struct Peer {
     pub last_seen: Instant,
     /// How a publishing or conference session is known in its room.
     pub identity: Option<Identity>,
+    /// Whether it publishes, watches or takes part in a conference, with what that needs.
     pub role: Role,
 }
 
@@ -168,15 +188,19 @@ impl fmt::Debug for Peer {
     }
 }
 
+/// What a session does in its room, with the state that takes.
 #[derive(Debug)]
 pub enum Role {
+    /// A WHIP session: publishes its tracks.
     Publisher(Publisher),
+    /// A WHEP session: watches one publisher's tracks.
     Viewer(Viewer),
     /// Boxed: its sections and choices are larger than the other roles.
     Participant(Box<Participant>),
 }
 
 impl Role {
+    /// The kind of resource URL the session has.
     pub fn kind(&self) -> Kind {
         match self {
             Self::Publisher(_) => Kind::Publisher,
@@ -198,6 +222,7 @@ impl Role {
 /// What a WHIP session sends.
 #[derive(Debug, Default)]
 pub struct Publisher {
+    /// Its tracks, in the order of its offer's sections.
     pub tracks: Vec<PublishedTrack>,
     /// What its answer accepted: a viewer joining the room negotiates against it.
     pub codecs: Vec<RoomCodec>,
@@ -230,7 +255,9 @@ impl Publisher {
 /// What a WHEP session receives.
 #[derive(Debug)]
 pub struct Viewer {
+    /// Its video section, when its offer had one the node could serve.
     pub video: Option<ViewerMedia>,
+    /// Its audio section, likewise.
     pub audio: Option<ViewerMedia>,
     /// The layer asked for (query string or PATCH).
     pub target: Layer,
@@ -241,10 +268,17 @@ pub struct Viewer {
 /// One receiving m-line of a viewer: the SSRCs we announced and the codecs it accepts.
 #[derive(Debug, Clone)]
 pub struct ViewerMedia {
+    /// The SSRC the node sends the section's track under, as the answer announces it.
     pub ssrc: u32,
+    /// The SSRC of retransmissions (RFC 4588) in the section.
     pub rtx_ssrc: u32,
+    /// The codecs the viewer accepts in the section, in its order of preference.
     pub codecs: Vec<ViewerCodec>,
+    /// The Dependency Descriptor extension's id, when negotiated: the engine selects AV1 and
+    /// other SVC layers by it and rewrites it per viewer.
     pub dd_ext_id: Option<u8>,
+    /// Whether the section negotiated `a=extmap-allow-mixed` (RFC 8285 §6): the header may use
+    /// the two-byte extension form a large descriptor needs.
     pub two_byte_allowed: bool,
     /// The transport-wide sequence number extension, when the viewer negotiated
     /// transport-wide CC: its packets carry the sequence and it sends feedback.
@@ -256,8 +290,11 @@ pub struct ViewerMedia {
 /// A codec the viewer accepts, with its payload types.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewerCodec {
+    /// Which codec: a track is sent in a section only in one the viewer decodes.
     pub codec: Codec,
+    /// The viewer's payload type for it, which the node writes into each packet.
     pub payload_type: u8,
+    /// The viewer's payload type for its retransmissions (RFC 4588), when it has one.
     pub rtx_payload_type: Option<u8>,
     /// The viewer's format parameters for it.
     pub fmtp: String,
@@ -274,6 +311,7 @@ impl ViewerMedia {
 }
 
 impl Viewer {
+    /// Its section of `kind`, if it has one.
     pub fn media_mut(&mut self, kind: MediaKind) -> Option<&mut ViewerMedia> {
         match kind {
             MediaKind::Audio => self.audio.as_mut(),

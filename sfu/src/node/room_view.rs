@@ -11,6 +11,7 @@ use super::stats::{codec_name, kind_name};
 /// The room's state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RoomView {
+    /// The room's name.
     pub room: String,
     /// Conference participants and WHIP publishers, in the order they came.
     pub participants: Vec<ParticipantView>,
@@ -23,10 +24,13 @@ pub struct RoomView {
 /// One member that publishes or receives on a peer connection of its own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ParticipantView {
+    /// Its id in the room: what events and other members name it by.
     pub id: ParticipantId,
+    /// The name it goes by, unique in the room.
     pub name: String,
     /// `participant` (publishes and receives) or `whip` (publishes only).
     pub kind: &'static str,
+    /// What it publishes.
     pub tracks: Vec<TrackView>,
     /// Tracks of the room it receives now.
     pub receiving: usize,
@@ -39,8 +43,10 @@ pub struct TrackView {
     pub id: u32,
     /// Whose it is.
     pub participant: ParticipantId,
+    /// `"audio"` or `"video"`.
     #[serde(serialize_with = "kind_name")]
     pub kind: MediaKind,
+    /// The codec it is published in, by its SDP encoding name.
     #[serde(serialize_with = "codec_name")]
     pub codec: Codec,
     /// Simulcast streams (1 without simulcast).
@@ -54,7 +60,11 @@ pub struct TrackView {
 /// One layer and its rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LayerRate {
+    /// The spatial layer (simulcast stream or SVC spatial layer), from 0.
     pub spatial: u8,
+    /// The temporal layer, from 0.
     pub temporal: u8,
+    /// What a subscriber sent this layer receives, bits per second, measured over the last
+    /// seconds.
     pub bps: u64,
 }

@@ -26,20 +26,30 @@ use crate::engine::RouterConfig;
 /// Why the node could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The HTTP listener could not be bound.
     #[error("cannot listen for HTTP on {addr}: {source}")]
     Http {
+        /// The address configured for it.
         addr: SocketAddr,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// The media socket could not be bound.
     #[error("cannot bind the UDP socket {addr}: {source}")]
     Udp {
+        /// The address configured for it.
         addr: SocketAddr,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// The node's DTLS key and certificate could not be made.
     #[error("cannot make the DTLS certificate: {0}")]
     Certificate(String),
+    /// The address a listener or socket was bound at could not be read back.
     #[error("HTTP server failed: {0}")]
     Serve(std::io::Error),
+    /// A media worker's task ended on its own, which only a bug does: the node stops rather
+    /// than answer signaling for media that no longer flows.
     #[error("the media loop stopped unexpectedly")]
     MediaLoop,
 }

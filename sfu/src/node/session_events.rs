@@ -15,38 +15,56 @@ pub enum SessionEvent {
     /// The room as the stream opens, who the session is in it, and whether it must offer
     /// again now.
     State {
+        /// The session's own participant id, as the room's other members know it.
         you: ParticipantId,
+        /// The room: its participants, their tracks, its viewers and who speaks.
         room: RoomView,
+        /// `Some` when its last answer lacks sections for the room's tracks: it must offer again.
         renegotiate: Option<Wanted>,
     },
+    /// Someone joined the room, with the tracks it publishes.
     ParticipantJoined(ParticipantView),
+    /// Someone left the room (DELETE, silence, a failed handshake).
     ParticipantLeft {
+        /// Who left.
         participant: ParticipantId,
+        /// The name it went by, free again in the room.
         name: String,
     },
+    /// A track joined the room; a session receives it once an answer gives it a section.
     TrackAdded(TrackView),
+    /// A track of the room ended: the section that carried it carries nothing until the next
+    /// answer says so.
     TrackRemoved {
+        /// The track, by the id the room's events gave it.
         track: u32,
+        /// Whose it was.
         participant: ParticipantId,
     },
     /// The session should offer again, with at least this many receiving sections.
     Renegotiate(Wanted),
     /// A track the session receives is now sent at this layer (none: nothing decodable).
     LayerChanged {
+        /// The track, by its id in the room.
         track: u32,
+        /// The layer now sent; `None` while no decodable layer is.
         layer: Option<Layer>,
     },
     /// Who speaks now.
     DominantSpeaker {
+        /// The participant whose audio leads; its video gets the first share of every estimate.
         participant: ParticipantId,
     },
     /// The node's bandwidth estimate toward the session.
     Estimate {
+        /// Bits per second; told when it moves by a twentieth or more.
         bitrate_bps: u64,
     },
     /// A track of the room the session does not get, and why.
     NotForwarded {
+        /// The track, by its id in the room.
         track: u32,
+        /// Why, for a person to read: which codec and format no offered codec decodes.
         reason: String,
     },
 }
@@ -54,7 +72,9 @@ pub enum SessionEvent {
 /// Receiving sections a session needs, per kind: one per track of the room it can receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Wanted {
+    /// Receiving audio sections.
     pub audio: usize,
+    /// Receiving video sections.
     pub video: usize,
 }
 

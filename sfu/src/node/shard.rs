@@ -100,6 +100,7 @@ impl Steering {
         self.owners.read().len()
     }
 
+    /// Whether no address is bound on any worker.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -109,8 +110,11 @@ impl Steering {
 /// the reader and what overflowed it.
 #[derive(Debug)]
 pub struct Shard {
+    /// The worker's index.
     pub worker: WorkerId,
+    /// Which worker each bound address goes to, shared with the reader and the other workers.
     pub steering: Arc<Steering>,
+    /// The datagrams the reader hands this worker.
     pub inbox: mpsc::Receiver<Handoff>,
     /// Datagrams the reader dropped because the queue was full, not yet counted.
     pub lost: Arc<AtomicU64>,

@@ -40,6 +40,7 @@ use offer_rate::OfferRate;
 pub use watch::{watch, WatchRequest, Watched};
 
 impl Kind {
+    /// The grant a token needs to create, change or end a session of this kind.
     pub fn grant(self) -> Grant {
         match self {
             Self::Publisher => Grant::Publish,
@@ -52,42 +53,62 @@ impl Kind {
 /// Why a signaling request was refused; each maps to one HTTP status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SignalError {
+    /// The offer is not SDP the node can read or serve (400).
     #[error("bad offer: {0}")]
     BadOffer(#[from] SdpError),
+    /// The request's body or query is not what the route takes; says what is (400).
     #[error("bad request: {0}")]
     BadBody(&'static str),
+    /// The room name breaks the node's rules (400).
     #[error("bad room name: {0}")]
     BadRoom(#[from] RoomNameError),
+    /// The offer has more of something than the limits allow (400).
     #[error("the offer has {found} {what}; at most {limit} are accepted")]
     OfferTooLarge {
+        /// What there is too much of: m-sections, or sending m-sections.
         what: &'static str,
+        /// How many the offer has.
         found: usize,
+        /// How many the limits accept.
         limit: usize,
     },
+    /// No credential, or one the node does not accept (401 with `WWW-Authenticate: Bearer`).
     #[error("unauthorized: {0}")]
     Unauthorized(#[from] AuthError),
+    /// The session exists but another credential created it (403).
     #[error("forbidden: the session belongs to another credential")]
     Forbidden,
+    /// The offer came as another content type than `application/sdp` (415).
     #[error("the offer must be sent as application/sdp")]
     NotSdp,
+    /// No such session at this resource URL (404).
     #[error("no such session")]
     NotFound,
+    /// Another track already publishes under an SSRC of the offer (409).
     #[error("the offer's SSRCs are already published")]
     Conflict,
+    /// The room has no such participant or track (404): which.
     #[error("{0}")]
     Missing(String),
+    /// Another session of the room goes by the name (409).
     #[error("the name is taken in this room")]
     NameTaken,
+    /// The `If-Match` names an answer older than the session's last (412).
     #[error("{0}")]
     Stale(String),
+    /// The renegotiation changed what must stay the same for the session (422): what.
     #[error("the offer does not match the session: {0}")]
     OfferMismatch(String),
+    /// A limit refused the session (429 or 503, with `Retry-After`).
     #[error("{0}")]
     Limit(#[from] LimitError),
+    /// The media loop has stopped, the node with it (503).
     #[error("the node is shutting down")]
     ShuttingDown,
+    /// The participant offers more often than the limit allows (429, with `Retry-After`).
     #[error("this participant offers more than {per_second} times a second; offer again later")]
     OfferRate {
+        /// The limit, offers per second.
         per_second: u32,
         /// Seconds until the next offer is taken (rounded up).
         retry_after: u64,
@@ -117,7 +138,9 @@ impl From<CoreError> for SignalError {
 /// Who is asking: the request's credential and the address it came from.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Caller<'a> {
+    /// The `Authorization` header, when the request had one.
     pub authorization: Option<&'a str>,
+    /// The HTTP client's address: sessions are counted per client.
     pub client: Option<IpAddr>,
 }
 
@@ -126,13 +149,21 @@ pub struct Caller<'a> {
 pub struct SignalingConfig {
     /// Our DTLS certificate's SHA-256 fingerprint, `AB:CD:...`.
     pub fingerprint: String,
+    /// The address announced in every answer's ICE candidate: where the node's media socket is
+    /// reached.
     pub candidate: SocketAddr,
+    /// The bitrate a publisher's video encoder is asked to start at and stay above (kbit/s);
+    /// 0: the encoder's own estimate.
     pub publisher_bitrate_kbps: u32,
+    /// What one session, room, client and node may hold.
     pub limits: Limits,
     /// The media socket's buffers, for `/metrics` (none when signaling runs without one).
     pub socket: Option<SocketBuffers>,
 }
 
+/// The node's signaling: it turns an HTTP request into a checked request to the media worker
+/// of the room (authorization, limits, SDP read and negotiated) and the worker's reply into
+/// an answer.
 #[derive(Debug)]
 pub struct Signaling {
     /// Each media worker's queue, by worker.
@@ -176,6 +207,8 @@ impl Signaling {
             .authorize(caller.authorization, room, grant, now)?)
     }
 
+    /// Checks the caller may read `/metrics`: anyone on an open node, else only the bearer of
+    /// the metrics token.
     pub fn authorize_metrics(&self, caller: Caller<'_>) -> Result<(), SignalError> {
         Ok(self.auth.authorize_metrics(caller.authorization)?)
     }

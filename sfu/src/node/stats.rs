@@ -12,9 +12,11 @@ use super::peer::PeerId;
 /// A viewer session's state, as `GET /whep/{room}/{id}` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ViewerStats {
-    /// Named by the resource URL already; `/metrics` labels its series with them.
+    /// The session, a label of its `/metrics` series; left out of the JSON, whose resource
+    /// URL names it already.
     #[serde(skip)]
     pub session: PeerId,
+    /// Its room, likewise.
     #[serde(skip)]
     pub room: String,
     /// The latest estimate of what the path to the viewer carries, bits/s: from its REMB or
@@ -27,8 +29,10 @@ pub struct ViewerStats {
 /// One subscription of a viewer. The layers are video's: an audio track has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct TrackStats {
+    /// Audio or video: `"audio"` or `"video"` in JSON.
     #[serde(serialize_with = "kind_name")]
     pub kind: MediaKind,
+    /// The codec it is sent in, by its SDP encoding name.
     #[serde(serialize_with = "codec_name")]
     pub codec: Codec,
     /// What it is sent now; None while nothing decodable is (waiting for a keyframe).
@@ -42,13 +46,16 @@ pub struct TrackStats {
     /// Sent on this subscription, retransmissions and probes included: a counter, so its
     /// rate over time is the bitrate the viewer is sent.
     pub packets_sent: u64,
+    /// The bytes of those packets, headers included.
     pub bytes_sent: u64,
 }
 
 /// A layer as JSON shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LayerView {
+    /// The spatial layer (simulcast stream or SVC spatial layer), from 0.
     pub spatial: u8,
+    /// The temporal layer, from 0.
     pub temporal: u8,
 }
 
@@ -64,7 +71,9 @@ impl From<Layer> for LayerView {
 /// A ceiling per axis; None on an axis the viewer left open (the best available).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Ceiling {
+    /// The highest spatial layer it may be sent.
     pub spatial: Option<u8>,
+    /// The highest temporal layer it may be sent.
     pub temporal: Option<u8>,
 }
 
@@ -79,6 +88,7 @@ impl From<Layer> for Ceiling {
     }
 }
 
+/// A media kind as `/metrics` labels and the JSON name it.
 pub fn kind_label(kind: MediaKind) -> &'static str {
     match kind {
         MediaKind::Audio => "audio",
@@ -86,10 +96,12 @@ pub fn kind_label(kind: MediaKind) -> &'static str {
     }
 }
 
+/// Serializes a media kind by its [`kind_label`].
 pub fn kind_name<S: serde::Serializer>(kind: &MediaKind, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(kind_label(*kind))
 }
 
+/// Serializes a codec by its SDP encoding name (`VP8`, `AV1`, `opus`).
 pub fn codec_name<S: serde::Serializer>(codec: &Codec, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(codec.encoding_name())
 }

@@ -25,13 +25,16 @@ pub struct ParticipantOffer {
     pub publisher: Publisher,
     /// Its receiving sections in order: mid, kind, fresh SSRCs and the codecs it takes.
     pub receive: Vec<(String, MediaKind, ViewerMedia)>,
+    /// What a later offer of the session must keep, checked on every renegotiation.
     pub shape: OfferShape,
 }
 
 /// What the node's answer says of a participant's receiving sections.
 #[derive(Debug, Clone)]
 pub struct Negotiated {
+    /// The session, whose resource URL the answer's `Location` names.
     pub id: PeerId,
+    /// The participant's id as the room's other members see it (the session id stays private).
     pub public: ParticipantId,
     /// The node's ICE credentials for the session: the same in every answer.
     pub ice: IceCredentials,
@@ -44,12 +47,16 @@ pub struct Negotiated {
 /// A track sent in a participant's section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sending {
+    /// The SSRC the node sends the track under in this section (the answer's `a=ssrc`).
     pub ssrc: u32,
+    /// The SSRC of its retransmissions (RFC 4588), paired with `ssrc` in the answer's
+    /// `a=ssrc-group:FID`.
     pub rtx_ssrc: u32,
     /// The participant's codec (payload types) the track goes out in.
     pub codec: ViewerCodec,
     /// Whose track, and which.
     pub owner: ParticipantId,
+    /// The engine's id of the track, as the room's events name it.
     pub track: TrackId,
 }
 

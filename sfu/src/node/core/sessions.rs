@@ -17,9 +17,13 @@ use crate::node::srtp::SrtpContext;
 /// A session's resource URL as a request names it, with the credential it came with.
 #[derive(Debug, Clone)]
 pub struct Resource {
+    /// The path's first segment: `whip`, `whep` or `rooms`.
     pub kind: Kind,
+    /// The room the path names; the session must be in it.
     pub room: String,
+    /// The session id, the path's last segment.
     pub id: PeerId,
+    /// The digest of the request's `Authorization` header, when it had one.
     pub owner: Option<Owner>,
 }
 

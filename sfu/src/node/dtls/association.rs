@@ -113,6 +113,7 @@ impl DtlsConfig {
         Ok(config)
     }
 
+    /// How long a handshake may take from the session's first record before the session ends.
     pub fn handshake_timeout(&self) -> Duration {
         self.handshake_timeout
     }

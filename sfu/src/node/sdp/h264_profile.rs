@@ -14,18 +14,32 @@ use std::fmt;
 /// (constraint_set4 and constraint_set5 on High) added and browsers offer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Profile {
+    /// Baseline's tools without FMO, ASO and redundant slices (`42e0`, `42c0`, `4d80`, `58c0`):
+    /// what every WebRTC browser decodes.
     ConstrainedBaseline,
+    /// Baseline (`profile_idc` 66, `0x42`).
     Baseline,
+    /// Main (`0x4d`).
     Main,
+    /// Extended (`0x58`).
     Extended,
+    /// High (`0x64`).
     High,
+    /// High without B-frames (`640c`: constraint_set4 and constraint_set5).
     ConstrainedHigh,
+    /// High 10 (`0x6e`).
     High10,
+    /// High 4:2:2 (`0x7a`).
     High422,
+    /// High 4:4:4 Predictive (`0xf4`).
     High444,
+    /// High 10 Intra (`0x6e` with constraint_set3).
     High10Intra,
+    /// High 4:2:2 Intra (`0x7a` with constraint_set3).
     High422Intra,
+    /// High 4:4:4 Intra (`0xf4` with constraint_set3).
     High444Intra,
+    /// CAVLC 4:4:4 Intra (`0x2c`).
     Cavlc444Intra,
 }
 
@@ -43,7 +57,9 @@ pub struct Level {
 /// A parsed `profile-level-id`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProfileLevelId {
+    /// The profile, read through Table 5 from `profile_idc` and the constraint flags.
     pub profile: Profile,
+    /// The level, from `level_idc` (and constraint_set3 for level 1b).
     pub level: Level,
 }
 

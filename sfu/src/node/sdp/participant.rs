@@ -22,6 +22,7 @@ pub enum ParticipantMedia {
 }
 
 impl ParticipantMedia {
+    /// The section's mid, whichever way it goes.
     pub fn mid(&self) -> &str {
         match self {
             Self::Publish(media) => &media.mid,
@@ -64,7 +65,9 @@ pub fn negotiate_participant(offer: &Offer) -> Result<ParticipantPlan, SdpError>
 /// What of an offer must stay the same across a session's renegotiations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OfferShape {
+    /// The browser's ICE username fragment.
     pub ice_ufrag: String,
+    /// The browser's ICE password.
     pub ice_pwd: String,
     /// The DTLS fingerprint, `algorithm value`.
     pub fingerprint: String,
@@ -73,6 +76,7 @@ pub struct OfferShape {
 }
 
 impl OfferShape {
+    /// What of `offer` later offers of the session must keep.
     pub fn of(offer: &Offer) -> Self {
         Self {
             ice_ufrag: offer.ice_ufrag.clone(),

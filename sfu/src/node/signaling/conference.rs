@@ -28,9 +28,13 @@ use crate::node::sdp::{
 /// the next offer's `If-Match` names) and why each section not served is not.
 #[derive(Debug, Clone)]
 pub struct Answered {
+    /// The session.
     pub id: PeerId,
+    /// The answer, `application/sdp`.
     pub answer: String,
+    /// The answer's version: its `ETag`, which the next offer's `If-Match` names.
     pub version: u64,
+    /// Why each section not served is not, for the response's `Warning` headers.
     pub refused: Vec<String>,
 }
 

@@ -18,9 +18,14 @@ use crate::node::sdp::{self, Offer, ViewedMedia, ViewerPlan};
 /// and the participant it watches, if it names one.
 #[derive(Debug)]
 pub struct WatchRequest {
+    /// The session's room, credentials, owner and client.
     pub join: Join,
+    /// The viewer's offer, read but not negotiated: that needs the publisher's codecs, which only
+    /// the loop knows.
     pub offer: Offer,
+    /// The layer asked for in the query string (the best when left out).
     pub target: Layer,
+    /// The participant it watches, by name; `None`: the room's first publisher.
     pub source: Option<String>,
 }
 
@@ -28,8 +33,11 @@ pub struct WatchRequest {
 /// the SSRC and RTX SSRC we send it on.
 #[derive(Debug)]
 pub struct Watched {
+    /// The new session.
     pub id: PeerId,
+    /// What the answer accepts in each of the offer's sections.
     pub plan: ViewerPlan,
+    /// Per accepted section (by mid), the SSRC and RTX SSRC the node sends it on.
     pub sources: HashMap<String, (u32, u32)>,
 }
 
