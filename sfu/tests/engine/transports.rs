@@ -3,7 +3,7 @@
 //! two transports may publish the same SSRC, each forwarded to its own viewers; and however
 //! transports come and go, nothing of them stays behind.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

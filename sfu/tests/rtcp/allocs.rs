@@ -7,8 +7,7 @@
     reason = "helpers outside #[test] functions unwrap too: a panic there fails the test"
 )]
 
-#[path = "common/alloc_counter.rs"]
-mod alloc_counter;
+use crate::alloc_counter;
 
 use alloc_counter::allocs_during;
 use sfu::engine::rtcp::{
