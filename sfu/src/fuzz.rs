@@ -418,14 +418,7 @@ pub fn auth_header(data: &[u8]) {
 /// The keys of `srtp_unprotect`'s session under `profile`; its seeds are protected with the
 /// mirrored keys.
 pub fn srtp_keys(profile: SrtpProfile) -> SrtpKeys {
-    let bytes = |from: u8, len: usize| (from..).take(len).collect();
-    SrtpKeys {
-        profile,
-        local_key: bytes(1, profile.key_len()),
-        local_salt: bytes(20, profile.salt_len()),
-        remote_key: bytes(40, profile.key_len()),
-        remote_salt: bytes(60, profile.salt_len()),
-    }
+    testing::keys(profile, 0)
 }
 
 /// The profile of `srtp_unprotect`'s session, chosen by the input's first byte.

@@ -77,9 +77,9 @@ pub fn keys(profile: SrtpProfile, session: u8) -> SrtpKeys {
     SrtpKeys {
         profile,
         local_key: bytes(1, profile.key_len()),
-        local_salt: bytes(40, profile.salt_len()),
-        remote_key: bytes(60, profile.key_len()),
-        remote_salt: bytes(100, profile.salt_len()),
+        local_salt: bytes(20, profile.salt_len()),
+        remote_key: bytes(40, profile.key_len()),
+        remote_salt: bytes(60, profile.salt_len()),
     }
 }
 
@@ -199,22 +199,29 @@ impl Harness {
 
     /// A publisher joined to `room` and connected from `at`.
     pub fn publisher(&mut self, room: &str, publisher: Publisher, at: SocketAddr) -> PeerId {
-        let ice = self.next_credentials();
-        let id = self
-            .core
-            .add_publisher(self.now, Join::new(room, ice.clone()), publisher)
-            .expect("free SSRCs");
-        self.connect(id, &ice, at);
-        id
+        self.join(room, at, |core, now, join| {
+            core.add_publisher(now, join, publisher)
+                .expect("free SSRCs")
+        })
     }
 
     /// A viewer joined to `room` and connected from `at`.
     pub fn viewer(&mut self, room: &str, viewer: Viewer, at: SocketAddr) -> PeerId {
+        self.join(room, at, |core, now, join| {
+            core.add_viewer(now, join, viewer)
+                .expect("room for a viewer")
+        })
+    }
+
+    /// The next session, joined to `room` by `add` and connected from `at`.
+    fn join(
+        &mut self,
+        room: &str,
+        at: SocketAddr,
+        add: impl FnOnce(&mut NodeCore, Instant, Join) -> PeerId,
+    ) -> PeerId {
         let ice = self.next_credentials();
-        let id = self
-            .core
-            .add_viewer(self.now, Join::new(room, ice.clone()), viewer)
-            .expect("room for a viewer");
+        let id = add(&mut self.core, self.now, Join::new(room, ice.clone()));
         self.connect(id, &ice, at);
         id
     }

@@ -6,5 +6,6 @@ mod alloc_counter;
 
 mod allocs;
 mod fuzz;
+mod items;
 mod props;
 mod wire;

@@ -6,8 +6,7 @@ use super::*;
 #[test]
 fn l3t3_to_subscribers_at_three_layers() {
     let (packets, bytes) = generated(ScalabilityMode::L3T3, 200);
-    let truth: HashMap<u64, &GeneratedPacket> =
-        packets.iter().map(|p| (p.frame_number, p)).collect();
+    let truth = by_frame(&packets);
     let mut session = Session::new(dd_track(0x1000));
     let targets = [Layer::new(0, 0), Layer::new(1, 1), Layer::new(2, 2)];
     let subscribers: Vec<_> = targets.iter().map(|&t| session.subscribe(t)).collect();

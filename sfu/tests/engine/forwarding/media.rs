@@ -6,8 +6,7 @@ use super::*;
 #[test]
 fn bad_input_is_counted_and_dropped_without_touching_other_tracks() {
     let (packets, bytes) = generated(ScalabilityMode::L1T3, 30);
-    let truth: HashMap<u64, &GeneratedPacket> =
-        packets.iter().map(|p| (p.frame_number, p)).collect();
+    let truth = by_frame(&packets);
     let mut session = Session::new(dd_track(0x1000));
     let id = session.subscribe(Layer::MAX);
     let other = session

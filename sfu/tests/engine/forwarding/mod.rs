@@ -300,6 +300,12 @@ fn generated(mode: ScalabilityMode, tus: usize) -> (Vec<GeneratedPacket>, Vec<By
     (packets, bytes)
 }
 
+/// The generated packets by their frame number: what the subscribers' packets are checked
+/// against.
+fn by_frame(packets: &[GeneratedPacket]) -> HashMap<u64, &GeneratedPacket> {
+    packets.iter().map(|p| (p.frame_number, p)).collect()
+}
+
 /// Per subscriber: contiguous sequence numbers, monotonic timestamps, one marker per temporal
 /// unit on the highest forwarded spatial layer, and every forwarded frame's references
 /// forwarded before it.

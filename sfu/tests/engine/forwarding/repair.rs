@@ -6,8 +6,7 @@ use super::*;
 #[test]
 fn subscriber_loss_is_repaired_with_the_same_bytes() {
     let (packets, bytes) = generated(ScalabilityMode::L3T3, 60);
-    let truth: HashMap<u64, &GeneratedPacket> =
-        packets.iter().map(|p| (p.frame_number, p)).collect();
+    let truth = by_frame(&packets);
     let mut session = Session::new(dd_track(0x1000));
     let id = session.subscribe(Layer::new(1, 2));
     // What a lossless subscriber gets, for comparison.
@@ -69,9 +68,7 @@ fn subscriber_loss_is_repaired_with_the_same_bytes() {
 #[test]
 fn publisher_loss_is_nacked_and_nothing_deliberately_dropped_is() {
     let (packets, bytes) = generated(ScalabilityMode::L3T3, 60);
-    let mut config = dd_track(0x1000);
-    config.streams[0].rtx_ssrc = Some(0x1001);
-    let mut session = Session::new(config);
+    let mut session = Session::new(rtx_track());
     let low = session.subscribe(Layer::new(0, 0));
     let lost: Vec<u16> = packets
         .iter()
@@ -162,8 +159,7 @@ fn publisher_loss_is_nacked_and_nothing_deliberately_dropped_is() {
 #[test]
 fn packets_ahead_of_their_structure_are_recovered_not_forwarded_blind() {
     let (packets, bytes) = generated(ScalabilityMode::L3T3, 40);
-    let truth: HashMap<u64, &GeneratedPacket> =
-        packets.iter().map(|p| (p.frame_number, p)).collect();
+    let truth = by_frame(&packets);
     let mut session = Session::new(dd_track(0x1000));
     let id = session.subscribe(Layer::MAX);
     // The keyframe's first packet (with the structure) arrives after the next three.
@@ -211,9 +207,7 @@ fn packets_ahead_of_their_structure_are_recovered_not_forwarded_blind() {
 #[test]
 fn rtx_both_ways_and_padding() {
     let (packets, bytes) = generated(ScalabilityMode::L1T3, 40);
-    let mut config = dd_track(0x1000);
-    config.streams[0].rtx_ssrc = Some(0x1001);
-    let mut session = Session::new(config);
+    let mut session = Session::new(rtx_track());
     let mut sub = DownTrackConfig::new(0x5000, 45);
     sub.dd_ext_id = Some(DD_EXT);
     sub.rtx = Some((0x5001, 46));
@@ -274,12 +268,7 @@ fn rtx_both_ways_and_padding() {
     // The subscriber NACKs one packet: it comes back on RTX.
     let wanted = received.headers()[5].sequence_number;
     let original_bytes = received.packets[5].clone();
-    session.nack(id, 0x5000, &[wanted]);
-    let resent = session.received[&id]
-        .packets
-        .last()
-        .expect("a retransmission")
-        .clone();
+    let resent = retransmission(&mut session, id, wanted);
     let resent = RtpPacket::parse(&resent).expect("RTP");
     assert_eq!(resent.fields().ssrc, 0x5001);
     assert_eq!(resent.fields().payload_type, 46);
@@ -297,12 +286,7 @@ fn rtx_both_ways_and_padding() {
     );
     // Asked again, it goes again under the RTX stream's next sequence number: the RTX stream
     // numbers its own packets, or the subscriber's SRTP would take the copy for a replay.
-    session.nack(id, 0x5000, &[wanted]);
-    let again = session.received[&id]
-        .packets
-        .last()
-        .expect("a retransmission")
-        .clone();
+    let again = retransmission(&mut session, id, wanted);
     let again = RtpPacket::parse(&again).expect("RTP");
     assert_eq!(again.fields().ssrc, 0x5001);
     assert_eq!(
@@ -310,4 +294,18 @@ fn rtx_both_ways_and_padding() {
         resent.fields().sequence_number.wrapping_add(1)
     );
     assert_eq!(&again.payload()[..2], &wanted.to_be_bytes());
+}
+
+/// What subscriber `id` receives last after it NACKs `seq` of its stream (SSRC 0x5000).
+fn retransmission(session: &mut Session, id: DownTrackId, seq: u16) -> Vec<u8> {
+    session.nack(id, 0x5000, &[seq]);
+    let received = &session.received[&id].packets;
+    received.last().expect("a retransmission").clone()
+}
+
+/// [`dd_track`]`(0x1000)` with its RTX stream on 0x1001.
+fn rtx_track() -> TrackConfig {
+    let mut config = dd_track(0x1000);
+    config.streams[0].rtx_ssrc = Some(0x1001);
+    config
 }

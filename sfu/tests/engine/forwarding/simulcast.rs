@@ -17,26 +17,34 @@ fn simulcast_track() -> TrackConfig {
     config
 }
 
-/// The generators of [`simulcast_track`]'s three L1T3 streams, a keyframe on each every 30
-/// temporal units, with unrelated sequence numbers and timestamps.
+/// The generators of [`simulcast_track`]'s three L1T3 streams, by [`simulcast_stream`].
 fn simulcast_streams() -> Vec<(StreamGenerator, Arc<FrameDependencyStructure>)> {
     (0..3u32)
-        .map(|s| {
-            let g = StreamGenerator::new(
-                ScalabilityMode::L1T3,
-                GeneratorConfig {
-                    keyframe_interval_tus: 30,
-                    ssrc: 0x100 + s,
-                    first_seq: (s * 20_000) as u16,
-                    first_timestamp: s * 1_000_000_007,
-                    seed: u64::from(s),
-                    ..Default::default()
-                },
-            );
-            let structure = g.structure().clone();
-            (g, structure)
-        })
+        .map(|s| simulcast_stream(s, s * 1_000_000_007))
         .collect()
+}
+
+/// The generator of stream `s` of [`simulcast_track`] and its structure: L1T3, a keyframe
+/// every 30 temporal units, sequence and frame numbers unrelated to the other streams', its
+/// timestamps from `first_timestamp`.
+fn simulcast_stream(
+    s: u32,
+    first_timestamp: u32,
+) -> (StreamGenerator, Arc<FrameDependencyStructure>) {
+    let g = StreamGenerator::new(
+        ScalabilityMode::L1T3,
+        GeneratorConfig {
+            keyframe_interval_tus: 30,
+            ssrc: 0x100 + s,
+            first_seq: (s * 20_000) as u16,
+            first_frame_number: (s * 20_000) as u16,
+            first_timestamp,
+            seed: u64::from(s),
+            ..Default::default()
+        },
+    );
+    let structure = g.structure().clone();
+    (g, structure)
 }
 
 /// Feeds one temporal unit of every stream, in stream order; returns, per stream, the
@@ -223,18 +231,6 @@ fn simulcast_switch_aligns_timestamps_by_sender_reports() {
     let mut streams: Vec<_> = (0..3u32)
         .map(|s| {
             let first_timestamp = s.wrapping_mul(1_234_567_891);
-            let g = StreamGenerator::new(
-                ScalabilityMode::L1T3,
-                GeneratorConfig {
-                    keyframe_interval_tus: 30,
-                    ssrc: 0x100 + s,
-                    first_seq: (s * 20_000) as u16,
-                    first_frame_number: (s * 20_000) as u16,
-                    first_timestamp,
-                    seed: u64::from(s),
-                    ..Default::default()
-                },
-            );
             let sr = RtcpFeedback::SenderReport(SenderReport {
                 ssrc: 0x100 + s,
                 ntp_time: 0xE000_0000_0000_0000,
@@ -243,8 +239,7 @@ fn simulcast_switch_aligns_timestamps_by_sender_reports() {
                 octet_count: 0,
             });
             session.publisher_rtcp(&rtcp_bytes(&sr));
-            let structure = g.structure().clone();
-            (g, structure)
+            simulcast_stream(s, first_timestamp)
         })
         .collect();
     for tu in 0..100 {
