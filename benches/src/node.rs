@@ -9,6 +9,7 @@ use std::net::{SocketAddr, UdpSocket};
 use rtp_ext::rtp::RtpPacket;
 use sfu::node::batch::{send_all, Batch};
 use sfu::node::srtp::{session, SrtpContext, SrtpKeys, SrtpProfile, MAX_OVERHEAD};
+use sfu::node::testing::keys;
 
 use crate::fixtures::av1_packet_with_dd;
 use crate::{Case, Stream};
@@ -48,31 +49,19 @@ pub fn av1_packet_1200() -> Vec<u8> {
     packet
 }
 
-/// Keys as a DTLS handshake would have exported them for `profile`.
-pub fn keys(profile: SrtpProfile) -> SrtpKeys {
-    let bytes = |from: u8, len: usize| (from..).take(len).collect();
-    SrtpKeys {
-        profile,
-        local_key: bytes(1, profile.key_len()),
-        local_salt: bytes(40, profile.salt_len()),
-        remote_key: bytes(60, profile.key_len()),
-        remote_salt: bytes(100, profile.salt_len()),
-    }
-}
-
 /// AES-128-GCM keys.
 pub fn gcm_keys() -> SrtpKeys {
-    keys(SrtpProfile::AeadAes128Gcm)
+    keys(SrtpProfile::AeadAes128Gcm, 0)
 }
 
 /// AES-256-GCM keys: the profile the node's DTLS server picks when a browser offers it.
 pub fn gcm256_keys() -> SrtpKeys {
-    keys(SrtpProfile::AeadAes256Gcm)
+    keys(SrtpProfile::AeadAes256Gcm, 0)
 }
 
 /// AES-128-CM with HMAC-SHA1-80 keys.
 pub fn cm_keys() -> SrtpKeys {
-    keys(SrtpProfile::Aes128CmHmacSha1_80)
+    keys(SrtpProfile::Aes128CmHmacSha1_80, 0)
 }
 
 /// `packet` in a buffer with room after it for what protection adds.

@@ -7,23 +7,16 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use rtp_ext::codec::Codec;
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
-use selector::Layer;
-use sfu::engine::{RouterConfig, TrackConfig};
+use sfu::engine::RouterConfig;
 use sfu::node::batch::Batch;
 use sfu::node::core::{NodeCore, MAX_DATAGRAM};
-use sfu::node::ice::binding_request;
-use sfu::node::peer::{
-    IceCredentials, Join, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
-};
-use sfu::node::srtp::{session, SrtpContext};
+use sfu::node::srtp::{session, SrtpContext, SrtpProfile};
+use sfu::node::testing::{av1_room, keys, DD_EXT};
 
-use crate::node::{gcm_keys, with_room, PACKET_LEN};
+use crate::node::{with_room, PACKET_LEN};
 use crate::{Case, Stream};
 
-const DD_EXT: u8 = 11;
-const AV1_PT: u8 = 45;
 const SSRC: u32 = 0x1000;
 /// Publisher packets per pass; a fresh core starts each pass (the SRTP replay windows and
 /// the engine refuse repeated sequence numbers).
@@ -48,7 +41,9 @@ fn publisher_stream() -> (Vec<Vec<u8>>, Vec<usize>) {
     };
     let generator = StreamGenerator::new(ScalabilityMode::L3T3, config);
     let structure = generator.structure().clone();
-    let mut browser = session(&gcm_keys().mirrored()).expect("valid keys");
+    // The publisher is session 0 of the room.
+    let keys = keys(SrtpProfile::AeadAes128Gcm, 0).mirrored();
+    let mut browser = session(&keys).expect("valid keys");
     let mut structures = Vec::new();
     let packets = generator
         .take(PASS)
@@ -71,80 +66,21 @@ fn publisher_stream() -> (Vec<Vec<u8>>, Vec<usize>) {
     (packets, structures)
 }
 
-fn ice(n: usize) -> IceCredentials {
-    IceCredentials {
-        local_ufrag: format!("ufrag{n}"),
-        local_pwd: format!("password-of-session-{n:04}"),
-    }
-}
-
 fn addr(n: usize) -> SocketAddr {
     SocketAddr::from(([10, 0, (n >> 8) as u8, n as u8], 5000))
 }
 
-/// ICE nominated at `addr(n)` and keys set, as a finished handshake sets them.
-fn connect(core: &mut NodeCore, now: Instant, id: PeerId, n: usize) {
-    let credentials = ice(n);
-    let username = format!("{}:browser", credentials.local_ufrag);
-    let request = binding_request(&username, &credentials.local_pwd, true).expect("a request");
-    core.handle_datagram(now, addr(n), &request);
-    let keys = gcm_keys();
-    core.set_srtp(id, Box::new(session(&keys).expect("valid keys")));
-}
-
-fn viewer() -> Viewer {
-    Viewer {
-        video: Some(ViewerMedia {
-            ssrc: 0x5000,
-            rtx_ssrc: 0x5001,
-            codecs: vec![ViewerCodec {
-                codec: Codec::Av1,
-                payload_type: AV1_PT,
-                rtx_payload_type: Some(AV1_PT + 1),
-                fmtp: String::new(),
-            }],
-            dd_ext_id: Some(DD_EXT),
-            two_byte_allowed: true,
-            transport_cc_ext_id: None,
-            down_track: None,
-        }),
-        audio: None,
-        target: Layer::MAX,
-        source: None,
-    }
-}
-
 /// A core with one AV1 L3T3 publisher (session 0) and `viewers` viewers of every layer, all
-/// connected; what connecting sent is drained.
-fn core_with(now: Instant, viewers: usize, batch: &mut Batch) -> NodeCore {
+/// connected.
+fn core_with(now: Instant, viewers: usize) -> NodeCore {
     let config = RouterConfig {
         // Far above the stream: no viewer's layers are held back by its estimate.
         initial_estimate_bps: 1_000_000_000,
         ..RouterConfig::default()
     };
     let mut core = NodeCore::new(config, Duration::from_secs(3600));
-    let mut track = TrackConfig::single(Codec::Av1, SSRC);
-    track.dd_ext_id = Some(DD_EXT);
-    let publisher = Publisher {
-        tracks: vec![PublishedTrack {
-            mid: String::new(),
-            config: track,
-            id: None,
-            fmtp: String::new(),
-        }],
-        codecs: Vec::new(),
-    };
-    let id = core
-        .add_publisher(now, Join::new("room", ice(0)), publisher)
-        .expect("an empty node");
-    connect(&mut core, now, id, 0);
-    for n in 1..=viewers {
-        let id = core
-            .add_viewer(now, Join::new("room", ice(n)), viewer())
-            .expect("room for the viewers");
-        connect(&mut core, now, id, n);
-    }
-    drain(&mut core, batch);
+    let addrs: Vec<SocketAddr> = (0..=viewers).map(addr).collect();
+    av1_room(&mut core, now, SSRC, 0x5000, &addrs);
     core
 }
 
@@ -173,7 +109,7 @@ fn node_path(name: &'static str, viewers: usize) -> Case {
     let now = Instant::now();
     let (packets, structures) = publisher_stream();
     let mut batch = Batch::new(MAX_DATAGRAM);
-    let mut core = core_with(now, viewers, &mut batch);
+    let mut core = core_with(now, viewers);
     let mut next = 0;
     let stream = Stream {
         pass: packets.len(),
@@ -182,7 +118,7 @@ fn node_path(name: &'static str, viewers: usize) -> Case {
     Case::per_unit(name, viewers.max(1) as u64, move || {
         if next == packets.len() {
             next = 0;
-            core = core_with(now, viewers, &mut batch);
+            core = core_with(now, viewers);
         }
         core.handle_datagram(now, addr(0), &packets[next]);
         next += 1;

@@ -26,16 +26,15 @@ use crate::node::dtls::{
 };
 use crate::node::ice::BindingRequest;
 use crate::node::limits::Limits;
-use crate::node::peer::{
-    IceCredentials, Join, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
-};
+use crate::node::peer::{IceCredentials, Join, PeerId};
 use crate::node::sdp::{
     build_answer, negotiate_participant, negotiate_publisher, negotiate_viewer, parse_description,
-    parse_offer, AnswerMedia, AnswerParams, Fingerprint, OfferShape, RoomCodec, SendSource,
+    parse_offer, AnswerMedia, AnswerParams, OfferShape, RoomCodec, SendSource,
 };
 use crate::node::srtp::{
     self, SrtpContext, SrtpError, SrtpKeys, SrtpProfile, SrtpSession, Unprotected,
 };
+use crate::node::testing;
 use crate::sim::{Delivery, LinkConfig, Network};
 
 /// `capture`: the bytes as a capture file; every record down to its UDP payload, and every
@@ -419,14 +418,7 @@ pub fn auth_header(data: &[u8]) {
 /// The keys of `srtp_unprotect`'s session under `profile`; its seeds are protected with the
 /// mirrored keys.
 pub fn srtp_keys(profile: SrtpProfile) -> SrtpKeys {
-    let bytes = |from: u8, len: usize| (from..).take(len).collect();
-    SrtpKeys {
-        profile,
-        local_key: bytes(1, profile.key_len()),
-        local_salt: bytes(20, profile.salt_len()),
-        remote_key: bytes(40, profile.key_len()),
-        remote_salt: bytes(60, profile.salt_len()),
-    }
+    testing::keys(profile, 0)
 }
 
 /// The profile of `srtp_unprotect`'s session, chosen by the input's first byte.
@@ -619,30 +611,29 @@ pub fn node_core_sent(data: &[u8]) -> NodeSent {
 
 /// A binding request of `node_core`'s session `index`, as its browser sends one.
 pub fn node_binding_request(index: usize, nominate: bool) -> Vec<u8> {
-    let (ufrag, pwd) = NODE_ICE[index];
-    crate::node::ice::binding_request(&format!("{ufrag}:browser"), pwd, nominate)
-        .expect("a valid request")
+    testing::binding_request(&node_ice(index), nominate)
 }
 
 fn node_with_peers(now: Instant) -> (NodeCore, PeerId) {
     let (dtls, fingerprint) = dtls_fixture();
     let mut core =
         NodeCore::new(RouterConfig::default(), NODE_PEER_TIMEOUT).with_dtls(dtls.clone());
-    let mut join = Join::new("room", node_ice(0));
-    let (algorithm, value) = fingerprint.split_once(' ').expect("algorithm and value");
-    join.fingerprint = Some(Fingerprint {
-        algorithm: algorithm.to_owned(),
-        value: value.to_owned(),
+    let tracks = ENGINE_SSRCS[..3].iter().map(|&ssrc| {
+        let mut config = testing::av1_track(ssrc, 11);
+        config.streams[0].rtx_ssrc = Some(ssrc ^ 1);
+        config
     });
+    let join = testing::join_with_fingerprint("room", node_ice(0), fingerprint);
     let publisher = core
-        .add_publisher(now, join, node_publisher())
+        .add_publisher(now, join, testing::publisher(tracks))
         .expect("free SSRCs");
+    let viewer = testing::av1_viewer(NODE_VIEWER_SSRC, Some(5), Layer::MAX);
     let viewer = core
-        .add_viewer(now, Join::new("room", node_ice(1)), node_viewer())
+        .add_viewer(now, Join::new("room", node_ice(1)), viewer)
         .expect("an empty node has room");
     for (index, id) in [publisher, viewer].into_iter().enumerate() {
-        core.handle_datagram(now, NODE_ADDRS[index], &node_binding_request(index, true));
-        core.set_srtp(id, Box::new(Unprotected));
+        let (ice, at) = (node_ice(index), NODE_ADDRS[index]);
+        testing::connect(&mut core, now, id, &ice, at, Box::new(Unprotected));
     }
     drain_node(&mut core, viewer, &mut NodeSent::default());
     (core, viewer)
@@ -653,49 +644,6 @@ fn node_ice(index: usize) -> IceCredentials {
     IceCredentials {
         local_ufrag: ufrag.to_owned(),
         local_pwd: pwd.to_owned(),
-    }
-}
-
-fn node_publisher() -> Publisher {
-    let tracks = ENGINE_SSRCS[..3]
-        .iter()
-        .map(|&ssrc| {
-            let mut config = TrackConfig::single(Codec::Av1, ssrc);
-            config.dd_ext_id = Some(11);
-            config.streams[0].rtx_ssrc = Some(ssrc ^ 1);
-            PublishedTrack {
-                mid: String::new(),
-                config,
-                id: None,
-                fmtp: String::new(),
-            }
-        })
-        .collect();
-    Publisher {
-        tracks,
-        codecs: Vec::new(),
-    }
-}
-
-fn node_viewer() -> Viewer {
-    Viewer {
-        video: Some(ViewerMedia {
-            ssrc: NODE_VIEWER_SSRC,
-            rtx_ssrc: NODE_VIEWER_SSRC + 1,
-            codecs: vec![ViewerCodec {
-                codec: Codec::Av1,
-                payload_type: 45,
-                rtx_payload_type: Some(46),
-                fmtp: String::new(),
-            }],
-            dd_ext_id: Some(5),
-            two_byte_allowed: true,
-            transport_cc_ext_id: None,
-            down_track: None,
-        }),
-        audio: None,
-        target: Layer::MAX,
-        source: None,
     }
 }
 

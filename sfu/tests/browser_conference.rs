@@ -40,7 +40,8 @@ use serde_json::{json, Value};
 use chromium::{Chromium, Page};
 use node::Node;
 use participants::{
-    decoding, everyone_decodes_the_others, join, remote_of, sample, summary, until, Participant,
+    decode_each_other, decoding, everyone_decodes_the_others, join, remote_of, sample, summary,
+    until, Participant,
 };
 use strata::num;
 
@@ -158,22 +159,14 @@ fn participants_join_and_leave_a_conference_on_one_connection_each() {
         "di",
         json!({ "codec": "VP9", "scalabilityMode": "L3T3_KEY" }),
     ));
-    let took = until(
+    let (took, before) = decode_each_other(
         &participants,
         FIRST_FOUR,
         "four participants decode each other",
-        |now| everyone_decodes_the_others(&participants, now, None),
     );
     println!(
         "[conference] four participants decode each other after {:.1} s",
         took.as_secs_f64()
-    );
-    let before = sample(&participants);
-    until(
-        &participants,
-        Duration::from_secs(5),
-        "and keep decoding",
-        |now| everyone_decodes_the_others(&participants, now, Some(&before)),
     );
     check_one_transport(&participants);
 

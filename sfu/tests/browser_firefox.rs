@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 use chromium::Chromium;
 use firefox::Firefox;
 use node::Node;
-use participants::{everyone_decodes_the_others, join, sample, until};
+use participants::{decode_each_other, join};
 use strata::{num, stats, Eval};
 use viewing::{assert_audio, assert_decoding, decode_rate, switch_round_trip, wait_sizes};
 
@@ -212,22 +212,14 @@ fn firefox_and_chromium_participants_decode_each_other() {
         join(&firefox_page, room, "fox", vp8),
         join(&chromium_page, room, "bea", vp9),
     ];
-    let took = until(
+    let (took, _) = decode_each_other(
         &participants,
         CONFERENCE,
         "three participants decode each other",
-        |now| everyone_decodes_the_others(&participants, now, None),
     );
     println!(
         "[firefox] Firefox and two Chromium participants decode each other after {:.1} s",
         took.as_secs_f64()
-    );
-    let before = sample(&participants);
-    until(
-        &participants,
-        Duration::from_secs(5),
-        "and keep decoding",
-        |now| everyone_decodes_the_others(&participants, now, Some(&before)),
     );
     assert_ordinary_drops(&firefox_page);
 }

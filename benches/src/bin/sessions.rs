@@ -12,10 +12,9 @@ use selector::Layer;
 use sfu::engine::{RouterConfig, TrackConfig};
 use sfu::node::core::NodeCore;
 use sfu::node::limits::Limits;
-use sfu::node::peer::{
-    IceCredentials, Join, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
-};
+use sfu::node::peer::{IceCredentials, Join, PeerId, Viewer, ViewerCodec, ViewerMedia};
 use sfu::node::srtp::Unprotected;
+use sfu::node::testing;
 
 /// Room sizes at which the join time is sampled.
 const SIZES: [usize; 5] = [10, 100, 1000, 2000, 5000];
@@ -114,10 +113,7 @@ fn core() -> (NodeCore, Instant) {
 
 fn ice(serial: &mut u32) -> IceCredentials {
     *serial += 1;
-    IceCredentials {
-        local_ufrag: format!("u{serial:07}"),
-        local_pwd: format!("password-of-session-{serial:07}"),
-    }
+    testing::credentials(*serial)
 }
 
 /// A connected viewer of AV1 video and Opus audio.
@@ -152,23 +148,10 @@ fn viewer(core: &mut NodeCore, now: Instant, room: &str, serial: &mut u32) -> Pe
 /// A connected publisher of AV1 video and Opus audio.
 fn publisher(core: &mut NodeCore, now: Instant, room: &str, serial: &mut u32) -> PeerId {
     let ssrc = 0x1000 + *serial * 4;
-    let mut video = TrackConfig::single(Codec::Av1, ssrc);
-    video.dd_ext_id = Some(11);
+    let mut video = testing::av1_track(ssrc, 11);
     video.streams[0].rtx_ssrc = Some(ssrc + 1);
     let audio = TrackConfig::single(Codec::Opus, ssrc + 2);
-    let tracks = [video, audio]
-        .into_iter()
-        .map(|config| PublishedTrack {
-            mid: String::new(),
-            config,
-            id: None,
-            fmtp: String::new(),
-        })
-        .collect();
-    let publisher = Publisher {
-        tracks,
-        ..Publisher::default()
-    };
+    let publisher = testing::publisher([video, audio]);
     let id = core
         .add_publisher(now, Join::new(room, ice(serial)), publisher)
         .expect("fresh SSRCs");

@@ -24,6 +24,8 @@
 //! - [`limits`]: what one node holds at most, and how a refusal reads.
 //! - [`listener`]: the HTTP connections: a cap, and timeouts for slow or idle clients.
 //! - [`server`]: start, run, shut down.
+//! - `testing` (feature `testing`): the core with sessions set up as browsers set them up, for
+//!   the tests, the fuzz bodies and the benches.
 
 #![deny(missing_docs)]
 
@@ -53,3 +55,5 @@ pub mod signaling;
 pub mod socket;
 pub mod srtp;
 pub mod stats;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

@@ -92,6 +92,27 @@ pub fn remote_of<'a>(stats: &'a Value, name: &str) -> Option<&'a Value> {
         .find(|r| r["name"] == name)
 }
 
+/// Waits up to `within` until every participant decodes exactly the others (`what`), then for
+/// them to go on decoding each other for up to 5 s; returns how long the first took, and the
+/// stats of the moment they first did.
+pub fn decode_each_other(
+    participants: &[Participant<'_>],
+    within: Duration,
+    what: &str,
+) -> (Duration, BTreeMap<&'static str, Value>) {
+    let took = until(participants, within, what, |now| {
+        everyone_decodes_the_others(participants, now, None)
+    });
+    let before = sample(participants);
+    until(
+        participants,
+        Duration::from_secs(5),
+        "and keep decoding",
+        |now| everyone_decodes_the_others(participants, now, Some(&before)),
+    );
+    (took, before)
+}
+
 /// Samples until `done` holds; returns how long it took, or fails with the last stats.
 pub fn until(
     participants: &[Participant<'_>],

@@ -1,5 +1,6 @@
-//! A global allocator that counts, per thread, the allocations made: the allocation tests
-//! include it with `#[path]` so each such test binary has its own, and no other binary does.
+//! A global allocator that counts, per thread, the allocations made: the test binaries with
+//! allocation tests include it with `#[path]`. Counting per thread keeps each test's count its
+//! own while the binary's other tests run beside it on their threads.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -17,11 +17,10 @@ use crate::engine::RouterConfig;
 use crate::node::dtls::test_client::{client_certificate, export_keys, ChannelConn, ClientError};
 use crate::node::dtls::test_pair::{client_config, sleep_until, Clock, ALL_PROFILES};
 use crate::node::dtls::{DtlsCertificate, DtlsConfig, Side};
-use crate::node::ice::binding_request;
 use crate::node::metrics::DropReason;
-use crate::node::peer::{IceCredentials, Join, PeerId, Viewer};
-use crate::node::sdp::Fingerprint;
+use crate::node::peer::{IceCredentials, PeerId, Viewer};
 use crate::node::srtp::{self, SrtpContext, SrtpKeys, MAX_OVERHEAD};
+use crate::node::testing::{binding_request, join_with_fingerprint};
 
 const CLIENT: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 40000);
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -38,18 +37,11 @@ fn node_with_session(
     let config = DtlsConfig::new(node, TIMEOUT).expect("a configuration");
     let mut core =
         NodeCore::new(RouterConfig::default(), Duration::from_secs(60)).with_dtls(config);
-    let (algorithm, value) = fingerprint.split_once(' ').expect("algorithm and value");
-    let mut join = Join::new(
-        "room",
-        IceCredentials {
-            local_ufrag: UFRAG.into(),
-            local_pwd: PWD.into(),
-        },
-    );
-    join.fingerprint = Some(Fingerprint {
-        algorithm: algorithm.into(),
-        value: value.into(),
-    });
+    let ice = IceCredentials {
+        local_ufrag: UFRAG.into(),
+        local_pwd: PWD.into(),
+    };
+    let join = join_with_fingerprint("room", ice.clone(), fingerprint);
     let viewer = Viewer {
         video: None,
         audio: None,
@@ -57,8 +49,7 @@ fn node_with_session(
         source: None,
     };
     let id = core.add_viewer(clock.now(), join, viewer).expect("room");
-    let check = binding_request(&format!("{UFRAG}:client"), PWD, true).expect("a request");
-    core.handle_datagram(clock.now(), CLIENT, &check);
+    core.handle_datagram(clock.now(), CLIENT, &binding_request(&ice, true));
     (core, id)
 }
 

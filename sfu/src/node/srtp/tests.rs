@@ -2,6 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::node::replay::WINDOW;
+use crate::node::testing;
 
 pub(super) const PROFILES: [SrtpProfile; 3] = [
     SrtpProfile::AeadAes128Gcm,
@@ -9,15 +10,9 @@ pub(super) const PROFILES: [SrtpProfile; 3] = [
     SrtpProfile::Aes128CmHmacSha1_80,
 ];
 
+/// Keys as a DTLS handshake would have exported them for `profile`.
 pub(super) fn keys(profile: SrtpProfile) -> SrtpKeys {
-    let bytes = |from: u8, len: usize| (from..).take(len).collect();
-    SrtpKeys {
-        profile,
-        local_key: bytes(1, profile.key_len()),
-        local_salt: bytes(40, profile.salt_len()),
-        remote_key: bytes(60, profile.key_len()),
-        remote_salt: bytes(100, profile.salt_len()),
-    }
+    testing::keys(profile, 0)
 }
 
 /// Our side and the peer's, built from mirrored keys.

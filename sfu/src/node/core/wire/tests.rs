@@ -5,22 +5,16 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use rtp_ext::codec::Codec;
 use rtp_ext::rtp::RtpPacket;
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
-use selector::Layer;
 
 use super::MAX_DATAGRAM;
-use crate::engine::{RouterConfig, TrackConfig};
+use crate::engine::RouterConfig;
 use crate::node::core::NodeCore;
-use crate::node::ice::binding_request;
 use crate::node::metrics::DropReason;
-use crate::node::peer::{
-    IceCredentials, Join, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
-};
-use crate::node::srtp::{session, SrtpContext, SrtpKeys, SrtpProfile, SrtpSession, MAX_OVERHEAD};
+use crate::node::srtp::{session, SrtpContext, SrtpProfile, SrtpSession, MAX_OVERHEAD};
+use crate::node::testing::{av1_room, keys, DD_EXT};
 
-const DD_EXT: u8 = 11;
 const SSRC: u32 = 0xA1;
 const VIEWER_SSRC: u32 = 0x10;
 /// Each publisher packet's length before protection.
@@ -28,80 +22,23 @@ const PACKET_LEN: usize = 1000;
 const PUBLISHER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 5000);
 const VIEWER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 5000);
 
-fn keys(first: u8) -> SrtpKeys {
-    let profile = SrtpProfile::AeadAes128Gcm;
-    let bytes = |from: u8, len: usize| (from..).take(len).collect();
-    SrtpKeys {
-        profile,
-        local_key: bytes(first, profile.key_len()),
-        local_salt: bytes(first + 40, profile.salt_len()),
-        remote_key: bytes(first + 80, profile.key_len()),
-        remote_salt: bytes(first + 120, profile.salt_len()),
-    }
+/// A browser's side of session `n`'s SRTP in [`av1_room`].
+fn browser(n: u8) -> SrtpSession {
+    session(&keys(SrtpProfile::AeadAes128Gcm, n).mirrored()).expect("valid keys")
 }
 
-fn ice(n: u8) -> IceCredentials {
-    IceCredentials {
-        local_ufrag: format!("ufrag{n}"),
-        local_pwd: format!("password-of-session-{n:04}"),
-    }
-}
-
-/// ICE nominated at `at` and the session's keys set, as its handshake would.
-fn connect(core: &mut NodeCore, now: Instant, id: PeerId, n: u8, at: SocketAddr) {
-    let credentials = ice(n);
-    let username = format!("{}:browser", credentials.local_ufrag);
-    let request = binding_request(&username, &credentials.local_pwd, true).expect("a request");
-    core.handle_datagram(now, at, &request);
-    core.set_srtp(id, Box::new(session(&keys(n)).expect("valid keys")));
-}
-
-/// A core with an AV1 publisher (session 1) and a viewer of every layer (session 2), and
-/// the viewer's browser side of its SRTP; what connecting sent is drained.
+/// A core with an AV1 publisher and a viewer of every layer, and the viewer's browser side of
+/// its SRTP.
 fn core() -> (NodeCore, SrtpSession) {
-    let now = Instant::now();
     let mut core = NodeCore::new(RouterConfig::default(), Duration::from_secs(60));
-    let mut track = TrackConfig::single(Codec::Av1, SSRC);
-    track.dd_ext_id = Some(DD_EXT);
-    let publisher = Publisher {
-        tracks: vec![PublishedTrack {
-            mid: String::new(),
-            config: track,
-            id: None,
-            fmtp: String::new(),
-        }],
-        codecs: Vec::new(),
-    };
-    let id = core
-        .add_publisher(now, Join::new("room", ice(1)), publisher)
-        .expect("an empty node");
-    connect(&mut core, now, id, 1, PUBLISHER);
-    let viewer = Viewer {
-        video: Some(ViewerMedia {
-            ssrc: VIEWER_SSRC,
-            rtx_ssrc: VIEWER_SSRC + 1,
-            codecs: vec![ViewerCodec {
-                codec: Codec::Av1,
-                payload_type: 45,
-                rtx_payload_type: Some(46),
-                fmtp: String::new(),
-            }],
-            dd_ext_id: Some(DD_EXT),
-            two_byte_allowed: true,
-            transport_cc_ext_id: None,
-            down_track: None,
-        }),
-        audio: None,
-        target: Layer::MAX,
-        source: None,
-    };
-    let id = core
-        .add_viewer(now, Join::new("room", ice(2)), viewer)
-        .expect("room for a viewer");
-    connect(&mut core, now, id, 2, VIEWER);
-    let mut out = vec![0; MAX_DATAGRAM];
-    while core.poll_datagram(&mut out).is_some() {}
-    (core, session(&keys(2).mirrored()).expect("valid keys"))
+    av1_room(
+        &mut core,
+        Instant::now(),
+        SSRC,
+        VIEWER_SSRC,
+        &[PUBLISHER, VIEWER],
+    );
+    (core, browser(1))
 }
 
 /// `count` packets of an L3T3 stream from its keyframe, each `PACKET_LEN` long: in the
@@ -113,7 +50,7 @@ fn stream(count: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
     };
     let generator = StreamGenerator::new(ScalabilityMode::L3T3, config);
     let structure = generator.structure().clone();
-    let mut browser = session(&keys(1).mirrored()).expect("valid keys");
+    let mut publisher = browser(0);
     generator
         .take(count)
         .map(|p| {
@@ -121,7 +58,7 @@ fn stream(count: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
             plain.resize(PACKET_LEN, 0x5A);
             let mut protected = plain.clone();
             protected.resize(PACKET_LEN + MAX_OVERHEAD, 0);
-            let len = browser
+            let len = publisher
                 .protect_rtp(&mut protected, PACKET_LEN)
                 .expect("protects");
             protected.truncate(len);

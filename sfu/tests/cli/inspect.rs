@@ -1,6 +1,6 @@
 //! `sfu inspect` as a user runs it: text and JSON, non-RTP traffic, broken files.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

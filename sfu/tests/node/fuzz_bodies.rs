@@ -1,6 +1,6 @@
 //! The node's fuzz bodies over their committed seed corpora and over the seeds made here, whole,
 //! cut and flipped. `write_seeds` (ignored) writes the corpora to `fuzz/seeds/`:
-//! `cargo test -p sfu --features fuzzing --test fuzz_bodies_node -- --ignored write_seeds`.
+//! `cargo test -p sfu --features fuzzing --test node -- --ignored write_seeds`.
 
 #![cfg(feature = "fuzzing")]
 

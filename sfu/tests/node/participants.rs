@@ -2,8 +2,6 @@
 //! in SDP and applies the node's answers through the SDP parser, renegotiates when asked, sends
 //! audio with its level, and the core's events and datagrams are collected per participant.
 
-#![allow(dead_code)] // Each test binary uses its own part of these helpers.
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -21,6 +19,7 @@ use sfu::node::sdp::{
 use sfu::node::session_events::SessionEvent;
 use sfu::node::signaling::{participant_answer, participant_offer};
 use sfu::node::srtp::Unprotected;
+use sfu::node::testing;
 
 pub const ROOM: &str = "call";
 pub const FINGERPRINT: &str =
@@ -346,14 +345,8 @@ impl Conference {
     pub fn connect(&mut self, n: u32) {
         let id = self.clients[&n].id.expect("joined");
         let ice = self.core.peer(id).expect("a session").ice.clone();
-        let request = sfu::node::ice::binding_request(
-            &format!("{}:browser", ice.local_ufrag),
-            &ice.local_pwd,
-            true,
-        )
-        .expect("a request");
-        self.core.handle_datagram(self.now, Self::addr(n), &request);
-        self.core.set_srtp(id, Box::new(Unprotected));
+        let srtp = Box::new(Unprotected);
+        testing::connect(&mut self.core, self.now, id, &ice, Self::addr(n), srtp);
     }
 
     /// Everything the core sends now, by destination: the RTP packets' SSRCs.

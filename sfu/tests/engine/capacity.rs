@@ -8,8 +8,7 @@
 //! after a drop, and switch spatial layers at most twice per step. A second viewer of the
 //! same publisher on its own wide link keeps the top layer throughout.
 
-#[path = "common/twcc_viewer.rs"]
-mod twcc_viewer;
+use crate::twcc_viewer;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! The real browser captures through the capture reader, the RTP view and the codec and DD
 //! parsers, checked against PROVENANCE.md, the captures' text summaries and the vectors file.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 

@@ -2,8 +2,7 @@
 //! sessions from SDP offers, layer changes, resources ending, CORS, tokens, bad input, metrics,
 //! and a graceful stop on SIGTERM. (Media end to end is the browser test's part.)
 
-#[path = "common/http_node.rs"]
-mod http_node;
+use crate::http_node;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -12,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use http_node::{node_with_config, Node, SDP};
 
-const AV1_OFFER: &str = include_str!("../src/node/sdp/fixtures/publisher_av1.sdp");
-const VIEWER_OFFER: &str = include_str!("../src/node/sdp/fixtures/viewer_recvonly.sdp");
-const GSTREAMER_H264: &str = include_str!("../src/node/sdp/fixtures/gstreamer_h264.sdp");
+const AV1_OFFER: &str = include_str!("../../src/node/sdp/fixtures/publisher_av1.sdp");
+const VIEWER_OFFER: &str = include_str!("../../src/node/sdp/fixtures/viewer_recvonly.sdp");
+const GSTREAMER_H264: &str = include_str!("../../src/node/sdp/fixtures/gstreamer_h264.sdp");
 const GSTREAMER_BEFORE_CAPS: &str =
-    include_str!("../src/node/sdp/fixtures/gstreamer_before_caps.sdp");
+    include_str!("../../src/node/sdp/fixtures/gstreamer_before_caps.sdp");
 
 #[test]
 fn whip_and_whep_sessions_over_http() {

@@ -10,34 +10,20 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 
+use crate::items::{report_block, sender_report};
 use sfu::engine::rtcp::{
     write_compound, Fir, FirEntries, FirEntry, Nack, NackPairs, Pli, ReceiverReport, Remb,
-    RembSsrcs, ReportBlock, ReportBlocks, RtcpFeedback, RtcpWireWriter, RtcpWriter, SenderReport,
-    TransportCc,
+    RembSsrcs, ReportBlocks, RtcpFeedback, RtcpWireWriter, RtcpWriter, TransportCc,
 };
 
 fn seeds() -> Vec<Vec<u8>> {
-    let block = ReportBlock {
-        ssrc: 7,
-        fraction_lost: 3,
-        total_lost: -5,
-        highest_sequence: 70_000,
-        jitter: 12,
-        last_sr: 0x1234_5678,
-        delay_since_last_sr: 0x0001_8000,
-    };
+    let block = report_block();
     let mut pairs = NackPairs::default();
     for seq in [65535, 0, 15, 16, 40] {
         pairs.push(seq).unwrap();
     }
     let items = [
-        RtcpFeedback::SenderReport(SenderReport {
-            ssrc: 1,
-            ntp_time: 0xE8F0_0000_8000_0000,
-            rtp_time: 90_000,
-            packet_count: 10,
-            octet_count: 10_000,
-        }),
+        sender_report(),
         RtcpFeedback::ReceiverReport(ReceiverReport {
             sender_ssrc: 2,
             blocks: ReportBlocks::try_from(&[block, block][..]).unwrap(),

@@ -2,7 +2,7 @@
 //! when what it is sent no longer fits, up only after the hold-down, never above the layer
 //! the viewer asked for, and the audio it receives never cut.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

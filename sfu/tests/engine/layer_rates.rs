@@ -2,7 +2,7 @@
 //! packets as they arrive, against the generator's own account of which frames each decode
 //! target needs.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -10,7 +10,7 @@
 //! - the router asked the publisher for keyframes no more often than once per interval;
 //! - and the round trip to the publisher was measured from its RTX answers.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! two transports may publish the same SSRC, each forwarded to its own viewers; and however
 //! transports come and go, nothing of them stays behind.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -75,11 +75,7 @@ fn a_packet_under_another_transports_ssrc_reaches_nobody() {
     let (a_pub, _, a_view) = room(&mut router, 0xA1, 0x10);
     let (b_pub, _, b_view) = room(&mut router, 0xB1, 0x20);
     let packets = l3t3(0xA1, 10);
-    for packet in &packets[..packets.len() / 2] {
-        router
-            .handle_rtp(now, a_pub, packet.clone())
-            .expect("a's own");
-    }
+    feed(&mut router, now, a_pub, &packets[..packets.len() / 2]);
     let before = sent(&mut router);
     assert!(before.iter().all(|&(t, s)| (t, s) == (a_view, 0x10)));
     assert!(!before.is_empty(), "room a's media flows");
@@ -94,11 +90,7 @@ fn a_packet_under_another_transports_ssrc_reaches_nobody() {
     assert_eq!(sent(&mut router), [], "nothing reached a's viewer, nor b's");
     assert_eq!(router.counters().unknown_ssrc, injected.len() as u64);
     // And a's own packets still go on.
-    for packet in injected {
-        router
-            .handle_rtp(now, a_pub, packet.clone())
-            .expect("a's own");
-    }
+    feed(&mut router, now, a_pub, injected);
     assert!(sent(&mut router).iter().all(|&(t, _)| t == a_view));
     // RTCP from b's viewer about a's viewer's SSRC is not a's viewer's.
     let mut writer = RtcpWireWriter::new(b"b").expect("a short CNAME");
@@ -214,32 +206,14 @@ fn muted_and_ended_subscriptions_forward_nothing() {
     let packets = l3t3(0xA1, 100);
     let (before, after) = packets.split_at(packets.len() / 2);
     router.set_muted(first, true).expect("a subscription");
-    for packet in before {
-        router
-            .handle_rtp(now, publisher, packet.clone())
-            .expect("valid");
-    }
-    let during = sent(&mut router);
-    assert!(!during.is_empty(), "the other subscriber is served");
-    assert!(
-        during.iter().all(|&(t, _)| t == other),
-        "nothing for the muted one"
-    );
+    // The other subscriber is served, nothing goes to the muted one.
+    feed_to_only(&mut router, now, publisher, before, other);
     router.unsubscribe(second).expect("a subscription");
     assert_eq!(router.down_track_info(second), None);
     assert_eq!(router.subscribers(track), &[first]);
     router.set_muted(first, false).expect("a subscription");
-    for packet in after {
-        router
-            .handle_rtp(now, publisher, packet.clone())
-            .expect("valid");
-    }
-    let resumed = sent(&mut router);
-    assert!(!resumed.is_empty(), "the unmuted one is served again");
-    assert!(
-        resumed.iter().all(|&(t, _)| t == viewer),
-        "nothing for the ended one"
-    );
+    // The unmuted one is served again, nothing goes to the ended one.
+    feed_to_only(&mut router, now, publisher, after, viewer);
     assert_eq!(
         router.unsubscribe(second),
         Err(RouterError::UnknownDownTrack)
@@ -247,8 +221,38 @@ fn muted_and_ended_subscriptions_forward_nothing() {
     assert!(router.set_muted(second, true).is_err());
 }
 
+/// Publisher packets the router must take.
+fn feed(router: &mut Router, now: Instant, publisher: TransportId, packets: &[Bytes]) {
+    for packet in packets {
+        router
+            .handle_rtp(now, publisher, packet.clone())
+            .expect("valid");
+    }
+}
+
+/// Feeds `packets` and checks that the router sends media for them, all of it to `to`.
+fn feed_to_only(
+    router: &mut Router,
+    now: Instant,
+    publisher: TransportId,
+    packets: &[Bytes],
+    to: TransportId,
+) {
+    feed(router, now, publisher, packets);
+    let out = sent(router);
+    assert!(!out.is_empty(), "media for {to:?}");
+    assert!(out.iter().all(|&(t, _)| t == to), "only to {to:?}: {out:?}");
+}
+
 /// A simulcast track announced by rid on `transport`, its streams bound from their packets.
 fn rid_track(router: &mut Router, transport: TransportId) -> TrackId {
+    router
+        .publish(transport, rid_config())
+        .expect("a new transport")
+}
+
+/// An AV1 track of two simulcast streams announced by rid (q and f), without SSRCs.
+fn rid_config() -> TrackConfig {
     let mut config = av1(0);
     config.streams = (0..2).map(|_| StreamConfig::default()).collect();
     config.stream_ids = StreamIds::Rids {
@@ -257,7 +261,7 @@ fn rid_track(router: &mut Router, transport: TransportId) -> TrackId {
         repaired_rid_ext: None,
         announced: Default::default(),
     };
-    router.publish(transport, config).expect("a new transport")
+    config
 }
 
 const RID_EXT: u8 = 12;
@@ -387,14 +391,7 @@ fn transport_wide_feedback_names_a_bound_ssrc() {
     let mut router = Router::new(RouterConfig::default());
     let start = Instant::now();
     let publisher = router.add_transport();
-    let mut config = av1(0);
-    config.streams = (0..2).map(|_| StreamConfig::default()).collect();
-    config.stream_ids = StreamIds::Rids {
-        rids: ["q", "f"].into_iter().map(String::from).collect(),
-        rid_ext: RID_EXT,
-        repaired_rid_ext: None,
-        announced: Default::default(),
-    };
+    let mut config = rid_config();
     config.transport_cc = Some(sfu::engine::TransportCc { ext_id: TWCC_EXT });
     router.publish(publisher, config).expect("a new transport");
     for (i, packet) in l3t3(0xF0F0, 3).iter().enumerate() {

@@ -1,15 +1,10 @@
 //! `sfu dd decode` against the shared Chrome vectors.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn sfu(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sfu"))
-        .args(args)
-        .output()
-        .expect("runs")
-}
+use crate::common::{sfu, vectors};
 
 fn lines(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
@@ -21,13 +16,7 @@ fn lines(out: &Output) -> Vec<Value> {
 const L3T3_KEY: &str = "jitsi.descL3T3";
 
 fn vector(id: &str) -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/vectors/dd-vectors.json"
-    );
-    let all: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("vectors")).expect("json");
-    all["dd_vectors"]
+    vectors()["dd_vectors"]
         .as_array()
         .expect("list")
         .iter()

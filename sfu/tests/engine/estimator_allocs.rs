@@ -2,8 +2,7 @@
 //! constructed, an estimator allocates nothing per feedback, however many packets, clusters
 //! or losses the feedback reports.
 
-#[path = "common/alloc_counter.rs"]
-mod alloc_counter;
+use crate::alloc_counter;
 
 use std::time::{Duration, Instant};
 

@@ -7,26 +7,18 @@
     reason = "helpers outside #[test] functions unwrap too: a panic there fails the test"
 )]
 
-#[path = "common/alloc_counter.rs"]
-mod alloc_counter;
+use crate::alloc_counter;
+use crate::items::{report_block, sender_report};
 
 use alloc_counter::allocs_during;
 use sfu::engine::rtcp::{
     parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, NackPairs, Pli,
-    ReceiverReport, Remb, RembSsrcs, ReportBlock, ReportBlocks, RtcpFeedback, RtcpWireWriter,
-    RtcpWriter, SenderReport, MAX_REPORT_BLOCKS,
+    ReceiverReport, Remb, RembSsrcs, ReportBlocks, RtcpFeedback, RtcpWireWriter, RtcpWriter,
+    MAX_REPORT_BLOCKS,
 };
 
 fn full_receiver_report() -> RtcpFeedback<'static> {
-    let block = ReportBlock {
-        ssrc: 7,
-        fraction_lost: 3,
-        total_lost: -5,
-        highest_sequence: 70_000,
-        jitter: 12,
-        last_sr: 0x1234_5678,
-        delay_since_last_sr: 0x0001_8000,
-    };
+    let block = report_block();
     RtcpFeedback::ReceiverReport(ReceiverReport {
         sender_ssrc: 2,
         blocks: ReportBlocks::try_from(&[block; MAX_REPORT_BLOCKS][..]).unwrap(),
@@ -40,16 +32,7 @@ fn hot_items() -> Vec<(&'static str, RtcpFeedback<'static>)> {
         pairs.push(seq).unwrap();
     }
     vec![
-        (
-            "sr",
-            RtcpFeedback::SenderReport(SenderReport {
-                ssrc: 1,
-                ntp_time: 0xE8F0_0000_8000_0000,
-                rtp_time: 90_000,
-                packet_count: 10,
-                octet_count: 10_000,
-            }),
-        ),
+        ("sr", sender_report()),
         ("rr", full_receiver_report()),
         (
             "nack",

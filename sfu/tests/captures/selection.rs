@@ -9,7 +9,7 @@ use selector::passthrough::PassThrough;
 use selector::vp8::{Vp8Packet, Vp8Selector};
 use selector::{Layer, LayerLimits};
 
-mod common;
+use crate::common;
 
 /// Pass-through video forwards nothing before the first keyframe and everything after it.
 fn pass_through(name: &str, codec: Codec) {

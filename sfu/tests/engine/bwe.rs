@@ -5,8 +5,7 @@
 //! A viewer behind a narrow link settles at the layer that fits; a viewer beside it on a wide
 //! link of the same publisher keeps the top layer.
 
-#[path = "common/twcc_viewer.rs"]
-mod twcc_viewer;
+use crate::twcc_viewer;
 
 use std::time::{Duration, Instant};
 

@@ -5,12 +5,11 @@
 //! free everything the participant held, and media must reach each receiver under the SSRC
 //! its answer gave.
 
-#[path = "common/conference.rs"]
-mod conference;
+use crate::participants;
 
 use std::time::Duration;
 
-use conference::{sends, speaking_room, Client, Conference, Section, Send, ROOM};
+use participants::{sends, speaking_room, Client, Conference, Section, Send, ROOM};
 use proptest::prelude::*;
 use rtp_ext::codec::MediaKind;
 use sfu::engine::RouterConfig;

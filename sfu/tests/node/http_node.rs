@@ -1,7 +1,5 @@
 //! The `sfu serve` binary on free ports for the HTTP tests, and one request at a time to it.
 
-#![allow(dead_code)] // Each test binary uses its own part of these helpers.
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, ChildStdout, Command, Stdio};

@@ -2,8 +2,7 @@
 //! the room's state, choices per track, and every bad request refused with its status and
 //! reason while nothing else changes.
 
-#[path = "common/http_node.rs"]
-mod http_node;
+use crate::http_node;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -12,10 +11,10 @@ use std::time::{Duration, Instant};
 use http_node::{node_with_config, Node, Reply, SDP};
 use serde_json::Value;
 
-const AV1_OFFER: &str = include_str!("../src/node/sdp/fixtures/publisher_av1.sdp");
-const VIEWER_OFFER: &str = include_str!("../src/node/sdp/fixtures/viewer_recvonly.sdp");
+const AV1_OFFER: &str = include_str!("../../src/node/sdp/fixtures/publisher_av1.sdp");
+const VIEWER_OFFER: &str = include_str!("../../src/node/sdp/fixtures/viewer_recvonly.sdp");
 const CHROMIUM_VIEWER: &str =
-    include_str!("../src/node/sdp/fixtures/chromium156_viewer_recvonly.sdp");
+    include_str!("../../src/node/sdp/fixtures/chromium156_viewer_recvonly.sdp");
 const JSON: (&str, &str) = ("Content-Type", "application/json");
 
 /// Chromium's receive-only offer with its audio section and `videos` receiving video sections

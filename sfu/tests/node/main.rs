@@ -1,0 +1,16 @@
+//! The node's tests: its media core driven without sockets or clocks (sessions, rooms,
+//! conferences, the wire), the `sfu serve` binary over real HTTP and UDP, and the node's fuzz
+//! bodies over their seeds.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod conference;
+mod fixtures;
+mod fuzz_bodies;
+mod http;
+mod http_node;
+mod participants;
+mod rooms;
+mod sessions;
+mod viewers;
