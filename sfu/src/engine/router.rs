@@ -170,6 +170,10 @@ pub struct Router {
     down_tracks: IdMap<DownTrackId, Box<DownTrack>>,
     transports: IdMap<TransportId, Transport>,
     jobs: VecDeque<Job>,
+    /// Publisher packets whose forwards were queued since the queue was last put in
+    /// subscriber order (see `group_jobs`), and the space that ordering reuses.
+    packets_queued: u32,
+    job_scratch: Vec<(u64, Job)>,
     /// Viewer transports paced to their estimate, and the ones with jobs waiting.
     pacing: IdMap<TransportId, pacing::Paced>,
     backlogged: VecDeque<TransportId>,
@@ -202,6 +206,8 @@ impl Router {
             down_tracks: IdMap::default(),
             transports: IdMap::default(),
             jobs: VecDeque::new(),
+            packets_queued: 0,
+            job_scratch: Vec::new(),
             pacing: IdMap::default(),
             backlogged: VecDeque::new(),
             // Room for a round of reports and requests from the start: the queues grow only when
@@ -572,6 +578,7 @@ impl Router {
                     .iter()
                     .map(|&down_track| Job::Forward { down_track, at }),
             );
+            self.packets_queued += 1;
         }
         if let Some(active) = activity {
             self.on_streams_sent(now, track, active);

@@ -15,6 +15,10 @@ impl Router {
     /// The next media packet for a subscriber, its header written into `buf`.
     #[must_use = "what it returns is lost otherwise"]
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Output> {
+        if self.packets_queued > 1 {
+            self.group_jobs();
+        }
+        self.packets_queued = 0;
         loop {
             let job = match self.jobs.pop_front() {
                 Some(job) if self.hold(job) => continue,
@@ -46,6 +50,28 @@ impl Router {
                 Err(WriteError::NotRemembered) => {}
             }
         }
+    }
+
+    /// Puts the queue in subscriber order, each subscriber's jobs in the order they came.
+    /// Several publisher packets taken in one turn (a frame arrives as a burst) queue one job
+    /// per subscriber each, packet after packet: written in that order, every job loads its
+    /// subscriber's state (down track, send side, SRTP context) out of cache again, hundreds
+    /// of subscribers later. Grouped, a subscriber's packets go out together while its state
+    /// is loaded. The sort's keys are unique (the position breaks ties), so an unstable sort
+    /// keeps each subscriber's order and needs no space beyond the reused scratch.
+    fn group_jobs(&mut self) {
+        let scratch = &mut self.job_scratch;
+        scratch.clear();
+        scratch.extend(self.jobs.drain(..).enumerate().map(|(i, job)| {
+            let id = match job {
+                Job::Forward { down_track, .. }
+                | Job::Retransmit { down_track, .. }
+                | Job::Probe { down_track, .. } => down_track.0,
+            };
+            ((u64::from(id) << 32) | i as u64, job)
+        }));
+        scratch.sort_unstable_by_key(|&(key, _)| key);
+        self.jobs.extend(scratch.drain(..).map(|(_, job)| job));
     }
 
     /// Loads the next job's DownTrack while this one is written: with hundreds of subscribers
