@@ -180,3 +180,50 @@ fn real_captures_through_the_engine() {
         }
     }
 }
+
+/// A burst of publisher packets taken before the router is polled goes out subscriber by
+/// subscriber (each subscriber's state loaded once for the burst), each subscriber's packets in
+/// the order they came; a packet at a time goes out in subscription order.
+#[test]
+fn a_burst_goes_out_subscriber_by_subscriber_in_order() {
+    let mut router = Router::new(RouterConfig::default());
+    let publisher = router.add_transport();
+    let track = router
+        .publish(publisher, TrackConfig::single(Codec::Opus, 0x3000))
+        .expect("published");
+    let viewers: Vec<DownTrackId> = (0..3u32)
+        .map(|i| {
+            let transport = router.add_transport();
+            let config = DownTrackConfig::new(0x2000 + i, 111);
+            router
+                .subscribe(transport, track, config, LayerLimits::default())
+                .expect("subscribed")
+        })
+        .collect();
+    let now = Instant::now();
+    let sent = |router: &mut Router| {
+        let mut buf = [0u8; 1500];
+        let mut out = Vec::new();
+        while let Some(o) = router.poll_transmit(&mut buf) {
+            out.push((o.down_track, u16::from_be_bytes([buf[2], buf[3]])));
+        }
+        out
+    };
+    router
+        .handle_rtp(now, publisher, opus_packet(1, 1, &[0x80]))
+        .expect("taken");
+    let one: Vec<DownTrackId> = sent(&mut router).iter().map(|&(d, _)| d).collect();
+    assert_eq!(one, viewers, "one packet: subscription order");
+    for seq in 2..=4 {
+        router
+            .handle_rtp(now, publisher, opus_packet(seq, 1, &[0x80]))
+            .expect("taken");
+    }
+    let burst = sent(&mut router);
+    let order: Vec<DownTrackId> = burst.iter().map(|&(d, _)| d).collect();
+    let grouped: Vec<DownTrackId> = viewers.iter().flat_map(|&d| [d; 3]).collect();
+    assert_eq!(order, grouped, "a burst: subscriber by subscriber");
+    for pair in burst.windows(2).filter(|w| w[0].0 == w[1].0) {
+        assert_eq!(pair[1].1, pair[0].1.wrapping_add(1), "in order: {burst:?}");
+    }
+}
