@@ -76,8 +76,8 @@ impl ReceiveError {
 impl WriteError {
     /// Whose fault the error is.
     #[cfg_attr(
-        not(feature = "internal"),
-        expect(dead_code, reason = "used through the internal API only")
+        not(any(test, feature = "internal")),
+        expect(dead_code, reason = "used by tests and through the internal API only")
     )]
     pub fn fault(&self) -> Fault {
         match self {

@@ -5,6 +5,11 @@
 //! DownTrack selects, rewrites the DD, munges sequence numbers and timestamps and writes the
 //! header into the caller's buffer, sharing the payload.
 //!
+//! - `transport`: one peer connection and what concerns it alone: the SSRCs it publishes and
+//!   receives under, the congestion feedback it is owed as a publisher, and as a viewer its
+//!   estimate, pacer and probe clusters. The router dispatches between receivers, down tracks
+//!   and transports.
+//! - `allocation`: fitting a viewer's layers to its estimate.
 //! - `nack`: which lost packets of a published stream to NACK, and when (RFC 4585).
 //! - `receive_stats`: reception statistics of a published stream for RTCP report blocks
 //!   (RFC 3550).

@@ -2,7 +2,7 @@
 //! transport-wide CC feedback says arrived, and the estimate made from both.
 //!
 //! The types here are the contract between the send side (the transport-wide sequence, the
-//! send history and the feedback it is matched against) and the estimator. [`SendHistory`]
+//! send history and the feedback it is matched against) and the estimator. The send history
 //! stamps the packets sent and matches feedback into [`PacketResult`]s.
 //!
 //! The estimators are our own rather than a library's: they are sans-IO like the rest of the

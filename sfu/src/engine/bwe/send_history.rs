@@ -223,8 +223,8 @@ impl SendHistory {
 /// received packet but the first to arrive, over the time from its arrival to the last one's.
 /// `None` with fewer than two arrivals, or all at once.
 #[cfg_attr(
-    not(feature = "internal"),
-    expect(dead_code, reason = "used through the internal API only")
+    not(any(test, feature = "internal")),
+    expect(dead_code, reason = "used by tests and through the internal API only")
 )]
 pub fn acknowledged_bitrate(results: &[PacketResult]) -> Option<u64> {
     let received = || results.iter().filter_map(|r| Some((r.arrival?, r.size)));
