@@ -731,8 +731,8 @@ impl Router {
                 reports,
                 self.next_twcc.filter(|_| self.has_uplink_feedback()),
             ])
+            .chain([self.probe_due(), self.pacing_due()])
             .flatten()
-            .chain(self.transports.values().filter_map(Transport::poll_timeout))
             .min()
     }
 

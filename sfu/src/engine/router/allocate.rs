@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 use super::{Event, Router};
 use crate::engine::allocation::{default_order, Weighed};
 use crate::engine::track::DownTrackId;
-use crate::engine::transport::TransportId;
+use crate::engine::transport::{Transport, TransportId};
 
 impl Router {
     /// A viewer transport's bandwidth estimate: its layers are fitted to it.
@@ -44,11 +44,9 @@ impl Router {
 
     /// Whether the transport has an allocation, its last up-switch forgotten if so.
     fn forget_last_up(&mut self, transport: TransportId) -> bool {
-        let state = self
-            .transports
+        self.transports
             .get_mut(&transport)
-            .and_then(|t| t.allocation.as_mut());
-        state.map(|s| s.last_up = None).is_some()
+            .is_some_and(Transport::forget_last_up)
     }
 
     /// Allocation again for every transport with an estimate.
@@ -60,7 +58,7 @@ impl Router {
         with_estimate.extend(
             self.transports
                 .iter()
-                .filter(|(_, t)| t.allocation.is_some())
+                .filter(|(_, t)| t.has_estimate())
                 .map(|(&id, _)| id),
         );
         for &transport in &with_estimate {
@@ -75,7 +73,7 @@ impl Router {
         if self
             .transports
             .get(&transport)
-            .is_none_or(|t| t.allocation.is_none())
+            .is_none_or(|t| !t.has_estimate())
         {
             return;
         }

@@ -288,6 +288,22 @@ impl Router {
         }
     }
 
+    /// When the next probe packet is due, toward any viewer.
+    pub(super) fn probe_due(&self) -> Option<Instant> {
+        self.transports
+            .values()
+            .filter_map(Transport::next_probe)
+            .min()
+    }
+
+    /// When the next queued job may leave, toward any viewer: only those listed have any.
+    pub(super) fn pacing_due(&self) -> Option<Instant> {
+        self.backlogged
+            .iter()
+            .filter_map(|t| self.transports.get(t)?.pacing_due())
+            .min()
+    }
+
     /// Packets waiting for the pacer toward `transport` (those the selector will drop
     /// included: it decides when they leave).
     pub fn paced_jobs(&self, transport: TransportId) -> usize {

@@ -95,6 +95,7 @@ pub(super) struct Reallocated {
     pub probed: bool,
 }
 
+/// One peer connection's state, as the router keeps it.
 #[derive(Debug, Default)]
 pub(super) struct Transport {
     /// Media and RTX SSRCs of the tracks it publishes.
@@ -108,7 +109,7 @@ pub(super) struct Transport {
     /// transport-wide CC. Boxed: most transports have none.
     remb: Option<Box<PublisherEstimate>>,
     /// Layer allocation toward it, once it has a bandwidth estimate.
-    pub allocation: Option<Allocation>,
+    allocation: Option<Allocation>,
     /// Its pacer and the jobs waiting for it, from its first estimate on.
     pacing: Option<Paced>,
     /// Transport-wide CC toward it, once a subscription on it negotiated the extension. Boxed:
@@ -307,6 +308,17 @@ impl Transport {
         self.pace(now, bitrate_bps)
     }
 
+    /// Whether it has a bandwidth estimate as a viewer: its layers are allocated to it.
+    pub fn has_estimate(&self) -> bool {
+        self.allocation.is_some()
+    }
+
+    /// Forgets when its layers last went up, so the next up-switch is not held back by the
+    /// interval; whether it has an allocation.
+    pub fn forget_last_up(&mut self) -> bool {
+        self.allocation.as_mut().map(|a| a.last_up = None).is_some()
+    }
+
     /// Fits its subscriptions (`video`, beside `audio_bps` of audio) to its estimate, paces
     /// and probes as that decided; `None` before it has an estimate.
     pub fn reallocate(
@@ -405,11 +417,14 @@ impl Transport {
         }
     }
 
-    /// When its next probe packet or paced job is due.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let probe = self.send.as_deref().and_then(SendSide::next_probe);
-        let paced = self.pacing.as_ref().and_then(Paced::due);
-        probe.into_iter().chain(paced).min()
+    /// When its next probe packet is due.
+    pub fn next_probe(&self) -> Option<Instant> {
+        self.send.as_deref()?.next_probe()
+    }
+
+    /// When the next job waiting for its pacer may leave.
+    pub fn pacing_due(&self) -> Option<Instant> {
+        self.pacing.as_ref()?.due()
     }
 }
 
