@@ -386,9 +386,10 @@ fn a_whole_call_allocates_only_for_keyframe_structures() {
         tally.timers.0, 0,
         "NACKs, keyframe requests, reports: {tally:?}"
     );
-    // Transport-wide feedback is built in buffers its recorder sized once (`engine/twcc.rs`)
-    // and written into the host's: it allocated 5 a feedback while it was built into `Vec`s
-    // of its own (the arrivals taken out, the symbols, the deltas, the body, the packet).
+    // Transport-wide feedback is built in buffers its recorder sized once
+    // (`engine/transport/twcc.rs`) and written into the host's: it allocated 5 a feedback
+    // while it was built into `Vec`s of its own (the arrivals taken out, the symbols, the
+    // deltas, the body, the packet).
     assert_eq!(tally.twcc_timers.0, 0, "transport-wide feedback: {tally:?}");
     assert_eq!(tally.subscriber_rtcp.0, 0, "reports and NACKs: {tally:?}");
     assert_eq!(tally.publisher_rtcp.0, 0, "sender reports: {tally:?}");

@@ -4,11 +4,39 @@
 //! then each higher spatial layer at full frame rate (S0T0 < S0T1 < S0T2 < S1T2 < S2T2 for
 //! L3T3), so a limited viewer gets 360p at 30 fps rather than 720p at 7.5.
 //! Audio is never cut: its rate comes off the estimate first.
+//!
+//! The estimate comes from the viewer (REMB) or from the router's own estimator (its
+//! transport-wide CC feedback); allocation runs whenever it changes and once per report
+//! interval, since the publisher's layer rates drift. Down at once when what the viewer is
+//! sent no longer fits (by more than a tenth); up only after a hold-down since the last
+//! downgrade and at most once per [`UP_INTERVAL`], so a fluctuating estimate does not make the
+//! viewer oscillate (each spatial up-switch costs a keyframe, which also goes through the
+//! publisher's keyframe throttle).
+
+use std::time::{Duration, Instant};
 
 use selector::Layer;
 use smallvec::SmallVec;
 
-use super::layer_rates::LayerBitrates;
+use super::bwe::{BandwidthEstimator, FeedbackEstimator};
+use super::layer_rates::{LayerBitrates, MEASURED_LAYERS};
+use super::rtx_budget::RtxBudget;
+use super::track::DownTrackId;
+
+/// No up-switch this soon after a downgrade.
+pub const HOLD_DOWN: Duration = Duration::from_secs(5);
+/// At most one up-switch per transport this often.
+pub const UP_INTERVAL: Duration = Duration::from_secs(2);
+/// Probes run one part in this many above the rate they test, so that a path that carries
+/// it shows it with room to spare: a probe's result comes out under what was sent (media
+/// frames in it are bursty, the last packet's time is not counted).
+const PROBE_MARGIN: u64 = 2;
+/// A subscription keeps its layer while that fits within one part in this many over the
+/// budget.
+const STAY_TOLERANCE: u64 = 10;
+/// An up-switch fits in all but this fraction (a sixth) of what the path has shown it
+/// carries: a probe through a token-bucket shaper has read a fifth above the shaper's rate.
+const RISE_HEADROOM: u64 = 6;
 
 /// Steps a track's allocation climbs, lowest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -296,4 +324,208 @@ mod tests {
             [Layer::new(1, 2), Layer::new(2, 2), Layer::new(1, 2)]
         );
     }
+}
+
+/// A viewer's video subscription as allocation weighs it.
+#[derive(Debug)]
+pub(super) struct Weighed {
+    pub id: DownTrackId,
+    pub rates: LayerBitrates,
+    pub order: LayerOrder,
+    pub ceiling: Layer,
+    pub allocated: Option<Layer>,
+    /// What it is sent now.
+    pub forwarded: Option<Layer>,
+    /// Its track's video is climbed first.
+    pub priority: bool,
+}
+
+/// What fitting a viewer's layers to its estimate decided.
+#[derive(Debug)]
+pub(super) struct Fit {
+    /// The subscriptions whose allocated layer changes, with the layer, in the order weighed.
+    pub changes: SmallVec<[(DownTrackId, Layer); 4]>,
+    /// The rate to pace at, when a probe saturated the path.
+    pub pacing_bps: Option<u64>,
+    /// The probe cluster to start: what it brings the viewer up to, and the media rate it is
+    /// sent meanwhile.
+    pub probe: Option<(u64, u64)>,
+}
+
+/// Bandwidth allocation toward a viewer transport: its estimate, and when its layers last
+/// went down and up (for the hold-down and the up-switch interval).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Allocation {
+    pub estimate_bps: u64,
+    pub last_down: Option<Instant>,
+    pub last_up: Option<Instant>,
+    /// The most the viewer was sent without a downgrade forced since: a rate the path
+    /// carried, so going back up to it needs no probe.
+    pub proven_bps: u64,
+    /// Retransmissions within what the estimate leaves over.
+    pub rtx: RtxBudget,
+}
+
+impl Allocation {
+    /// Fits the viewer's subscriptions (`video`, beside `audio_bps` of audio) to its
+    /// estimate; one without a layer yet gets its start, which is no up-switch. `estimator`:
+    /// the viewer's transport-wide CC estimator, if it has one.
+    pub fn fit(
+        &mut self,
+        now: Instant,
+        audio_bps: u64,
+        video: &[Weighed],
+        estimator: Option<&FeedbackEstimator>,
+    ) -> Fit {
+        let state = *self;
+        let inputs: SmallVec<[AllocationInput<'_>; 4]> = video
+            .iter()
+            .map(|w| AllocationInput {
+                rates: &w.rates,
+                order: &w.order,
+                ceiling: w.ceiling,
+                priority: w.priority,
+            })
+            .collect();
+        let budget = state.estimate_bps.saturating_sub(audio_bps);
+        let chosen = allocate(budget, &inputs);
+        // What could stay: a layer's steady rate still drifts by several percent with what
+        // the camera sees (keyframes no longer move it, see `layer_rates`), and a layer that
+        // fits on average should not be dropped (and, after the hold-down, taken again) each
+        // time it drifts over.
+        let tolerated = allocate(budget + budget / STAY_TOLERANCE, &inputs);
+        // What the viewer asked for, whatever it costs: when the estimate holds it below
+        // that, a probe cluster tests whether the path carries more.
+        let wanted = allocate(u64::MAX, &inputs);
+        let cost = |layers: &[Layer]| -> u64 {
+            layers
+                .iter()
+                .zip(video)
+                .map(|(&l, w)| w.rates.bps(l))
+                .sum::<u64>()
+                + audio_bps
+        };
+        // Up only once the hold-down is over, and toward a viewer with transport-wide CC only
+        // where a probe showed the path carries the new layers: an estimate that grew while
+        // the viewer was sent less than it could take says nothing about the path.
+        // What the path has shown it carries: a probe's result, or what the viewer was sent
+        // without overuse since the last downgrade the estimate forced.
+        let confirmed = estimator.map(|e| e.probe_result_bps().unwrap_or(0).max(state.proven_bps));
+        let capacity = estimator.and_then(|e| e.capacity_bps());
+        // What an up-switch may reach: the best that fits the estimate and, toward a viewer
+        // with transport-wide CC, what the path has shown it carries (an estimate can run
+        // ahead of that, and the layers a probe confirmed should not wait for it).
+        // Rising takes headroom where staying takes a tolerance: a probe through a shaper
+        // reads above the path's rate (its burst passes at the send rate), and the layer's
+        // steady rate leaves out what its keyframes send above a delta frame.
+        let shown = |c: u64| c - c / RISE_HEADROOM;
+        let rise_to = match confirmed {
+            Some(c) => allocate(budget.min(shown(c).saturating_sub(audio_bps)), &inputs),
+            None => chosen.clone(),
+        };
+        // A first allocation toward a viewer with transport-wide CC starts within the
+        // headroom of the estimate: it may still be the transport's initial guess, and what
+        // the viewer starts on it gets until its feedback shows the path (a simulcast
+        // stream's switch down waits for that stream's keyframe). A REMB is the viewer's own
+        // measure, and a start takes it as it is.
+        let start = match confirmed {
+            Some(_) => allocate(shown(budget), &inputs),
+            None => chosen.clone(),
+        };
+        let covers = |probed: u64| shown(probed) >= cost(&rise_to);
+        // A probe since the downgrade that shows the path carries the new layers ends the
+        // hold-down early: it is the evidence the hold-down waits for.
+        let probed_since_down = estimator
+            .and_then(|e| e.probe_result_at().zip(e.probe_result_bps()))
+            .is_some_and(|(at, bps)| state.last_down.is_none_or(|down| at > down) && covers(bps));
+        let held = state.last_down.is_some_and(|at| now < at + HOLD_DOWN) && !probed_since_down;
+        let may_rise = !held && state.last_up.is_none_or(|at| now >= at + UP_INTERVAL);
+        let (mut down, mut up, mut started) = (false, false, false);
+        let mut changes = SmallVec::new();
+        let mut media_bps = audio_bps;
+        for ((((w, &layer), &kept), &asked), &first) in video
+            .iter()
+            .zip(&rise_to)
+            .zip(&tolerated)
+            .zip(&wanted)
+            .zip(&start)
+        {
+            let rate = |l: Option<Layer>| l.map_or(u64::MAX, |l| w.rates.bps(l));
+            let current = rate(w.allocated);
+            // Down to the best that fits within the tolerance; up to the best that fits. A
+            // down to what the viewer asked for is its own choice, and one below what it was
+            // never sent a start: no hold-down follows either.
+            let next = if w.allocated.is_none() || rate(Some(kept)) < current {
+                started |= w.allocated.is_none();
+                let to = if w.allocated.is_none() { first } else { kept };
+                let forced = w.forwarded.is_some_and(|f| w.rates.bps(f) > rate(Some(to)));
+                down |= forced && rate(Some(to)) < rate(Some(asked));
+                Some(to)
+            } else if rate(Some(layer)) > current && may_rise {
+                up = true;
+                Some(layer)
+            } else {
+                None
+            };
+            let Some(next) = next.filter(|&l| Some(l) != w.allocated) else {
+                media_bps += w.allocated.map_or(0, |l| w.rates.bps(l));
+                continue;
+            };
+            media_bps += w.rates.bps(next);
+            changes.push((w.id, next));
+        }
+        self.last_down = if down { Some(now) } else { state.last_down };
+        self.last_up = if up { Some(now) } else { state.last_up };
+        // An up-switch or a start made now is not yet sent, so it proves nothing.
+        self.proven_bps = if down {
+            media_bps
+        } else if up || started {
+            state.proven_bps
+        } else {
+            state.proven_bps.max(media_bps)
+        };
+        self.rtx.set(now, state.estimate_bps, media_bps);
+        // Paced at the path's capacity when a probe saturated it and the estimate runs ahead
+        // of that (never under what the viewer is allocated): a keyframe let through faster
+        // than the path carries queues at its bottleneck, and the overuse that shows forces
+        // a downgrade the path did not need. A probe the path carried whole says only that
+        // the path carries that much, and the estimate paces then.
+        let pacing_bps = capacity.map(|capacity| state.estimate_bps.min(capacity.max(media_bps)));
+        // Probe when the estimate holds the viewer below what it asked for (at the rate of
+        // the next layer set up), or when nothing yet shows the path carries the layers the
+        // estimate allows (at their rate).
+        // It also probes at the rate of the layers the estimate allows when the viewer is
+        // sent less and what the path showed is too little to rise to them: otherwise a
+        // probe that read between the two would be the last.
+        let unconfirmed = confirmed.is_some_and(|c| c + c / STAY_TOLERANCE < cost(&chosen));
+        let short_of =
+            confirmed.is_some_and(|c| shown(c) < cost(&chosen)) && media_bps < cost(&chosen);
+        let next = next_step_bps(budget, &inputs).map(|video| video + audio_bps);
+        let target = if unconfirmed || short_of {
+            Some(cost(&chosen))
+        } else {
+            next
+        };
+        Fit {
+            changes,
+            pacing_bps,
+            probe: target.map(|rate| (rate + rate / PROBE_MARGIN, media_bps)),
+        }
+    }
+}
+
+/// The frame-rate-first order over the layers the publisher sends: as many temporal layers as
+/// the base spatial layer has, as many spatial layers as have a rate at the top one.
+pub(super) fn default_order(rates: &LayerBitrates) -> LayerOrder {
+    let layers = 0..MEASURED_LAYERS as u8;
+    let temporal = layers
+        .clone()
+        .filter(|&t| rates.bps(Layer::new(0, t)) > 0)
+        .max()
+        .map_or(1, |t| t + 1);
+    let spatial = layers
+        .filter(|&s| rates.bps(Layer::new(s, temporal - 1)) > 0)
+        .max()
+        .map_or(1, |s| s + 1);
+    LayerOrder::frame_rate_first(spatial, temporal)
 }

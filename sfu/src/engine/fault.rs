@@ -75,6 +75,10 @@ impl ReceiveError {
 
 impl WriteError {
     /// Whose fault the error is.
+    #[cfg_attr(
+        not(any(test, feature = "internal")),
+        expect(dead_code, reason = "used by tests and through the internal API only")
+    )]
     pub fn fault(&self) -> Fault {
         match self {
             // The host's buffer, or the extensions it negotiated for this subscriber.

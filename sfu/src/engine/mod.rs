@@ -5,6 +5,11 @@
 //! DownTrack selects, rewrites the DD, munges sequence numbers and timestamps and writes the
 //! header into the caller's buffer, sharing the payload.
 //!
+//! - `transport`: one peer connection and what concerns it alone: the SSRCs it publishes and
+//!   receives under, the congestion feedback it is owed as a publisher, and as a viewer its
+//!   estimate, pacer and probe clusters. The router dispatches between receivers, down tracks
+//!   and transports.
+//! - `allocation`: fitting a viewer's layers to its estimate.
 //! - `nack`: which lost packets of a published stream to NACK, and when (RFC 4585).
 //! - `receive_stats`: reception statistics of a published stream for RTCP report blocks
 //!   (RFC 3550).
@@ -28,10 +33,8 @@ mod keyframe;
 mod layer_rates;
 mod munger;
 mod nack;
-mod pacer;
 mod packet;
 mod packet_ring;
-mod publisher_estimate;
 mod receive_stats;
 mod receiver;
 mod router;
@@ -41,26 +44,33 @@ mod speech;
 mod stream_activity;
 mod track;
 mod transport;
-mod twcc;
 
-pub use allocation::{allocate, next_step_bps, AllocationInput, LayerOrder};
+// What an embedder uses: the router, what it is configured with and names, and what it
+// returns.
+pub use allocation::LayerOrder;
 pub use binding::StreamIds;
-pub use down_track::{
-    DownTrack, DownTrackCounters, SubscriberReception, Transmit, WriteError, Written, SEND_HISTORY,
-};
+pub use down_track::{DownTrackCounters, SubscriberReception, Transmit};
 pub use fault::Fault;
 pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};
 pub use layer_rates::{LayerBitrates, MEASURED_LAYERS};
-pub use pacer::{PACING_BURST, PACING_PERCENT};
-pub use packet::ParsedPacket;
-pub use publisher_estimate::{PUBLISHER_INITIAL_BPS, REMB_INTERVAL};
-pub use receiver::{PacketRef, ReceiveError, Receiver, ReceiverCounters, RECEIVE_RING};
+pub use receiver::{ReceiveError, ReceiverCounters};
 pub use router::{
     DownTrackInfo, Event, KeyframeRequest, Output, Router, RouterConfig, RouterCounters,
-    RouterError, RtcpTarget, RtcpTransmit, MAX_HOLD,
+    RouterError, RtcpTarget, RtcpTransmit,
 };
 pub use stream_activity::PAUSE_AFTER;
 pub use track::{
     DownTrackConfig, DownTrackId, PublisherRemb, StreamConfig, TrackConfig, TrackId, TransportCc,
 };
-pub use transport::TransportId;
+pub use transport::{
+    TransportId, MAX_HOLD, PACING_BURST, PACING_PERCENT, PUBLISHER_INITIAL_BPS, REMB_INTERVAL,
+};
+
+// The router's parts on their own, for the benches that measure them one by one: not an
+// embedder's API, and free to change.
+#[cfg(feature = "internal")]
+pub use down_track::{DownTrack, WriteError, Written, SEND_HISTORY};
+#[cfg(feature = "internal")]
+pub use packet::ParsedPacket;
+#[cfg(feature = "internal")]
+pub use receiver::{PacketRef, Receiver, RECEIVE_RING};

@@ -19,6 +19,10 @@ pub struct ParsedPacket {
     /// Header fields of the original stream (for RTX: the original SSRC and sequence number).
     pub fields: RtpFields,
     /// Sequence number extended past 16 bits, in the stream's own order.
+    #[cfg_attr(
+        not(feature = "internal"),
+        expect(dead_code, reason = "used through the internal API only")
+    )]
     pub ext_seq: i64,
     /// Index of the track's stream: the simulcast layer.
     pub stream: u8,
@@ -38,6 +42,10 @@ pub struct ParsedPacket {
     /// The structure `dd` was read with.
     pub structure: Option<Arc<FrameDependencyStructure>>,
     /// The audio level (RFC 6464) it carried.
+    #[cfg_attr(
+        not(feature = "internal"),
+        expect(dead_code, reason = "used through the internal API only")
+    )]
     pub audio_level: Option<AudioLevel>,
     /// The stream's clock as its latest sender report gave it, for aligning simulcast streams.
     pub sender_clock: Option<SenderClock>,
@@ -83,6 +91,10 @@ pub struct ParseContext<'a> {
 
 impl ParsedPacket {
     /// The payload, shared with every subscriber.
+    #[cfg_attr(
+        not(feature = "internal"),
+        expect(dead_code, reason = "used through the internal API only")
+    )]
     pub fn payload(&self) -> &[u8] {
         &self.bytes[self.payload.clone()]
     }

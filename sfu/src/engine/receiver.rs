@@ -247,6 +247,10 @@ impl Receiver {
 
     /// Parses and stores one packet; on success it is ready for fan-out under the returned
     /// reference. Errors are counted.
+    #[cfg_attr(
+        not(any(test, feature = "internal")),
+        expect(dead_code, reason = "used by tests and through the internal API only")
+    )]
     pub fn receive(&mut self, now: Instant, bytes: Bytes) -> Result<PacketRef, ReceiveError> {
         let result = match RtpPacket::parse(&bytes) {
             Ok(packet) => self.receive_inner(now, &packet, bytes.clone()),

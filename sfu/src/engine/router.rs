@@ -7,14 +7,10 @@
 
 mod allocate;
 mod feedback;
-mod pacing;
-mod probe;
 mod queries;
 mod send;
 mod types;
-mod uplink;
 
-pub use pacing::MAX_HOLD;
 pub use queries::DownTrackInfo;
 pub use types::{
     Event, KeyframeRequest, Output, RouterConfig, RouterCounters, RouterError, RtcpTarget,
@@ -38,12 +34,11 @@ use super::receiver::{PacketRef, ReceiveError, Receiver};
 use super::rtcp::{NackPairs, ReceiverReport, RembSsrcs, RtcpWireWriter, SenderReport, WallClock};
 use super::speech::SpeechLevel;
 use super::track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};
-use super::transport::{SendSide, Transport, TransportId};
-use super::twcc::TWCC_INTERVAL;
+use super::transport::{Transport, TransportId, TWCC_INTERVAL};
 
 /// Work queued by inputs and done when outputs are polled.
 #[derive(Debug, Clone, Copy)]
-enum Job {
+pub(super) enum Job {
     Forward {
         down_track: DownTrackId,
         at: PacketRef,
@@ -174,8 +169,9 @@ pub struct Router {
     /// subscriber order (see `group_jobs`), and the space that ordering reuses.
     packets_queued: u32,
     job_scratch: Vec<(u64, Job)>,
-    /// Viewer transports paced to their estimate, and the ones with jobs waiting.
-    pacing: IdMap<TransportId, pacing::Paced>,
+    /// How many transports are paced to their estimate (none: jobs go without looking),
+    /// and the ones with jobs waiting.
+    paced: usize,
     backlogged: VecDeque<TransportId>,
     rtcp: VecDeque<PendingRtcp>,
     events: VecDeque<Event>,
@@ -208,7 +204,7 @@ impl Router {
             jobs: VecDeque::new(),
             packets_queued: 0,
             job_scratch: Vec::new(),
-            pacing: IdMap::default(),
+            paced: 0,
             backlogged: VecDeque::new(),
             // Room for a round of reports and requests from the start: the queues grow only when
             // a router has more tracks and subscriptions than that, not in steady state.
@@ -259,8 +255,9 @@ impl Router {
             // Some went with the tracks just unpublished.
             let _ = self.unsubscribe(down_track);
         }
-        self.transports.remove(&id);
-        self.pacing.remove(&id);
+        if self.transports.remove(&id).is_some_and(|t| t.paced()) {
+            self.paced -= 1;
+        }
         Ok(())
     }
 
@@ -282,13 +279,9 @@ impl Router {
             .filter(|_| !config.stream_ids.binds())
             .flat_map(|s| [Some(s.ssrc), s.rtx_ssrc])
             .flatten();
-        if ssrcs.clone().any(|ssrc| on.ssrcs.contains_key(&ssrc)) {
+        if !on.publish(id, ssrcs) {
             return Err(RouterError::SsrcInUse);
         }
-        for ssrc in ssrcs {
-            on.ssrcs.insert(ssrc, id);
-        }
-        on.tracks.push(id);
         let keyframes = KeyframeRequester::new(config.streams.len(), self.config.keyframe_interval);
         let receiver = Receiver::new(config);
         self.tracks.insert(
@@ -355,9 +348,7 @@ impl Router {
             .remove(&track)
             .ok_or(RouterError::UnknownTrack)?;
         if let Some(on) = self.transports.get_mut(&published.transport) {
-            on.ssrcs.retain(|_, t| *t != track);
-            on.tracks.retain(|t| *t != track);
-            uplink::forget_track(on, track);
+            on.unpublish(track);
         }
         for down_track in published.subscribers {
             if let Some(removed) = self.down_tracks.remove(&down_track) {
@@ -385,17 +376,11 @@ impl Router {
             .get_mut(&track)
             .ok_or(RouterError::UnknownTrack)?;
         let ssrcs = [Some(config.ssrc), config.rtx.map(|(ssrc, _)| ssrc)];
-        let ssrcs = ssrcs.into_iter().flatten();
-        if ssrcs.clone().any(|ssrc| on.down_tracks.contains_key(&ssrc)) {
-            return Err(RouterError::SsrcInUse);
-        }
-        for ssrc in ssrcs {
-            on.down_tracks.insert(ssrc, id);
-        }
-        let estimating = config.transport_cc_ext_id.is_some() && on.send.is_none();
-        if estimating {
-            on.send = Some(Box::new(SendSide::new(self.config.initial_estimate_bps)));
-        }
+        let transport_cc = config.transport_cc_ext_id.is_some();
+        let initial_bps = self.config.initial_estimate_bps;
+        let estimating = on
+            .subscribe(id, ssrcs.into_iter().flatten(), transport_cc, initial_bps)
+            .ok_or(RouterError::SsrcInUse)?;
         let down_track = DownTrack::new(
             transport,
             track,
@@ -546,7 +531,7 @@ impl Router {
         ) else {
             return Err(ReceiveError::UnknownSsrc);
         };
-        uplink::note_arrival(on, published, track, &view, now);
+        on.handle_arrival(now, track, published.receiver.config(), &view);
         let at = published
             .receiver
             .receive_parsed(now, &view, packet.clone())

@@ -2,7 +2,7 @@
 //! transport-wide CC feedback says arrived, and the estimate made from both.
 //!
 //! The types here are the contract between the send side (the transport-wide sequence, the
-//! send history and the feedback it is matched against) and the estimator. [`SendHistory`]
+//! send history and the feedback it is matched against) and the estimator. The send history
 //! stamps the packets sent and matches feedback into [`PacketResult`]s.
 //!
 //! The estimators are our own rather than a library's: they are sans-IO like the rest of the
@@ -21,7 +21,6 @@ mod link_capacity;
 mod loss_based;
 mod overuse;
 mod probe;
-mod prober;
 mod queue_growth;
 mod remb;
 mod send_history;
@@ -30,8 +29,11 @@ mod trendline;
 
 pub use config::EstimatorConfig;
 pub use feedback_estimator::FeedbackEstimator;
-pub use prober::{Prober, PROBE_INTERVAL};
 pub use remb::RembEstimator;
+// The send history is the router's; benches measure it on its own.
+#[cfg(not(feature = "internal"))]
+pub(crate) use send_history::SendHistory;
+#[cfg(feature = "internal")]
 pub use send_history::{
     acknowledged_bitrate, FeedbackSummary, SendHistory, SendHistoryCounters, SEND_HISTORY_CAPACITY,
 };

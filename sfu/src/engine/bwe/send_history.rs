@@ -222,6 +222,10 @@ impl SendHistory {
 /// The rate at which a feedback's packets arrived, in bits per second: the bytes of every
 /// received packet but the first to arrive, over the time from its arrival to the last one's.
 /// `None` with fewer than two arrivals, or all at once.
+#[cfg_attr(
+    not(any(test, feature = "internal")),
+    expect(dead_code, reason = "used by tests and through the internal API only")
+)]
 pub fn acknowledged_bitrate(results: &[PacketResult]) -> Option<u64> {
     let received = || results.iter().filter_map(|r| Some((r.arrival?, r.size)));
     let (first, first_size) = received().min_by_key(|&(arrival, _)| arrival)?;

@@ -1,20 +1,23 @@
 //! The router's RTCP: a peer connection's compound datagram parsed once, each item dispatched
 //! by SSRC within that connection (a sender report to the track it publishes under that SSRC;
 //! receiver report blocks, NACK, PLI and FIR to the subscription the router sends under it;
-//! REMB to the transport), and the RTCP the router owes, written out.
+//! REMB and transport-wide CC feedback to the transport), and the RTCP the router owes,
+//! written out: reports, repair and keyframe requests, and congestion feedback toward
+//! publishers, so that each sends what its uplink carries (transport-wide CC feedback to a
+//! publisher that estimates for itself, REMB to one that negotiated REMB alone).
 
 use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use super::{Job, PendingRtcp, Router, RouterError, RtcpTarget, RtcpTransmit};
-use crate::engine::bwe::BandwidthEstimator;
+use super::{Job, PendingRtcp, Published, Router, RouterError, RtcpTarget, RtcpTransmit};
 use crate::engine::down_track::DownTrack;
+use crate::engine::id_map::IdMap;
 use crate::engine::rtcp::{
     compact_ntp, parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, Pli, Remb,
-    RtcpFeedback, RtcpWriter, TransportCc,
+    RembSsrcs, RtcpFeedback, RtcpWriter, TransportCc,
 };
-use crate::engine::track::DownTrackId;
+use crate::engine::track::{DownTrackId, TrackId};
 use crate::engine::transport::TransportId;
 
 /// Subscriptions one datagram may ask keyframes for without allocating.
@@ -85,7 +88,7 @@ impl Router {
             // About what the router sent this transport: only a viewer with a send side has
             // a history to match it against.
             RtcpFeedback::TransportCc(feedback)
-                if on.send.is_some() && transport_cc.len() < MAX_TRANSPORT_CC =>
+                if on.estimates() && transport_cc.len() < MAX_TRANSPORT_CC =>
             {
                 transport_cc.push(feedback);
             }
@@ -94,21 +97,25 @@ impl Router {
         if parsed.is_err() {
             self.counters.bad_rtcp += 1;
         }
-        // The viewer's round trip spaces its estimator's decreases: without it they wait
-        // the estimator's default (200 ms) after each change, and a viewer whose link just
-        // narrowed is sent too much for that much longer.
-        let side = self
-            .transports
-            .get_mut(&transport)
-            .and_then(|t| t.send.as_deref_mut());
-        if let Some((side, rtt)) = side.zip(round_trip) {
-            side.estimator.on_round_trip_time(now, rtt);
+        let on = self.transports.get_mut(&transport);
+        if let (Some(on), Some(rtt)) = (on, round_trip) {
+            on.handle_round_trip(now, rtt);
         }
+        // Each feedback hands the estimate to allocation when it moved (or a second passed).
         for feedback in &transport_cc {
-            self.on_transport_cc(now, transport, feedback);
+            let Some(on) = self.transports.get_mut(&transport) else {
+                break;
+            };
+            match on.handle_transport_cc(now, feedback) {
+                Ok(Some(estimate)) => self.on_estimate(now, transport, estimate),
+                Ok(None) => {}
+                Err(_) => self.counters.bad_rtcp += 1,
+            }
         }
-        if let Some(bitrate_bps) = estimate {
-            self.on_remb(now, transport, bitrate_bps);
+        let on = self.transports.get_mut(&transport);
+        if let (Some(on), Some(bitrate_bps)) = (on, estimate) {
+            let estimate = on.handle_remb(now, bitrate_bps);
+            self.on_estimate(now, transport, estimate);
         }
         for down_track in keyframes {
             self.request_keyframe(now, down_track);
@@ -148,11 +155,10 @@ impl Router {
         while let Some(transport) = self.twcc_out.pop_front() {
             // Gone when its track was unpublished while it waited.
             let on = self.transports.get_mut(&transport);
-            let Some(twcc) = on.and_then(|on| on.twcc.as_mut()) else {
+            let Some(twcc) = on.and_then(|on| on.take_twcc()) else {
                 continue;
             };
-            twcc.queued = false;
-            let media_ssrc = super::uplink::media_source(&self.tracks, twcc.track);
+            let media_ssrc = media_source(&self.tracks, twcc.track);
             if let Some(len) = twcc.recorder.write_feedback(sender_ssrc, media_ssrc, buf) {
                 let to = RtcpTarget::Publisher(twcc.track);
                 return Some(RtcpTransmit { transport, to, len });
@@ -243,6 +249,56 @@ impl Router {
             }
         }
     }
+}
+
+impl Router {
+    /// Transport-wide CC feedback for every publisher transport that received packets, and a
+    /// REMB for every REMB publisher whose estimate is due to be told.
+    pub(super) fn queue_uplink_feedback(&mut self, now: Instant) {
+        for (&transport, on) in &mut self.transports {
+            if on.poll_twcc_due() {
+                self.twcc_out.push_back(transport);
+            }
+            let Some((track, bitrate_bps)) = on.poll_remb(now) else {
+                continue;
+            };
+            let mut ssrcs = RembSsrcs::default();
+            let media = on.tracks.iter().filter_map(|t| self.tracks.get(t));
+            for stream in media.flat_map(|p| p.receiver.config().streams.iter()) {
+                // A stream not bound yet has no SSRC; past the list's room the rest go
+                // unnamed (the REMB still caps the whole transport).
+                if stream.ssrc != 0 && ssrcs.push(stream.ssrc).is_err() {
+                    break;
+                }
+            }
+            self.rtcp.push_back(PendingRtcp::Remb {
+                track,
+                bitrate_bps,
+                ssrcs,
+            });
+        }
+    }
+
+    /// Whether any publisher transport gets transport-wide CC feedback or REMB.
+    pub(super) fn has_uplink_feedback(&self) -> bool {
+        self.transports.values().any(|t| t.has_uplink_feedback())
+    }
+}
+
+/// The SSRC transport-wide feedback names as its media source: one the publisher sends, read
+/// when the feedback is written. A sender may ignore feedback about an SSRC it does not send,
+/// and a stream named by rid or mid has none until its first packet: fixed at the transport's
+/// first packet, it was 0 whenever a simulcast track's upper stream spoke first, and the
+/// publisher ignored every feedback (its estimate sank to its floor, its upper streams
+/// stopped). The track's first bound media SSRC, else an RTX one.
+fn media_source(tracks: &IdMap<TrackId, Published>, track: TrackId) -> u32 {
+    let Some(published) = tracks.get(&track) else {
+        return 0;
+    };
+    let streams = &published.receiver.config().streams;
+    let media = streams.iter().map(|s| s.ssrc).find(|&ssrc| ssrc != 0);
+    let repair = || streams.iter().find_map(|s| s.rtx_ssrc);
+    media.or_else(repair).unwrap_or(0)
 }
 
 fn ask(asks: &mut KeyframeAsks, target: Option<(DownTrackId, &DownTrack)>) {

@@ -7,7 +7,6 @@ use rtp_ext::ext::AudioLevel;
 use selector::Layer;
 
 use super::{Router, RouterCounters, Transport};
-use crate::engine::bwe::BandwidthEstimator;
 use crate::engine::down_track::{DownTrackCounters, SubscriberReception};
 use crate::engine::keyframe::KeyframeCounters;
 use crate::engine::layer_rates::LayerBitrates;
@@ -46,7 +45,6 @@ impl Router {
                 .map(Transport::entries)
                 .sum::<usize>()
             + self.twcc_out.len()
-            + self.pacing.len()
     }
 
     /// The transport that publishes a track.
@@ -95,8 +93,7 @@ impl Router {
     /// The round trip to a viewer transport with transport-wide CC, from its receiver
     /// reports, as its bandwidth estimator has it.
     pub fn viewer_round_trip(&self, transport: TransportId) -> Option<Duration> {
-        let side = self.transports.get(&transport)?.send.as_ref()?;
-        side.estimator.round_trip_time()
+        self.transports.get(&transport)?.round_trip()
     }
 
     /// What a subscriber of the track receiving each layer would be sent, measured over the

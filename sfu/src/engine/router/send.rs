@@ -1,7 +1,12 @@
 //! The output path: each queued job written into the caller's buffer as it polls, media,
-//! retransmissions and probes alike, and recorded on the viewer's send side.
+//! retransmissions and probes alike, and recorded on the viewer's send side. A job toward a
+//! paced transport whose pacer is closed waits in that transport's queue; transports with jobs
+//! waiting take turns as their pacers open. Probe packets keep their own cluster's timing and
+//! go past the pacer.
 
 use std::time::Instant;
+
+use rtp_ext::codec::MediaKind;
 
 use super::{Event, Job, Output, Published, Router};
 use crate::engine::down_track::{DownTrack, Transmit, WriteError};
@@ -110,7 +115,7 @@ impl Router {
         if let (Ok(Some(transmit)), Some((_, side)), Some(now)) =
             (&written.result, send, self.last_input)
         {
-            record(side, now, transmit);
+            side.on_sent(now, transmit.len + transmit.payload.len());
         }
         if let Some(layer) = written.layer_changed {
             self.events.push_back(Event::LayerChanged {
@@ -142,12 +147,9 @@ impl Router {
             return Ok(None);
         };
         let transport = down_track.transport();
-        let budget = self
-            .transports
-            .get_mut(&transport)
-            .and_then(|t| t.allocation.as_mut());
-        if let (Some(allocation), Some(now)) = (budget, self.last_input) {
-            if !allocation.rtx.take(now, packet.bytes.len()) {
+        let on = self.transports.get_mut(&transport);
+        if let (Some(on), Some(now)) = (on, self.last_input) {
+            if !on.take_rtx(now, packet.bytes.len()) {
                 self.counters.retransmissions_over_budget += 1;
                 return Ok(None);
             }
@@ -156,7 +158,7 @@ impl Router {
         let seq = send.as_ref().map(|s| s.0);
         let transmit = down_track.write_retransmission(out_seq, packet, seq, buf)?;
         if let (Some((_, side)), Some(now)) = (send, self.last_input) {
-            record(side, now, &transmit);
+            side.on_sent(now, transmit.len + transmit.payload.len());
         }
         Ok(Some(Output {
             transport: down_track.transport(),
@@ -164,10 +166,155 @@ impl Router {
             transmit,
         }))
     }
+
+    /// Queues the probe packets due at `now`: each through a subscription of its transport
+    /// that has a packet to send again.
+    pub(super) fn queue_probes(&mut self, now: Instant) {
+        for (&transport, on) in &mut self.transports {
+            let Some(cluster) = on.probe_due(now) else {
+                continue;
+            };
+            let source = on.down_tracks.values().copied().find(|id| {
+                self.down_tracks
+                    .get(id)
+                    .is_some_and(|d| d.transport() == transport && d.probe_source().is_some())
+            });
+            match source {
+                Some(down_track) => self.jobs.push_back(Job::Probe {
+                    down_track,
+                    cluster,
+                }),
+                None => on.abandon_probe(),
+            }
+        }
+    }
+
+    /// One probe packet of `cluster` through subscription `id`: the newest packet it sent,
+    /// again on its RTX stream.
+    fn probe(
+        &mut self,
+        id: DownTrackId,
+        cluster: u32,
+        buf: &mut [u8],
+    ) -> Result<Option<Output>, WriteError> {
+        let (Some(down_track), Some(now)) = (self.down_tracks.get(&id), self.last_input) else {
+            return Ok(None);
+        };
+        let Some((out_seq, at)) = down_track.probe_source() else {
+            return Ok(None);
+        };
+        let Some(packet) = source_packet(&self.tracks, down_track, at) else {
+            return Ok(None);
+        };
+        let transport = down_track.transport();
+        let send = stamped(&mut self.transports, transport, down_track);
+        let seq = send.as_ref().map(|s| s.0);
+        let transmit: Transmit = down_track.write_probe(out_seq, packet, seq, buf)?;
+        if let Some((_, side)) = send {
+            side.on_probe_sent(now, transmit.len + transmit.payload.len(), cluster);
+        }
+        Ok(Some(Output {
+            transport,
+            down_track: id,
+            transmit,
+        }))
+    }
+
+    /// Whether `job` waits in its transport's queue instead of going now: when the
+    /// transport is paced and its pacer is closed or others wait before it.
+    fn hold(&mut self, job: Job) -> bool {
+        if self.paced == 0 {
+            return false;
+        }
+        let (down_track, retransmission) = match job {
+            Job::Forward { down_track, .. } => (down_track, false),
+            Job::Retransmit { down_track, .. } => (down_track, true),
+            Job::Probe { .. } => return false,
+        };
+        let (Some(d), Some(now)) = (self.down_tracks.get(&down_track), self.last_input) else {
+            return false;
+        };
+        let transport = d.transport();
+        let Some(on) = self.transports.get_mut(&transport) else {
+            return false;
+        };
+        let tracks = &self.tracks;
+        let urgent = || {
+            retransmission
+                || tracks
+                    .get(&d.track())
+                    .is_some_and(|p| p.receiver.config().codec.kind() == MediaKind::Audio)
+        };
+        match on.hold(now, job, urgent) {
+            None => false,
+            Some(listed) => {
+                if listed {
+                    self.backlogged.push_back(transport);
+                }
+                true
+            }
+        }
+    }
+
+    /// The next queued job whose transport's pacer lets it go now. Transports take turns,
+    /// one that is open keeps its turn until it closes or empties.
+    fn next_paced(&mut self) -> Option<Job> {
+        let now = self.last_input?;
+        for _ in 0..self.backlogged.len() {
+            let transport = *self.backlogged.front()?;
+            let Some(on) = self.transports.get_mut(&transport) else {
+                self.backlogged.pop_front();
+                continue;
+            };
+            if let Some((job, overdue)) = on.pop_paced(now) {
+                self.counters.paced_overdue += u64::from(overdue);
+                return Some(job);
+            }
+            self.backlogged.pop_front();
+            if on.stays_listed() {
+                self.backlogged.push_back(transport);
+            }
+        }
+        None
+    }
+
+    /// A packet of `bytes` left toward `transport`: its pacer is charged with it.
+    fn charge(&mut self, transport: TransportId, bytes: usize) {
+        if self.paced == 0 {
+            return;
+        }
+        if let (Some(on), Some(now)) = (self.transports.get_mut(&transport), self.last_input) {
+            on.charge(now, bytes);
+        }
+    }
+
+    /// When the next probe packet is due, toward any viewer.
+    pub(super) fn probe_due(&self) -> Option<Instant> {
+        self.transports
+            .values()
+            .filter_map(Transport::next_probe)
+            .min()
+    }
+
+    /// When the next queued job may leave, toward any viewer: only those listed have any.
+    pub(super) fn pacing_due(&self) -> Option<Instant> {
+        self.backlogged
+            .iter()
+            .filter_map(|t| self.transports.get(t)?.pacing_due())
+            .min()
+    }
+
+    /// Packets waiting for the pacer toward `transport` (those the selector will drop
+    /// included: it decides when they leave).
+    pub fn paced_jobs(&self, transport: TransportId) -> usize {
+        self.transports
+            .get(&transport)
+            .map_or(0, Transport::paced_jobs)
+    }
 }
 
 /// The received packet `down_track` sent from `at`, if its track still keeps it.
-pub(super) fn source_packet<'a>(
+fn source_packet<'a>(
     tracks: &'a IdMap<TrackId, Published>,
     down_track: &DownTrack,
     at: PacketRef,
@@ -177,20 +324,12 @@ pub(super) fn source_packet<'a>(
 
 /// The transport-wide sequence number a packet of `down_track` is to carry, and the send side
 /// that records it once it is written: only when the subscription negotiated the extension.
-pub(super) fn stamped<'a>(
+fn stamped<'a>(
     transports: &'a mut IdMap<TransportId, Transport>,
     transport: TransportId,
     down_track: &DownTrack,
 ) -> Option<(u16, &'a mut SendSide)> {
     down_track.config().transport_cc_ext_id?;
-    let side = transports.get_mut(&transport)?.send.as_deref_mut()?;
-    Some((side.history.next_sequence(), side))
-}
-
-/// Records a media packet or retransmission sent on a transport with a send side: a
-/// running probe cluster counts it too, so its result is what the path carried of all.
-fn record(side: &mut SendSide, now: Instant, transmit: &Transmit) {
-    let cluster = side.prober.running();
-    side.history
-        .on_send(now, transmit.len + transmit.payload.len(), cluster);
+    let side = transports.get_mut(&transport)?.send_side()?;
+    Some((side.next_sequence(), side))
 }

@@ -182,7 +182,7 @@ pub struct RouterCounters {
     pub nacks_sent: u64,
     /// Subscriber NACKs not answered: the subscriber's estimate had no room for them.
     pub retransmissions_over_budget: u64,
-    /// Packets sent past a viewer's pacer after waiting [`MAX_HOLD`](super::MAX_HOLD) for
+    /// Packets sent past a viewer's pacer after waiting [`MAX_HOLD`](crate::engine::MAX_HOLD) for
     /// it: what the viewer was allocated exceeded its pacing rate.
     pub paced_overdue: u64,
     /// Probe clusters started toward viewers held below the layers they asked for.

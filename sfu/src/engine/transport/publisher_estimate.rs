@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use rtp_ext::ext::AbsSendTime;
 
-use super::bwe::{BandwidthEstimator, EstimatorConfig, FeedbackEstimator, PacketResult};
-use super::track::TrackId;
+use crate::engine::bwe::{BandwidthEstimator, EstimatorConfig, FeedbackEstimator, PacketResult};
+use crate::engine::track::TrackId;
 
 /// A REMB at least this often, to keep the publisher's target fresh.
 pub const REMB_INTERVAL: Duration = Duration::from_secs(1);

@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use selector::Unwrapper;
 
-use super::rtcp::{
+use crate::engine::rtcp::{
     write_chunks_and_deltas, write_transport_cc, TransportCc, DELTA_UNIT, REFERENCE_TIME_UNIT,
 };
+use crate::engine::track::TrackId;
 
 /// How often feedback goes out.
 pub const TWCC_INTERVAL: Duration = Duration::from_millis(100);
@@ -25,6 +26,16 @@ const MAX_REPORTED: usize = 2 * MAX_PENDING;
 /// The feedback format's units, in microseconds.
 const REFERENCE_UNIT_US: i64 = REFERENCE_TIME_UNIT.as_micros() as i64;
 const DELTA_UNIT_US: i64 = DELTA_UNIT.as_micros() as i64;
+
+/// Transport-wide CC feedback state of a transport that publishes with the extension.
+#[derive(Debug)]
+pub(in crate::engine) struct Twcc {
+    pub recorder: TwccRecorder,
+    /// A track of the transport: where the feedback goes, and whose SSRC it names.
+    pub track: TrackId,
+    /// Whether the router has queued the transport for feedback not yet written.
+    pub queued: bool,
+}
 
 /// Arrivals of one publisher transport's packets, by transport-wide sequence number.
 #[derive(Debug)]

@@ -3,11 +3,15 @@
 //! layers before the viewer is moved up to them. A delay-based estimate alone cannot rise much
 //! above what is acknowledged, so without probes a viewer that once went down stays down.
 //!
-//! The prober only keeps time: when a cluster starts, when its next packet is due (paced at
-//! the cluster's rate), and when it has sent enough to be measured. What the packets are is
-//! the router's business.
+//! The prober keeps time (when a cluster starts, when its next packet is due, paced at the
+//! cluster's rate, and when it has sent enough to be measured) and picks a cluster's rate
+//! from what the estimator has shown. What the packets are is the router's business: the
+//! newest packet of one of the viewer's subscriptions sent again on its RTX stream, stamped
+//! with the cluster.
 
 use std::time::{Duration, Instant};
+
+use crate::engine::bwe::{BandwidthEstimator, FeedbackEstimator};
 
 /// A cluster is measured over at least this many packets ...
 const MIN_PACKETS: u32 = 5;
@@ -26,7 +30,7 @@ const MAX_PACKETS: u32 = 40;
 /// a timer that wakes up to a millisecond late), and read too low to move anyone up.
 const MAX_BEHIND: Duration = Duration::from_millis(5);
 /// Clusters start at most this often per viewer ...
-pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 /// ... but for its first few, and after a cluster the path carried whole, a second apart: a
 /// viewer that joins starts below the top layers, its first cluster goes out before the
 /// layers' rates are measured, and it should not wait five seconds for the next; nor should
@@ -45,13 +49,41 @@ struct Cluster {
 
 /// The probe clusters of one viewer transport.
 #[derive(Debug, Default)]
-pub struct Prober {
+pub(super) struct Prober {
     next_id: u32,
     cluster: Option<Cluster>,
     last_started: Option<Instant>,
 }
 
 impl Prober {
+    /// Starts a cluster that brings what the viewer is sent up to `target_bps` while it runs:
+    /// probe packets at the rate media (`media_bps`) leaves over, the media sent meanwhile
+    /// counted in the cluster. `last_down`: the viewer's last forced downgrade. Whether one
+    /// started.
+    pub fn start_toward(
+        &mut self,
+        now: Instant,
+        target_bps: u64,
+        media_bps: u64,
+        estimator: &FeedbackEstimator,
+        last_down: Option<Instant>,
+    ) -> bool {
+        // At least a quarter of the target in probe packets, so a cluster ends soon even
+        // when media alone is near the target.
+        let rate_bps = target_bps.saturating_sub(media_bps).max(target_bps / 4);
+        // A cluster the path carried whole, with no downgrade or fall of the estimate
+        // since, says the path may carry more: the next may follow sooner, so a viewer whose
+        // link opened up climbs within seconds.
+        let room_shown = estimator.capacity_bps().is_none()
+            && estimator
+                .probe_result_at()
+                .zip(estimator.probe_result_bps())
+                .is_some_and(|(at, bps)| {
+                    last_down.is_none_or(|down| at > down) && estimator.estimate_bps() >= bps
+                });
+        self.start(now, rate_bps, room_shown).is_some()
+    }
+
     /// Starts a cluster at `rate_bps` unless one runs or one started within
     /// [`PROBE_INTERVAL`] (within `SOON_INTERVAL` for the first few, or when the caller
     /// says the last cluster showed room: `room_shown`); returns its id if it started.

@@ -1,13 +1,23 @@
-//! A leaky bucket per viewer transport: what the router sends toward a viewer leaves at a
-//! little above its bandwidth estimate, so a keyframe (several times an average frame, sent
-//! by the publisher in one burst) reaches a shallow bottleneck queue spread out instead of
-//! overflowing it.
+//! Pacing toward a viewer transport with an estimate: a leaky bucket, so that what the router
+//! sends toward a viewer leaves at a little above its bandwidth estimate and a keyframe
+//! (several times an average frame, sent by the publisher in one burst) reaches a shallow
+//! bottleneck queue spread out instead of overflowing it; and the queues of jobs waiting for
+//! it.
 //!
 //! The bucket fills with each packet's bits and drains at the pacing rate; a packet may go
 //! while the level is within a small burst allowance. Sizes are charged after the write, so a
 //! packet the selector drops costs nothing.
+//!
+//! A job for a transport whose pacer is closed (or that already has jobs waiting) waits in
+//! that transport's queue; queued jobs leave as the pacer opens, audio and retransmissions
+//! before video, each class in order. Jobs are references into the publishers' receive rings,
+//! so a queue holds no packet copies. Probe packets keep their own cluster's timing and go
+//! past the pacer.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+
+use crate::engine::router::Job;
 
 /// The pacing rate over the estimate, in percent: a little above it, so that what the
 /// allocation fits within the estimate never waits for long and a burst drains within
@@ -21,9 +31,13 @@ pub const PACING_PERCENT: u64 = 110;
 pub const PACING_BURST: Duration = Duration::from_millis(40);
 /// ... and at least one full-size packet, so a slow rate is not held below one per wake-up.
 const MIN_BURST_BITS: u64 = 1_500 * 8;
+/// The longest a job waits for the pacer: past it, it is sent anyway (and counted), since
+/// video held longer than this is later than a viewer's jitter buffer waits, and the
+/// receive ring it points into moves on. Only an allocation above the pacing rate gets here.
+pub const MAX_HOLD: Duration = Duration::from_millis(400);
 
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Pacer {
+struct Pacer {
     rate_bps: u64,
     /// Bits sent that the rate has not yet drained, as of `at`.
     level_bits: u64,
@@ -82,6 +96,96 @@ impl Pacer {
         let drained = self.rate_bps.saturating_mul(elapsed) / 1_000_000;
         self.level_bits = self.level_bits.saturating_sub(drained);
         self.at = Some(now);
+    }
+}
+
+/// A paced transport: its bucket and what waits for it.
+#[derive(Debug)]
+pub(super) struct Paced {
+    pacer: Pacer,
+    /// Audio and retransmissions, with when each was queued.
+    urgent: VecDeque<(Instant, Job)>,
+    /// Video.
+    media: VecDeque<(Instant, Job)>,
+    /// Whether the transport is in the router's list of those with jobs waiting.
+    listed: bool,
+}
+
+impl Paced {
+    pub fn new(estimate_bps: u64) -> Self {
+        Self {
+            pacer: Pacer::new(estimate_bps),
+            urgent: VecDeque::new(),
+            media: VecDeque::new(),
+            listed: false,
+        }
+    }
+
+    /// The estimate changed: the rate follows it from now on.
+    pub fn set_estimate(&mut self, now: Instant, estimate_bps: u64) {
+        self.pacer.set_estimate(now, estimate_bps);
+    }
+
+    /// Whether `job` waits instead of going now: when the pacer is closed or others wait
+    /// before it. `Some(true)` when it waits and the transport was not listed as having jobs
+    /// waiting (it is listed now); `None` when it may go. `urgent` (audio or a retransmission)
+    /// is asked only if it waits.
+    pub fn hold(&mut self, now: Instant, job: Job, urgent: impl FnOnce() -> bool) -> Option<bool> {
+        if self.is_empty() && self.pacer.may_send(now) {
+            return None;
+        }
+        let queue = if urgent() {
+            &mut self.urgent
+        } else {
+            &mut self.media
+        };
+        queue.push_back((now, job));
+        Some(!std::mem::replace(&mut self.listed, true))
+    }
+
+    /// A packet of `bytes` left at `now`: the bucket is charged with it.
+    pub fn on_sent(&mut self, now: Instant, bytes: usize) {
+        self.pacer.on_sent(now, bytes);
+    }
+
+    /// Jobs waiting (those the selector will drop included: it decides when they leave).
+    pub fn len(&self) -> usize {
+        self.urgent.len() + self.media.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.urgent.is_empty() && self.media.is_empty()
+    }
+
+    /// Whether it stays on the router's list of transports with jobs waiting: while it has
+    /// some.
+    pub fn stays_listed(&mut self) -> bool {
+        self.listed = !self.is_empty();
+        self.listed
+    }
+
+    fn head(&self) -> Option<Instant> {
+        self.urgent
+            .front()
+            .or(self.media.front())
+            .map(|&(at, _)| at)
+    }
+
+    /// The next job that may leave at `now`, and whether it waited past [`MAX_HOLD`].
+    pub fn pop(&mut self, now: Instant) -> Option<(Job, bool)> {
+        let overdue = self.head().is_some_and(|at| now >= at + MAX_HOLD);
+        if !overdue && !self.pacer.may_send(now) {
+            return None;
+        }
+        let (_, job) = self.urgent.pop_front().or_else(|| self.media.pop_front())?;
+        Some((job, overdue))
+    }
+
+    /// When the head of its queue may leave.
+    pub fn due(&self) -> Option<Instant> {
+        let head = self.head()?;
+        let open = self.pacer.next_send().unwrap_or(head);
+        Some(open.min(head + MAX_HOLD))
     }
 }
 
