@@ -7,7 +7,7 @@
 //!
 //! # Parsing: our own, measured
 //! The `rtcp` crate's `unmarshal` boxes every packet and fills a `Vec` per list: measured per
-//! single-packet datagram (`tests/rtcp_allocs.rs`), SR 3 allocations, RR 4, PLI 3, FIR 5,
+//! single-packet datagram (`tests/rtcp/allocs.rs`), SR 3 allocations, RR 4, PLI 3, FIR 5,
 //! REMB 6, NACK 8, plus its `Vec<u32>` per `destination_ssrc` call. Every datagram from every subscriber goes through this parser, so it is a small bounded
 //! one of our own over the datagram, written for the kinds the engine acts on: it copies the
 //! fields into inline lists (capacities in [`MAX_REPORT_BLOCKS`], [`MAX_NACK_PAIRS`],
@@ -18,7 +18,7 @@
 //! # Writing: our own too
 //! [`RtcpWireWriter`] puts each field into the caller's buffer through a bounds-checked cursor:
 //! writing any kind, and a compound RR + SDES CNAME + feedback, allocates nothing once the
-//! writer exists (0, asserted in `tests/rtcp_allocs.rs`). Our own rather than the crate's
+//! writer exists (0, asserted in `tests/rtcp/allocs.rs`). Our own rather than the crate's
 //! `marshal_to` because the crate depends on an async runtime, which an embedder of the engine
 //! alone should not have to build; the crate stays a test dependency, the reference both
 //! directions are checked against.

@@ -1,7 +1,7 @@
 //! Writing RTCP into caller buffers, by hand: every field is put through a bounds-checked
 //! cursor over the caller's slice, so writing never allocates and never panics. Our own
 //! encoder rather than a codec crate's because the crates at hand pull an async runtime into
-//! whatever embeds the engine. `tests/rtcp_wire.rs` checks it against the `rtcp` crate.
+//! whatever embeds the engine. `tests/rtcp/wire.rs` checks it against the `rtcp` crate.
 
 use std::fmt;
 
