@@ -173,7 +173,7 @@ pub struct SignalingConfig {
 #[derive(Debug)]
 pub struct Signaling {
     /// Each media worker's loop, by worker.
-    workers: Vec<MediaLoopHandle>,
+    loops: Vec<MediaLoopHandle>,
     auth: Auth,
     config: SignalingConfig,
     /// How often each participant may offer again.
@@ -185,10 +185,10 @@ pub struct Signaling {
 }
 
 impl Signaling {
-    /// Signaling for the media `workers`' loops (at least one).
-    pub fn new(workers: Vec<MediaLoopHandle>, auth: Auth, config: SignalingConfig) -> Self {
+    /// Signaling for the media workers' `loops` (at least one).
+    pub fn new(loops: Vec<MediaLoopHandle>, auth: Auth, config: SignalingConfig) -> Self {
         Self {
-            workers,
+            loops,
             auth,
             offer_rate: OfferRate::new(config.limits.offers_per_second),
             offer_memo: OfferMemo::default(),
@@ -381,8 +381,8 @@ impl Signaling {
     pub async fn metrics(&self) -> Result<super::metrics::Snapshot, SignalError> {
         use super::metrics::SocketView;
         let mut total: Option<super::metrics::Snapshot> = None;
-        for worker in &self.workers {
-            let part = worker.ask(|worker, _| worker.snapshot()).await?;
+        for media_loop in &self.loops {
+            let part = media_loop.ask(|worker, _| worker.snapshot()).await?;
             match &mut total {
                 Some(total) => total.merge(part),
                 None => total = Some(part),
@@ -402,13 +402,13 @@ impl Signaling {
 
     /// The worker that serves `room`.
     fn worker(&self, room: &str) -> WorkerId {
-        worker_for_room(room, self.workers.len())
+        worker_for_room(room, self.loops.len())
     }
 
     /// The loop of the worker that serves `room`, which every request about the room asks.
     fn loop_of(&self, room: &str) -> Result<&MediaLoopHandle, SignalError> {
         let worker = self.worker(room);
-        self.workers.get(worker).ok_or(SignalError::ShuttingDown)
+        self.loops.get(worker).ok_or(SignalError::ShuttingDown)
     }
 
     /// Runs `act` on the session of a resource URL, once the caller holds a grant of its
@@ -432,8 +432,8 @@ impl Signaling {
         resource: Resource,
         act: impl FnOnce(&mut Worker, PeerId, Instant) -> Result<T, CoreError> + Send + 'static,
     ) -> Result<Result<T, CoreError>, SignalError> {
-        let worker = self.loop_of(&resource.room)?;
-        let acted = worker.ask(move |worker, now| {
+        let media_loop = self.loop_of(&resource.room)?;
+        let acted = media_loop.ask(move |worker, now| {
             let id = worker.core.resource(&resource)?;
             act(worker, id, now)
         });
@@ -485,7 +485,7 @@ impl Signaling {
         let (mut local_ufrag, local_pwd) = sdp::random_ice_credentials();
         // Marked with the room's worker, so a worker that reads the session's first binding
         // request before ICE bound its address knows whose it is.
-        if self.workers.len() > 1 {
+        if self.loops.len() > 1 {
             local_ufrag = mark_ufrag(self.worker(room), &local_ufrag);
         }
         let ice = IceCredentials {
