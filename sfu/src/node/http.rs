@@ -18,7 +18,6 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::auth::Grant;
-use super::media_loop::Action;
 use super::peer::{Kind, PeerId};
 use super::sdp;
 use super::signaling::{Caller, SignalError, Signaling};
@@ -366,7 +365,7 @@ pub(super) async fn end(
 ) -> Result<StatusCode, SignalError> {
     let resource = (kind, room.as_str(), id.as_str());
     let caller = caller(&headers, client);
-    signaling.on_resource(resource, caller, Action::End).await?;
+    signaling.end(resource, caller).await?;
     Ok(StatusCode::OK)
 }
 
@@ -379,9 +378,7 @@ async fn patch_publisher(
     headers: HeaderMap,
 ) -> Result<StatusCode, SignalError> {
     let resource = (Kind::Publisher, room.as_str(), id.as_str());
-    signaling
-        .on_resource(resource, caller(&headers, client), Action::Check)
-        .await?;
+    signaling.check(resource, caller(&headers, client)).await?;
     trickle(&headers)
 }
 
@@ -403,18 +400,18 @@ async fn patch_viewer(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, SignalError> {
-    let resource = (Kind::Viewer, room.as_str(), id.as_str());
     let caller = caller(&headers, client);
     if !content_type_is(&headers, "application/json") {
-        signaling
-            .on_resource(resource, caller, Action::Check)
-            .await?;
+        let resource = (Kind::Viewer, room.as_str(), id.as_str());
+        signaling.check(resource, caller).await?;
         return trickle(&headers);
     }
     let choice: LayerChoice = serde_json::from_slice(&body)
         .map_err(|_| SignalError::BadBody("expected {\"spatial\":S,\"temporal\":T}"))?;
-    let action = Action::SetLayer(choice.layer());
-    signaling.on_resource(resource, caller, action).await?;
+    let resource = (room.as_str(), id.as_str());
+    signaling
+        .set_layer(resource, caller, choice.layer())
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -1,6 +1,8 @@
 //! The thin loop around [`NodeCore`]: one task owns the core and the UDP socket, and reads
-//! the clock for it. Signaling talks to it through [`Command`]s; everything on the wire, DTLS
-//! included, goes through the core.
+//! the clock for it. Signaling talks to it through [`MediaLoopHandle::ask`]: a closure the
+//! loop runs against its [`Worker`] at the current time, so each request is one round trip
+//! and what it checks still holds when it acts. Everything on the wire, DTLS included, goes
+//! through the core.
 //!
 //! Timers: after every input the loop serves whatever timer of the core is due, and it
 //! sleeps until the core's next one, so a stream of datagrams or requests never holds the
@@ -8,141 +10,119 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use selector::Layer;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
 use super::batch::{self, Batch, RecvBatch};
-use super::core::{CoreError, Negotiated, NodeCore, ParticipantOffer, Resource, MAX_DATAGRAM};
+use super::core::{CoreError, NodeCore, MAX_DATAGRAM};
 use super::event_queue::{event_queue, Closed, EventReceiver, EventSender};
 use super::memory;
 use super::metrics::{DropReason, Snapshot};
-use super::participant::Choice;
-use super::peer::{Join, PeerId, Publisher};
-use super::room_view::RoomView;
+use super::peer::PeerId;
 use super::shard::{Handoff, Shard};
-use super::signaling::{self, SignalError, WatchRequest, Watched};
-use super::stats::ViewerStats;
 use crate::engine::rtcp::WallClock;
-use crate::engine::TrackId;
 
-/// What signaling asks of the media loop; each carries where the answer goes.
+/// A request to the media loop: run once against its worker, at the loop's `now`.
+type Request = Box<dyn FnOnce(&mut Worker, Instant) + Send>;
+
+/// Requests queued for a loop before a sender waits.
+const REQUEST_QUEUE: usize = 256;
+
+/// The media loop has stopped (the node with it): a request was not run, or its answer was
+/// lost with the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the media loop has stopped")]
+pub struct LoopGone;
+
+/// Where signaling sends one media loop its requests; the loop ends when every handle is
+/// gone.
 #[derive(Debug)]
-pub enum Command {
-    /// A WHIP offer, negotiated by signaling: the publisher added with its tracks.
-    Publish {
-        /// The session's room, ICE credentials, fingerprint, owner and client.
-        join: Join,
-        /// The tracks the answer accepted.
-        publisher: Publisher,
-        /// The new session's id, or why the core refused it.
-        reply: oneshot::Sender<Result<PeerId, CoreError>>,
-    },
-    /// A WHEP offer: negotiated and the viewer added in the same turn.
-    Watch {
-        /// The viewer's join, offer and layer choice, negotiated against the room's codecs in the
-        /// loop.
-        request: WatchRequest,
-        /// The new session and its answer, or why it was refused.
-        reply: oneshot::Sender<Result<Watched, SignalError>>,
-    },
-    /// A conference participant joins with its offer.
-    Join {
-        /// The session's room, credentials and the name it goes by.
-        join: Join,
-        /// What signaling made of its offer.
-        offer: ParticipantOffer,
-        /// What the answer must say, or why the core refused.
-        reply: oneshot::Sender<Result<Negotiated, CoreError>>,
-    },
-    /// A participant's new offer, with the version its `If-Match` named.
-    Renegotiate {
-        /// The participant's resource URL and credential.
-        resource: Resource,
-        /// `None` when the request had no `If-Match`.
-        if_match: Option<u64>,
-        /// What signaling made of the new offer.
-        offer: ParticipantOffer,
-        /// What the new answer must say, or why the core refused.
-        reply: oneshot::Sender<Result<Negotiated, CoreError>>,
-    },
-    /// A participant's event stream: the room as it is, then its changes.
-    Events {
-        /// The participant's resource URL and credential.
-        resource: Resource,
-        /// The receiving end of the stream's queue, which opens with the room's state.
-        reply: oneshot::Sender<Result<EventReceiver, CoreError>>,
-    },
-    /// A participant's choice for one of the room's tracks.
-    Choose {
-        /// The participant's resource URL and credential.
-        resource: Resource,
-        /// The room's track the choice is for.
-        track: TrackId,
-        /// The layer it wants of that track, or that it is paused.
-        choice: Choice,
-        /// Done, or why not (no such track, not a participant).
-        reply: oneshot::Sender<Result<(), CoreError>>,
-    },
-    /// The room's state.
-    RoomState {
-        /// The room's name.
-        room: String,
-        /// `None` when nobody is in the room.
-        reply: oneshot::Sender<Option<RoomView>>,
-    },
-    /// Something done to a session through its resource URL.
-    Resource {
-        /// The resource URL and the credential it came with.
-        resource: Resource,
-        /// What to do once the resource is found to be the caller's.
-        action: Action,
-        /// Done, or why not (unknown, not the owner).
-        reply: oneshot::Sender<Result<(), CoreError>>,
-    },
-    /// Sessions and counters of the worker, for `/metrics` (summed over the workers).
-    Metrics {
-        /// The worker's snapshot.
-        reply: oneshot::Sender<Snapshot>,
-    },
-    /// A viewer session's estimate and layers, through its resource URL.
-    ViewerStats {
-        /// The viewer's resource URL and credential.
-        resource: Resource,
-        /// The stats, or why not.
-        reply: oneshot::Sender<Result<ViewerStats, CoreError>>,
-    },
+pub struct MediaLoopHandle {
+    requests: mpsc::Sender<Request>,
 }
 
-impl Command {
-    /// The room the command is about: the worker that serves that room takes it.
-    pub fn room(&self) -> Option<&str> {
-        match self {
-            Self::Publish { join, .. } | Self::Join { join, .. } => Some(&join.room),
-            Self::Watch { request, .. } => Some(&request.join.room),
-            Self::RoomState { room, .. } => Some(room),
-            Self::Resource { resource, .. }
-            | Self::ViewerStats { resource, .. }
-            | Self::Renegotiate { resource, .. }
-            | Self::Events { resource, .. }
-            | Self::Choose { resource, .. } => Some(&resource.room),
-            Self::Metrics { .. } => None,
-        }
+impl MediaLoopHandle {
+    /// Runs `request` on the loop's worker at the loop's current time and answers what it
+    /// returns: one round trip, served in one turn of the loop, so nothing else reaches the
+    /// core between what the request checks and what it does. What the core queued meanwhile
+    /// (datagrams to send, sessions removed, events) goes out right after, as after any input.
+    pub async fn ask<T: Send + 'static>(
+        &self,
+        request: impl FnOnce(&mut Worker, Instant) -> T + Send + 'static,
+    ) -> Result<T, LoopGone> {
+        let (reply, answer) = oneshot::channel();
+        let request: Request = Box::new(move |worker, now| {
+            // A dropped reply means the HTTP request went away; nothing to tell.
+            let _ = reply.send(request(worker, now));
+        });
+        self.requests.send(request).await.map_err(|_| LoopGone)?;
+        answer.await.map_err(|_| LoopGone)
     }
 }
 
-/// What a request does to an existing session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Only checks that the resource is the caller's (a trickle PATCH).
-    Check,
-    /// Ends the session (`DELETE`).
-    End,
-    /// A viewer's new layer choice (`PATCH` with JSON).
-    SetLayer(Layer),
+/// What a request runs against: one worker's core, and what the loop keeps beside it that a
+/// request opens or reads (participants' event streams hold channel ends, which the sans-IO
+/// core does not). The socket, the send batch and the clock stay the loop's own.
+#[derive(Debug)]
+pub struct Worker {
+    /// The worker's sessions and engine.
+    pub core: NodeCore,
+    /// Participants' event streams.
+    event_streams: HashMap<PeerId, EventSender>,
+    /// Datagrams the reader dropped because this worker's queue was full, not yet counted;
+    /// `None` for the only worker, which reads the socket itself.
+    handoff_lost: Option<Arc<AtomicU64>>,
+}
+
+impl Worker {
+    /// Participant `id`'s event stream, opening with the room as it is; a stream it had
+    /// before ends.
+    pub fn open_events(&mut self, now: Instant, id: PeerId) -> Result<EventReceiver, CoreError> {
+        let snapshot = self
+            .core
+            .session_snapshot(id, now)
+            .ok_or(CoreError::NotAParticipant)?;
+        let (tx, rx) = event_queue();
+        // A new stream has room for its first event, and its receiver is here.
+        let _ = tx.send(snapshot.to_wire());
+        self.event_streams.insert(id, tx);
+        Ok(rx)
+    }
+
+    /// Sessions and counters of the worker, for `/metrics` (summed over the workers): the
+    /// core's, the hand-off losses counted first, and the event streams'.
+    pub fn snapshot(&mut self) -> Snapshot {
+        if let Some(lost) = &self.handoff_lost {
+            let lost = lost.swap(0, Ordering::Relaxed);
+            self.core.count_dropped(DropReason::HandoffFull, lost);
+        }
+        let mut snapshot = self.core.snapshot();
+        snapshot.event_streams = self.event_streams.len();
+        snapshot.event_stream_waiting_bytes =
+            self.event_streams.values().map(|s| s.waiting().1).sum();
+        snapshot
+    }
+
+    /// The core's events to their participants' streams. A stream whose client does not
+    /// read them is closed at its bound rather than let grow (counted): the client opens
+    /// another and starts again from the room's state.
+    fn deliver_session_events(&mut self) {
+        while let Some((id, event)) = self.core.poll_session_event() {
+            let Some(stream) = self.event_streams.get(&id) else {
+                continue;
+            };
+            if let Err(closed) = stream.send(event.to_wire()) {
+                self.event_streams.remove(&id);
+                if closed == Closed::Behind {
+                    self.core.count_dropped(DropReason::EventStreamBehind, 1);
+                }
+            }
+        }
+    }
 }
 
 /// Longest sleep while the core has no timer (no session has come yet).
@@ -156,13 +136,13 @@ fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 
-/// The task that owns one worker's [`NodeCore`] and UDP socket: it reads datagrams into the
-/// core, sends what the core polls out, wakes for the core's timers and serves signaling's
-/// [`Command`]s, one at a time between them.
+/// The task that owns one [`Worker`] and the UDP socket: it reads datagrams into the core,
+/// sends what the core polls out, wakes for the core's timers and runs signaling's requests,
+/// one at a time between them.
 pub struct MediaLoop {
-    core: NodeCore,
+    worker: Worker,
     socket: Arc<UdpSocket>,
-    commands: mpsc::Receiver<Command>,
+    requests: mpsc::Receiver<Request>,
     /// What one flush sends, in as few calls as it fits.
     batch: Batch,
     /// Sessions removed since memory was last handed back, and when it may be next.
@@ -170,22 +150,20 @@ pub struct MediaLoop {
     next_release: Instant,
     /// This loop's part when the node has several workers.
     shard: Option<Shard>,
-    /// Participants' event streams.
-    event_streams: HashMap<PeerId, EventSender>,
 }
 
 impl std::fmt::Debug for MediaLoop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MediaLoop")
-            .field("core", &self.core)
+            .field("worker", &self.worker)
             .finish_non_exhaustive()
     }
 }
 
 impl MediaLoop {
-    /// The loop around `core`, reading and sending on `socket`, taking `commands`; it anchors
-    /// the core's wall clock.
-    pub fn new(core: NodeCore, socket: Arc<UdpSocket>, commands: mpsc::Receiver<Command>) -> Self {
+    /// The loop around `core`, reading and sending on `socket`, and the handle that sends it
+    /// requests; it anchors the core's wall clock.
+    pub fn new(core: NodeCore, socket: Arc<UdpSocket>) -> (Self, MediaLoopHandle) {
         let mut core = core;
         // Sender reports carry wall-clock NTP time (RFC 3550 section 6.4.1): the one clock read
         // the engine needs, done here and handed in as a pair with the loop's own clock.
@@ -195,26 +173,32 @@ impl MediaLoop {
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default(),
         });
-        Self {
-            core,
+        let (handle, requests) = mpsc::channel(REQUEST_QUEUE);
+        let media_loop = Self {
+            worker: Worker {
+                core,
+                event_streams: HashMap::new(),
+                handoff_lost: None,
+            },
             socket,
-            commands,
+            requests,
             batch: Batch::new(MAX_DATAGRAM),
             reaped: 0,
             next_release: now(),
             shard: None,
-            event_streams: HashMap::new(),
-        }
+        };
+        (media_loop, MediaLoopHandle { requests: handle })
     }
 
     /// The same loop as one worker of several (its core made
     /// [`with_shard`](NodeCore::with_shard) with the same steering).
     pub fn with_shard(mut self, shard: Shard) -> Self {
+        self.worker.handoff_lost = Some(Arc::clone(&shard.lost));
         self.shard = Some(shard);
         self
     }
 
-    /// Runs until every command sender is gone (the node shuts down).
+    /// Runs until every [`MediaLoopHandle`] is gone (the node shuts down).
     pub async fn run(mut self) {
         let mut inbound = RecvBatch::new(2048);
         // One of several workers takes its datagrams from the reader, not the socket.
@@ -226,13 +210,14 @@ impl MediaLoop {
                     Ok(()) => self.receive(&mut inbound),
                     Err(e) => tracing::debug!("udp receive: {e}"),
                 },
-                command = self.commands.recv() => match command {
-                    Some(command) => self.on_command(command),
+                request = self.requests.recv() => match request {
+                    Some(request) => request(&mut self.worker, now()),
                     None => break,
                 },
                 Some((from, data)) = handed_over(&mut self.shard) => self.take_handed_over(from, &data),
                 () = tokio::time::sleep_until(deadline.into()) => {}
             }
+            // Whatever the input made the core queue, a request's included.
             self.flush();
         }
     }
@@ -240,8 +225,8 @@ impl MediaLoop {
     /// Runs the core's timers if due and says when to wake next.
     fn serve_timers(&mut self) -> Instant {
         let now = now();
-        if self.core.poll_timeout().is_some_and(|at| at <= now) {
-            self.core.handle_timeout(now);
+        if self.worker.core.poll_timeout().is_some_and(|at| at <= now) {
+            self.worker.core.handle_timeout(now);
             self.flush();
         }
         if self.reaped > 0 && now >= self.next_release {
@@ -250,7 +235,7 @@ impl MediaLoop {
             // Off the media loop: trimming a large heap takes milliseconds.
             tokio::task::spawn_blocking(memory::release_freed);
         }
-        self.core.poll_timeout().unwrap_or(now + IDLE)
+        self.worker.core.poll_timeout().unwrap_or(now + IDLE)
     }
 
     /// Takes what waits on the socket, a batch at a time; what it makes the core send goes
@@ -274,101 +259,7 @@ impl MediaLoop {
     }
 
     fn on_datagram(&mut self, from: SocketAddr, data: &[u8]) {
-        self.core.handle_datagram(now(), from, data);
-    }
-
-    fn on_command(&mut self, command: Command) {
-        let now = now();
-        // A dropped reply means the HTTP request went away; nothing to tell.
-        match command {
-            Command::Publish {
-                join,
-                publisher,
-                reply,
-            } => {
-                let room = join.room.clone();
-                let added = self.core.add_publisher(now, join, publisher);
-                reply_joined(added, &room, "publisher", reply);
-            }
-            Command::Watch { request, reply } => {
-                let room = request.join.room.clone();
-                let watched = signaling::watch(&mut self.core, now, request);
-                if let Ok(watched) = &watched {
-                    tracing::info!(peer = %watched.id, room, "viewer joined");
-                }
-                let _ = reply.send(watched);
-            }
-            Command::Join { join, offer, reply } => {
-                let _ = reply.send(self.core.add_participant(now, join, offer));
-            }
-            Command::Renegotiate {
-                resource,
-                if_match,
-                offer,
-                reply,
-            } => {
-                let renegotiated = self
-                    .core
-                    .resource(&resource)
-                    .and_then(|id| self.core.renegotiate(now, id, if_match, offer));
-                let _ = reply.send(renegotiated);
-            }
-            Command::Events { resource, reply } => {
-                let _ = reply.send(self.open_events(now, &resource));
-            }
-            Command::Choose {
-                resource,
-                track,
-                choice,
-                reply,
-            } => {
-                let chosen = self
-                    .core
-                    .resource(&resource)
-                    .and_then(|id| self.core.set_choice(id, track, choice));
-                let _ = reply.send(chosen);
-            }
-            Command::RoomState { room, reply } => {
-                let _ = reply.send(self.core.room_view(&room, now));
-            }
-            Command::Resource {
-                resource,
-                action,
-                reply,
-            } => {
-                let _ = reply.send(self.on_resource(&resource, action));
-            }
-            Command::Metrics { reply } => {
-                if let Some(shard) = &self.shard {
-                    let lost = shard.lost.swap(0, std::sync::atomic::Ordering::Relaxed);
-                    self.core.count_dropped(DropReason::HandoffFull, lost);
-                }
-                let mut snapshot = self.core.snapshot();
-                snapshot.event_streams = self.event_streams.len();
-                snapshot.event_stream_waiting_bytes =
-                    self.event_streams.values().map(|s| s.waiting().1).sum();
-                let _ = reply.send(snapshot);
-            }
-            Command::ViewerStats { resource, reply } => {
-                let stats = self.core.resource(&resource).and_then(|id| {
-                    // The resource names a viewer: only a publisher would have none.
-                    self.core.viewer_stats(id).ok_or(CoreError::NotAViewer)
-                });
-                let _ = reply.send(stats);
-            }
-        }
-    }
-
-    fn on_resource(&mut self, resource: &Resource, action: Action) -> Result<(), CoreError> {
-        let id = self.core.resource(resource)?;
-        match action {
-            Action::Check => Ok(()),
-            Action::End => {
-                tracing::info!(peer = %id, "session ended by its client");
-                self.core.remove_peer(id)
-            }
-            Action::SetLayer(target) => self.core.set_target(id, target),
-        }
+        self.worker.core.handle_datagram(now(), from, data);
     }
 
     /// Sends everything the core has to send, a batch per call, then forgets removed
@@ -376,9 +267,10 @@ impl MediaLoop {
     /// does not read) loses what is left of the batch, which NACK repairs, instead of
     /// stalling every other session behind it.
     fn flush(&mut self) {
+        let worker = &mut self.worker;
         loop {
             while let Some(buffer) = self.batch.next_buffer() {
-                let Some((to, len)) = self.core.poll_datagram(buffer) else {
+                let Some((to, len)) = worker.core.poll_datagram(buffer) else {
                     break;
                 };
                 self.batch.commit(to, len);
@@ -388,54 +280,18 @@ impl MediaLoop {
             }
             let more = self.batch.is_full();
             let outcome = batch::send_all(&*self.socket, &self.batch);
-            self.core.count_sent(outcome);
+            worker.core.count_sent(outcome);
             self.batch.clear();
             if !more {
                 break;
             }
         }
-        while let Some(id) = self.core.poll_removed() {
+        while let Some(id) = worker.core.poll_removed() {
             // Its event stream ends with it.
-            self.event_streams.remove(&id);
+            worker.event_streams.remove(&id);
             self.reaped += 1;
         }
-        self.deliver_session_events();
-    }
-
-    /// A participant's event stream, opening with the room as it is; a stream it had before
-    /// ends.
-    fn open_events(
-        &mut self,
-        now: Instant,
-        resource: &Resource,
-    ) -> Result<EventReceiver, CoreError> {
-        let id = self.core.resource(resource)?;
-        let snapshot = self
-            .core
-            .session_snapshot(id, now)
-            .ok_or(CoreError::NotAParticipant)?;
-        let (tx, rx) = event_queue();
-        // A new stream has room for its first event, and its receiver is here.
-        let _ = tx.send(snapshot.to_wire());
-        self.event_streams.insert(id, tx);
-        Ok(rx)
-    }
-
-    /// The core's events to their participants' streams. A stream whose client does not
-    /// read them is closed at its bound rather than let grow (counted): the client opens
-    /// another and starts again from the room's state.
-    fn deliver_session_events(&mut self) {
-        while let Some((id, event)) = self.core.poll_session_event() {
-            let Some(stream) = self.event_streams.get(&id) else {
-                continue;
-            };
-            if let Err(closed) = stream.send(event.to_wire()) {
-                self.event_streams.remove(&id);
-                if closed == Closed::Behind {
-                    self.core.count_dropped(DropReason::EventStreamBehind, 1);
-                }
-            }
-        }
+        worker.deliver_session_events();
     }
 }
 
@@ -447,32 +303,28 @@ async fn handed_over(shard: &mut Option<Shard>) -> Option<Handoff> {
     }
 }
 
-/// Logs a session that joined `room` as `role`, and answers the request that added it.
-fn reply_joined(
-    added: Result<PeerId, CoreError>,
-    room: &str,
-    role: &str,
-    reply: oneshot::Sender<Result<PeerId, CoreError>>,
-) {
-    if let Ok(id) = added {
-        tracing::info!(peer = %id, room, "{role} joined");
-    }
-    let _ = reply.send(added);
-}
-
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
+    use std::task::Poll;
+
+    use selector::Layer;
+
     use super::*;
     use crate::engine::RouterConfig;
-    use crate::node::peer::IceCredentials;
+    use crate::node::peer::{IceCredentials, Join};
+    use crate::node::signaling::{watch, WatchRequest};
 
-    async fn metrics(commands: &mpsc::Sender<Command>) -> Snapshot {
-        let (reply, snapshot) = oneshot::channel();
-        commands
-            .send(Command::Metrics { reply })
-            .await
-            .expect("the loop runs");
-        snapshot.await.expect("answered")
+    /// A loop around a core whose sessions time out after three seconds, not yet running.
+    async fn media_loop() -> (MediaLoop, MediaLoopHandle) {
+        let core = NodeCore::new(RouterConfig::default(), Duration::from_secs(3));
+        let socket = Arc::new(UdpSocket::bind("127.0.0.1:0").await.expect("a socket"));
+        MediaLoop::new(core, socket)
+    }
+
+    async fn viewers(handle: &MediaLoopHandle) -> usize {
+        let viewers = handle.ask(|worker, _| worker.snapshot().viewers).await;
+        viewers.expect("the loop runs")
     }
 
     /// A request every 100 ms, in simulated time: the loop still sweeps the silent session out
@@ -480,10 +332,7 @@ mod tests {
     /// the sweep never ran).
     #[tokio::test(start_paused = true)]
     async fn the_sweep_runs_under_a_request_every_100_ms() {
-        let core = NodeCore::new(RouterConfig::default(), Duration::from_secs(3));
-        let socket = Arc::new(UdpSocket::bind("127.0.0.1:0").await.expect("a socket"));
-        let (commands, receiver) = mpsc::channel(8);
-        let media = MediaLoop::new(core, socket, receiver);
+        let (media, handle) = media_loop().await;
         tokio::spawn(media.run());
         let ice = IceCredentials {
             local_ufrag: "ufrag".into(),
@@ -491,18 +340,19 @@ mod tests {
         };
         let offer = crate::node::sdp::parse_offer(include_str!("sdp/fixtures/viewer_recvonly.sdp"))
             .expect("the fixture parses");
-        let (reply, added) = oneshot::channel();
         let request = WatchRequest {
             join: Join::new("room", ice),
             offer,
             target: Layer::MAX,
             source: None,
         };
-        let watch = Command::Watch { request, reply };
-        commands.send(watch).await.expect("the loop runs");
-        added.await.expect("answered").expect("room for a viewer");
+        let added = handle.ask(|worker, now| watch(&mut worker.core, now, request));
+        added
+            .await
+            .expect("the loop runs")
+            .expect("room for a viewer");
         let started = tokio::time::Instant::now();
-        while metrics(&commands).await.viewers == 1 {
+        while viewers(&handle).await == 1 {
             tokio::time::sleep(Duration::from_millis(100)).await;
             assert!(started.elapsed() < Duration::from_secs(10), "never swept");
         }
@@ -511,5 +361,23 @@ mod tests {
             swept > Duration::from_secs(3) && swept <= Duration::from_millis(4100),
             "swept at {swept:?}"
         );
+    }
+
+    /// A request to a loop that has stopped, or that stops with the request queued, is told
+    /// so rather than left waiting.
+    #[tokio::test]
+    async fn a_request_to_a_stopped_loop_is_told_it_is_gone() {
+        let (media, handle) = media_loop().await;
+        let mut asked = std::pin::pin!(handle.ask(|worker, _| worker.snapshot().viewers));
+        let waits = std::future::poll_fn(|cx| Poll::Ready(asked.as_mut().poll(cx).is_pending()));
+        assert!(waits.await, "queued, and waiting for its answer");
+        drop(media);
+        assert_eq!(
+            asked.await,
+            Err(LoopGone),
+            "the loop stopped with it queued"
+        );
+        let after = handle.ask(|worker, _| worker.snapshot().viewers).await;
+        assert_eq!(after, Err(LoopGone), "asked after the loop stopped");
     }
 }

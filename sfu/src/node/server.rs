@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::admission::Admission;
@@ -54,9 +53,6 @@ pub enum ServeError {
     MediaLoop,
 }
 
-/// Commands queued from signaling to the media loop before a sender waits.
-const COMMAND_QUEUE: usize = 256;
-
 /// Runs the node until a shutdown signal.
 pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     let listener = TcpListener::bind(config.http)
@@ -91,7 +87,7 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     };
     let mut shards = shards.into_iter();
     let admission = Arc::new(Admission::default());
-    let mut commands = Vec::with_capacity(workers);
+    let mut handles = Vec::with_capacity(workers);
     let mut media = JoinSet::new();
     for worker in 0..workers {
         let mut core = NodeCore::new(router, config.peer_timeout())
@@ -103,13 +99,12 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
         if let Some(shard) = &shard {
             core = core.with_shard(worker, admission.clone(), shard.steering.clone());
         }
-        let (to_worker, command_rx) = mpsc::channel(COMMAND_QUEUE);
-        let mut media_loop = MediaLoop::new(core, socket.clone(), command_rx);
+        let (mut media_loop, handle) = MediaLoop::new(core, socket.clone());
         if let Some(shard) = shard {
             media_loop = media_loop.with_shard(shard);
         }
         media.spawn(media_loop.run());
-        commands.push(to_worker);
+        handles.push(handle);
     }
     let reader = reader.map(|reader| tokio::spawn(reader.run(socket.clone())));
     let candidate = SocketAddr::new(config.announced_ip(), udp_addr.port());
@@ -131,7 +126,7 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
         limits: config.limits,
         socket: Some(buffers),
     };
-    let signaling = Arc::new(Signaling::new(commands, auth, signaling));
+    let signaling = Arc::new(Signaling::new(handles, auth, signaling));
     let body_timeout = Duration::from_millis(config.http_body_timeout_ms);
     let app = http::routes(signaling, config.max_body_bytes, body_timeout);
     tracing::info!(%udp_addr, %candidate, workers, "media on one UDP port");
@@ -145,7 +140,7 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     let http = listener::serve(listener, app, limits, shutdown);
     tokio::select! {
         () = http => {
-            // The HTTP side is gone with its command senders: the media loops end after them.
+            // The HTTP side is gone with its loop handles: the media loops end after them.
             while media.join_next().await.is_some() {}
             if let Some(reader) = reader {
                 reader.abort();

@@ -5,6 +5,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use rtp_ext::dd;
 use rtp_ext::ext::TransportSequenceNumber;
@@ -13,12 +14,11 @@ use rtp_ext::ext::{
 };
 use selector::Layer;
 use smallvec::SmallVec;
-use tokio::sync::{mpsc, oneshot};
 
 use super::auth::{Auth, AuthError, Grant};
 use super::core::{CoreError, Resource};
 use super::limits::{LimitError, Limits, RoomNameError};
-use super::media_loop::{Action, Command};
+use super::media_loop::{LoopGone, MediaLoopHandle, Worker};
 use super::peer::{IceCredentials, Join, Kind, Owner, PeerId, PublishedTrack, Publisher};
 use super::sdp::{
     self, AnswerMedia, AnswerParams, Demux, Extmap, Offer, PublishedMedia, RoomCodec, SdpError,
@@ -115,6 +115,12 @@ pub enum SignalError {
     },
 }
 
+impl From<LoopGone> for SignalError {
+    fn from(_: LoopGone) -> Self {
+        Self::ShuttingDown
+    }
+}
+
 impl From<CoreError> for SignalError {
     fn from(e: CoreError) -> Self {
         match e {
@@ -166,8 +172,8 @@ pub struct SignalingConfig {
 /// an answer.
 #[derive(Debug)]
 pub struct Signaling {
-    /// Each media worker's queue, by worker.
-    commands: Vec<mpsc::Sender<Command>>,
+    /// Each media worker's loop, by worker.
+    loops: Vec<MediaLoopHandle>,
     auth: Auth,
     config: SignalingConfig,
     /// How often each participant may offer again.
@@ -179,10 +185,10 @@ pub struct Signaling {
 }
 
 impl Signaling {
-    /// Signaling for media workers taking `commands` (at least one).
-    pub fn new(commands: Vec<mpsc::Sender<Command>>, auth: Auth, config: SignalingConfig) -> Self {
+    /// Signaling for the media workers' `loops` (at least one).
+    pub fn new(loops: Vec<MediaLoopHandle>, auth: Auth, config: SignalingConfig) -> Self {
         Self {
-            commands,
+            loops,
             auth,
             offer_rate: OfferRate::new(config.limits.offers_per_second),
             offer_memo: OfferMemo::default(),
@@ -243,13 +249,14 @@ impl Signaling {
             ..self.join(room, &offer, caller)
         };
         let local = join.ice.clone();
-        let (reply, answer) = oneshot::channel();
-        let command = Command::Publish {
-            join,
-            publisher,
-            reply,
-        };
-        let id = self.ask(command, answer).await??;
+        let id = self
+            .loop_of(room)?
+            .ask(move |worker, now| {
+                let room = join.room.clone();
+                let added = worker.core.add_publisher(now, join, publisher);
+                added.inspect(|id| tracing::info!(peer = %id, room, "publisher joined"))
+            })
+            .await??;
         let answer = sdp::build_answer(&self.answer_params(
             &local,
             plan.extmap_allow_mixed,
@@ -277,9 +284,13 @@ impl Signaling {
             target,
             source: source.map(str::to_owned),
         };
-        let (reply, answer) = oneshot::channel();
         let Watched { id, plan, sources } = self
-            .ask(Command::Watch { request, reply }, answer)
+            .loop_of(room)?
+            .ask(move |worker, now| {
+                let room = request.join.room.clone();
+                let watched = watch(&mut worker.core, now, request);
+                watched.inspect(|w| tracing::info!(peer = %w.id, room, "viewer joined"))
+            })
             .await??;
         let source_of = |media: &ViewedMedia| {
             let &(ssrc, rtx_ssrc) = sources.get(&media.mid)?;
@@ -297,22 +308,42 @@ impl Signaling {
         Ok((id, answer, refused(id, &plan.sections)))
     }
 
-    /// A PATCH or DELETE on a resource: the session must exist as that kind in that room, and
-    /// the caller must hold the credential that created it.
-    pub async fn on_resource(
+    /// Checks that a resource is the caller's (a trickle PATCH): the session must exist as
+    /// that kind in that room, and the caller must hold the credential that created it.
+    pub async fn check(
         &self,
         resource: (Kind, &str, &str),
         caller: Caller<'_>,
-        action: Action,
     ) -> Result<(), SignalError> {
-        let resource = self.resource(resource, caller)?;
-        let (reply, answer) = oneshot::channel();
-        let command = Command::Resource {
-            resource,
-            action,
-            reply,
-        };
-        Ok(self.ask(command, answer).await??)
+        self.on_session(resource, caller, |_, _, _| Ok(())).await
+    }
+
+    /// Ends the session of a resource (`DELETE`), under the same rules as [`check`](Self::check).
+    pub async fn end(
+        &self,
+        resource: (Kind, &str, &str),
+        caller: Caller<'_>,
+    ) -> Result<(), SignalError> {
+        self.on_session(resource, caller, |worker, id, _| {
+            tracing::info!(peer = %id, "session ended by its client");
+            worker.core.remove_peer(id)
+        })
+        .await
+    }
+
+    /// A viewer's new layer choice (`PATCH` with JSON), under the same rules as
+    /// [`check`](Self::check).
+    pub async fn set_layer(
+        &self,
+        (room, id): (&str, &str),
+        caller: Caller<'_>,
+        target: Layer,
+    ) -> Result<(), SignalError> {
+        let resource = (Kind::Viewer, room, id);
+        self.on_session(resource, caller, move |worker, id, _| {
+            worker.core.set_target(id, target)
+        })
+        .await
     }
 
     /// A GET on a viewer's resource: its estimate and layers, under the same rules as a
@@ -322,10 +353,11 @@ impl Signaling {
         (room, id): (&str, &str),
         caller: Caller<'_>,
     ) -> Result<ViewerStats, SignalError> {
-        let resource = self.resource((Kind::Viewer, room, id), caller)?;
-        let (reply, answer) = oneshot::channel();
-        let command = Command::ViewerStats { resource, reply };
-        Ok(self.ask(command, answer).await??)
+        self.on_session((Kind::Viewer, room, id), caller, |worker, id, _| {
+            // The resource names a viewer: only a publisher would have none.
+            worker.core.viewer_stats(id).ok_or(CoreError::NotAViewer)
+        })
+        .await
     }
 
     /// A resource URL with the caller's credential, once the caller holds a grant of that
@@ -349,9 +381,8 @@ impl Signaling {
     pub async fn metrics(&self) -> Result<super::metrics::Snapshot, SignalError> {
         use super::metrics::SocketView;
         let mut total: Option<super::metrics::Snapshot> = None;
-        for worker in &self.commands {
-            let (reply, answer) = oneshot::channel();
-            let part = Self::ask_worker(worker, Command::Metrics { reply }, answer).await?;
+        for media_loop in &self.loops {
+            let part = media_loop.ask(|worker, _| worker.snapshot()).await?;
             match &mut total {
                 Some(total) => total.merge(part),
                 None => total = Some(part),
@@ -371,30 +402,42 @@ impl Signaling {
 
     /// The worker that serves `room`.
     fn worker(&self, room: &str) -> WorkerId {
-        worker_for_room(room, self.commands.len())
+        worker_for_room(room, self.loops.len())
     }
 
-    /// Asks the worker of the command's room.
-    async fn ask<T>(
+    /// The loop of the worker that serves `room`, which every request about the room asks.
+    fn loop_of(&self, room: &str) -> Result<&MediaLoopHandle, SignalError> {
+        let worker = self.worker(room);
+        self.loops.get(worker).ok_or(SignalError::ShuttingDown)
+    }
+
+    /// Runs `act` on the session of a resource URL, once the caller holds a grant of its
+    /// kind in its room, and answers what `act` returns; see [`with_session`](Self::with_session).
+    async fn on_session<T: Send + 'static>(
         &self,
-        command: Command,
-        answer: oneshot::Receiver<T>,
+        resource: (Kind, &str, &str),
+        caller: Caller<'_>,
+        act: impl FnOnce(&mut Worker, PeerId, Instant) -> Result<T, CoreError> + Send + 'static,
     ) -> Result<T, SignalError> {
-        let worker = command.room().map_or(0, |room| self.worker(room));
-        let queue = self.commands.get(worker).ok_or(SignalError::ShuttingDown)?;
-        Self::ask_worker(queue, command, answer).await
+        let resource = self.resource(resource, caller)?;
+        Ok(self.with_session(resource, act).await??)
     }
 
-    async fn ask_worker<T>(
-        queue: &mpsc::Sender<Command>,
-        command: Command,
-        answer: oneshot::Receiver<T>,
-    ) -> Result<T, SignalError> {
-        queue
-            .send(command)
-            .await
-            .map_err(|_| SignalError::ShuttingDown)?;
-        answer.await.map_err(|_| SignalError::ShuttingDown)
+    /// Runs `act` on the session a resource URL names, in the same turn of its worker's loop
+    /// that finds the session there, of that kind and the caller's: one round trip, and
+    /// nothing between the check and the act. The outer error: the loop is gone; the inner:
+    /// what the core refused.
+    async fn with_session<T: Send + 'static>(
+        &self,
+        resource: Resource,
+        act: impl FnOnce(&mut Worker, PeerId, Instant) -> Result<T, CoreError> + Send + 'static,
+    ) -> Result<Result<T, CoreError>, SignalError> {
+        let media_loop = self.loop_of(&resource.room)?;
+        let acted = media_loop.ask(move |worker, now| {
+            let id = worker.core.resource(&resource)?;
+            act(worker, id, now)
+        });
+        Ok(acted.await?)
     }
 
     /// Parses an offer within the node's limits on its size.
@@ -442,7 +485,7 @@ impl Signaling {
         let (mut local_ufrag, local_pwd) = sdp::random_ice_credentials();
         // Marked with the room's worker, so a worker that reads the session's first binding
         // request before ICE bound its address knows whose it is.
-        if self.commands.len() > 1 {
+        if self.loops.len() > 1 {
             local_ufrag = mark_ufrag(self.worker(room), &local_ufrag);
         }
         let ice = IceCredentials {
@@ -593,8 +636,16 @@ fn stream_ids_of(media: &PublishedMedia) -> StreamIds {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
     use rtp_ext::codec::MediaKind;
+    use tokio::net::UdpSocket;
+
+    use super::*;
+    use crate::engine::RouterConfig;
+    use crate::node::core::NodeCore;
+    use crate::node::media_loop::MediaLoop;
 
     const PUBLISHER_VP8: &str = include_str!("sdp/fixtures/publisher_vp8.sdp");
     const FIREFOX_SIMULCAST: &str = include_str!("sdp/fixtures/firefox153_publisher_simulcast.sdp");
@@ -671,5 +722,39 @@ mod tests {
             })
             .collect();
         assert_eq!(announced.as_slice(), fids.as_slice());
+    }
+
+    /// Once the media loop has stopped, a request is refused as the node shutting down (503)
+    /// rather than left waiting for an answer.
+    #[tokio::test]
+    async fn a_request_after_the_media_loop_stopped_is_refused_as_shutting_down() {
+        let core = NodeCore::new(RouterConfig::default(), Duration::from_secs(3));
+        let socket = UdpSocket::bind("127.0.0.1:0").await.expect("a socket");
+        let (media, handle) = MediaLoop::new(core, Arc::new(socket));
+        drop(media);
+        let config = SignalingConfig {
+            fingerprint: "AB:CD".to_owned(),
+            candidate: SocketAddr::from(([127, 0, 0, 1], 9)),
+            publisher_bitrate_kbps: 0,
+            limits: Limits::default(),
+            socket: None,
+        };
+        let signaling = Signaling::new(vec![handle], Auth::open(), config);
+        let metrics = signaling.metrics().await;
+        assert!(
+            matches!(metrics, Err(SignalError::ShuttingDown)),
+            "{metrics:?}"
+        );
+        let caller = Caller::default();
+        let published = signaling.publish("room", PUBLISHER_VP8, None, caller).await;
+        assert!(
+            matches!(published, Err(SignalError::ShuttingDown)),
+            "{published:?}"
+        );
+        let resource = (Kind::Publisher, "room", "0123456789abcdef0123456789abcdef");
+        assert_eq!(
+            signaling.end(resource, caller).await,
+            Err(SignalError::ShuttingDown)
+        );
     }
 }

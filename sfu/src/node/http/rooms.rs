@@ -17,7 +17,6 @@ use serde::Deserialize;
 use super::{caller, content_type_is, created, offer_text, trickle, OfferRequest, ResourcePath};
 use crate::node::event_queue::{EventReceiver, CONNECTION_SEND_BUFFER};
 use crate::node::listener::ConnectionControl;
-use crate::node::media_loop::Action;
 use crate::node::participant::Choice;
 use crate::node::peer::Kind;
 use crate::node::signaling::{Answered, SignalError, Signaling};
@@ -101,7 +100,7 @@ pub(super) async fn patch(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     signaling
-        .on_resource((Kind::Participant, &room, &id), caller, Action::Check)
+        .check((Kind::Participant, &room, &id), caller)
         .await?;
     trickle(&headers).map(IntoResponse::into_response)
 }

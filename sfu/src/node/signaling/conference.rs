@@ -7,15 +7,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rtp_ext::codec::MediaKind;
-use tokio::sync::oneshot;
 
 use super::watch::viewer_media;
 use super::{publisher_of, refused, Caller, SignalError, Signaling};
 use crate::engine::TrackId;
 use crate::node::auth::Grant;
-use crate::node::core::{CoreError, Negotiated, ParticipantOffer, Resource, Sending};
+use crate::node::core::{CoreError, Negotiated, ParticipantOffer, Sending};
 use crate::node::event_queue::EventReceiver;
-use crate::node::media_loop::Command;
 use crate::node::participant::Choice;
 use crate::node::peer::{Join, Kind, PeerId};
 use crate::node::room_view::RoomView;
@@ -60,16 +58,9 @@ impl Signaling {
             name: Some(name),
             ..self.join(room, &offer, caller)
         };
-        let (reply, answer) = oneshot::channel();
         let negotiated = self
-            .ask(
-                Command::Join {
-                    join,
-                    offer: participant,
-                    reply,
-                },
-                answer,
-            )
+            .loop_of(room)?
+            .ask(move |worker, now| worker.core.add_participant(now, join, participant))
             .await??;
         Ok(self.answered(&plan, &negotiated, room))
     }
@@ -97,14 +88,10 @@ impl Signaling {
         };
         let (offer, plan) = &*read;
         let participant = self.participant_offer(plan, offer, caller, room)?;
-        let (reply, answer) = oneshot::channel();
-        let command = Command::Renegotiate {
-            resource,
-            if_match,
-            offer: participant,
-            reply,
-        };
-        let negotiated = self.ask(command, answer).await?;
+        let renegotiated = self.with_session(resource, move |worker, id, now| {
+            worker.core.renegotiate(now, id, if_match, participant)
+        });
+        let negotiated = renegotiated.await?;
         // The core knew the session (whatever it made of the offer): the offer counts.
         if !matches!(
             negotiated,
@@ -134,33 +121,29 @@ impl Signaling {
     /// A participant's event stream, each item one event on the wire.
     pub async fn events(
         &self,
-        resource: (&str, &str),
+        (room, id): (&str, &str),
         caller: Caller<'_>,
     ) -> Result<EventReceiver, SignalError> {
-        let resource = self.participant_resource(resource, caller)?;
-        let (reply, answer) = oneshot::channel();
-        Ok(self
-            .ask(Command::Events { resource, reply }, answer)
-            .await??)
+        let resource = (Kind::Participant, room, id);
+        self.on_session(resource, caller, |worker, id, now| {
+            worker.open_events(now, id)
+        })
+        .await
     }
 
     /// A participant's choice for one of the room's tracks.
     pub async fn choose(
         &self,
-        resource: (&str, &str),
+        (room, id): (&str, &str),
         track: u32,
         choice: Choice,
         caller: Caller<'_>,
     ) -> Result<(), SignalError> {
-        let resource = self.participant_resource(resource, caller)?;
-        let (reply, answer) = oneshot::channel();
-        let command = Command::Choose {
-            resource,
-            track: TrackId(track),
-            choice,
-            reply,
-        };
-        Ok(self.ask(command, answer).await??)
+        let resource = (Kind::Participant, room, id);
+        self.on_session(resource, caller, move |worker, id, _| {
+            worker.core.set_choice(id, TrackId(track), choice)
+        })
+        .await
     }
 
     /// The room's state, for a caller who may receive in it.
@@ -170,23 +153,11 @@ impl Signaling {
         caller: Caller<'_>,
     ) -> Result<RoomView, SignalError> {
         self.authorize(caller, room, Grant::Subscribe)?;
-        let (reply, answer) = oneshot::channel();
-        let command = Command::RoomState {
-            room: room.to_owned(),
-            reply,
-        };
-        self.ask(command, answer)
+        let name = room.to_owned();
+        self.loop_of(room)?
+            .ask(move |worker, now| worker.core.room_view(&name, now))
             .await?
             .ok_or_else(|| SignalError::Missing("nobody is in the room".to_owned()))
-    }
-
-    /// A participant's resource, once the caller may receive in its room.
-    fn participant_resource(
-        &self,
-        (room, id): (&str, &str),
-        caller: Caller<'_>,
-    ) -> Result<Resource, SignalError> {
-        self.resource((Kind::Participant, room, id), caller)
     }
 
     /// Parses a participant's offer within the limits of one: larger than a WHIP or WHEP
