@@ -36,6 +36,7 @@ pub mod config;
 pub mod core;
 pub mod dtls;
 pub mod event_queue;
+pub mod forwarded;
 pub mod http;
 pub mod ice;
 pub mod limits;
@@ -57,3 +58,4 @@ pub mod srtp;
 pub mod stats;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod tls;

@@ -10,6 +10,7 @@ mod fixtures;
 mod fuzz_bodies;
 mod http;
 mod http_node;
+mod https;
 mod participants;
 mod rooms;
 mod sessions;
