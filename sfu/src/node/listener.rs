@@ -80,7 +80,7 @@ pub struct HttpSettings {
     pub limits: HttpLimits,
     /// HTTPS, with HTTP/2 by ALPN; `None`: plain HTTP/1.1.
     pub tls: Option<TlsAcceptor>,
-    /// Proxies whose `X-Forwarded-For` names the client (see [`forwarded`](super::forwarded)).
+    /// Proxies whose `X-Forwarded-For` names the client (see [`forwarded`]).
     pub trusted_proxies: Arc<[IpAddr]>,
 }
 
