@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::ice_servers::{IceServerConfig, IceServerError};
 use super::limits::Limits;
 use super::shard::MAX_WORKERS;
 use super::tls::TlsSource;
@@ -78,6 +79,9 @@ pub struct NodeConfig {
     /// Reverse proxies whose `X-Forwarded-For` names the client (for per-client limits and
     /// logs); from any other address the header is ignored.
     pub trusted_proxies: Vec<IpAddr>,
+    /// STUN and TURN servers handed to clients (`[[ice_servers]]`), for networks that block
+    /// UDP to the node.
+    pub ice_servers: Vec<IceServerConfig>,
     /// Sessions per node, room and client, handshakes, offer sizes, room names, connections.
     pub limits: Limits,
 }
@@ -112,6 +116,7 @@ impl Default for NodeConfig {
             tls_self_signed: false,
             http2_max_streams: 100,
             trusted_proxies: Vec::new(),
+            ice_servers: Vec::new(),
             limits: Limits::default(),
         }
     }
@@ -131,6 +136,9 @@ pub enum ConfigError {
     /// `tls_cert` and `tls_key` name each other: one without the other is a mistake.
     #[error("tls_cert and tls_key go together: set both or neither")]
     TlsPair,
+    /// An `[[ice_servers]]` entry is unusable.
+    #[error(transparent)]
+    IceServer(#[from] IceServerError),
     /// The file is not TOML, or a key has a value of the wrong type or is unknown.
     #[error("bad configuration in {path}: {source}")]
     Parse {
@@ -149,10 +157,14 @@ impl NodeConfig {
             path: name.clone(),
             source,
         })?;
-        Self::from_toml(&text).map_err(|source| ConfigError::Parse {
+        let config = Self::from_toml(&text).map_err(|source| ConfigError::Parse {
             path: name,
             source: Box::new(source),
-        })
+        })?;
+        for server in &config.ice_servers {
+            server.validate()?;
+        }
+        Ok(config)
     }
 
     /// Reads the text of a TOML configuration; keys it leaves out keep their defaults.

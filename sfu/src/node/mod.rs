@@ -39,6 +39,7 @@ pub mod event_queue;
 pub mod forwarded;
 pub mod http;
 pub mod ice;
+pub mod ice_servers;
 pub mod limits;
 pub mod listener;
 pub mod media_loop;
