@@ -131,7 +131,10 @@ fn is_ice_url(url: &str) -> bool {
     let scheme_ok = ["stun:", "stuns:", "turn:", "turns:"]
         .iter()
         .any(|scheme| url.starts_with(scheme));
-    scheme_ok && url.bytes().all(|b| b.is_ascii_graphic() && !b"<>\"".contains(&b))
+    scheme_ok
+        && url
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b"<>\"".contains(&b))
 }
 
 /// A quoted-string's content (RFC 9110 §5.6.4): backslash and quote escaped. A configured
@@ -184,19 +187,28 @@ mod tests {
         config.credential = Some("p\"w".to_owned());
         let server = config.for_client("p1", SystemTime::now());
         assert_eq!(server.username.as_deref(), Some("u"));
-        assert!(server.link_values().all(|l| l.contains("credential=\"p\\\"w\"")));
+        assert!(server
+            .link_values()
+            .all(|l| l.contains("credential=\"p\\\"w\"")));
         let stun = IceServerConfig {
             urls: vec!["stun:stun.example.net".to_owned()],
             ..turn(None)
         };
-        let link: Vec<String> = stun.for_client("p1", SystemTime::now()).link_values().collect();
+        let link: Vec<String> = stun
+            .for_client("p1", SystemTime::now())
+            .link_values()
+            .collect();
         assert_eq!(link, ["<stun:stun.example.net>; rel=\"ice-server\""]);
     }
 
     #[test]
     fn bad_entries_say_what_is_wrong() {
         assert_eq!(
-            IceServerConfig { urls: vec![], ..turn(None) }.validate(),
+            IceServerConfig {
+                urls: vec![],
+                ..turn(None)
+            }
+            .validate(),
             Err(IceServerError::NoUrls)
         );
         let http = IceServerConfig {

@@ -14,4 +14,5 @@ mod https;
 mod participants;
 mod rooms;
 mod sessions;
+mod turn;
 mod viewers;
