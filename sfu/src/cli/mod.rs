@@ -27,8 +27,9 @@ enum Command {
         command: dd::DdCommand,
     },
     Inspect(inspect::InspectArgs),
-    /// Runs the node: WHIP/WHEP on HTTP, media on one UDP port.
-    Serve(serve::ServeArgs),
+    /// Runs the node: WHIP/WHEP on HTTP, media on one UDP port. Boxed: its many settings
+    /// would make every command as large.
+    Serve(Box<serve::ServeArgs>),
 }
 
 impl Cli {
@@ -36,7 +37,7 @@ impl Cli {
         match self.command {
             Command::Dd { command } => command.run(),
             Command::Inspect(args) => args.run(),
-            Command::Serve(args) => args.run(),
+            Command::Serve(args) => (*args).run(),
         }
     }
 }

@@ -46,6 +46,16 @@ pub struct ServeArgs {
     /// [default: 0, all].
     #[arg(long, env = "STRATA_LOUDEST_SPEAKERS")]
     loudest_speakers: Option<usize>,
+    /// HTTPS certificate chain, PEM (with --tls-key); read again on SIGHUP.
+    #[arg(long, env = "STRATA_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// HTTPS private key, PEM (with --tls-cert); read again on SIGHUP.
+    #[arg(long, env = "STRATA_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// HTTPS with a fresh self-signed certificate, for a quick try on a LAN (the node prints
+    /// its fingerprint).
+    #[arg(long, env = "STRATA_TLS_SELF_SIGNED")]
+    tls_self_signed: bool,
 }
 
 impl ServeArgs {
@@ -68,6 +78,10 @@ impl ServeArgs {
         config.log = self.log.unwrap_or(config.log);
         config.workers = self.workers.unwrap_or(config.workers);
         config.loudest_speakers = self.loudest_speakers.unwrap_or(config.loudest_speakers);
+        config.tls_cert = self.tls_cert.or(config.tls_cert);
+        config.tls_key = self.tls_key.or(config.tls_key);
+        config.tls_self_signed |= self.tls_self_signed;
+        config.tls().map_err(|e| e.to_string())?;
         Ok(config)
     }
 

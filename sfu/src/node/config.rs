@@ -2,13 +2,15 @@
 //! environment variables (the command line parses both; see `sfu serve --help`).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::ice_servers::{IceServerConfig, IceServerError};
 use super::limits::Limits;
 use super::shard::MAX_WORKERS;
+use super::tls::TlsSource;
 
 /// Everything `sfu serve` can be told. Every field has a default, so an empty file (or none)
 /// is a complete configuration.
@@ -64,6 +66,22 @@ pub struct NodeConfig {
     /// While more publishers of a room speak at once than this, only the loudest are
     /// forwarded; 0 (the default): all of them.
     pub loudest_speakers: usize,
+    /// HTTPS: the certificate chain (PEM, leaf first), read again on SIGHUP. With
+    /// `tls_key`; without both the node serves plain HTTP.
+    pub tls_cert: Option<PathBuf>,
+    /// HTTPS: the certificate's private key (PEM), read again on SIGHUP.
+    pub tls_key: Option<PathBuf>,
+    /// HTTPS with a fresh self-signed certificate (its fingerprint printed at start), for a
+    /// quick try on a LAN; ignored when `tls_cert` is set.
+    pub tls_self_signed: bool,
+    /// Requests at once on one HTTP/2 connection.
+    pub http2_max_streams: u32,
+    /// Reverse proxies whose `X-Forwarded-For` names the client (for per-client limits and
+    /// logs); from any other address the header is ignored.
+    pub trusted_proxies: Vec<IpAddr>,
+    /// STUN and TURN servers handed to clients (`[[ice_servers]]`), for networks that block
+    /// UDP to the node.
+    pub ice_servers: Vec<IceServerConfig>,
     /// Sessions per node, room and client, handshakes, offer sizes, room names, connections.
     pub limits: Limits,
 }
@@ -93,6 +111,12 @@ impl Default for NodeConfig {
             viewer_estimation: true,
             workers: 0,
             loudest_speakers: 0,
+            tls_cert: None,
+            tls_key: None,
+            tls_self_signed: false,
+            http2_max_streams: 100,
+            trusted_proxies: Vec::new(),
+            ice_servers: Vec::new(),
             limits: Limits::default(),
         }
     }
@@ -109,6 +133,12 @@ pub enum ConfigError {
         /// What the system said.
         source: std::io::Error,
     },
+    /// `tls_cert` and `tls_key` name each other: one without the other is a mistake.
+    #[error("tls_cert and tls_key go together: set both or neither")]
+    TlsPair,
+    /// An `[[ice_servers]]` entry is unusable.
+    #[error(transparent)]
+    IceServer(#[from] IceServerError),
     /// The file is not TOML, or a key has a value of the wrong type or is unknown.
     #[error("bad configuration in {path}: {source}")]
     Parse {
@@ -127,15 +157,37 @@ impl NodeConfig {
             path: name.clone(),
             source,
         })?;
-        Self::from_toml(&text).map_err(|source| ConfigError::Parse {
+        let config = Self::from_toml(&text).map_err(|source| ConfigError::Parse {
             path: name,
             source: Box::new(source),
-        })
+        })?;
+        for server in &config.ice_servers {
+            server.validate()?;
+        }
+        Ok(config)
     }
 
     /// Reads the text of a TOML configuration; keys it leaves out keep their defaults.
     pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
         toml::from_str(text)
+    }
+
+    /// Where the HTTPS certificate comes from, if the node serves HTTPS.
+    pub fn tls(&self) -> Result<Option<TlsSource>, ConfigError> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(TlsSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            })),
+            (None, None) if self.tls_self_signed => {
+                let mut names = vec!["localhost".to_owned(), self.http.ip().to_string()];
+                names.push(self.announced_ip().to_string());
+                names.dedup();
+                Ok(Some(TlsSource::SelfSigned(names)))
+            }
+            (None, None) => Ok(None),
+            _ => Err(ConfigError::TlsPair),
+        }
     }
 
     /// The address announced in ICE candidates.
@@ -203,6 +255,21 @@ mod tests {
     fn unspecified_udp_address_announces_loopback() {
         let config = NodeConfig::from_toml("udp = \"0.0.0.0:40000\"").expect("valid");
         assert_eq!(config.announced_ip().to_string(), "127.0.0.1");
+    }
+
+    #[test]
+    fn tls_is_both_files_or_self_signed_or_none() {
+        let config = NodeConfig::from_toml("tls_cert = \"a.pem\"").expect("valid");
+        assert!(matches!(config.tls(), Err(ConfigError::TlsPair)));
+        let config =
+            NodeConfig::from_toml("tls_cert = \"a.pem\"\ntls_key = \"k.pem\"").expect("valid");
+        assert!(matches!(config.tls(), Ok(Some(TlsSource::Files { .. }))));
+        let config = NodeConfig::from_toml("tls_self_signed = true").expect("valid");
+        let Ok(Some(TlsSource::SelfSigned(names))) = config.tls() else {
+            panic!("self-signed: {:?}", config.tls());
+        };
+        assert_eq!(names, ["localhost", "127.0.0.1"]);
+        assert!(matches!(NodeConfig::default().tls(), Ok(None)));
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! The HTTP side's connections: at most a fixed number open at once (the rest wait in the
 //! kernel's backlog, so the node never runs out of file descriptors), a request head that
 //! must arrive in time (a slow-header client is dropped), and keep-alive connections closed
-//! once idle. The routes themselves are in [`http`](super::http).
+//! once idle; HTTPS with HTTP/2 beside HTTP/1.1 when configured. The routes themselves are in
+//! [`http`](super::http).
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -14,13 +15,17 @@ use std::time::Duration;
 
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
+
+use super::forwarded;
+use super::tls::ALPN_H2;
 
 /// How the listener treats connections.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +36,8 @@ pub struct HttpLimits {
     pub header_timeout: Duration,
     /// A keep-alive connection with nothing read or written for this long is closed.
     pub idle_timeout: Duration,
+    /// Requests at once on one HTTP/2 connection.
+    pub streams: u32,
 }
 
 /// What a request's handler may change about the connection it came on (a request
@@ -65,14 +72,36 @@ const FD_RESERVE: usize = 64;
 /// How long a graceful stop waits for requests in flight.
 const DRAIN: Duration = Duration::from_secs(5);
 
+/// How the listener serves: its limits, TLS if configured, and whose forwarded headers it
+/// believes.
+#[derive(Clone)]
+pub struct HttpSettings {
+    /// Connections, timeouts and streams.
+    pub limits: HttpLimits,
+    /// HTTPS, with HTTP/2 by ALPN; `None`: plain HTTP/1.1.
+    pub tls: Option<TlsAcceptor>,
+    /// Proxies whose `X-Forwarded-For` names the client (see [`forwarded`]).
+    pub trusted_proxies: Arc<[IpAddr]>,
+}
+
+impl std::fmt::Debug for HttpSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSettings")
+            .field("limits", &self.limits)
+            .field("tls", &self.tls.is_some())
+            .field("trusted_proxies", &self.trusted_proxies)
+            .finish()
+    }
+}
+
 /// Serves `app` until `shutdown` completes, then lets requests in flight finish.
 pub async fn serve(
     listener: TcpListener,
     app: axum::Router,
-    limits: HttpLimits,
+    settings: HttpSettings,
     shutdown: impl Future<Output = ()>,
 ) {
-    let cap = limits.connections.min(fd_budget()).max(1);
+    let cap = settings.limits.connections.min(fd_budget()).max(1);
     let permits = Arc::new(Semaphore::new(cap));
     let (stop, stopped) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -98,55 +127,132 @@ pub async fn serve(
                 }
             },
         };
-        let app = app.clone();
-        connections.spawn(connection(
-            stream,
+        let connection = Connection {
             remote,
-            app,
-            limits,
-            stopped.clone(),
-            permit,
-        ));
+            app: app.clone(),
+            settings: settings.clone(),
+            stop: stopped.clone(),
+            _permit: permit,
+        };
+        connections.spawn(connection.run(stream));
     }
     let _ = stop.send(true);
     let drained = async { while connections.join_next().await.is_some() {} };
     let _ = tokio::time::timeout(DRAIN, drained).await;
 }
 
-/// One connection, HTTP/1.1, until the client closes, a timeout, or the node stops.
-async fn connection(
-    stream: TcpStream,
+/// One accepted connection and what serves it.
+struct Connection {
     remote: SocketAddr,
     app: axum::Router,
-    limits: HttpLimits,
-    mut stop: watch::Receiver<bool>,
+    settings: HttpSettings,
+    stop: watch::Receiver<bool>,
     _permit: OwnedSemaphorePermit,
-) {
-    let _ = stream.set_nodelay(true);
-    let control = ConnectionControl::default();
-    let io = TokioIo::new(Idle::new(stream, limits, control.clone()));
-    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-        request.extensions_mut().insert(ConnectInfo(remote));
-        request.extensions_mut().insert(control.clone());
-        app.clone().oneshot(request)
-    });
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .max_buf_size(WRITE_QUEUE);
-    let conn = builder.serve_connection(io, service);
-    tokio::pin!(conn);
-    tokio::select! {
-        served = conn.as_mut() => {
-            if let Err(e) = served {
-                tracing::debug!(%remote, "http connection: {e}");
+}
+
+impl Connection {
+    /// Until the client closes, a timeout, or the node stops: TLS first if configured (its
+    /// handshake within the header timeout, as the idle stream enforces), then HTTP/2 if the
+    /// client chose it by ALPN, else HTTP/1.1.
+    async fn run(self, stream: TcpStream) {
+        let _ = stream.set_nodelay(true);
+        let control = ConnectionControl::default();
+        let idle = Idle::new(stream, self.settings.limits, control.clone());
+        let Some(acceptor) = self.settings.tls.clone() else {
+            return self.http1(TokioIo::new(idle), control).await;
+        };
+        let tls = match acceptor.accept(idle).await {
+            Ok(tls) => tls,
+            Err(e) => {
+                tracing::debug!(remote = %self.remote, "TLS handshake: {e}");
+                return;
+            }
+        };
+        if tls.get_ref().1.alpn_protocol() == Some(ALPN_H2) {
+            self.http2(TokioIo::new(tls), control).await;
+        } else {
+            self.http1(TokioIo::new(tls), control).await;
+        }
+    }
+
+    async fn http1<I>(self, io: TokioIo<I>, control: ConnectionControl)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let service = self.service(control);
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.settings.limits.header_timeout)
+            .max_buf_size(WRITE_QUEUE);
+        let conn = builder.serve_connection(io, service);
+        tokio::pin!(conn);
+        let mut stop = self.stop;
+        tokio::select! {
+            served = conn.as_mut() => log_end(self.remote, served),
+            _ = stop.changed() => {
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.await;
             }
         }
-        _ = stop.changed() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
+    }
+
+    /// HTTP/2: each stream is a request with the same body limits and timeouts as one on
+    /// HTTP/1.1; a connection holds at most `limits.streams` at once, and its send buffers
+    /// per stream are as small as HTTP/1.1's write queue.
+    async fn http2<I>(self, io: TokioIo<I>, control: ConnectionControl)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let service = self.service(control);
+        let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        builder
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(self.settings.limits.streams)
+            .max_header_list_size(WRITE_QUEUE as u32)
+            .max_send_buf_size(WRITE_QUEUE)
+            .keep_alive_interval(self.settings.limits.idle_timeout / 2)
+            .keep_alive_timeout(self.settings.limits.header_timeout);
+        let conn = builder.serve_connection(io, service);
+        tokio::pin!(conn);
+        let mut stop = self.stop;
+        tokio::select! {
+            served = conn.as_mut() => log_end(self.remote, served),
+            _ = stop.changed() => {
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.await;
+            }
         }
+    }
+
+    /// Each request with its client's address (the proxy's, or the one a trusted proxy
+    /// forwarded) and the connection's control.
+    fn service(
+        &self,
+        control: ConnectionControl,
+    ) -> impl hyper::service::Service<
+        hyper::Request<Incoming>,
+        Response = axum::response::Response,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
+    > + Clone
+           + Send
+           + 'static {
+        let app = self.app.clone();
+        let remote = self.remote;
+        let proxies = self.settings.trusted_proxies.clone();
+        hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            let client = forwarded::client(remote, request.headers(), &proxies);
+            request.extensions_mut().insert(ConnectInfo(client));
+            request.extensions_mut().insert(control.clone());
+            app.clone().oneshot(request)
+        })
+    }
+}
+
+fn log_end(remote: SocketAddr, served: Result<(), hyper::Error>) {
+    if let Err(e) = served {
+        tracing::debug!(%remote, "http connection: {e}");
     }
 }
 

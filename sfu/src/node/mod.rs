@@ -36,8 +36,10 @@ pub mod config;
 pub mod core;
 pub mod dtls;
 pub mod event_queue;
+pub mod forwarded;
 pub mod http;
 pub mod ice;
+pub mod ice_servers;
 pub mod limits;
 pub mod listener;
 pub mod media_loop;
@@ -57,3 +59,4 @@ pub mod srtp;
 pub mod stats;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod tls;

@@ -11,15 +11,16 @@ use tokio::task::JoinSet;
 
 use super::admission::Admission;
 use super::auth::Auth;
-use super::config::NodeConfig;
+use super::config::{ConfigError, NodeConfig};
 use super::core::NodeCore;
 use super::dtls::{DtlsCertificate, DtlsConfig};
 use super::http;
-use super::listener::{self, HttpLimits};
+use super::listener::{self, HttpLimits, HttpSettings};
 use super::media_loop::MediaLoop;
 use super::shard;
 use super::signaling::{Signaling, SignalingConfig};
 use super::socket::media_socket;
+use super::tls::{Certificates, TlsError};
 use crate::engine::RouterConfig;
 
 /// Why the node could not start.
@@ -47,6 +48,12 @@ pub enum ServeError {
     /// The address a listener or socket was bound at could not be read back.
     #[error("HTTP server failed: {0}")]
     Serve(std::io::Error),
+    /// The HTTPS certificate could not be loaded or made.
+    #[error("HTTPS: {0}")]
+    Tls(#[from] TlsError),
+    /// The settings contradict each other.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
     /// A media worker's task ended on its own, which only a bug does: the node stops rather
     /// than answer signaling for media that no longer flows.
     #[error("the media loop stopped unexpectedly")]
@@ -55,6 +62,11 @@ pub enum ServeError {
 
 /// Runs the node until a shutdown signal.
 pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
+    let certificates = config
+        .tls()?
+        .map(Certificates::load)
+        .transpose()?
+        .map(Arc::new);
     let listener = TcpListener::bind(config.http)
         .await
         .map_err(|source| ServeError::Http {
@@ -131,13 +143,30 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     let app = http::routes(signaling, config.max_body_bytes, body_timeout);
     tracing::info!(%udp_addr, %candidate, workers, "media on one UDP port");
     let shutdown = shutdown_signal();
-    println!("Strata is serving: open http://{http_addr}/ to publish and watch");
-    let limits = HttpLimits {
-        connections: config.limits.http_connections,
-        header_timeout: Duration::from_millis(config.http_header_timeout_ms),
-        idle_timeout: Duration::from_millis(config.http_idle_timeout_ms),
+    let tls = match &certificates {
+        Some(certificates) => {
+            println!(
+                "HTTPS certificate SHA-256 fingerprint: {}",
+                certificates.fingerprint()
+            );
+            tokio::spawn(reload_on_hangup(certificates.clone()));
+            Some(certificates.acceptor()?)
+        }
+        None => None,
     };
-    let http = listener::serve(listener, app, limits, shutdown);
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("Strata is serving: open {scheme}://{http_addr}/ to publish and watch");
+    let settings = HttpSettings {
+        limits: HttpLimits {
+            connections: config.limits.http_connections,
+            header_timeout: Duration::from_millis(config.http_header_timeout_ms),
+            idle_timeout: Duration::from_millis(config.http_idle_timeout_ms),
+            streams: config.http2_max_streams,
+        },
+        tls,
+        trusted_proxies: config.trusted_proxies.clone().into(),
+    };
+    let http = listener::serve(listener, app, settings, shutdown);
     tokio::select! {
         () = http => {
             // The HTTP side is gone with its loop handles: the media loops end after them.
@@ -180,6 +209,30 @@ fn shutdown_signal() -> impl Future<Output = ()> {
         }
         tracing::info!("shutting down");
     }
+}
+
+/// Reads the HTTPS certificate's files again on each SIGHUP: handshakes from then on present
+/// the new one; open connections and every session go on as they were.
+async fn reload_on_hangup(certificates: Arc<Certificates>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("no SIGHUP handler: the HTTPS certificate is not reloaded");
+            return;
+        };
+        while hangup.recv().await.is_some() {
+            match certificates.reload() {
+                Ok(()) => tracing::info!(
+                    fingerprint = %certificates.fingerprint(),
+                    "HTTPS certificate reloaded"
+                ),
+                Err(e) => tracing::error!("HTTPS certificate not reloaded, the old one stays: {e}"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    drop(certificates);
 }
 
 /// The first delivery of a registered signal; never, for one that could not be registered.

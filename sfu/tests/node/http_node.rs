@@ -36,10 +36,15 @@ impl Node {
             .spawn()
             .expect("the sfu binary starts");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+        // An HTTPS node prints its certificate's fingerprint first.
         let mut line = String::new();
-        stdout.read_line(&mut line).expect("the node's first line");
+        while !line.contains("Strata is serving") {
+            line.clear();
+            let read = stdout.read_line(&mut line).expect("the node's lines");
+            assert!(read > 0, "the node ended before it served");
+        }
         let http = line
-            .split("http://")
+            .split("://")
             .nth(1)
             .and_then(|rest| rest.split('/').next())
             .unwrap_or_else(|| panic!("the node serves: {line:?}"))
