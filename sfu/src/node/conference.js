@@ -10,8 +10,8 @@
 
 // Starts a participant: camera and microphone, joined to `room` as `name`.
 async function join({ room, name, codec = 'AV1', scalabilityMode = 'L3T3_KEY', simulcast = false,
-  token, width = 1280, height = 720, frameRate = 30, grid } = {}) {
-  const { pc, stream } = await sendingConnection({ codec, scalabilityMode, simulcast, width, height, frameRate });
+  token, width = 1280, height = 720, frameRate = 30, grid, relay } = {}) {
+  const { pc, stream } = await sendingConnection({ room, token, relay, codec, scalabilityMode, simulcast, width, height, frameRate });
   const id = String(nextId++);
   const c = {
     id, kind: 'conference', room, name, pc, stream, token, label: `${name} ${codec}`,

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::auth::Grant;
+use super::ice_servers::IceServer;
 use super::peer::{Kind, PeerId};
 use super::sdp;
 use super::signaling::{Caller, SignalError, Signaling};
@@ -45,6 +46,7 @@ pub fn routes(
             get(|| async { ([(header::CONTENT_TYPE, "text/javascript")], CONFERENCE_JS) }),
         )
         .route("/metrics", get(metrics))
+        .route("/ice-servers/{room}", get(ice_servers))
         .route("/whip/{room}", post(publish))
         .route("/whep/{room}", post(watch))
         .route(
@@ -215,7 +217,13 @@ fn offer_text(headers: &HeaderMap, body: &Bytes) -> Result<String, SignalError> 
 /// 201 Created with the answer and the session's resource, and a `Warning` (RFC 9111
 /// section 5.5, code 299: a persistent warning) for each section not served, so a client
 /// missing a track sees why.
-fn created(kind: Kind, room: &str, id: PeerId, answer: String, refused: &[String]) -> Response {
+fn created(
+    kind: Kind,
+    room: &str,
+    (id, answer): (PeerId, String),
+    refused: &[String],
+    ice_servers: &[IceServer],
+) -> Response {
     let location = format!("/{}/{room}/{id}", kind.path());
     let mut response = (StatusCode::CREATED, answer).into_response();
     let headers = response.headers_mut();
@@ -226,6 +234,12 @@ fn created(kind: Kind, room: &str, id: PeerId, answer: String, refused: &[String
     if let Ok(value) = HeaderValue::from_str(&location) {
         headers.insert(header::LOCATION, value);
     }
+    // The ICE servers, as RFC 9725 section 4.6 hands them to WHIP and WHEP clients.
+    for link in ice_servers.iter().flat_map(IceServer::link_values) {
+        if let Ok(value) = HeaderValue::from_str(&link) {
+            headers.append(header::LINK, value);
+        }
+    }
     for reason in refused {
         let text = reason.replace(['"', '\\'], "'");
         if let Ok(value) = HeaderValue::from_str(&format!("299 strata \"{text}\"")) {
@@ -233,6 +247,23 @@ fn created(kind: Kind, room: &str, id: PeerId, answer: String, refused: &[String
         }
     }
     response
+}
+
+/// `GET /ice-servers/{room}`: the STUN and TURN servers a client configures its connection
+/// with before it offers (TURN credentials minted for it), for a caller who may watch the room.
+async fn ice_servers(
+    State(signaling): State<Arc<Signaling>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(room): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, SignalError> {
+    signaling.authorize(caller(&headers, client), &room, Grant::Subscribe)?;
+    let servers = signaling.ice_servers(&format!("room-{room}"));
+    let mut response = axum::Json(serde_json::json!({ "ice_servers": servers })).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
 }
 
 /// `POST /whip/{room}?name=NAME`: publishes, as a participant of the room that only publishes
@@ -249,7 +280,14 @@ async fn publish(
     let (id, answer, refused) = signaling
         .publish(&room, &offer, name.name.as_deref(), caller)
         .await?;
-    Ok(created(Kind::Publisher, &room, id, answer, &refused))
+    let ice_servers = signaling.ice_servers(&id.to_string());
+    Ok(created(
+        Kind::Publisher,
+        &room,
+        (id, answer),
+        &refused,
+        &ice_servers,
+    ))
 }
 
 /// What a `POST` that opens a session carries besides its path, read the same way on every
@@ -349,7 +387,14 @@ async fn watch_source(
     let (id, answer, refused) = signaling
         .watch((&room, source.as_deref()), &offer, choice.layer(), caller)
         .await?;
-    Ok(created(Kind::Viewer, &room, id, answer, &refused))
+    let ice_servers = signaling.ice_servers(&id.to_string());
+    Ok(created(
+        Kind::Viewer,
+        &room,
+        (id, answer),
+        &refused,
+        &ice_servers,
+    ))
 }
 
 /// A resource URL's room and session id.

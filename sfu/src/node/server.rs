@@ -137,6 +137,7 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
         publisher_bitrate_kbps: config.publisher_bitrate_kbps,
         limits: config.limits,
         socket: Some(buffers),
+        ice_servers: config.ice_servers.clone(),
     };
     let signaling = Arc::new(Signaling::new(handles, auth, signaling));
     let body_timeout = Duration::from_millis(config.http_body_timeout_ms);

@@ -5,7 +5,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use rtp_ext::dd;
 use rtp_ext::ext::TransportSequenceNumber;
@@ -17,6 +17,7 @@ use smallvec::SmallVec;
 
 use super::auth::{Auth, AuthError, Grant};
 use super::core::{CoreError, Resource};
+use super::ice_servers::{IceServer, IceServerConfig};
 use super::limits::{LimitError, Limits, RoomNameError};
 use super::media_loop::{LoopGone, MediaLoopHandle, Worker};
 use super::peer::{IceCredentials, Join, Kind, Owner, PeerId, PublishedTrack, Publisher};
@@ -165,6 +166,8 @@ pub struct SignalingConfig {
     pub limits: Limits,
     /// The media socket's buffers, for `/metrics` (none when signaling runs without one).
     pub socket: Option<SocketBuffers>,
+    /// STUN and TURN servers handed to clients with each answer and room state.
+    pub ice_servers: Vec<IceServerConfig>,
 }
 
 /// The node's signaling: it turns an HTTP request into a checked request to the media worker
@@ -197,6 +200,17 @@ impl Signaling {
         }
     }
 
+    /// The ICE servers as the client `user` gets them now: TURN credentials from a shared
+    /// secret are minted for it.
+    pub fn ice_servers(&self, user: &str) -> Vec<IceServer> {
+        let now = SystemTime::now();
+        self.config
+            .ice_servers
+            .iter()
+            .map(|server| server.for_client(user, now))
+            .collect()
+    }
+
     /// Checks the caller's grant in a room whose name is one the node serves.
     pub fn authorize(
         &self,
@@ -205,7 +219,7 @@ impl Signaling {
         grant: Grant,
     ) -> Result<(), SignalError> {
         self.config.limits.check_room_name(room)?;
-        let now = std::time::SystemTime::now()
+        let now = SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         Ok(self
@@ -738,6 +752,7 @@ mod tests {
             publisher_bitrate_kbps: 0,
             limits: Limits::default(),
             socket: None,
+            ice_servers: Vec::new(),
         };
         let signaling = Signaling::new(vec![handle], Auth::open(), config);
         let metrics = signaling.metrics().await;

@@ -11,6 +11,7 @@ mod fuzz_bodies;
 mod http;
 mod http_node;
 mod https;
+mod ice_servers;
 mod participants;
 mod rooms;
 mod sessions;

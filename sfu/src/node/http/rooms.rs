@@ -44,12 +44,13 @@ pub(super) async fn join(
     let answered = signaling
         .join_conference(&room, &offer, name.name.as_deref(), caller)
         .await?;
+    let ice_servers = signaling.ice_servers(&answered.id.to_string());
     let mut response = created(
         Kind::Participant,
         &room,
-        answered.id,
-        answered.answer.clone(),
+        (answered.id, answered.answer.clone()),
         &answered.refused,
+        &ice_servers,
     );
     set_etag(&mut response, &answered);
     Ok(response)
@@ -135,7 +136,8 @@ pub(super) async fn events(
     Ok(response)
 }
 
-/// `GET /rooms/{room}`: the room's state as JSON.
+/// `GET /rooms/{room}`: the room's state as JSON, with the ICE servers a page joining it
+/// configures its connection with (TURN credentials minted for the room's reader).
 pub(super) async fn state(
     State(signaling): State<Arc<Signaling>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
@@ -145,7 +147,9 @@ pub(super) async fn state(
     let view = signaling
         .room_state(&room, caller(&headers, client))
         .await?;
-    let mut response = axum::Json(view).into_response();
+    let mut json = serde_json::to_value(view).unwrap_or_default();
+    json["ice_servers"] = serde_json::json!(signaling.ice_servers(&format!("room-{room}")));
+    let mut response = axum::Json(json).into_response();
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
