@@ -7,6 +7,8 @@
 
 #[path = "browser/chromium.rs"]
 mod chromium;
+#[path = "common/coturn.rs"]
+mod coturn;
 #[path = "browser/node.rs"]
 mod node;
 #[path = "browser/page_server.rs"]
@@ -254,6 +256,40 @@ fn tokens_and_malformed_offers() {
         json!({ "room": "auth", "codec": "VP8", "scalabilityMode": "L1T1", "token": "secret" }),
     );
     strata::wait_publishing(&page, &publisher);
+}
+
+/// A publisher and a viewer whose network allows only TURN: each page takes the ICE servers
+/// the node hands out (a real coturn, credentials minted from its shared secret), connects
+/// through a relay only, and the viewer decodes.
+#[test]
+#[ignore = "needs chromium and coturn in a private network namespace: run .ci/browser-test"]
+fn publishing_and_watching_through_a_turn_relay() {
+    let turn = coturn::coturn();
+    let config = format!(
+        "[[ice_servers]]\nurls = [\"turn:127.0.0.1:{}?transport=udp\"]\nsecret = \"{}\"\n",
+        turn.port,
+        coturn::SECRET
+    );
+    let node = Node::start_on("127.0.0.1", Some(&config), &[]);
+    let browser = Chromium::launch();
+    let page = browser.open(&node.url("/"));
+    let relay =
+        json!({ "room": "relayed", "codec": "VP8", "scalabilityMode": "L1T1", "relay": true });
+    let publisher = strata::publish(&page, relay);
+    strata::wait_publishing(&page, &publisher);
+    let viewer = strata::watch(&page, json!({ "room": "relayed", "relay": true }));
+    assert_decoding(&page, &viewer, "a viewer through a relay", RAMP_UP);
+    for id in [&publisher, &viewer] {
+        let kind = page.eval_json(&format!(
+            "(async () => {{
+                const report = await sessions.get({id:?}).pc.getStats();
+                let pair = null;
+                report.forEach((r) => {{ if (r.type === 'transport') pair = report.get(r.selectedCandidatePairId); }});
+                return pair ? report.get(pair.localCandidateId).candidateType : null;
+            }})()"
+        ));
+        assert_eq!(kind, "relay", "session {id} goes through the TURN relay");
+    }
 }
 
 /// The page and the driver without a node: a second peer connection in the page answers the

@@ -4,6 +4,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../common/coturn.rs"]
+mod coturn;
 
 mod conference;
 mod fixtures;

@@ -3,7 +3,6 @@
 //! expired one. Ignored by default: needs `turnserver`; `.ci/browser-test` runs it.
 
 use std::net::UdpSocket;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime};
 
 use sfu::node::ice_servers::IceServerConfig;
@@ -17,61 +16,9 @@ use stun::message::{Getter, Message, MessageType, Setter, CLASS_REQUEST};
 use stun::message::{CLASS_ERROR_RESPONSE, CLASS_SUCCESS_RESPONSE};
 use stun::textattrs::TextAttribute;
 
-const SECRET: &str = "north";
-const REALM: &str = "strata.test";
+use crate::coturn::{coturn, SECRET};
 /// REQUESTED-TRANSPORT: UDP (RFC 8656 §18.7).
 const UDP: [u8; 4] = [17, 0, 0, 0];
-
-struct Coturn {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Coturn {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_udp_port() -> u16 {
-    let socket = UdpSocket::bind("127.0.0.1:0").expect("a port");
-    socket.local_addr().expect("an address").port()
-}
-
-fn coturn() -> Coturn {
-    let port = free_udp_port();
-    let child = Command::new("turnserver")
-        .args([
-            "-n",
-            "--listening-ip",
-            "127.0.0.1",
-            "--relay-ip",
-            "127.0.0.1",
-        ])
-        .args(["--listening-port", &port.to_string()])
-        .args([
-            "--use-auth-secret",
-            "--static-auth-secret",
-            SECRET,
-            "--realm",
-            REALM,
-        ])
-        .args([
-            "--no-tls",
-            "--no-dtls",
-            "--no-cli",
-            "--no-tcp",
-            "--log-file",
-            "stdout",
-        ])
-        .args(["--min-port", "49160", "--max-port", "49200"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("turnserver runs (apt-get install coturn)");
-    Coturn { child, port }
-}
 
 /// The long-term credentials of a second Allocate: username, password, and the realm and
 /// nonce the server's 401 named.
