@@ -104,6 +104,8 @@ pub struct DataRelay {
     counters: NodeCounters,
     /// The latest time an input carried.
     now: Option<Instant>,
+    /// Members whose association had events left after its packets were taken.
+    unsettled: Vec<PeerId>,
 }
 
 impl DataRelay {
@@ -186,6 +188,8 @@ impl DataRelay {
 
     /// A participant left: its channels close toward everyone.
     pub fn leave(&mut self, id: PeerId) {
+        // Those its channels are relayed to, before it leaves the room's list.
+        let others = self.others(id);
         let Some(member) = self.members.remove(&id) else {
             return;
         };
@@ -199,7 +203,7 @@ impl DataRelay {
             }
         }
         for (stream, params) in member.own {
-            self.close_relays(id, stream);
+            self.close_relays(&others, id, stream);
             let info = ChannelInfo {
                 owner: member.public,
                 stream,
@@ -218,6 +222,7 @@ impl DataRelay {
         };
         member.sctp.handle_packet(now, packet);
         self.drive(now, id);
+        self.settle(now);
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due.
@@ -238,6 +243,14 @@ impl DataRelay {
             };
             member.timer = None;
             member.sctp.handle_timeout(now);
+            self.drive(now, id);
+        }
+        self.settle(now);
+    }
+
+    /// Drives every member whose association still has events, until none has.
+    fn settle(&mut self, now: Instant) {
+        while let Some(id) = self.unsettled.pop() {
             self.drive(now, id);
         }
     }
@@ -350,13 +363,13 @@ impl DataRelay {
             params,
         };
         let room = member.room.clone();
-        self.close_relays(id, stream);
+        self.close_relays(&self.others(id), id, stream);
         self.events.push_back((room, id, RelayEvent::Closed(info)));
     }
 
-    /// Closes the channel relaying `owner`'s `stream` toward every other participant.
-    fn close_relays(&mut self, owner: PeerId, stream: u16) {
-        for other in self.others(owner) {
+    /// Closes the channel relaying `owner`'s `stream` toward each of `others`.
+    fn close_relays(&mut self, others: &[PeerId], owner: PeerId, stream: u16) {
+        for &other in others {
             if let Some(receiver) = self.members.get_mut(&other) {
                 if let Some(Relayed {
                     stream: Some(s), ..
@@ -465,6 +478,7 @@ impl DataRelay {
                 }
             }
         }
+
         if relayed.queued <= backlog {
             return;
         }
@@ -497,6 +511,9 @@ impl DataRelay {
         };
         while let Some(packet) = member.sctp.poll_transmit() {
             self.out.push_back((id, packet));
+        }
+        if member.sctp.has_events() && !self.unsettled.contains(&id) {
+            self.unsettled.push(id);
         }
         let next = member.sctp.poll_timeout();
         if next != member.timer {

@@ -20,13 +20,17 @@ use sctp_proto::{
 };
 
 use super::dcep::{ChannelParams, Dcep, DcepError, Reliability};
+#[cfg(doc)]
 use crate::node::dtls::MTU;
 
 /// The SCTP stack wants a peer address; the DTLS association is the only peer.
 const PEER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 5000);
-/// What DTLS (at most 64 bytes a record) and SCTP's common and DATA chunk headers add to a
-/// chunk's user data: what is left of [`MTU`] is the most one chunk carries.
-const OVERHEAD: usize = 64 + 40;
+/// The most user data one DATA chunk carries. The stack bundles chunks into a packet up to
+/// this plus its headers (28 bytes), but counts neither each chunk's padding (up to 3 bytes)
+/// nor the last chunk's header: a packet of many one-byte messages overshoots by a fifth. At
+/// 900, the largest packet (about 1,120 bytes) stays within what a DTLS record of [`MTU`]
+/// takes.
+const MAX_CHUNK_PAYLOAD: u32 = 900;
 /// The one byte an empty message carries (RFC 8831 section 6.6).
 const EMPTY: &[u8] = &[0];
 
@@ -131,7 +135,7 @@ impl SctpAssociation {
     pub fn new(now: Instant, max_message_size: u64, remote_max_message_size: Option<u64>) -> Self {
         let clamp = |size: u64| u32::try_from(size).unwrap_or(u32::MAX);
         let mut config = EndpointConfig::default();
-        config.max_payload_size((MTU - OVERHEAD) as u32);
+        config.max_payload_size(MAX_CHUNK_PAYLOAD);
         let transport = TransportConfig::default()
             // A data channel's reliability is per stream; the association never gives up.
             .with_max_init_retransmits(None)
@@ -205,6 +209,12 @@ impl SctpAssociation {
     /// The next event.
     pub fn poll_event(&mut self) -> Option<SctpEvent> {
         self.events.pop_front()
+    }
+
+    /// Whether events wait: sending ([`poll_transmit`](Self::poll_transmit)) lets the stack
+    /// move on, which may read what had arrived.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
     }
 
     /// Opens a channel toward the peer: the next odd stream, its DATA_CHANNEL_OPEN sent. Its
