@@ -119,6 +119,22 @@ fn relayed_channels_keep_label_reliability_and_order() {
             "{label}"
         );
     }
+    // b's event stream was told of each, a's was not (they are its own).
+    let (a_id, b_id) = (room.members[0].id, room.members[1].id);
+    let opened: Vec<_> = std::iter::from_fn(|| room.core.poll_session_event())
+        .filter_map(|(to, event)| match event {
+            SessionEvent::DataChannelOpened(c) => Some((to, c.label)),
+            _ => None,
+        })
+        .collect();
+    assert!(opened.contains(&(b_id, "cursor".to_owned())), "{opened:?}");
+    assert!(
+        opened.contains(&(b_id, "captions".to_owned())),
+        "{opened:?}"
+    );
+    assert!(opened
+        .iter()
+        .all(|(to, label)| *to != a_id || label == "chat"));
     // The room's state lists a's channels as it opened them.
     let view = room.core.room_view("room", room.now).unwrap();
     let a = view.participants.iter().find(|p| p.name == "a").unwrap();
@@ -146,20 +162,11 @@ fn relayed_channels_keep_label_reliability_and_order() {
 #[test]
 fn ten_thousand_messages_arrive_in_order() {
     let mut room = chat_room(unlimited(), 2);
-    let own = room.members[0].own[0];
-    let mut next = 0;
-    let done = room.run_until(20_000, |r| {
-        while next < 10_000 && r.members[0].write(own, false, format!("{next}").as_bytes()) {
-            next += 1;
-        }
+    let as_text = |i: usize| i.to_string().into_bytes();
+    let done = send_until(&mut room, (10_000, usize::MAX), as_text, |r| {
         r.members[1].messages.len() == 10_000
     });
-    assert!(
-        done,
-        "{} arrived: {:?}",
-        room.members[1].messages.len(),
-        room.core.snapshot().node
-    );
+    assert!(done, "{} arrived", room.members[1].messages.len());
     let channel = relayed(&mut room, 0, 1, "chat");
     let expected: Vec<String> = (0..10_000).map(|i| i.to_string()).collect();
     assert_eq!(texts(&room, 1, channel), expected);
@@ -269,23 +276,15 @@ fn a_receiver_that_falls_behind_is_cut_off_at_its_backlog_while_others_continue(
     let mut room = chat_room(config, 3);
     let slow_chat = relayed(&mut room, 0, 2, "chat");
     room.members[2].held = true;
-    let own = room.members[0].own[0];
-    let message = vec![b'x'; 1024];
-    let mut sent = 0;
     // Two messages a step: a pace the receiver that reads keeps up with.
-    let done = room.run_until(20_000, |r| {
-        for _ in 0..2 {
-            if sent < 400 && r.members[0].write(own, false, &message) {
-                sent += 1;
-            }
-        }
+    let kib = |_| vec![b'x'; 1024];
+    let done = send_until(&mut room, (400, 2), kib, |r| {
         r.members[1].messages.len() == 400
     });
     assert!(
         done,
-        "{} of 400 reached the receiver that keeps up, {sent} sent: {:?}",
-        room.members[1].messages.len(),
-        room.core.snapshot().node
+        "{} of 400 reached the receiver that keeps up",
+        room.members[1].messages.len()
     );
     let dropped = room.core.snapshot().node.dropped(DropReason::DataBacklog);
     assert!(dropped > 0, "the slow receiver's backlog was dropped");
@@ -316,19 +315,32 @@ fn messages_past_the_senders_rate_are_dropped_and_counted() {
     assert!((10..25).contains(&delivered), "{delivered} delivered");
 }
 
-/// Sends `count` numbered messages from member 0's first channel, two a step, and steps on
-/// until member 1 stops receiving; the numbers member 1 got on `channel`.
-fn numbered_through(room: &mut DataRoom, count: usize, channel: ChannelId) -> Vec<usize> {
+/// Writes `count` messages (the `i`th is `message(i)`) on member 0's first channel, at most
+/// `per_step` a step (as many as its client takes), stepping until all are written and
+/// `done` holds; whether it did.
+fn send_until(
+    room: &mut DataRoom,
+    (count, per_step): (usize, usize),
+    message: impl Fn(usize) -> Vec<u8>,
+    mut done: impl FnMut(&DataRoom) -> bool,
+) -> bool {
     let own = room.members[0].own[0];
     let mut sent = 0;
     room.run_until(20_000, |r| {
-        for _ in 0..2 {
-            if sent < count && r.members[0].write(own, false, sent.to_string().as_bytes()) {
-                sent += 1;
+        for _ in 0..per_step {
+            if sent == count || !r.members[0].write(own, false, &message(sent)) {
+                break;
             }
+            sent += 1;
         }
-        sent == count
-    });
+        sent == count && done(r)
+    })
+}
+
+/// Sends 300 numbered messages, two a step, and lets the room settle; the numbers member 1
+/// got on `channel`.
+fn numbered_through(room: &mut DataRoom, channel: ChannelId) -> Vec<usize> {
+    send_until(room, (300, 2), |i| i.to_string().into_bytes(), |_| true);
     room.run_until(2_000, |_| false);
     texts(room, 1, channel)
         .iter()
@@ -341,7 +353,7 @@ fn a_reliable_channel_loses_nothing_under_loss() {
     let mut room = chat_room(unlimited(), 2);
     room.members[1].set_loss(10, 7);
     let channel = relayed(&mut room, 0, 1, "chat");
-    let got = numbered_through(&mut room, 300, channel);
+    let got = numbered_through(&mut room, channel);
     assert_eq!(got, (0..300).collect::<Vec<_>>());
 }
 
@@ -360,7 +372,7 @@ fn a_channel_without_retransmissions_loses_what_is_lost() {
     assert!(opened, "{:?}", room.members);
     let channel = relayed(&mut room, 0, 1, "cursor");
     room.members[1].set_loss(10, 11);
-    let got = numbered_through(&mut room, 300, channel);
+    let got = numbered_through(&mut room, channel);
     // About a tenth lost, none twice, none retransmitted into a late place.
     assert!((200..295).contains(&got.len()), "{} arrived", got.len());
     let mut unique = got.clone();

@@ -425,3 +425,7 @@ fn reliability_params(reliability: Reliability) -> (ReliabilityType, u32) {
 fn stack(error: sctp_proto::Error) -> SctpError {
     SctpError::Stack(error.to_string())
 }
+
+#[cfg(test)]
+#[path = "sctp_tests.rs"]
+mod tests;
