@@ -265,6 +265,10 @@ fn closing_a_channel_or_leaving_closes_its_relayed_channels() {
     assert!(room.members[1].write(own, false, b"still here"));
     let arrived = room.run_until(500, |r| !r.members[2].messages_on(b_chat_at_c).is_empty());
     assert!(arrived);
+    room.leave(1);
+    room.leave(2);
+    room.run_until(100, |_| false);
+    assert_eq!(room.core.table_entries(), 0, "nothing left of the channels");
 }
 
 #[test]

@@ -265,6 +265,7 @@ impl NodeCore {
             + self.admission.entries()
             + self.connecting
             + self.router.table_entries()
+            + self.data.entries()
     }
 
     fn arm_sweep(&mut self, now: Instant) {

@@ -132,6 +132,11 @@ impl DataRelay {
         self.now
     }
 
+    /// Entries of its tables: zero once every participant left.
+    pub fn entries(&self) -> usize {
+        self.members.len() + self.rooms.len() + self.timers.len() + self.unsettled.len()
+    }
+
     /// Whether `id` has data channels (its offer had a data section).
     pub fn has(&self, id: PeerId) -> bool {
         self.members.contains_key(&id)
@@ -323,7 +328,7 @@ impl DataRelay {
         };
         if member.own.len() >= self.config.channels_per_participant {
             member.sctp.close_channel(stream);
-            self.counters.drop_many(DropReason::DataChannelLimit, 1);
+            self.counters.drop(DropReason::DataChannelLimit);
             return;
         }
         member.own.insert(stream, params.clone());
@@ -392,7 +397,7 @@ impl DataRelay {
             return;
         }
         if !self.config.within_rate(&mut member.rate, now, data.len()) {
-            self.counters.drop_many(DropReason::DataRate, 1);
+            self.counters.drop(DropReason::DataRate);
             return;
         }
         for other in self.others(id) {
@@ -403,7 +408,7 @@ impl DataRelay {
                 .max_message_size
                 .is_some_and(|max| data.len() as u64 > max)
             {
-                self.counters.drop_many(DropReason::DataTooLarge, 1);
+                self.counters.drop(DropReason::DataTooLarge);
                 continue;
             }
             let Some(relayed) = receiver.relayed.get_mut(&(id, stream)) else {
@@ -473,7 +478,7 @@ impl DataRelay {
                     }
                     Err(e) => {
                         tracing::debug!(peer = %id, "relayed message not sent: {e}");
-                        self.counters.drop_many(DropReason::DataTooLarge, 1);
+                        self.counters.drop(DropReason::SendFailed);
                     }
                 }
             }
@@ -488,7 +493,7 @@ impl DataRelay {
                     break;
                 };
                 relayed.queued -= data.len() + MESSAGE_COST;
-                self.counters.drop_many(DropReason::DataLossyOldest, 1);
+                self.counters.drop(DropReason::DataLossyOldest);
             }
             return;
         }
