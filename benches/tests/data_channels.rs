@@ -19,6 +19,16 @@ fn channel(label: &str) -> ChannelConfig {
     }
 }
 
+/// An unordered channel `cursor` whose messages are never retransmitted.
+fn cursor() -> ChannelConfig {
+    ChannelConfig {
+        label: "cursor".into(),
+        ordered: false,
+        reliability: Reliability::MaxRetransmits { retransmits: 0 },
+        ..Default::default()
+    }
+}
+
 /// Rates far above what a test sends, so only what it checks can drop anything.
 fn unlimited() -> DataChannelConfig {
     DataChannelConfig {
@@ -88,11 +98,8 @@ fn each_message_reaches_every_other_participant_once() {
 #[test]
 fn relayed_channels_keep_label_reliability_and_order() {
     let lossy = ChannelConfig {
-        label: "cursor".into(),
-        ordered: false,
-        reliability: Reliability::MaxRetransmits { retransmits: 0 },
         protocol: "xy".into(),
-        ..Default::default()
+        ..cursor()
     };
     let timed = ChannelConfig {
         label: "captions".into(),
@@ -363,14 +370,8 @@ fn a_reliable_channel_loses_nothing_under_loss() {
 
 #[test]
 fn a_channel_without_retransmissions_loses_what_is_lost() {
-    let lossy = ChannelConfig {
-        label: "cursor".into(),
-        ordered: false,
-        reliability: Reliability::MaxRetransmits { retransmits: 0 },
-        ..Default::default()
-    };
     let mut room = DataRoom::new(unlimited());
-    room.join("room", "a", &[lossy]);
+    room.join("room", "a", &[cursor()]);
     room.join("room", "b", &[channel("chat")]);
     let opened = room.run_until(SETUP_STEPS, |r| r.members[1].opened.len() >= 2);
     assert!(opened, "{:?}", room.members);

@@ -308,10 +308,11 @@ impl SctpAssociation {
                 Event::Stream(StreamEvent::Readable { id }) => {
                     read_stream(association, id, &mut self.channels, &mut self.events);
                 }
-                Event::Stream(StreamEvent::Finished { id } | StreamEvent::Stopped { id, .. })
-                    if self.channels.remove(&id).is_some() =>
-                {
-                    self.events.push_back(SctpEvent::Closed { stream: id });
+                // The peer reset the stream: a channel's end (a stream never opened is nothing).
+                Event::Stream(StreamEvent::Finished { id } | StreamEvent::Stopped { id, .. }) => {
+                    let known = self.channels.remove(&id).is_some();
+                    self.events
+                        .extend(known.then_some(SctpEvent::Closed { stream: id }));
                 }
                 _ => {}
             }
