@@ -232,6 +232,11 @@ fn a_late_joiner_gets_the_channels_of_those_there() {
     assert!(arrived);
     let channel = relayed(&mut room, 1, late, "chat");
     assert_eq!(texts(&room, late, channel), ["welcome"]);
+    // A message on the node's channel toward it has nowhere to go: dropped, counted.
+    assert!(room.members[late].write(channel, false, b"back"));
+    room.run_until(100, |_| false);
+    let dropped = room.core.snapshot().node.dropped(DropReason::DataNoChannel);
+    assert_eq!(dropped, 1);
 }
 
 #[test]

@@ -74,10 +74,13 @@ pub enum DropReason {
     DataTooLarge,
     /// Data channels past their participant's limit: closed as they opened.
     DataChannelLimit,
+    /// Data channel messages on a stream that is not a channel the participant opened in band
+    /// (one negotiated out of band, or a channel the node opened toward it): not relayed.
+    DataNoChannel,
 }
 
 impl DropReason {
-    const ALL: [DropReason; 26] = [
+    const ALL: [DropReason; 27] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -104,6 +107,7 @@ impl DropReason {
         Self::DataRate,
         Self::DataTooLarge,
         Self::DataChannelLimit,
+        Self::DataNoChannel,
     ];
 
     fn label(self) -> &'static str {
@@ -134,6 +138,7 @@ impl DropReason {
             Self::DataRate => "data_rate",
             Self::DataTooLarge => "data_too_large",
             Self::DataChannelLimit => "data_channel_limit",
+            Self::DataNoChannel => "data_no_channel",
         }
     }
 

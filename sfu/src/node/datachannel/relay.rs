@@ -394,6 +394,9 @@ impl DataRelay {
             return;
         };
         if !member.own.contains_key(&stream) {
+            // A stream no DATA_CHANNEL_OPEN of its own opened (one negotiated out of band, or
+            // a channel the node opened toward it): nothing to relay it on.
+            self.counters.drop(DropReason::DataNoChannel);
             return;
         }
         if !self.config.within_rate(&mut member.rate, now, data.len()) {

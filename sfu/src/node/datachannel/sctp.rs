@@ -339,7 +339,7 @@ impl SctpAssociation {
 }
 
 /// Reads every whole message waiting on `id`: DCEP opens and acks the channel, the rest are
-/// messages of an open channel.
+/// messages.
 fn read_stream(
     association: &mut Association,
     id: u16,
@@ -374,13 +374,13 @@ fn read_stream(
             // Not a WebRTC message (RFC 8831 section 8): nothing to relay.
             Ppid::Unknown => continue,
         };
-        if channels.get(&id) == Some(&Channel::Open) {
-            events.push_back(SctpEvent::Message {
-                stream: id,
-                kind,
-                data: data.freeze(),
-            });
-        }
+        // Whatever its channel, the message goes on: the relay drops (and counts) one on a
+        // stream that is no channel it relays.
+        events.push_back(SctpEvent::Message {
+            stream: id,
+            kind,
+            data: data.freeze(),
+        });
     }
 }
 
