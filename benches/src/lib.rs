@@ -6,6 +6,7 @@ pub mod alloc_counter;
 pub mod bwe;
 pub mod client;
 pub mod codec;
+pub mod data_room;
 pub mod dd;
 pub mod engine;
 pub mod fixtures;

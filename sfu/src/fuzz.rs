@@ -298,10 +298,13 @@ pub fn sdp_offer(data: &[u8]) {
         );
         // Its tracks and sections as the core would take them (or a clear error).
         let _ = crate::node::signaling::participant_offer(&plan, &offer);
-        let media = AnswerMedia::for_participant(&plan, |media| AnswerMedia::Send {
-            media: media.clone(),
-            source: Some(send_source()),
-        });
+        let max_message_size =
+            crate::node::datachannel::DataChannelConfig::default().max_message_size;
+        let media =
+            AnswerMedia::for_participant(&plan, max_message_size, |media| AnswerMedia::Send {
+                media: media.clone(),
+                source: Some(send_source()),
+            });
         answer_reads_back(media, plan.extmap_allow_mixed);
     }
 }
@@ -673,6 +676,43 @@ fn drain_node(core: &mut NodeCore, viewer: PeerId, sent: &mut NodeSent) {
                 sent.rtp += 1;
             }
             other => panic!("the node sent {other:?}"),
+        }
+    }
+}
+
+/// `dcep`: the bytes as a DCEP message; one that reads must write back to the same message.
+pub fn dcep(data: &[u8]) {
+    use crate::node::datachannel::dcep::Dcep;
+    let Ok(message) = Dcep::parse(data) else {
+        return;
+    };
+    let mut written = Vec::new();
+    message.write(&mut written).expect("a read message writes");
+    assert_eq!(Dcep::parse(&written), Ok(message), "written back the same");
+}
+
+/// `sctp_input`: the bytes as SCTP packets from a participant (each after a two-byte
+/// length), into a fresh association of the node: whatever it makes of them, it answers with
+/// packets a DTLS record carries, and its timer moves forward.
+pub fn sctp_input(data: &[u8]) {
+    use crate::node::datachannel::sctp::SctpAssociation;
+    let start = Instant::now();
+    let mut association = SctpAssociation::new(start, 256 * 1024, Some(64 * 1024));
+    let mut rest = data;
+    let mut now = start;
+    while let [high, low, tail @ ..] = rest {
+        let len = usize::from(u16::from_be_bytes([*high, *low])).min(tail.len());
+        let (packet, next) = tail.split_at(len);
+        rest = next;
+        association.handle_packet(now, packet);
+        while let Some(out) = association.poll_transmit() {
+            assert!(out.len() <= MTU, "an SCTP packet fits a DTLS record");
+        }
+        while association.poll_event().is_some() {}
+        if let Some(at) = association.poll_timeout() {
+            assert!(at >= start);
+            now = now.max(at.min(now + Duration::from_secs(1)));
+            association.handle_timeout(now);
         }
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::datachannel::DataChannelConfig;
 use super::ice_servers::{IceServerConfig, IceServerError};
 use super::limits::Limits;
 use super::shard::MAX_WORKERS;
@@ -84,6 +85,8 @@ pub struct NodeConfig {
     pub ice_servers: Vec<IceServerConfig>,
     /// Sessions per node, room and client, handshakes, offer sizes, room names, connections.
     pub limits: Limits,
+    /// Participants' data channels: the largest message, a receiver's backlog, rates.
+    pub data_channels: DataChannelConfig,
 }
 
 impl Default for NodeConfig {
@@ -118,6 +121,7 @@ impl Default for NodeConfig {
             trusted_proxies: Vec::new(),
             ice_servers: Vec::new(),
             limits: Limits::default(),
+            data_channels: DataChannelConfig::default(),
         }
     }
 }

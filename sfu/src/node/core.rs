@@ -16,6 +16,7 @@
 //! `/metrics`.
 
 mod conference;
+mod data;
 mod dtls;
 #[cfg(test)]
 mod dtls_tests;
@@ -34,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use self::room::Room;
 use super::admission::Admission;
+use super::datachannel::relay::DataRelay;
 use super::dtls::{DtlsConfig, DATAGRAM_LIMIT};
 use super::limits::{LimitError, Limits};
 use super::metrics::{DropReason, NodeCounters, Snapshot};
@@ -152,6 +154,8 @@ pub struct NodeCore {
     /// While more publishers of a room speak at once than this, only the loudest are
     /// forwarded; `None`: all.
     loudest_speakers: Option<usize>,
+    /// Participants' data channels.
+    data: DataRelay,
 }
 
 impl NodeCore {
@@ -182,6 +186,7 @@ impl NodeCore {
             viewer_estimation: true,
             next_speakers: None,
             loudest_speakers: None,
+            data: DataRelay::default(),
         }
     }
 
@@ -260,6 +265,7 @@ impl NodeCore {
             + self.admission.entries()
             + self.connecting
             + self.router.table_entries()
+            + self.data.entries()
     }
 
     fn arm_sweep(&mut self, now: Instant) {
@@ -271,6 +277,7 @@ impl NodeCore {
     /// The engine's timers, and the sweep of silent sessions once a second.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.handle_dtls_timeouts(now);
+        self.handle_data_timeouts(now);
         self.router.handle_timeout(now);
         self.handle_events();
         self.check_speakers(now);
@@ -379,10 +386,17 @@ impl NodeCore {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let speakers = self.next_speakers.filter(|_| !self.rooms.is_empty());
         let dtls = self.dtls_timeout();
-        [self.router.poll_timeout(), self.next_sweep, speakers, dtls]
-            .into_iter()
-            .flatten()
-            .min()
+        let data = self.data.poll_timeout();
+        [
+            self.router.poll_timeout(),
+            self.next_sweep,
+            speakers,
+            dtls,
+            data,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Sessions removed since the last call (their DTLS state can go).
@@ -401,7 +415,11 @@ impl NodeCore {
         let mut snapshot = Snapshot {
             rooms: self.rooms.len(),
             connecting: self.connecting,
-            node: self.counters,
+            node: {
+                let mut node = self.counters;
+                node.add(self.data.counters());
+                node
+            },
             rtp_in: router.rtp_in,
             bad_rtcp: router.bad_rtcp,
             nacks_sent: router.nacks_sent,

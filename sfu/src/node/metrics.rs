@@ -59,13 +59,28 @@ pub enum DropReason {
     /// handshake holds, after the association ended, or from a session whose offer named no
     /// certificate fingerprint.
     BadDtls,
-    /// Application data (SCTP) on a session's DTLS association: the node opens no data
-    /// channels.
+    /// Application data (SCTP) on the DTLS association of a session whose offer had no data
+    /// channel section.
     DataChannel,
+    /// Data channel messages a receiver's reliable relayed channel held past its backlog: the
+    /// channel toward it closed, these messages with it.
+    DataBacklog,
+    /// A lossy data channel's oldest messages, dropped toward a receiver to stay within its
+    /// backlog.
+    DataLossyOldest,
+    /// Data channel messages past their sender's messages or bytes per second.
+    DataRate,
+    /// Data channel messages larger than a receiver takes (its `a=max-message-size`).
+    DataTooLarge,
+    /// Data channels past their participant's limit: closed as they opened.
+    DataChannelLimit,
+    /// Data channel messages on a stream that is not a channel the participant opened in band
+    /// (one negotiated out of band, or a channel the node opened toward it): not relayed.
+    DataNoChannel,
 }
 
 impl DropReason {
-    const ALL: [DropReason; 21] = [
+    const ALL: [DropReason; 27] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -87,6 +102,12 @@ impl DropReason {
         Self::EventStreamBehind,
         Self::BadDtls,
         Self::DataChannel,
+        Self::DataBacklog,
+        Self::DataLossyOldest,
+        Self::DataRate,
+        Self::DataTooLarge,
+        Self::DataChannelLimit,
+        Self::DataNoChannel,
     ];
 
     fn label(self) -> &'static str {
@@ -112,6 +133,12 @@ impl DropReason {
             Self::EventStreamBehind => "event_stream_behind",
             Self::BadDtls => "bad_dtls",
             Self::DataChannel => "data_channel",
+            Self::DataBacklog => "data_backlog",
+            Self::DataLossyOldest => "data_lossy_oldest",
+            Self::DataRate => "data_rate",
+            Self::DataTooLarge => "data_too_large",
+            Self::DataChannelLimit => "data_channel_limit",
+            Self::DataNoChannel => "data_no_channel",
         }
     }
 
@@ -153,6 +180,10 @@ pub struct NodeCounters {
     /// DTLS handshakes that failed (a certificate that did not match its fingerprint, an
     /// alert, the timeout) or whose keys could not be used.
     pub dtls_failures: u64,
+    /// Data channel messages handed to a receiver's SCTP association, one per receiver.
+    pub data_messages_relayed: u64,
+    /// Their bytes.
+    pub data_bytes_relayed: u64,
     dropped: [u64; DropReason::ALL.len()],
     refused: [u64; LimitError::LABELS.len()],
 }
@@ -195,6 +226,8 @@ impl NodeCounters {
         self.bandwidth_estimates += other.bandwidth_estimates;
         self.layer_allocations += other.layer_allocations;
         self.dtls_failures += other.dtls_failures;
+        self.data_messages_relayed += other.data_messages_relayed;
+        self.data_bytes_relayed += other.data_bytes_relayed;
         for (sum, n) in self.dropped.iter_mut().zip(other.dropped) {
             *sum += n;
         }
@@ -471,6 +504,16 @@ impl Snapshot {
         counter(&mut out, "bytes_out_total", "UDP bytes sent.", n.bytes_out);
         let calls = "UDP send calls made; each sends a batch of datagrams.";
         counter(&mut out, "udp_send_calls_total", calls, n.send_calls);
+        let messages = "Data channel messages relayed, one per receiver.";
+        let data = n.data_messages_relayed;
+        counter(&mut out, "data_messages_relayed_total", messages, data);
+        let bytes = "Bytes of the data channel messages relayed, per receiver.";
+        counter(
+            &mut out,
+            "data_bytes_relayed_total",
+            bytes,
+            n.data_bytes_relayed,
+        );
         let layers = "Changes of the layer a viewer receives.";
         counter(&mut out, "layer_changes_total", layers, n.layer_changes);
         let estimates = "Bandwidth estimates toward viewers (their REMB, or ours from their transport-wide CC feedback).";

@@ -7,6 +7,8 @@
 //! - [`ice`]: STUN binding requests answered as an ICE-lite agent.
 //! - [`dtls`]: each session's sans-IO DTLS 1.2 association (server side), yielding the SRTP
 //!   keys and carrying application data.
+//! - [`datachannel`]: data channels, SCTP over each participant's DTLS association, relayed
+//!   between the participants of a room.
 //! - [`srtp`]: SRTP and SRTCP behind our own trait; [`replay`]: its replay windows.
 //! - [`peer`]: one WHIP, WHEP or conference session.
 //! - [`participant`]: a conference participant: publishing and receiving on one peer
@@ -34,6 +36,7 @@ pub mod auth;
 pub mod batch;
 pub mod config;
 pub mod core;
+pub mod datachannel;
 pub mod dtls;
 pub mod event_queue;
 pub mod forwarded;

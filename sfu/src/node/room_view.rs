@@ -5,6 +5,8 @@
 use rtp_ext::codec::{Codec, MediaKind};
 use serde::Serialize;
 
+use super::datachannel::dcep::Reliability;
+use super::datachannel::relay::ChannelInfo;
 use super::participant::ParticipantId;
 use super::stats::{codec_name, kind_name};
 
@@ -34,6 +36,45 @@ pub struct ParticipantView {
     pub tracks: Vec<TrackView>,
     /// Tracks of the room it receives now.
     pub receiving: usize,
+    /// The data channels it opened, relayed to the others.
+    pub channels: Vec<ChannelView>,
+}
+
+/// A participant's data channel, as the room's state and events show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChannelView {
+    /// Whose channel.
+    pub participant: ParticipantId,
+    /// Its label.
+    pub label: String,
+    /// Whether its messages arrive in order.
+    pub ordered: bool,
+    /// `"reliable"`, `"max_retransmits"` or `"max_lifetime"`.
+    pub reliability: &'static str,
+    /// The retransmissions or milliseconds of a partially reliable channel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Its subprotocol, as its owner gave it.
+    pub protocol: String,
+}
+
+impl ChannelView {
+    /// The view of a relay's channel.
+    pub fn of(info: &ChannelInfo) -> Self {
+        let (reliability, limit) = match info.params.reliability {
+            Reliability::Reliable => ("reliable", None),
+            Reliability::MaxRetransmits(n) => ("max_retransmits", Some(n)),
+            Reliability::MaxLifetimeMs(ms) => ("max_lifetime", Some(ms)),
+        };
+        Self {
+            participant: info.owner,
+            label: info.params.label.clone(),
+            ordered: !info.params.unordered,
+            reliability,
+            limit,
+            protocol: info.params.protocol.clone(),
+        }
+    }
 }
 
 /// A published track.

@@ -104,6 +104,7 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     for worker in 0..workers {
         let mut core = NodeCore::new(router, config.peer_timeout())
             .with_limits(config.limits)
+            .with_data_channels(config.data_channels)
             .with_viewer_estimation(config.viewer_estimation)
             .with_loudest_speakers((config.loudest_speakers > 0).then_some(config.loudest_speakers))
             .with_dtls(dtls.clone());

@@ -6,7 +6,7 @@ use selector::Layer;
 use serde::Serialize;
 
 use super::participant::ParticipantId;
-use super::room_view::{ParticipantView, RoomView, TrackView};
+use super::room_view::{ChannelView, ParticipantView, RoomView, TrackView};
 use super::stats::LayerView;
 
 /// One event for one session.
@@ -67,6 +67,10 @@ pub enum SessionEvent {
         /// Why, for a person to read: which codec and format no offered codec decodes.
         reason: String,
     },
+    /// A participant opened a data channel: the node opens it toward the session.
+    DataChannelOpened(ChannelView),
+    /// A participant's data channel closed (by it, or as it left).
+    DataChannelClosed(ChannelView),
 }
 
 /// Receiving sections a session needs, per kind: one per track of the room it can receive.
@@ -92,6 +96,8 @@ impl SessionEvent {
             Self::DominantSpeaker { .. } => "dominant_speaker",
             Self::Estimate { .. } => "estimate",
             Self::NotForwarded { .. } => "not_forwarded",
+            Self::DataChannelOpened(_) => "data_channel_opened",
+            Self::DataChannelClosed(_) => "data_channel_closed",
         }
     }
 
@@ -122,6 +128,9 @@ impl SessionEvent {
             Self::Estimate { bitrate_bps } => serde_json::json!({ "bitrate_bps": bitrate_bps }),
             Self::NotForwarded { track, reason } => {
                 serde_json::json!({ "track": track, "reason": reason })
+            }
+            Self::DataChannelOpened(channel) | Self::DataChannelClosed(channel) => {
+                serde_json::json!(channel)
             }
         };
         value.to_string()

@@ -15,7 +15,11 @@ use super::core::{NodeCore, MAX_DATAGRAM};
 use super::peer::{
     IceCredentials, Join, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
 };
-use super::sdp::Fingerprint;
+use super::sdp::{
+    negotiate_participant, parse_offer_within, random_ice_credentials, AnswerParams, Fingerprint,
+    MAX_PARTICIPANT_SDP_LEN,
+};
+use super::signaling::{participant_answer, participant_offer};
 use super::srtp::{session, SrtpContext, SrtpKeys, SrtpProfile, Unprotected};
 use crate::engine::TrackConfig;
 
@@ -50,6 +54,51 @@ pub fn join_with_fingerprint(room: &str, ice: IceCredentials, fingerprint: &str)
         }),
         ..Join::new(room, ice)
     }
+}
+
+/// A conference participant joined to `room` under `name` as signaling joins one: its offer
+/// read and planned, the session added with the offer's fingerprint and fresh ICE
+/// credentials, and the node's answer written (ICE lite, the one host candidate `node`, the
+/// node's certificate `fingerprint` as `"sha-256 AB:CD:..."`). Why, when the offer or the join
+/// is refused.
+pub fn join_participant(
+    core: &mut NodeCore,
+    now: Instant,
+    (room, name): (&str, &str),
+    offer: &str,
+    (fingerprint, node): (&str, SocketAddr),
+) -> Result<(PeerId, String), String> {
+    let offer = parse_offer_within(offer, MAX_PARTICIPANT_SDP_LEN).map_err(|e| e.to_string())?;
+    let plan = negotiate_participant(&offer).map_err(|e| e.to_string())?;
+    let participant = participant_offer(&plan, &offer).map_err(|e| e.to_string())?;
+    let (local_ufrag, local_pwd) = random_ice_credentials();
+    let ice = IceCredentials {
+        local_ufrag,
+        local_pwd,
+    };
+    let join = Join {
+        name: Some(name.to_owned()),
+        fingerprint: Some(offer.fingerprint.clone()),
+        ..Join::new(room, ice)
+    };
+    let negotiated = core
+        .add_participant(now, join, participant)
+        .map_err(|e| e.to_string())?;
+    let params = AnswerParams {
+        ice_ufrag: negotiated.ice.local_ufrag.clone(),
+        ice_pwd: negotiated.ice.local_pwd.clone(),
+        fingerprint: fingerprint
+            .split_once(' ')
+            .map_or(fingerprint, |(_, hex)| hex)
+            .to_owned(),
+        candidates: vec![node],
+        extmap_allow_mixed: plan.extmap_allow_mixed,
+        video_fmtp_suffix: None,
+        media: Vec::new(),
+        origin: None,
+    };
+    let answer = participant_answer(&plan, &negotiated, room, params);
+    Ok((negotiated.id, answer))
 }
 
 /// Connects session `id`: its nominating binding request from `at`, then `srtp` set, as a

@@ -16,7 +16,7 @@ type Seeds = Vec<(&'static str, Vec<u8>)>;
 /// A target's name, its body and the seeds it starts from.
 type Target = (&'static str, fn(&[u8]), fn() -> Seeds);
 
-const TARGETS: [Target; 6] = [
+const TARGETS: [Target; 8] = [
     ("sdp_offer", fuzz::sdp_offer, sdp_offer_seeds),
     ("stun_binding", fuzz::stun_binding, stun_binding_seeds),
     ("auth_header", fuzz::auth_header, auth_header_seeds),
@@ -27,7 +27,69 @@ const TARGETS: [Target; 6] = [
         fuzz::dtls_association,
         dtls_association_seeds,
     ),
+    ("dcep", fuzz::dcep, dcep_seeds),
+    ("sctp_input", fuzz::sctp_input, sctp_input_seeds),
 ];
+
+/// A channel's open as Chromium sends it (`ordered: false, maxRetransmits: 3`, label `chat`,
+/// protocol `json`), and the ack.
+fn dcep_seeds() -> Seeds {
+    let open = [
+        0x03, 0x81, 0x01, 0x00, 0, 0, 0, 3, 0, 4, 0, 4, b'c', b'h', b'a', b't', b'j', b's', b'o',
+        b'n',
+    ];
+    let reliable_unnamed = vec![0x03, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    vec![
+        ("open_chat", open.to_vec()),
+        ("ack", vec![0x02]),
+        ("open_reliable_unnamed", reliable_unnamed),
+    ]
+}
+
+/// An SCTP INIT (RFC 9260 section 3.3.2) from port 5000 to 5000, as a client's association
+/// starts, with a bad checksum after it.
+fn sctp_input_seeds() -> Seeds {
+    let mut init = vec![0x13, 0x88, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0];
+    init.extend_from_slice(&[1, 0, 0, 20]);
+    init.extend_from_slice(&[0x12, 0x34, 0x56, 0x78, 0, 2, 0, 0, 0, 0xFF, 0xFF, 0xFF]);
+    init.extend_from_slice(&[0x9A, 0xBC, 0xDE, 0xF0]);
+    let crc = crc32c(&init);
+    init[8..12].copy_from_slice(&crc.to_le_bytes());
+    let framed = |packets: &[&[u8]]| {
+        packets
+            .iter()
+            .flat_map(|p| {
+                (p.len() as u16)
+                    .to_be_bytes()
+                    .into_iter()
+                    .chain(p.iter().copied())
+            })
+            .collect()
+    };
+    let mut corrupt = init.clone();
+    corrupt[8] ^= 1;
+    vec![
+        ("init", framed(&[&init])),
+        ("init_twice_then_corrupt", framed(&[&init, &init, &corrupt])),
+        ("shorter_than_a_header", framed(&[&init[..7]])),
+    ]
+}
+
+/// CRC-32C (Castagnoli), SCTP's checksum (RFC 9260 appendix B), bit by bit.
+fn crc32c(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in data {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
 
 fn seed_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -15,7 +15,7 @@ use super::{CoreError, NodeCore};
 use crate::engine::{DownTrackConfig, TrackId};
 use crate::node::participant::{Choice, Identity, Participant, ParticipantId, ReceiveSection};
 use crate::node::peer::{IceCredentials, Join, PeerId, Publisher, Role, ViewerCodec, ViewerMedia};
-use crate::node::sdp::OfferShape;
+use crate::node::sdp::{OfferShape, SctpOffer};
 use crate::node::session_events::{SessionEvent, Wanted};
 
 /// What signaling makes of a participant's offer.
@@ -27,6 +27,8 @@ pub struct ParticipantOffer {
     pub receive: Vec<(String, MediaKind, ViewerMedia)>,
     /// What a later offer of the session must keep, checked on every renegotiation.
     pub shape: OfferShape,
+    /// Its data channel section's SCTP parameters, when it offered one.
+    pub data: Option<SctpOffer>,
 }
 
 /// What the node's answer says of a participant's receiving sections.
@@ -42,6 +44,8 @@ pub struct Negotiated {
     pub origin: (u64, u64),
     /// Per receiving section, by mid: what is sent in it, or nothing (`inactive`).
     pub sending: Vec<(String, Option<Sending>)>,
+    /// The largest data channel message the node takes, for the answer's data section.
+    pub max_message_size: u64,
 }
 
 /// A track sent in a participant's section.
@@ -98,6 +102,7 @@ impl NodeCore {
             Role::Participant(Box::new(participant)),
         );
         self.take_sections(id, offer.receive);
+        self.start_data(now, id, offer.data);
         let negotiated = self.answer(id);
         self.announce_join(now, &room, id);
         negotiated
@@ -173,6 +178,8 @@ impl NodeCore {
             participant.publisher.codecs = offer.publisher.codecs;
         }
         self.take_sections(id, offer.receive);
+        // A data section may come in a later offer than the first.
+        self.start_data(now, id, offer.data);
         let negotiated = self.answer(id).ok_or(CoreError::UnknownPeer)?;
         // This one too is asked again if the room changed while its offer was on its way.
         self.announce_tracks(now, &room, id, &new_tracks);
@@ -320,6 +327,7 @@ impl NodeCore {
             ice,
             origin,
             sending,
+            max_message_size: self.data.config().max_message_size,
         })
     }
 

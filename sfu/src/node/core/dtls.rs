@@ -67,7 +67,7 @@ impl NodeCore {
                 self.counters.drop(DropReason::BadDtls);
             }
         }
-        self.drive_dtls(id);
+        self.drive_dtls(now, id);
     }
 
     /// When the next association's timer is due (a retransmission, a handshake's deadline).
@@ -89,7 +89,7 @@ impl NodeCore {
                 continue;
             };
             association.handle_timeout(now);
-            self.drive_dtls(id);
+            self.drive_dtls(now, id);
         }
     }
 
@@ -101,12 +101,12 @@ impl NodeCore {
     }
 
     /// Takes everything session `id`'s association has for the core, then re-arms its timer.
-    fn drive_dtls(&mut self, id: PeerId) {
+    pub(super) fn drive_dtls(&mut self, now: Instant, id: PeerId) {
         while let Some(step) = self.next_dtls_step(id) {
             match step {
                 Step::Send(len) => self.send_dtls(id, len),
                 Step::Connected(keys) => self.connect_srtp(id, &keys),
-                Step::ApplicationData(len) => self.on_application_data(id, len),
+                Step::ApplicationData(len) => self.on_application_data(now, id, len),
                 Step::Ended(failure) => {
                     self.end_dtls(id, failure);
                     return;
@@ -151,12 +151,6 @@ impl NodeCore {
                 let _ = self.remove_peer(id);
             }
         }
-    }
-
-    /// SCTP from the peer: counted, as the node opens no data channels.
-    fn on_application_data(&mut self, id: PeerId, len: usize) {
-        tracing::debug!(peer = %id, len, "DTLS application data dropped");
-        self.counters.drop(DropReason::DataChannel);
     }
 
     /// The association ended: the peer closed it (`close_notify`, the peer connection

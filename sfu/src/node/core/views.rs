@@ -8,7 +8,7 @@ use selector::Layer;
 use super::NodeCore;
 use crate::engine::{TrackId, MEASURED_LAYERS};
 use crate::node::peer::{PeerId, Role};
-use crate::node::room_view::{LayerRate, ParticipantView, RoomView, TrackView};
+use crate::node::room_view::{ChannelView, LayerRate, ParticipantView, RoomView, TrackView};
 use crate::node::session_events::SessionEvent;
 
 impl NodeCore {
@@ -61,6 +61,12 @@ impl NodeCore {
                 .filter_map(|t| self.track_view(t, now))
                 .collect(),
             receiving,
+            channels: self
+                .data
+                .channels_of(id)
+                .iter()
+                .map(ChannelView::of)
+                .collect(),
         })
     }
 

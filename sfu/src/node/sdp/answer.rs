@@ -73,7 +73,19 @@ pub enum AnswerMedia {
         /// the viewer finds the stream by its mid (RFC 8843 section 9.2).
         source: Option<SendSource>,
     },
+    /// A participant's data channel section: the node's SCTP port and the largest message it
+    /// takes (RFC 8841), nothing else of SCTP (an attribute the node does not implement, such
+    /// as an offer's `a=sctp-init`, is never echoed).
+    Data {
+        /// The offered `a=mid`.
+        mid: String,
+        /// The node's `a=max-message-size`.
+        max_message_size: u64,
+    },
 }
+
+/// The node's SCTP port, in every answer's `a=sctp-port` (RFC 8841 section 5).
+pub const SCTP_PORT: u16 = 5000;
 
 impl AnswerMedia {
     /// The answer's sections for a publisher's plan.
@@ -101,10 +113,12 @@ impl AnswerMedia {
             .collect()
     }
 
-    /// The answer's sections for a participant's plan: what it sends received, and each of
-    /// its receiving sections as `receiving` answers it.
+    /// The answer's sections for a participant's plan: what it sends received, each of its
+    /// receiving sections as `receiving` answers it, its data channels taking messages up to
+    /// `max_message_size` bytes.
     pub fn for_participant(
         plan: &ParticipantPlan,
+        max_message_size: u64,
         receiving: impl Fn(&ViewedMedia) -> Self,
     ) -> Vec<Self> {
         plan.sections
@@ -113,6 +127,10 @@ impl AnswerMedia {
                 Self::from_section(section, |accepted| match accepted {
                     ParticipantMedia::Publish(media) => Self::Receive(media.clone()),
                     ParticipantMedia::Receive(media) => receiving(media),
+                    ParticipantMedia::Data(media) => Self::Data {
+                        mid: media.mid.clone(),
+                        max_message_size,
+                    },
                 })
             })
             .collect()
@@ -153,6 +171,7 @@ impl AnswerMedia {
             Self::Inactive { mid, .. } => Some(mid),
             Self::Receive(media) => Some(&media.mid),
             Self::Send { media, .. } => Some(&media.mid),
+            Self::Data { mid, .. } => Some(mid),
         }
     }
 }
@@ -251,7 +270,29 @@ fn section(params: &AnswerParams, media: &AnswerMedia) -> MediaDescription {
         AnswerMedia::Inactive { mid, media } => inactive_section(params, mid, media),
         AnswerMedia::Receive(published) => receive_section(params, published),
         AnswerMedia::Send { media, source } => send_section(params, media, source.as_ref()),
+        AnswerMedia::Data {
+            mid,
+            max_message_size,
+        } => data_section(params, mid, *max_message_size),
     }
+}
+
+/// A data channel section (RFC 8841): the transport, the node's SCTP port and message limit.
+fn data_section(params: &AnswerParams, mid: &str, max_message_size: u64) -> MediaDescription {
+    let mut attributes = transport_attributes(params, mid, &[]);
+    attributes.push(attribute("sctp-port", SCTP_PORT.to_string()));
+    attributes.push(attribute("max-message-size", max_message_size.to_string()));
+    attributes.extend(candidate_attributes(&params.candidates));
+    let name = MediaName {
+        media: "application".to_owned(),
+        port: RangedPort {
+            value: 9,
+            range: None,
+        },
+        protos: ["UDP", "DTLS", "SCTP"].map(str::to_owned).to_vec(),
+        formats: vec!["webrtc-datachannel".to_owned()],
+    };
+    media_description(name, attributes)
 }
 
 /// A publisher's section: recvonly, the codec with the configured fmtp suffix for video, and

@@ -25,9 +25,11 @@ pub use negotiate::{
 };
 pub use offer::{
     parse_description, parse_offer, parse_offer_within, Direction, Extmap, Fingerprint, Offer,
-    OfferedCodec, OfferedMedia, SsrcInfo,
+    OfferedCodec, OfferedMedia, SctpOffer, SsrcInfo, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_SCTP_PORT,
 };
-pub use participant::{negotiate_participant, OfferShape, ParticipantMedia, ParticipantPlan};
+pub use participant::{
+    negotiate_participant, DataMedia, OfferShape, ParticipantMedia, ParticipantPlan,
+};
 
 use rand::Rng;
 

@@ -10,7 +10,7 @@ use rtp_ext::ext::{
 };
 
 use super::format::{decodes, describe, supported};
-use super::{Extmap, Offer, OfferedCodec, OfferedMedia, SdpError, SsrcInfo};
+use super::{Extmap, Offer, OfferedCodec, OfferedMedia, SctpOffer, SdpError, SsrcInfo};
 
 /// The header extensions taken from a publisher: the engine reads each of them.
 const PUBLISHER_EXTENSIONS: [&str; 7] = [
@@ -311,13 +311,30 @@ pub(super) fn plan_viewed(
 /// accepted, with each section's reason.
 pub(super) fn plan_sections<T>(
     offer: &Offer,
+    plan: impl FnMut(&OfferedMedia, MediaKind) -> Result<T, String>,
+) -> Result<Vec<Section<T>>, SdpError> {
+    plan_sections_with(offer, plan, |_, _| None)
+}
+
+/// [`plan_sections`], with `data` planning each bundled data channel section (RFC 8841):
+/// `None` refuses it as media the node does not forward.
+pub(super) fn plan_sections_with<T>(
+    offer: &Offer,
     mut plan: impl FnMut(&OfferedMedia, MediaKind) -> Result<T, String>,
+    mut data: impl FnMut(&OfferedMedia, SctpOffer) -> Option<Result<T, String>>,
 ) -> Result<Vec<Section<T>>, SdpError> {
     let sections: Vec<Section<T>> = offer
         .media
         .iter()
         .map(|media| match usable_kind(offer, media) {
-            Err(reason) => refuse(media, &reason, None),
+            Err(reason) => {
+                let bundled = !media.rejected && offer.bundle_mids.contains(&media.mid);
+                match media.sctp.filter(|_| bundled).and_then(|s| data(media, s)) {
+                    Some(Ok(accepted)) => Section::Accepted(accepted),
+                    Some(Err(refusal)) => refuse(media, &refusal, None),
+                    None => refuse(media, &reason, None),
+                }
+            }
             Ok(kind) => match plan(media, kind) {
                 Ok(accepted) => Section::Accepted(accepted),
                 Err(reason) => refuse(media, &reason, inactive_media(media, kind)),

@@ -145,7 +145,26 @@ pub struct OfferedMedia {
     pub recv_rids: Vec<String>,
     /// The port is 0 and the section is not `bundle-only`: the section is refused.
     pub rejected: bool,
+    /// A data channel section's SCTP parameters; `None` for any other section.
+    pub sctp: Option<SctpOffer>,
 }
+
+/// What a data channel section (`m=application <port> UDP/DTLS/SCTP webrtc-datachannel`)
+/// says of the offerer's SCTP end (RFC 8841).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SctpOffer {
+    /// `a=sctp-port`: the offerer's SCTP port, 5000 when absent (RFC 8841 section 5).
+    pub port: u16,
+    /// `a=max-message-size`: the largest message the offerer takes; `None` for 0, no limit;
+    /// 64 KiB when absent (RFC 8841 section 6).
+    pub max_message_size: Option<u64>,
+}
+
+/// The SCTP port of a data channel section without `a=sctp-port` (RFC 8841 section 5).
+pub const DEFAULT_SCTP_PORT: u16 = 5000;
+/// The largest message of a peer whose section has no `a=max-message-size` (RFC 8841
+/// section 6).
+pub const DEFAULT_MAX_MESSAGE_SIZE: u64 = 64 * 1024;
 
 /// A session description read into the fields the node uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -310,7 +329,39 @@ fn read_media(
         send_rids: read_rids(attributes, "send"),
         recv_rids: read_rids(attributes, "recv"),
         rejected: section.media_name.port.value == 0 && !has(attributes, "bundle-only"),
+        sctp: read_sctp(section)?,
     })
+}
+
+/// The SCTP parameters of a WebRTC data channel section; `None` for any other section.
+fn read_sctp(section: &MediaDescription) -> Result<Option<SctpOffer>, SdpError> {
+    let name = &section.media_name;
+    let data_channel = name.media == "application"
+        && name.protos.join("/") == "UDP/DTLS/SCTP"
+        && name.formats.iter().any(|f| f == "webrtc-datachannel");
+    if !data_channel {
+        return Ok(None);
+    }
+    let attributes = &section.attributes;
+    let port = match value(attributes, "sctp-port") {
+        None => DEFAULT_SCTP_PORT,
+        Some(text) => text
+            .trim()
+            .parse()
+            .map_err(|_| bad_attribute("sctp-port", text))?,
+    };
+    let max_message_size = match value(attributes, "max-message-size") {
+        None => Some(DEFAULT_MAX_MESSAGE_SIZE),
+        Some(text) => match text.trim().parse::<u64>() {
+            Ok(0) => None,
+            Ok(size) => Some(size),
+            Err(_) => return Err(bad_attribute("max-message-size", text)),
+        },
+    };
+    Ok(Some(SctpOffer {
+        port,
+        max_message_size,
+    }))
 }
 
 /// One `a=rtpmap` (RFC 8866 section 6.6): `<pt> <name>/<clock>[/<channels>]`.

@@ -9,8 +9,8 @@
 
 use rtp_ext::codec::MediaKind;
 
-use super::negotiate::{plan_published, plan_sections, plan_viewed};
-use super::{Offer, PublishedMedia, SdpError, Section, ViewedMedia};
+use super::negotiate::{plan_published, plan_sections_with, plan_viewed};
+use super::{Offer, OfferedMedia, PublishedMedia, SctpOffer, SdpError, Section, ViewedMedia};
 
 /// What the node does in one of a participant's sections.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +19,17 @@ pub enum ParticipantMedia {
     Publish(PublishedMedia),
     /// The participant receives: the node may send one of the room's tracks in it.
     Receive(ViewedMedia),
+    /// The participant's data channels (RFC 8841): SCTP over the bundle's DTLS association.
+    Data(DataMedia),
+}
+
+/// A participant's data channel section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataMedia {
+    /// The section's `a=mid`.
+    pub mid: String,
+    /// What the participant said of its SCTP end.
+    pub sctp: SctpOffer,
 }
 
 impl ParticipantMedia {
@@ -27,6 +38,7 @@ impl ParticipantMedia {
         match self {
             Self::Publish(media) => &media.mid,
             Self::Receive(media) => &media.mid,
+            Self::Data(media) => &media.mid,
         }
     }
 }
@@ -40,19 +52,46 @@ pub struct ParticipantPlan {
     pub sections: Vec<Section<ParticipantMedia>>,
 }
 
+impl ParticipantPlan {
+    /// The participant's data channel section, when it offered one the node serves.
+    pub fn data(&self) -> Option<&DataMedia> {
+        self.sections.iter().find_map(|s| match s.accepted()? {
+            ParticipantMedia::Data(media) => Some(media),
+            _ => None,
+        })
+    }
+}
+
 /// Plans a participant's offer: sending sections (`sendonly`, `sendrecv`; the node only
 /// receives in them) as a publisher's, `recvonly` ones as a viewer's with every supported
-/// codec. Fails like a publisher's offer when a sending section's packets cannot be told
+/// codec, and its one data channel section. Fails like a publisher's offer when a sending section's packets cannot be told
 /// apart, and when no section is usable.
 pub fn negotiate_participant(offer: &Offer) -> Result<ParticipantPlan, SdpError> {
     let mut unidentifiable = None;
-    let sections = plan_sections(offer, |media, kind| {
-        if media.direction.sends() {
-            plan_published(offer, media, kind, &mut unidentifiable).map(ParticipantMedia::Publish)
-        } else {
-            plan_viewed(media, kind, &[]).map(ParticipantMedia::Receive)
-        }
-    });
+    let mut data_sections = 0;
+    let plan_data = |media: &OfferedMedia, sctp| {
+        data_sections += 1;
+        // One SCTP association per DTLS association: a second section could not be told apart.
+        Some(match data_sections {
+            1 => Ok(ParticipantMedia::Data(DataMedia {
+                mid: media.mid.clone(),
+                sctp,
+            })),
+            _ => Err("a second data channel section: one carries all channels".to_owned()),
+        })
+    };
+    let sections = plan_sections_with(
+        offer,
+        |media, kind| {
+            if media.direction.sends() {
+                plan_published(offer, media, kind, &mut unidentifiable)
+                    .map(ParticipantMedia::Publish)
+            } else {
+                plan_viewed(media, kind, &[]).map(ParticipantMedia::Receive)
+            }
+        },
+        plan_data,
+    );
     if let Some(error) = unidentifiable {
         return Err(error);
     }

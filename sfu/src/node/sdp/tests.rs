@@ -13,6 +13,8 @@ use super::*;
 
 #[path = "answer_tests.rs"]
 mod answers;
+#[path = "datachannel_tests.rs"]
+mod datachannel;
 #[path = "firefox_tests.rs"]
 mod firefox;
 #[path = "interop_tests.rs"]

@@ -214,7 +214,7 @@ pub fn participant_offer(
         .iter()
         .filter_map(|s| match s.accepted()? {
             ParticipantMedia::Publish(media) => Some(media),
-            ParticipantMedia::Receive(_) => None,
+            _ => None,
         })
         .collect();
     let mut publisher = publisher_of(&published)?;
@@ -234,13 +234,14 @@ pub fn participant_offer(
                 media.kind,
                 viewer_media(media, plan.extmap_allow_mixed),
             )),
-            ParticipantMedia::Publish(_) => None,
+            _ => None,
         })
         .collect();
     Ok(ParticipantOffer {
         publisher,
         receive,
         shape: OfferShape::of(offer),
+        data: plan.data().map(|d| d.sctp),
     })
 }
 
@@ -252,7 +253,7 @@ pub fn participant_answer(
     room: &str,
     params: sdp::AnswerParams,
 ) -> String {
-    let media = AnswerMedia::for_participant(plan, |media| {
+    let media = AnswerMedia::for_participant(plan, negotiated.max_message_size, |media| {
         let sending = negotiated
             .sending
             .iter()

@@ -1,0 +1,582 @@
+//! The data channels of a core's participants: each participant's SCTP association, the
+//! channels it opened, and for every other participant of its room the channel the node opened
+//! toward that one with the same label and reliability (protocol `p<participant id>`). A
+//! message is handed to every receiver's association as the same shared bytes.
+//!
+//! Nothing is lost silently. Toward each receiver a relayed channel queues what its association
+//! cannot take yet (not open, or its send window full), up to the configured backlog: a
+//! reliable channel past it is closed toward that receiver alone, a lossy one drops its
+//! oldest; each counted by reason. A participant's messages past its rates, larger than a
+//! receiver takes, or channels past its limit are refused and counted.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::dcep::{ChannelParams, Reliability};
+use super::sctp::{MessageKind, SctpAssociation, SctpEvent};
+use super::DataChannelConfig;
+use crate::node::metrics::{DropReason, NodeCounters};
+use crate::node::participant::ParticipantId;
+use crate::node::peer::PeerId;
+
+/// What the stack may hold unacknowledged on one relayed channel before the relay keeps the
+/// rest in its own queue, where it can be bounded and dropped oldest first.
+const SEND_WINDOW: usize = 64 * 1024;
+/// What a queued message counts for beyond its bytes, so empty messages are bounded too.
+const MESSAGE_COST: usize = 64;
+
+/// A channel of a participant, as the room's state and events show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelInfo {
+    /// Whose channel.
+    pub owner: ParticipantId,
+    /// Its stream on the owner's association.
+    pub stream: u16,
+    /// What it is.
+    pub params: ChannelParams,
+}
+
+/// What the relay tells the room.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayEvent {
+    /// A participant opened a channel.
+    Opened(ChannelInfo),
+    /// A participant's channel closed (by it, or as it left).
+    Closed(ChannelInfo),
+}
+
+/// A channel toward a receiver: the owner's channel it relays, and what waits for it.
+#[derive(Debug)]
+struct Relayed {
+    /// Its stream on the receiver's association, once opened there.
+    stream: Option<u16>,
+    /// Acknowledged: messages may go.
+    open: bool,
+    params: ChannelParams,
+    queue: VecDeque<(MessageKind, Bytes)>,
+    queued: usize,
+}
+
+impl Relayed {
+    fn lossy(&self) -> bool {
+        self.params.unordered && self.params.reliability != Reliability::Reliable
+    }
+}
+
+/// Messages and bytes a participant sent in the current second.
+#[derive(Debug, Clone, Copy)]
+struct Rate {
+    since: Instant,
+    messages: u32,
+    bytes: u64,
+}
+
+#[derive(Debug)]
+struct Member {
+    room: String,
+    public: ParticipantId,
+    sctp: SctpAssociation,
+    /// Its channels, by its stream.
+    own: BTreeMap<u16, ChannelParams>,
+    /// Channels toward it, by their owner and the owner's stream.
+    relayed: HashMap<(PeerId, u16), Relayed>,
+    /// Its streams the node opened, back to what they relay.
+    by_stream: HashMap<u16, (PeerId, u16)>,
+    rate: Rate,
+    timer: Option<Instant>,
+    /// The largest message it takes.
+    max_message_size: Option<u64>,
+}
+
+/// Every participant's data channels on one core.
+#[derive(Debug, Default)]
+pub struct DataRelay {
+    config: DataChannelConfig,
+    members: HashMap<PeerId, Member>,
+    rooms: HashMap<String, Vec<PeerId>>,
+    timers: BTreeSet<(Instant, PeerId)>,
+    /// SCTP packets for participants' DTLS associations.
+    out: VecDeque<(PeerId, Bytes)>,
+    /// Events for a room, with the participant whose channel it is.
+    events: VecDeque<(String, PeerId, RelayEvent)>,
+    counters: NodeCounters,
+    /// The latest time an input carried.
+    now: Option<Instant>,
+    /// Members whose association had events left after its packets were taken.
+    unsettled: Vec<PeerId>,
+}
+
+impl DataRelay {
+    /// A relay under `config`.
+    pub fn new(config: DataChannelConfig) -> Self {
+        Self {
+            config,
+            ..Self::default()
+        }
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &DataChannelConfig {
+        &self.config
+    }
+
+    /// What it counted.
+    pub fn counters(&self) -> &NodeCounters {
+        &self.counters
+    }
+
+    /// The latest time an input carried; `None` before any.
+    pub fn now(&self) -> Option<Instant> {
+        self.now
+    }
+
+    /// Entries of its tables: zero once every participant left.
+    pub fn entries(&self) -> usize {
+        self.members.len() + self.rooms.len() + self.timers.len() + self.unsettled.len()
+    }
+
+    /// Whether `id` has data channels (its offer had a data section).
+    pub fn has(&self, id: PeerId) -> bool {
+        self.members.contains_key(&id)
+    }
+
+    /// A participant with a data section, in `room`: it gets the channels of those there,
+    /// once its association is up. `remote_max` is its `a=max-message-size`.
+    pub fn join(
+        &mut self,
+        now: Instant,
+        id: PeerId,
+        (room, public): (&str, ParticipantId),
+        remote_max: Option<u64>,
+    ) {
+        self.now = Some(now);
+        if self.members.contains_key(&id) {
+            return;
+        }
+        let mut relayed = HashMap::new();
+        for other in self.rooms.get(room).into_iter().flatten() {
+            for (&stream, params) in self
+                .members
+                .get(other)
+                .map(|m| &m.own)
+                .into_iter()
+                .flatten()
+            {
+                relayed.insert(
+                    (*other, stream),
+                    relayed_toward(params, self.members[other].public),
+                );
+            }
+        }
+        let sctp = SctpAssociation::new(now, self.config.max_message_size, remote_max);
+        let rate = Rate {
+            since: now,
+            messages: 0,
+            bytes: 0,
+        };
+        let member = Member {
+            room: room.to_owned(),
+            public,
+            sctp,
+            own: BTreeMap::new(),
+            relayed,
+            by_stream: HashMap::new(),
+            rate,
+            timer: None,
+            max_message_size: remote_max,
+        };
+        self.members.insert(id, member);
+        self.rooms.entry(room.to_owned()).or_default().push(id);
+    }
+
+    /// A participant left: its channels close toward everyone.
+    pub fn leave(&mut self, id: PeerId) {
+        // Those its channels are relayed to, before it leaves the room's list.
+        let others = self.others(id);
+        let Some(member) = self.members.remove(&id) else {
+            return;
+        };
+        if let Some(at) = member.timer {
+            self.timers.remove(&(at, id));
+        }
+        if let Some(ids) = self.rooms.get_mut(&member.room) {
+            ids.retain(|&m| m != id);
+            if ids.is_empty() {
+                self.rooms.remove(&member.room);
+            }
+        }
+        for (stream, params) in member.own {
+            self.close_relays(&others, id, stream);
+            let info = ChannelInfo {
+                owner: member.public,
+                stream,
+                params,
+            };
+            self.events
+                .push_back((member.room.clone(), id, RelayEvent::Closed(info)));
+        }
+    }
+
+    /// An SCTP packet from participant `id` (its DTLS application data).
+    pub fn handle_packet(&mut self, now: Instant, id: PeerId, packet: &[u8]) {
+        self.now = Some(now);
+        let Some(member) = self.members.get_mut(&id) else {
+            return;
+        };
+        member.sctp.handle_packet(now, packet);
+        self.drive(now, id);
+        self.settle(now);
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.first().map(|&(at, _)| at)
+    }
+
+    /// Serves every association whose timer is due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = Some(now);
+        while let Some(&(at, id)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            let Some(member) = self.members.get_mut(&id) else {
+                continue;
+            };
+            member.timer = None;
+            member.sctp.handle_timeout(now);
+            self.drive(now, id);
+        }
+        self.settle(now);
+    }
+
+    /// Drives every member whose association still has events, until none has.
+    fn settle(&mut self, now: Instant) {
+        while let Some(id) = self.unsettled.pop() {
+            self.drive(now, id);
+        }
+    }
+
+    /// The next SCTP packet for a participant's DTLS association.
+    pub fn poll_packet(&mut self) -> Option<(PeerId, Bytes)> {
+        self.out.pop_front()
+    }
+
+    /// The next event for a room: its name, whose channel, and what happened.
+    pub fn poll_event(&mut self) -> Option<(String, PeerId, RelayEvent)> {
+        self.events.pop_front()
+    }
+
+    /// The channels of participant `id`, for the room's state.
+    pub fn channels_of(&self, id: PeerId) -> Vec<ChannelInfo> {
+        let Some(member) = self.members.get(&id) else {
+            return Vec::new();
+        };
+        member
+            .own
+            .iter()
+            .map(|(&stream, params)| ChannelInfo {
+                owner: member.public,
+                stream,
+                params: params.clone(),
+            })
+            .collect()
+    }
+
+    /// Everything member `id`'s association has: its events acted on, channels opened toward
+    /// it once it is up, queues moved on, packets taken, its timer re-armed.
+    fn drive(&mut self, now: Instant, id: PeerId) {
+        while let Some(event) = self.members.get_mut(&id).and_then(|m| m.sctp.poll_event()) {
+            match event {
+                SctpEvent::Opened { stream, params } => self.opened(id, stream, params),
+                SctpEvent::Acked { stream } => {
+                    if let Some(relayed) = self.relayed_by_stream(id, stream) {
+                        relayed.open = true;
+                    }
+                }
+                SctpEvent::Message { stream, kind, data } => {
+                    self.relay(now, id, stream, kind, &data);
+                }
+                SctpEvent::Closed { stream } => self.closed(id, stream),
+                SctpEvent::Lost => {
+                    let streams: Vec<u16> = self.members[&id].own.keys().copied().collect();
+                    for stream in streams {
+                        self.closed(id, stream);
+                    }
+                }
+            }
+        }
+        self.open_toward(id);
+        self.flush_all(id);
+        self.collect(id);
+    }
+
+    fn relayed_by_stream(&mut self, id: PeerId, stream: u16) -> Option<&mut Relayed> {
+        let member = self.members.get_mut(&id)?;
+        let key = member.by_stream.get(&stream)?;
+        member.relayed.get_mut(key)
+    }
+
+    /// A participant's new channel: kept, and a relayed channel set up toward every other
+    /// participant of the room (opened at once where its association is up).
+    fn opened(&mut self, id: PeerId, stream: u16, params: ChannelParams) {
+        let Some(member) = self.members.get_mut(&id) else {
+            return;
+        };
+        if member.own.len() >= self.config.channels_per_participant {
+            member.sctp.close_channel(stream);
+            self.counters.drop(DropReason::DataChannelLimit);
+            return;
+        }
+        member.own.insert(stream, params.clone());
+        let (room, public) = (member.room.clone(), member.public);
+        for other in self.others(id) {
+            if let Some(receiver) = self.members.get_mut(&other) {
+                let relayed = relayed_toward(&params, public);
+                receiver.relayed.insert((id, stream), relayed);
+                self.open_toward(other);
+                self.collect(other);
+            }
+        }
+        let info = ChannelInfo {
+            owner: public,
+            stream,
+            params,
+        };
+        self.events.push_back((room, id, RelayEvent::Opened(info)));
+    }
+
+    /// A channel closed by its peer: the owner's closes toward everyone; a relayed one is
+    /// forgotten (its receiver closed it).
+    fn closed(&mut self, id: PeerId, stream: u16) {
+        let Some(member) = self.members.get_mut(&id) else {
+            return;
+        };
+        if let Some(key) = member.by_stream.remove(&stream) {
+            member.relayed.remove(&key);
+            return;
+        }
+        let Some(params) = member.own.remove(&stream) else {
+            return;
+        };
+        let info = ChannelInfo {
+            owner: member.public,
+            stream,
+            params,
+        };
+        let room = member.room.clone();
+        self.close_relays(&self.others(id), id, stream);
+        self.events.push_back((room, id, RelayEvent::Closed(info)));
+    }
+
+    /// Closes the channel relaying `owner`'s `stream` toward each of `others`.
+    fn close_relays(&mut self, others: &[PeerId], owner: PeerId, stream: u16) {
+        for &other in others {
+            if let Some(receiver) = self.members.get_mut(&other) {
+                if let Some(Relayed {
+                    stream: Some(s), ..
+                }) = receiver.relayed.remove(&(owner, stream))
+                {
+                    receiver.by_stream.remove(&s);
+                    receiver.sctp.close_channel(s);
+                }
+                self.collect(other);
+            }
+        }
+    }
+
+    /// A message on `id`'s channel `stream`, queued toward every receiver.
+    fn relay(&mut self, now: Instant, id: PeerId, stream: u16, kind: MessageKind, data: &Bytes) {
+        let Some(member) = self.members.get_mut(&id) else {
+            return;
+        };
+        if !member.own.contains_key(&stream) {
+            // A stream no DATA_CHANNEL_OPEN of its own opened (one negotiated out of band, or
+            // a channel the node opened toward it): nothing to relay it on.
+            self.counters.drop(DropReason::DataNoChannel);
+            return;
+        }
+        if !self.config.within_rate(&mut member.rate, now, data.len()) {
+            self.counters.drop(DropReason::DataRate);
+            return;
+        }
+        for other in self.others(id) {
+            let Some(receiver) = self.members.get_mut(&other) else {
+                continue;
+            };
+            if receiver
+                .max_message_size
+                .is_some_and(|max| data.len() as u64 > max)
+            {
+                self.counters.drop(DropReason::DataTooLarge);
+                continue;
+            }
+            let Some(relayed) = receiver.relayed.get_mut(&(id, stream)) else {
+                continue;
+            };
+            relayed.queued += data.len() + MESSAGE_COST;
+            relayed.queue.push_back((kind, data.clone()));
+            self.flush(other, (id, stream));
+            self.collect(other);
+        }
+    }
+
+    /// Opens, on `id`'s association once it is up, every relayed channel not opened yet.
+    fn open_toward(&mut self, id: PeerId) {
+        let Some(member) = self.members.get_mut(&id) else {
+            return;
+        };
+        if !member.sctp.is_established() {
+            return;
+        }
+        for (key, relayed) in member
+            .relayed
+            .iter_mut()
+            .filter(|(_, r)| r.stream.is_none())
+        {
+            match member.sctp.open_channel(&relayed.params) {
+                Ok(stream) => {
+                    relayed.stream = Some(stream);
+                    member.by_stream.insert(stream, *key);
+                }
+                Err(e) => tracing::debug!(peer = %id, "relayed channel not opened: {e}"),
+            }
+        }
+    }
+
+    fn flush_all(&mut self, id: PeerId) {
+        let keys: Vec<(PeerId, u16)> = self
+            .members
+            .get(&id)
+            .map(|m| m.relayed.keys().copied().collect())
+            .unwrap_or_default();
+        for key in keys {
+            self.flush(id, key);
+        }
+    }
+
+    /// Moves what waits on a relayed channel into the receiver's association while its send
+    /// window has room, then holds the rest within the backlog.
+    fn flush(&mut self, id: PeerId, key: (PeerId, u16)) {
+        let backlog = self.config.backlog_bytes;
+        let Some(member) = self.members.get_mut(&id) else {
+            return;
+        };
+        let Some(relayed) = member.relayed.get_mut(&key) else {
+            return;
+        };
+        if let (Some(stream), true) = (relayed.stream, relayed.open) {
+            while member.sctp.buffered(stream) < SEND_WINDOW {
+                let Some((kind, data)) = relayed.queue.pop_front() else {
+                    break;
+                };
+                relayed.queued -= data.len() + MESSAGE_COST;
+                match member.sctp.send(stream, kind, &data) {
+                    Ok(()) => {
+                        self.counters.data_messages_relayed += 1;
+                        self.counters.data_bytes_relayed += data.len() as u64;
+                    }
+                    Err(e) => {
+                        tracing::debug!(peer = %id, "relayed message not sent: {e}");
+                        self.counters.drop(DropReason::SendFailed);
+                    }
+                }
+            }
+        }
+
+        if relayed.queued <= backlog {
+            return;
+        }
+        if relayed.lossy() {
+            while relayed.queued > backlog {
+                let Some((_, data)) = relayed.queue.pop_front() else {
+                    break;
+                };
+                relayed.queued -= data.len() + MESSAGE_COST;
+                self.counters.drop(DropReason::DataLossyOldest);
+            }
+            return;
+        }
+        // A reliable channel cannot skip a message: this receiver's copy of it ends.
+        let dropped = relayed.queue.len() as u64;
+        let stream = relayed.stream;
+        member.relayed.remove(&key);
+        if let Some(stream) = stream {
+            member.by_stream.remove(&stream);
+            member.sctp.close_channel(stream);
+        }
+        tracing::info!(peer = %id, "relayed channel closed: its backlog is full");
+        self.counters.drop_many(DropReason::DataBacklog, dropped);
+    }
+
+    /// Takes member `id`'s packets for its DTLS association and re-arms its timer.
+    fn collect(&mut self, id: PeerId) {
+        let Some(member) = self.members.get_mut(&id) else {
+            return;
+        };
+        while let Some(packet) = member.sctp.poll_transmit() {
+            self.out.push_back((id, packet));
+        }
+        if member.sctp.has_events() && !self.unsettled.contains(&id) {
+            self.unsettled.push(id);
+        }
+        let next = member.sctp.poll_timeout();
+        if next != member.timer {
+            if let Some(old) = std::mem::replace(&mut member.timer, next) {
+                self.timers.remove(&(old, id));
+            }
+            if let Some(at) = next {
+                self.timers.insert((at, id));
+            }
+        }
+    }
+
+    /// The other participants of `id`'s room.
+    fn others(&self, id: PeerId) -> Vec<PeerId> {
+        let room = self.members.get(&id).map(|m| m.room.as_str());
+        room.and_then(|r| self.rooms.get(r))
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&m| m != id)
+            .collect()
+    }
+}
+
+impl DataChannelConfig {
+    /// Counts a message of `len` bytes against `rate`; whether it is within the limits.
+    fn within_rate(&self, rate: &mut Rate, now: Instant, len: usize) -> bool {
+        if now.saturating_duration_since(rate.since) >= Duration::from_secs(1) {
+            *rate = Rate {
+                since: now,
+                messages: 0,
+                bytes: 0,
+            };
+        }
+        let bytes = rate.bytes + len as u64;
+        if rate.messages >= self.messages_per_second || bytes > self.bytes_per_second {
+            return false;
+        }
+        rate.messages += 1;
+        rate.bytes = bytes;
+        true
+    }
+}
+
+/// The channel toward a receiver relaying a channel of `owner` with `params`: the same label
+/// and reliability, the protocol naming the sender.
+fn relayed_toward(params: &ChannelParams, owner: ParticipantId) -> Relayed {
+    Relayed {
+        stream: None,
+        open: false,
+        params: ChannelParams {
+            protocol: format!("p{owner}"),
+            ..params.clone()
+        },
+        queue: VecDeque::new(),
+        queued: 0,
+    }
+}

@@ -1,0 +1,432 @@
+//! One participant's SCTP association (RFC 8261) over its DTLS association, on the sans-IO
+//! `sctp-proto` stack, behind the node's own small interface: SCTP packets and `now` in,
+//! packets, a timer and channel events out. The node is the DTLS server, so the channels it
+//! opens take odd stream ids (RFC 8832 section 6); DCEP ([`super::dcep`]) opens them in band.
+//!
+//! Where it allocates: each packet in is copied once into the stack's buffer; a message read is
+//! gathered from its chunks into one buffer of its length (never concatenated piece by piece);
+//! a message written is handed over as shared bytes, which the stack slices into chunks
+//! without copying (a chunk's header and each packet it builds are the stack's allocations).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use sctp_proto::{
+    Association, AssociationHandle, DatagramEvent, Endpoint, EndpointConfig, Event, Payload,
+    PayloadProtocolIdentifier as Ppid, ReliabilityType, ServerConfig, StreamEvent, TransportConfig,
+};
+
+use super::dcep::{ChannelParams, Dcep, DcepError, Reliability};
+#[cfg(doc)]
+use crate::node::dtls::MTU;
+
+/// The SCTP stack wants a peer address; the DTLS association is the only peer.
+const PEER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 5000);
+/// The most user data one DATA chunk carries. The stack bundles chunks into a packet up to
+/// this plus its headers (28 bytes), but counts neither each chunk's padding (up to 3 bytes)
+/// nor the last chunk's header: a packet of many one-byte messages overshoots by a fifth. At
+/// 900, the largest packet (about 1,120 bytes) stays within what a DTLS record of [`MTU`]
+/// takes.
+const MAX_CHUNK_PAYLOAD: u32 = 900;
+/// The one byte an empty message carries (RFC 8831 section 6.6).
+const EMPTY: &[u8] = &[0];
+
+/// Why the association refused something.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SctpError {
+    /// The association is not established (or is gone).
+    #[error("the SCTP association is not established")]
+    NotEstablished,
+    /// No more odd stream ids are free.
+    #[error("no stream id left")]
+    NoStreamId,
+    /// The stream is not an open channel.
+    #[error("stream {0} is not an open channel")]
+    UnknownStream(u16),
+    /// The stack refused: its reason.
+    #[error("SCTP: {0}")]
+    Stack(String),
+    /// A DCEP message that could not be read or written.
+    #[error(transparent)]
+    Dcep(#[from] DcepError),
+}
+
+/// What a message is (RFC 8831 section 8): its PPID, the empty variants folded in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageKind {
+    /// A string (PPID 51, or 56 empty).
+    String,
+    /// Binary (PPID 53, or 57 empty).
+    Binary,
+}
+
+/// What the association has for the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SctpEvent {
+    /// The peer opened a channel (its DATA_CHANNEL_OPEN, acknowledged).
+    Opened {
+        /// Its stream.
+        stream: u16,
+        /// What it is.
+        params: ChannelParams,
+    },
+    /// A channel the node opened is acknowledged.
+    Acked {
+        /// Its stream.
+        stream: u16,
+    },
+    /// A whole message.
+    Message {
+        /// Its stream.
+        stream: u16,
+        /// String or binary.
+        kind: MessageKind,
+        /// Its bytes, empty for the empty variants.
+        data: Bytes,
+    },
+    /// The peer closed a channel (reset its stream).
+    Closed {
+        /// Its stream.
+        stream: u16,
+    },
+    /// The association ended.
+    Lost,
+}
+
+/// A channel's state on this association.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Channel {
+    /// The node's: its DATA_CHANNEL_OPEN sent, no ACK yet.
+    Opening,
+    /// Open both ways.
+    Open,
+}
+
+/// One participant's SCTP association, server side: the peer's INIT starts it.
+pub struct SctpAssociation {
+    endpoint: Endpoint,
+    association: Option<(AssociationHandle, Association)>,
+    established: bool,
+    channels: BTreeMap<u16, Channel>,
+    /// The largest message the peer takes (its `a=max-message-size`).
+    remote_max_message_size: u32,
+    next_stream: u16,
+    events: VecDeque<SctpEvent>,
+    /// Packets polled from the stack, one SCTP packet each.
+    transmit: VecDeque<Bytes>,
+    now: Instant,
+}
+
+impl std::fmt::Debug for SctpAssociation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SctpAssociation")
+            .field("established", &self.established)
+            .field("channels", &self.channels)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SctpAssociation {
+    /// An association waiting for the peer's INIT, taking messages up to `max_message_size`
+    /// and sending the peer messages up to `remote_max_message_size` (`None`: no limit).
+    pub fn new(now: Instant, max_message_size: u64, remote_max_message_size: Option<u64>) -> Self {
+        let clamp = |size: u64| u32::try_from(size).unwrap_or(u32::MAX);
+        let mut config = EndpointConfig::default();
+        config.max_payload_size(MAX_CHUNK_PAYLOAD);
+        let transport = TransportConfig::default()
+            // A data channel's reliability is per stream; the association never gives up.
+            .with_max_init_retransmits(None)
+            .with_max_data_retransmits(None)
+            .with_max_receive_message_size(clamp(max_message_size));
+        let mut server = ServerConfig::default();
+        server.transport = Arc::new(transport);
+        Self {
+            endpoint: Endpoint::new(Arc::new(config), Some(Arc::new(server))),
+            association: None,
+            established: false,
+            channels: BTreeMap::new(),
+            remote_max_message_size: remote_max_message_size.map_or(u32::MAX, clamp),
+            next_stream: 1,
+            events: VecDeque::new(),
+            transmit: VecDeque::new(),
+            now,
+        }
+    }
+
+    /// Whether channels can be opened and written.
+    pub fn is_established(&self) -> bool {
+        self.established
+    }
+
+    /// An SCTP packet from the peer (a DTLS record's application data).
+    pub fn handle_packet(&mut self, now: Instant, packet: &[u8]) {
+        self.now = now;
+        let data = Bytes::copy_from_slice(packet);
+        match self.endpoint.handle(now, PEER, None, None, data) {
+            // One association per DTLS association: a second INIT restarts nothing here.
+            Some((handle, DatagramEvent::NewAssociation(association)))
+                if self.association.is_none() =>
+            {
+                self.association = Some((handle, association));
+            }
+            Some((handle, DatagramEvent::AssociationEvent(event))) => {
+                if let Some((ours, association)) = self.association.as_mut() {
+                    if *ours == handle {
+                        association.handle_event(event);
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.process();
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.association.as_ref()?.1.poll_timeout()
+    }
+
+    /// The stack's retransmission and other timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+        if let Some((_, association)) = self.association.as_mut() {
+            association.handle_timeout(now);
+        }
+        self.process();
+    }
+
+    /// The next SCTP packet for the peer, for its DTLS association.
+    pub fn poll_transmit(&mut self) -> Option<Bytes> {
+        if self.transmit.is_empty() {
+            self.gather_transmits();
+        }
+        self.transmit.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<SctpEvent> {
+        self.events.pop_front()
+    }
+
+    /// Whether events wait: sending ([`poll_transmit`](Self::poll_transmit)) lets the stack
+    /// move on, which may read what had arrived.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// Opens a channel toward the peer: the next odd stream, its DATA_CHANNEL_OPEN sent. Its
+    /// messages may be written once [`SctpEvent::Acked`] says so.
+    pub fn open_channel(&mut self, params: &ChannelParams) -> Result<u16, SctpError> {
+        let stream = self.next_stream;
+        let mut open = Vec::new();
+        Dcep::Open(params.clone()).write(&mut open)?;
+        let (kind, value) = reliability_params(params.reliability);
+        let (_, association) = self.established()?;
+        let mut s = association.open_stream(stream, Ppid::Dcep).map_err(stack)?;
+        s.set_reliability_params(params.unordered, kind, value)
+            .map_err(stack)?;
+        s.write_with_ppi(&open, Ppid::Dcep).map_err(stack)?;
+        self.next_stream = stream.checked_add(2).ok_or(SctpError::NoStreamId)?;
+        self.channels.insert(stream, Channel::Opening);
+        Ok(stream)
+    }
+
+    /// Writes one message on an open channel, its bytes shared with the caller's.
+    pub fn send(&mut self, stream: u16, kind: MessageKind, data: &Bytes) -> Result<(), SctpError> {
+        if self.channels.get(&stream) != Some(&Channel::Open) {
+            return Err(SctpError::UnknownStream(stream));
+        }
+        let (_, association) = self.established()?;
+        let mut s = association.stream(stream).map_err(stack)?;
+        let (ppid, bytes) = match (kind, data.is_empty()) {
+            (MessageKind::String, false) => (Ppid::String, data.clone()),
+            (MessageKind::Binary, false) => (Ppid::Binary, data.clone()),
+            (MessageKind::String, true) => (Ppid::StringEmpty, Bytes::from_static(EMPTY)),
+            (MessageKind::Binary, true) => (Ppid::BinaryEmpty, Bytes::from_static(EMPTY)),
+        };
+        // The default PPID is the one a write of shared bytes goes under.
+        s.set_default_payload_type(ppid).map_err(stack)?;
+        s.write_chunks(&mut [bytes]).map_err(stack)?;
+        Ok(())
+    }
+
+    /// Bytes written on `stream` that the peer has not acknowledged yet.
+    pub fn buffered(&mut self, stream: u16) -> usize {
+        self.association
+            .as_mut()
+            .and_then(|(_, a)| a.stream(stream).ok()?.buffered_amount().ok())
+            .unwrap_or(0)
+    }
+
+    /// Closes a channel: its stream reset (RFC 8831 section 6.7).
+    pub fn close_channel(&mut self, stream: u16) {
+        if self.channels.remove(&stream).is_none() {
+            return;
+        }
+        if let Some((_, association)) = self.association.as_mut() {
+            if let Ok(mut s) = association.stream(stream) {
+                let _ = s.close();
+            }
+        }
+    }
+
+    fn established(&mut self) -> Result<&mut (AssociationHandle, Association), SctpError> {
+        match self.association.as_mut() {
+            Some(association) if self.established => Ok(association),
+            _ => Err(SctpError::NotEstablished),
+        }
+    }
+
+    /// Takes the stack's events: the association's state, streams opened, read and reset.
+    fn process(&mut self) {
+        let Some((handle, association)) = self.association.as_mut() else {
+            return;
+        };
+        while let Some(event) = association.poll_endpoint_event() {
+            if let Some(back) = self.endpoint.handle_event(*handle, event) {
+                association.handle_event(back);
+            }
+        }
+        while let Some(event) = association.poll() {
+            match event {
+                Event::Connected => {
+                    association.set_max_send_message_size(self.remote_max_message_size);
+                    self.established = true;
+                }
+                Event::AssociationLost { .. } | Event::HandshakeFailed { .. } => {
+                    self.established = false;
+                    self.channels.clear();
+                    self.events.push_back(SctpEvent::Lost);
+                }
+                Event::Stream(StreamEvent::Opened { .. }) => {
+                    // Known by its id from here on; the queue of accepted streams is not used.
+                    let _ = association.accept_stream();
+                }
+                Event::Stream(StreamEvent::Readable { id }) => {
+                    read_stream(association, id, &mut self.channels, &mut self.events);
+                }
+                // The peer reset the stream: a channel's end (a stream never opened is nothing).
+                Event::Stream(StreamEvent::Finished { id } | StreamEvent::Stopped { id, .. }) => {
+                    let known = self.channels.remove(&id).is_some();
+                    self.events
+                        .extend(known.then_some(SctpEvent::Closed { stream: id }));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn gather_transmits(&mut self) {
+        while let Some(transmit) = self.endpoint.poll_transmit() {
+            if let Payload::RawEncode(packets) = transmit.payload {
+                self.transmit.extend(packets);
+            }
+        }
+        let Some((_, association)) = self.association.as_mut() else {
+            return;
+        };
+        while let Some(transmit) = association.poll_transmit(self.now) {
+            if let Payload::RawEncode(packets) = transmit.payload {
+                self.transmit.extend(packets);
+            }
+        }
+        // Sending may have finished resets or changed the stack's state.
+        self.process();
+    }
+}
+
+/// Reads every whole message waiting on `id`: DCEP opens and acks the channel, the rest are
+/// messages.
+fn read_stream(
+    association: &mut Association,
+    id: u16,
+    channels: &mut BTreeMap<u16, Channel>,
+    events: &mut VecDeque<SctpEvent>,
+) {
+    let Ok(mut stream) = association.stream(id) else {
+        return;
+    };
+    while let Ok(Some(chunks)) = stream.read() {
+        // One buffer of the message's length, filled from its chunks in one pass.
+        let mut data = BytesMut::zeroed(chunks.len());
+        let Ok(len) = chunks.read(&mut data) else {
+            continue;
+        };
+        data.truncate(len);
+        let kind = match chunks.ppi {
+            Ppid::Dcep => {
+                on_dcep(&mut stream, id, &data, channels, events);
+                continue;
+            }
+            Ppid::String => MessageKind::String,
+            Ppid::Binary => MessageKind::Binary,
+            Ppid::StringEmpty => {
+                data.clear();
+                MessageKind::String
+            }
+            Ppid::BinaryEmpty => {
+                data.clear();
+                MessageKind::Binary
+            }
+            // Not a WebRTC message (RFC 8831 section 8): nothing to relay.
+            Ppid::Unknown => continue,
+        };
+        // Whatever its channel, the message goes on: the relay drops (and counts) one on a
+        // stream that is no channel it relays.
+        events.push_back(SctpEvent::Message {
+            stream: id,
+            kind,
+            data: data.freeze(),
+        });
+    }
+}
+
+fn on_dcep(
+    stream: &mut sctp_proto::Stream<'_>,
+    id: u16,
+    data: &[u8],
+    channels: &mut BTreeMap<u16, Channel>,
+    events: &mut VecDeque<SctpEvent>,
+) {
+    match (Dcep::parse(data), channels.get(&id)) {
+        (Ok(Dcep::Open(params)), None) => {
+            let (kind, value) = reliability_params(params.reliability);
+            let mut ack = Vec::with_capacity(1);
+            let acked = stream
+                .set_reliability_params(params.unordered, kind, value)
+                .and_then(|()| {
+                    let _ = Dcep::Ack.write(&mut ack);
+                    stream.write_with_ppi(&ack, Ppid::Dcep)
+                });
+            if acked.is_ok() {
+                channels.insert(id, Channel::Open);
+                events.push_back(SctpEvent::Opened { stream: id, params });
+            }
+        }
+        (Ok(Dcep::Ack), Some(Channel::Opening)) => {
+            channels.insert(id, Channel::Open);
+            events.push_back(SctpEvent::Acked { stream: id });
+        }
+        // An open on a stream in use, an ack for nothing, or not DCEP: the stream is left as is.
+        _ => tracing::debug!(stream = id, "DCEP message ignored"),
+    }
+}
+
+fn reliability_params(reliability: Reliability) -> (ReliabilityType, u32) {
+    match reliability {
+        Reliability::Reliable => (ReliabilityType::Reliable, 0),
+        Reliability::MaxRetransmits(n) => (ReliabilityType::Rexmit, n),
+        Reliability::MaxLifetimeMs(ms) => (ReliabilityType::Timed, ms),
+    }
+}
+
+fn stack(error: sctp_proto::Error) -> SctpError {
+    SctpError::Stack(error.to_string())
+}
+
+#[cfg(test)]
+#[path = "sctp_tests.rs"]
+mod tests;

@@ -1,0 +1,172 @@
+//! The node's association against the SCTP stack as a client would run it: DCEP both ways,
+//! the node's channels on odd streams, and every PPID of RFC 8831 section 8, the empty
+//! variants included (which the independent client of the in-memory tests cannot send).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use sctp_proto::{
+    Association, AssociationHandle, ClientConfig, DatagramEvent, Endpoint, EndpointConfig, Payload,
+    PayloadProtocolIdentifier as Ppid,
+};
+
+use super::*;
+
+/// The client's end: an endpoint and the association it started.
+struct Client {
+    endpoint: Endpoint,
+    handle: AssociationHandle,
+    association: Association,
+}
+
+fn client() -> Client {
+    let mut endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None);
+    let (handle, association) = endpoint
+        .connect(ClientConfig::default(), PEER)
+        .expect("a client association");
+    Client {
+        endpoint,
+        handle,
+        association,
+    }
+}
+
+/// Carries packets both ways until neither side sends.
+fn exchange(now: Instant, client: &mut Client, node: &mut SctpAssociation) {
+    for _ in 0..100 {
+        let mut moved = false;
+        while let Some(t) = client.association.poll_transmit(now) {
+            if let Payload::RawEncode(packets) = t.payload {
+                for packet in packets {
+                    moved = true;
+                    node.handle_packet(now, &packet);
+                }
+            }
+        }
+        while let Some(packet) = node.poll_transmit() {
+            moved = true;
+            let event = client.endpoint.handle(now, PEER, None, None, packet);
+            if let Some((handle, DatagramEvent::AssociationEvent(event))) = event {
+                assert_eq!(handle, client.handle);
+                client.association.handle_event(event);
+            }
+        }
+        if !moved {
+            return;
+        }
+    }
+    panic!("the two sides kept sending");
+}
+
+/// Every whole message the client has on `stream`, with its PPID.
+fn client_reads(client: &mut Client, stream: u16) -> Vec<(Ppid, Vec<u8>)> {
+    while client.association.poll().is_some() {}
+    let mut s = client.association.stream(stream).expect("the stream");
+    let mut out = Vec::new();
+    while let Ok(Some(chunks)) = s.read() {
+        let mut data = vec![0; chunks.len()];
+        chunks.read(&mut data).expect("the message");
+        out.push((chunks.ppi, data));
+    }
+    out
+}
+
+fn events(node: &mut SctpAssociation) -> Vec<SctpEvent> {
+    std::iter::from_fn(|| node.poll_event()).collect()
+}
+
+#[test]
+fn channels_open_both_ways_and_every_ppid_is_kept() {
+    let now = Instant::now();
+    let mut node = SctpAssociation::new(now, 256 * 1024, Some(256 * 1024));
+    let mut client = client();
+    exchange(now, &mut client, &mut node);
+    assert!(node.is_established());
+
+    // The client's channel: even stream, DCEP open, the node acks.
+    let params = ChannelParams {
+        unordered: false,
+        reliability: Reliability::Reliable,
+        priority: 0,
+        label: "chat".into(),
+        protocol: String::new(),
+    };
+    let mut open = Vec::new();
+    Dcep::Open(params.clone()).write(&mut open).unwrap();
+    let mut s = client.association.open_stream(0, Ppid::Dcep).unwrap();
+    s.write_with_ppi(&open, Ppid::Dcep).unwrap();
+    exchange(now, &mut client, &mut node);
+    assert_eq!(
+        events(&mut node),
+        [SctpEvent::Opened {
+            stream: 0,
+            params: params.clone()
+        }]
+    );
+    assert_eq!(client_reads(&mut client, 0), [(Ppid::Dcep, vec![0x02])]);
+
+    // Each PPID, the empty ones carrying their one byte on the wire and none to the node.
+    let mut s = client.association.stream(0).unwrap();
+    for (ppid, bytes) in [
+        (Ppid::String, &b"hi"[..]),
+        (Ppid::StringEmpty, &[0][..]),
+        (Ppid::Binary, &[1, 2][..]),
+        (Ppid::BinaryEmpty, &[0][..]),
+    ] {
+        s.write_with_ppi(bytes, ppid).unwrap();
+    }
+    exchange(now, &mut client, &mut node);
+    let message = |kind, data: &'static [u8]| SctpEvent::Message {
+        stream: 0,
+        kind,
+        data: Bytes::from_static(data),
+    };
+    assert_eq!(
+        events(&mut node),
+        [
+            message(MessageKind::String, b"hi"),
+            message(MessageKind::String, b""),
+            message(MessageKind::Binary, &[1, 2]),
+            message(MessageKind::Binary, b""),
+        ]
+    );
+
+    // The node's channel: an odd stream, usable once the client acks it.
+    let stream = node.open_channel(&params).unwrap();
+    assert_eq!(stream % 2, 1, "the DTLS server's streams are odd");
+    assert_eq!(
+        node.send(stream, MessageKind::String, &Bytes::new()),
+        Err(SctpError::UnknownStream(stream)),
+        "not before its ack"
+    );
+    exchange(now, &mut client, &mut node);
+    let opened = client_reads(&mut client, stream);
+    assert_eq!(opened.len(), 1);
+    assert_eq!(Dcep::parse(&opened[0].1), Ok(Dcep::Open(params)));
+    let mut s = client.association.stream(stream).unwrap();
+    s.write_with_ppi(&[0x02], Ppid::Dcep).unwrap();
+    exchange(now, &mut client, &mut node);
+    assert_eq!(events(&mut node), [SctpEvent::Acked { stream }]);
+    for (kind, data) in [
+        (MessageKind::String, Bytes::new()),
+        (MessageKind::Binary, Bytes::new()),
+        (MessageKind::Binary, Bytes::from_static(b"bin")),
+    ] {
+        node.send(stream, kind, &data).unwrap();
+    }
+    exchange(now, &mut client, &mut node);
+    assert_eq!(
+        client_reads(&mut client, stream),
+        [
+            (Ppid::StringEmpty, vec![0]),
+            (Ppid::BinaryEmpty, vec![0]),
+            (Ppid::Binary, b"bin".to_vec())
+        ]
+    );
+
+    // The client resets its channel: the node reports it closed.
+    client.association.stream(0).unwrap().close().unwrap();
+    exchange(now, &mut client, &mut node);
+    assert!(events(&mut node).contains(&SctpEvent::Closed { stream: 0 }));
+}
