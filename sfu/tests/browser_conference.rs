@@ -23,6 +23,8 @@ mod chromium;
     reason = "the conference uses part of the browser tests' driver"
 )]
 mod node;
+#[path = "browser/data_channels.rs"]
+mod data_channels;
 #[path = "browser/participants.rs"]
 mod participants;
 #[path = "browser/strata.rs"]
