@@ -17,14 +17,14 @@
     reason = "the conference uses part of the browser tests' driver"
 )]
 mod chromium;
+#[path = "browser/data_channels.rs"]
+mod data_channels;
 #[path = "browser/node.rs"]
 #[allow(
     dead_code,
     reason = "the conference uses part of the browser tests' driver"
 )]
 mod node;
-#[path = "browser/data_channels.rs"]
-mod data_channels;
 #[path = "browser/participants.rs"]
 mod participants;
 #[path = "browser/strata.rs"]

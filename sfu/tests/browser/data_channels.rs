@@ -122,7 +122,8 @@ fn chat(participants: &[Participant<'_>], ids: &BTreeMap<&'static str, String>) 
                 .iter()
                 .filter(|s| s.name != receiver.name)
                 .all(|sender| {
-                    let numbered: Vec<String> = (0..CHAT).map(|i| format!("{} {i}", sender.name)).collect();
+                    let numbered: Vec<String> =
+                        (0..CHAT).map(|i| format!("{} {i}", sender.name)).collect();
                     let got: Vec<String> = chat_from(inbox, &ids[sender.name])
                         .into_iter()
                         .filter(|t| !t.starts_with("hello from"))
@@ -191,7 +192,10 @@ fn first_message_on_join(
                 .as_array()
                 .into_iter()
                 .flatten()
-                .any(|m| m["text"] == greeting.as_str() && !ids.values().any(|id| m["from"] == id.as_str()));
+                .any(|m| {
+                    m["text"] == greeting.as_str()
+                        && !ids.values().any(|id| m["from"] == id.as_str())
+                });
             if !seen {
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -225,7 +229,9 @@ fn media_beside_a_flood(participants: &[Participant<'_>], ids: &BTreeMap<&'stati
         participants,
         Duration::from_secs(10),
         "the flood's bytes at the other three",
-        |receiver, inbox| receiver.name == sender.name || num(&inbox["received"][&key], "bytes") == sent,
+        |receiver, inbox| {
+            receiver.name == sender.name || num(&inbox["received"][&key], "bytes") == sent
+        },
     );
     let after = sample(participants);
     let froze: f64 = participants
