@@ -17,6 +17,8 @@
     reason = "the conference uses part of the browser tests' driver"
 )]
 mod chromium;
+#[path = "browser/data_channels.rs"]
+mod data_channels;
 #[path = "browser/node.rs"]
 #[allow(
     dead_code,

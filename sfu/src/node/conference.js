@@ -10,7 +10,7 @@
 
 // Starts a participant: camera and microphone, joined to `room` as `name`.
 async function join({ room, name, codec = 'AV1', scalabilityMode = 'L3T3_KEY', simulcast = false,
-  token, width = 1280, height = 720, frameRate = 30, grid, relay } = {}) {
+  token, width = 1280, height = 720, frameRate = 30, grid, relay, greeting } = {}) {
   const { pc, stream } = await sendingConnection({ room, token, relay, codec, scalabilityMode, simulcast, width, height, frameRate });
   const id = String(nextId++);
   const c = {
@@ -18,6 +18,8 @@ async function join({ room, name, codec = 'AV1', scalabilityMode = 'L3T3_KEY', s
     participants: new Map(), tracks: new Map(), remote: new Map(), midOwner: new Map(),
     wanted: { audio: 0, video: 0 }, negotiating: false, again: false, ufrags: new Set(),
     renegotiations: 0, you: null, speaker: null,
+    // Data channels: ours by label, the ones the node relays from others, and what came on them.
+    channels: new Map(), relayed: new Set(), inbox: [], received: {},
     // When (performance.now(), ms) the node last asked for an offer, the page sent one, and
     // its answer was applied: where a slow negotiation spent its time.
     negotiation: { asked: null, offered: null, answered: null },
@@ -25,6 +27,10 @@ async function join({ room, name, codec = 'AV1', scalabilityMode = 'L3T3_KEY', s
   sessions.set(id, c);
   addConferenceGrid(c, stream, grid);
   pc.addEventListener('track', (ev) => onRemoteTrack(c, ev));
+  pc.addEventListener('datachannel', (ev) => onRelayedChannel(c, ev.channel));
+  // The chat channel exists before the first offer, so the offer carries its section and a
+  // greeting written when it opens is the first message the others get.
+  openChannel(c, 'chat', {}, greeting);
   try {
     // What the room has now, so the first offer already receives all of it.
     const state = await request('GET', `/rooms/${encodeURIComponent(room)}`, undefined, undefined, token);
@@ -274,7 +280,7 @@ function addConferenceGrid(c, stream, grid) {
   own.append(video, line);
   c.grid = document.createElement('div');
   c.grid.className = 'grid';
-  section.append(title, own, c.grid);
+  section.append(title, own, chatBox(c), c.grid);
   (grid || $('tiles')).append(section);
   Object.assign(c, { tile: section, statsLine: line });
 }
@@ -325,4 +331,119 @@ function initConference() {
       width, height,
     }).catch(report);
   });
+}
+
+// ---- data channels ----
+// A channel a participant opens reaches every other participant as a channel the node opens
+// toward it, with the same label and reliability and `p<sender id>` as its protocol.
+
+const CHAT_LOG_LINES = 50;
+
+function openChannel(c, label, options, greeting) {
+  const channel = c.pc.createDataChannel(label, options);
+  channel.binaryType = 'arraybuffer';
+  if (greeting !== undefined) channel.addEventListener('open', () => channel.send(greeting));
+  c.channels.set(label, channel);
+  return channel;
+}
+
+function onRelayedChannel(c, channel) {
+  channel.binaryType = 'arraybuffer';
+  const from = channel.protocol.replace(/^p/, '');
+  c.relayed.add(channel);
+  channel.addEventListener('close', () => c.relayed.delete(channel));
+  channel.addEventListener('message', (ev) => onMessage(c, from, channel.label, ev.data));
+}
+
+// Text is kept whole (chat, and the tests' numbered messages); binary as its length and a
+// checksum, and every message counted per sender and label (a flood is only counted).
+function onMessage(c, from, label, data) {
+  const key = `${from}/${label}`;
+  const seen = c.received[key] || (c.received[key] = { messages: 0, bytes: 0 });
+  const binary = data instanceof ArrayBuffer;
+  seen.messages += 1;
+  seen.bytes += binary ? data.byteLength : data.length;
+  if (label === 'flood') return;
+  const entry = { from, label, at: Math.round(performance.now()) };
+  if (binary) Object.assign(entry, { binary: data.byteLength, sum: checksum(new Uint8Array(data)) });
+  else entry.text = data;
+  c.inbox.push(entry);
+  if (label === 'chat' && !binary) chatLine(c, from, data);
+}
+
+// A checksum that notices a byte moved, lost or changed: sum of byte times position, mod 2^32.
+function checksum(bytes) {
+  let sum = 0;
+  for (let i = 0; i < bytes.length; i++) sum = (sum + bytes[i] * (i + 1)) >>> 0;
+  return sum;
+}
+
+// `size` bytes of a pattern the receiver's checksum can tell apart from any other order.
+function patterned(size) {
+  const bytes = new Uint8Array(size);
+  for (let i = 0; i < size; i++) bytes[i] = (i * 31 + (i >> 8)) & 0xff;
+  return bytes;
+}
+
+// Sends on one of our channels (opening it first if new): a string, or `{ binary: n }` for n
+// patterned bytes; returns the checksum the receivers should see.
+async function send(id, label, data, options = {}) {
+  const c = sessions.get(String(id));
+  const channel = c.channels.get(label) || openChannel(c, label, options);
+  if (channel.readyState !== 'open') await new Promise((r) => channel.addEventListener('open', r, { once: true }));
+  if (typeof data === 'string') { channel.send(data); return null; }
+  const bytes = patterned(data.binary);
+  channel.send(bytes);
+  return checksum(bytes);
+}
+
+// Writes `rate` bytes a second on channel `label` for `seconds`, in 16 KiB messages, keeping
+// the channel's own buffer under 1 MiB; resolves to the bytes sent.
+async function flood(id, label, rate, seconds) {
+  const c = sessions.get(String(id));
+  const channel = c.channels.get(label) || openChannel(c, label, {});
+  if (channel.readyState !== 'open') await new Promise((r) => channel.addEventListener('open', r, { once: true }));
+  const chunk = new Uint8Array(16384);
+  const start = performance.now();
+  let sent = 0;
+  while (performance.now() - start < seconds * 1000) {
+    const due = ((performance.now() - start) / 1000) * rate;
+    while (sent < due && channel.bufferedAmount < (1 << 20)) { channel.send(chunk); sent += chunk.length; }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return sent;
+}
+
+function inbox(id) {
+  const c = sessions.get(String(id));
+  return { you: c.you, inbox: c.inbox, received: c.received, relayed: c.relayed.size };
+}
+
+function chatBox(c) {
+  const box = document.createElement('div');
+  box.className = 'chat';
+  c.chatLog = document.createElement('div');
+  c.chatLog.className = 'stats';
+  const input = document.createElement('input');
+  input.placeholder = 'Message';
+  input.addEventListener('keydown', (ev) => {
+    if (ev.key !== 'Enter' || !input.value) return;
+    const channel = c.channels.get('chat');
+    if (channel && channel.readyState === 'open') {
+      channel.send(input.value);
+      chatLine(c, c.you, input.value);
+      input.value = '';
+    }
+  });
+  box.append(c.chatLog, input);
+  return box;
+}
+
+function chatLine(c, from, text) {
+  if (!c.chatLog) return;
+  const p = c.participants.get(from);
+  const line = document.createElement('div');
+  line.textContent = `${p ? p.name : from}: ${text}`;
+  c.chatLog.append(line);
+  while (c.chatLog.childElementCount > CHAT_LOG_LINES) c.chatLog.firstChild.remove();
 }
