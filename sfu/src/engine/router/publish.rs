@@ -10,6 +10,7 @@ use super::{Event, Router, RouterError};
 use crate::engine::allocation::LayerOrder;
 use crate::engine::binding;
 use crate::engine::down_track::DownTrack;
+use crate::engine::id_map::IdMap;
 use crate::engine::keyframe::KeyframeRequester;
 use crate::engine::receiver::Receiver;
 use crate::engine::speech::SpeechLevel;
@@ -80,10 +81,7 @@ impl Router {
         config: TrackConfig,
     ) -> Result<TrackId, RouterError> {
         let id = TrackId(self.next_id());
-        let on = self
-            .transports
-            .get_mut(&transport)
-            .ok_or(RouterError::UnknownTransport)?;
+        let on = transport_mut(&mut self.transports, transport)?;
         // Streams named by rid or mid have no SSRCs yet: their first packets bind them.
         let ssrcs = config
             .streams
@@ -179,10 +177,7 @@ impl Router {
         limits: LayerLimits,
     ) -> Result<DownTrackId, RouterError> {
         let id = DownTrackId(self.next_id());
-        let on = self
-            .transports
-            .get_mut(&transport)
-            .ok_or(RouterError::UnknownTransport)?;
+        let on = transport_mut(&mut self.transports, transport)?;
         let published = self
             .tracks
             .get_mut(&track)
@@ -277,4 +272,14 @@ impl Router {
         });
         Some(track)
     }
+}
+
+/// The transport a call names, or the error for one the router does not have.
+fn transport_mut(
+    transports: &mut IdMap<TransportId, Transport>,
+    transport: TransportId,
+) -> Result<&mut Transport, RouterError> {
+    transports
+        .get_mut(&transport)
+        .ok_or(RouterError::UnknownTransport)
 }

@@ -4,7 +4,7 @@
 
 use selector::LayerLimits;
 
-use super::{Router, RouterError};
+use super::{Published, Router, RouterError};
 use crate::engine::allocation::LayerOrder;
 use crate::engine::track::{DownTrackId, TrackId};
 
@@ -40,20 +40,14 @@ impl Router {
         track: TrackId,
         order: Option<LayerOrder>,
     ) -> Result<(), RouterError> {
-        self.tracks
-            .get_mut(&track)
-            .ok_or(RouterError::UnknownTrack)?
-            .layer_order = order;
+        self.published_mut(track)?.layer_order = order;
         Ok(())
     }
 
     /// Gives a track's video the first share of its viewers' estimates (the dominant
     /// speaker's): allocation climbs it to the top before the others leave their lowest step.
     pub fn set_priority(&mut self, track: TrackId, priority: bool) -> Result<(), RouterError> {
-        self.tracks
-            .get_mut(&track)
-            .ok_or(RouterError::UnknownTrack)?
-            .priority = priority;
+        self.published_mut(track)?.priority = priority;
         Ok(())
     }
 
@@ -61,10 +55,12 @@ impl Router {
     /// loudest audio tracks holds the others back. Held back, a track is still received,
     /// repaired and reported, and its speech level kept.
     pub fn set_forwarded(&mut self, track: TrackId, forwarded: bool) -> Result<(), RouterError> {
-        self.tracks
-            .get_mut(&track)
-            .ok_or(RouterError::UnknownTrack)?
-            .forwarded = forwarded;
+        self.published_mut(track)?.forwarded = forwarded;
         Ok(())
+    }
+
+    /// A published track, to set what the host chose for it.
+    fn published_mut(&mut self, track: TrackId) -> Result<&mut Published, RouterError> {
+        self.tracks.get_mut(&track).ok_or(RouterError::UnknownTrack)
     }
 }
