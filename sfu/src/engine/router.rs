@@ -4,11 +4,19 @@
 //! [`poll_rtcp`](Router::poll_rtcp) (feedback to publishers) until they return `None`, and call
 //! [`handle_timeout`](Router::handle_timeout) at [`poll_timeout`](Router::poll_timeout).
 //! Nothing here reads a clock or touches a socket: every input carries `now`.
+//!
+//! This file holds the type, its poll order and the dispatch of inputs and timers; each
+//! concept it dispatches to has a file of its own: `publish` (transports, tracks, stream
+//! binding and subscriptions), `settings` (what the host changes on a running track or
+//! subscription), `send` (the fan-out, retransmissions, probes and pacing), `feedback` (RTCP
+//! in and out), `allocate` (layers fitted to a viewer's estimate), `queries` and `types`.
 
 mod allocate;
 mod feedback;
+mod publish;
 mod queries;
 mod send;
+mod settings;
 mod types;
 
 pub use queries::DownTrackInfo;
@@ -18,23 +26,20 @@ pub use types::{
 };
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use rtp_ext::rtp::RtpPacket;
-use selector::LayerLimits;
 use smallvec::SmallVec;
 
-use super::allocation::LayerOrder;
-use super::binding;
 use super::down_track::DownTrack;
 use super::id_map::IdMap;
-use super::keyframe::KeyframeRequester;
-use super::receiver::{PacketRef, ReceiveError, Receiver};
-use super::rtcp::{NackPairs, ReceiverReport, RembSsrcs, RtcpWireWriter, SenderReport, WallClock};
-use super::speech::SpeechLevel;
-use super::track::{DownTrackConfig, DownTrackId, StreamConfig, TrackConfig, TrackId};
+use super::receiver::{PacketRef, ReceiveError};
+use super::rtcp::{RtcpWireWriter, WallClock};
+use super::track::{DownTrackId, TrackId};
 use super::transport::{Transport, TransportId, TWCC_INTERVAL};
+use feedback::{queue_nacks, PendingRtcp};
+use publish::Published;
 
 /// Work queued by inputs and done when outputs are polled.
 #[derive(Debug, Clone, Copy)]
@@ -50,62 +55,6 @@ pub(super) enum Job {
     Probe {
         down_track: DownTrackId,
         cluster: u32,
-    },
-}
-
-#[derive(Debug)]
-struct Published {
-    transport: TransportId,
-    receiver: Receiver,
-    keyframes: KeyframeRequester,
-    subscribers: Vec<DownTrackId>,
-    /// FIR command sequence number (RFC 5104 4.3.1.1): one more per new request.
-    fir_seq: u8,
-    /// The order allocation climbs its layers in, if the host set one.
-    layer_order: Option<LayerOrder>,
-    /// Allocation climbs its layers before other tracks' (the host's choice: the dominant
-    /// speaker's video).
-    priority: bool,
-    /// Whether its packets go to its subscribers (the host holds back all but the loudest
-    /// audio tracks, say). It is received, repaired and reported either way.
-    forwarded: bool,
-    /// How loud it is, for an audio track whose publisher writes its level.
-    speech: SpeechLevel,
-}
-
-/// RTCP the router owes publishers.
-#[derive(Debug, Clone, Copy)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "NACK pairs stay inline so a NACK costs no allocation; the queue holds a handful"
-)]
-enum PendingRtcp {
-    ReceiverReport {
-        track: TrackId,
-        report: ReceiverReport,
-    },
-    SenderReport {
-        down_track: DownTrackId,
-        report: SenderReport,
-    },
-    Pli {
-        track: TrackId,
-        media_ssrc: u32,
-    },
-    Fir {
-        track: TrackId,
-        media_ssrc: u32,
-        seq_nr: u8,
-    },
-    Nack {
-        track: TrackId,
-        media_ssrc: u32,
-        pairs: NackPairs,
-    },
-    Remb {
-        track: TrackId,
-        bitrate_bps: u64,
-        ssrcs: RembSsrcs,
     },
 }
 
@@ -228,271 +177,6 @@ impl Router {
     /// `clock.unix`, the time since the Unix epoch.
     pub fn set_wall_clock(&mut self, clock: WallClock) {
         self.wall_clock = Some(clock);
-    }
-
-    /// A new peer connection: what it publishes and receives is named by it from now on.
-    #[must_use = "what it returns is lost otherwise"]
-    pub fn add_transport(&mut self) -> TransportId {
-        let id = TransportId(self.next_id());
-        self.transports.insert(id, Transport::default());
-        id
-    }
-
-    /// Removes a peer connection and everything it had: its tracks (and every subscription
-    /// to them, on any transport), its subscriptions and its congestion control state.
-    pub fn remove_transport(&mut self, id: TransportId) -> Result<(), RouterError> {
-        let transport = self
-            .transports
-            .get(&id)
-            .ok_or(RouterError::UnknownTransport)?;
-        let tracks = transport.tracks.clone();
-        let mut down_tracks: Vec<DownTrackId> = transport.down_tracks.values().copied().collect();
-        down_tracks.dedup();
-        for track in tracks {
-            self.unpublish(track)?;
-        }
-        for down_track in down_tracks {
-            // Some went with the tracks just unpublished.
-            let _ = self.unsubscribe(down_track);
-        }
-        if self.transports.remove(&id).is_some_and(|t| t.paced()) {
-            self.paced -= 1;
-        }
-        Ok(())
-    }
-
-    /// Publishes a track received on `transport`; its SSRCs must be new to that transport.
-    pub fn publish(
-        &mut self,
-        transport: TransportId,
-        config: TrackConfig,
-    ) -> Result<TrackId, RouterError> {
-        let id = TrackId(self.next_id());
-        let on = self
-            .transports
-            .get_mut(&transport)
-            .ok_or(RouterError::UnknownTransport)?;
-        // Streams named by rid or mid have no SSRCs yet: their first packets bind them.
-        let ssrcs = config
-            .streams
-            .iter()
-            .filter(|_| !config.stream_ids.binds())
-            .flat_map(|s| [Some(s.ssrc), s.rtx_ssrc])
-            .flatten();
-        if !on.publish(id, ssrcs) {
-            return Err(RouterError::SsrcInUse);
-        }
-        let keyframes = KeyframeRequester::new(config.streams.len(), self.config.keyframe_interval);
-        let receiver = Receiver::new(config);
-        self.tracks.insert(
-            id,
-            Published {
-                transport,
-                receiver,
-                keyframes,
-                subscribers: Vec::new(),
-                fir_seq: 0,
-                layer_order: None,
-                priority: false,
-                forwarded: true,
-                speech: SpeechLevel::default(),
-            },
-        );
-        Ok(id)
-    }
-
-    /// Gives stream `index` of a published track its SSRCs once the host has learned them
-    /// (simulcast streams are announced by rid; their SSRCs show up with the first packets).
-    /// The SSRCs the stream had before are forgotten.
-    pub fn bind_stream(
-        &mut self,
-        track: TrackId,
-        index: usize,
-        ssrcs: StreamConfig,
-    ) -> Result<(), RouterError> {
-        let published = self
-            .tracks
-            .get_mut(&track)
-            .ok_or(RouterError::UnknownTrack)?;
-        let on = self
-            .transports
-            .get_mut(&published.transport)
-            .ok_or(RouterError::UnknownTransport)?;
-        let taken = [Some(ssrcs.ssrc), ssrcs.rtx_ssrc]
-            .into_iter()
-            .flatten()
-            .any(|ssrc| on.ssrcs.get(&ssrc).is_some_and(|&t| t != track));
-        if taken {
-            return Err(RouterError::SsrcInUse);
-        }
-        let old = *published
-            .receiver
-            .config()
-            .streams
-            .get(index)
-            .ok_or(RouterError::UnknownStream)?;
-        for ssrc in [Some(old.ssrc), old.rtx_ssrc].into_iter().flatten() {
-            on.ssrcs.remove(&ssrc);
-        }
-        published.receiver.bind_stream(index, ssrcs);
-        for ssrc in [Some(ssrcs.ssrc), ssrcs.rtx_ssrc].into_iter().flatten() {
-            on.ssrcs.insert(ssrc, track);
-        }
-        Ok(())
-    }
-
-    /// Removes a track and every subscription to it.
-    pub fn unpublish(&mut self, track: TrackId) -> Result<(), RouterError> {
-        let published = self
-            .tracks
-            .remove(&track)
-            .ok_or(RouterError::UnknownTrack)?;
-        if let Some(on) = self.transports.get_mut(&published.transport) {
-            on.unpublish(track);
-        }
-        for down_track in published.subscribers {
-            if let Some(removed) = self.down_tracks.remove(&down_track) {
-                self.forget_down_track(&removed, down_track);
-            }
-        }
-        Ok(())
-    }
-
-    /// Subscribes `transport` to a track: the DownTrack's SSRCs must be new to that transport.
-    pub fn subscribe(
-        &mut self,
-        transport: TransportId,
-        track: TrackId,
-        config: DownTrackConfig,
-        limits: LayerLimits,
-    ) -> Result<DownTrackId, RouterError> {
-        let id = DownTrackId(self.next_id());
-        let on = self
-            .transports
-            .get_mut(&transport)
-            .ok_or(RouterError::UnknownTransport)?;
-        let published = self
-            .tracks
-            .get_mut(&track)
-            .ok_or(RouterError::UnknownTrack)?;
-        let ssrcs = [Some(config.ssrc), config.rtx.map(|(ssrc, _)| ssrc)];
-        let transport_cc = config.transport_cc_ext_id.is_some();
-        let initial_bps = self.config.initial_estimate_bps;
-        let estimating = on
-            .subscribe(id, ssrcs.into_iter().flatten(), transport_cc, initial_bps)
-            .ok_or(RouterError::SsrcInUse)?;
-        let down_track = DownTrack::new(
-            transport,
-            track,
-            published.receiver.config(),
-            config,
-            limits,
-        );
-        published.subscribers.push(id);
-        self.down_tracks.insert(id, Box::new(down_track));
-        // Room for what each report interval queues per subscription (a sender report, an
-        // allocation and a layer event), made now rather than at the first interval.
-        let subscriptions = self.down_tracks.len();
-        self.rtcp
-            .reserve(subscriptions.saturating_sub(self.rtcp.len()));
-        self.events
-            .reserve((2 * subscriptions).saturating_sub(self.events.len()));
-        self.transport_scratch.reserve(
-            self.transports
-                .len()
-                .saturating_sub(self.transport_scratch.len()),
-        );
-        // A viewer that estimates is allocated from its initial estimate before anything is
-        // forwarded to it, so its first packets already fit; a later subscription on it from
-        // the estimate it has then (or its selector would aim at the top layer until the next
-        // feedback, and wait for a keyframe of a simulcast stream it is not going to get).
-        if let Some(now) = self.last_input {
-            if estimating {
-                self.on_estimate(now, transport, self.config.initial_estimate_bps);
-            } else {
-                self.reallocate(now, transport);
-            }
-        }
-        Ok(id)
-    }
-
-    /// Ends a subscription: nothing more is forwarded to it and its SSRCs leave its transport.
-    pub fn unsubscribe(&mut self, down_track: DownTrackId) -> Result<(), RouterError> {
-        let removed = self
-            .down_tracks
-            .remove(&down_track)
-            .ok_or(RouterError::UnknownDownTrack)?;
-        if let Some(published) = self.tracks.get_mut(&removed.track()) {
-            published.subscribers.retain(|&d| d != down_track);
-        }
-        self.forget_down_track(&removed, down_track);
-        Ok(())
-    }
-
-    /// Takes a removed DownTrack's SSRCs off its transport.
-    fn forget_down_track(&mut self, removed: &DownTrack, id: DownTrackId) {
-        if let Some(on) = self.transports.get_mut(&removed.transport()) {
-            on.down_tracks.retain(|_, d| *d != id);
-        }
-    }
-
-    /// Sets the layers a subscription may forward (a ceiling; the switch happens at the next switch
-    /// point).
-    pub fn set_limits(&mut self, id: DownTrackId, limits: LayerLimits) -> Result<(), RouterError> {
-        let down_track = self
-            .down_tracks
-            .get(&id)
-            .ok_or(RouterError::UnknownDownTrack)?;
-        down_track.set_limits(limits);
-        let transport = down_track.transport();
-        self.on_limits_changed(transport);
-        Ok(())
-    }
-
-    /// Pauses a subscription (nothing forwarded) or resumes it (at the next switch point, with a
-    /// keyframe request through the throttle).
-    pub fn set_muted(&mut self, id: DownTrackId, muted: bool) -> Result<(), RouterError> {
-        self.down_tracks
-            .get(&id)
-            .ok_or(RouterError::UnknownDownTrack)?
-            .set_muted(muted);
-        Ok(())
-    }
-
-    /// The order in which allocation climbs a track's layers for viewers short of bandwidth
-    /// (`None`: the default, every temporal layer of the base spatial layer first, then each
-    /// spatial layer at full frame rate).
-    pub fn set_layer_order(
-        &mut self,
-        track: TrackId,
-        order: Option<LayerOrder>,
-    ) -> Result<(), RouterError> {
-        self.tracks
-            .get_mut(&track)
-            .ok_or(RouterError::UnknownTrack)?
-            .layer_order = order;
-        Ok(())
-    }
-
-    /// Gives a track's video the first share of its viewers' estimates (the dominant
-    /// speaker's): allocation climbs it to the top before the others leave their lowest step.
-    pub fn set_priority(&mut self, track: TrackId, priority: bool) -> Result<(), RouterError> {
-        self.tracks
-            .get_mut(&track)
-            .ok_or(RouterError::UnknownTrack)?
-            .priority = priority;
-        Ok(())
-    }
-
-    /// Whether a track's packets go to its subscribers: a host that forwards only the
-    /// loudest audio tracks holds the others back. Held back, a track is still received,
-    /// repaired and reported, and its speech level kept.
-    pub fn set_forwarded(&mut self, track: TrackId, forwarded: bool) -> Result<(), RouterError> {
-        self.tracks
-            .get_mut(&track)
-            .ok_or(RouterError::UnknownTrack)?
-            .forwarded = forwarded;
-        Ok(())
     }
 
     /// One RTP packet from a publisher. A bad packet is counted and dropped; nothing else
@@ -619,32 +303,6 @@ impl Router {
         }
     }
 
-    /// Binds the packet's SSRC to the stream of the transport's tracks that its rid, mid or
-    /// payload type names, if any.
-    fn bind(&mut self, transport: TransportId, packet: &RtpPacket<'_>) -> Option<TrackId> {
-        let ssrc = packet.fields().ssrc;
-        let (track, index, ssrcs) =
-            self.transports
-                .get(&transport)?
-                .tracks
-                .iter()
-                .find_map(|&track| {
-                    let config = self.tracks.get(&track)?.receiver.config();
-                    let (index, repair) = binding::claim(config, packet)?;
-                    let stream = *config.streams.get(index)?;
-                    let ssrcs = binding::bound(&config.stream_ids, stream, ssrc, repair);
-                    Some((track, index, ssrcs))
-                })?;
-        self.bind_stream(track, index, ssrcs).ok()?;
-        self.events.push_back(Event::StreamBound {
-            transport,
-            track,
-            stream: u8::try_from(index).unwrap_or(u8::MAX),
-            ssrcs,
-        });
-        Some(track)
-    }
-
     /// Timers: NACKs due to publishers, keyframe requests due, reports due.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.last_input = Some(now);
@@ -688,29 +346,6 @@ impl Router {
         }
     }
 
-    /// A receiver report per published track, a sender report per DownTrack that sent.
-    fn queue_reports(&mut self, now: Instant) {
-        let sender_ssrc = self.config.rtcp_ssrc;
-        for (&track, published) in &mut self.tracks {
-            let blocks = published.receiver.report_blocks(now);
-            if !blocks.is_empty() {
-                let report = ReceiverReport {
-                    sender_ssrc,
-                    blocks,
-                };
-                self.rtcp
-                    .push_back(PendingRtcp::ReceiverReport { track, report });
-            }
-        }
-        let ntp = self.wall_clock.get_or_insert(anchor(now)).ntp(now);
-        for (&down_track, d) in &self.down_tracks {
-            if let Some(report) = d.sender_report(now, ntp) {
-                self.rtcp
-                    .push_back(PendingRtcp::SenderReport { down_track, report });
-            }
-        }
-    }
-
     /// The next event for the host.
     #[must_use = "what it returns is lost otherwise"]
     pub fn poll_event(&mut self) -> Option<Event> {
@@ -739,43 +374,5 @@ impl Router {
     fn next_id(&mut self) -> u32 {
         self.next_id += 1;
         self.next_id - 1
-    }
-}
-
-/// A wall clock anchored at `now` when the host gave none: NTP times then count from the
-/// Unix epoch at the router's first use. Relative times (RTT, LSR and DLSR) stay right.
-fn anchor(now: Instant) -> WallClock {
-    WallClock {
-        instant: now,
-        unix: Duration::ZERO,
-    }
-}
-
-/// Packs NACK-due sequence numbers, per stream, into NACK packets.
-fn queue_nacks(rtcp: &mut VecDeque<PendingRtcp>, track: TrackId, due: &[(u32, u16)]) {
-    let mut current: Option<(u32, NackPairs)> = None;
-    for &(ssrc, seq) in due {
-        if current.as_ref().is_some_and(|(s, _)| *s != ssrc) {
-            flush(rtcp, track, current.take());
-        }
-        let (_, pairs) = current.get_or_insert_with(|| (ssrc, NackPairs::default()));
-        if pairs.push(seq).is_err() {
-            flush(rtcp, track, current.take());
-            let mut pairs = NackPairs::default();
-            // A fresh list holds one number.
-            let _ = pairs.push(seq);
-            current = Some((ssrc, pairs));
-        }
-    }
-    flush(rtcp, track, current);
-}
-
-fn flush(rtcp: &mut VecDeque<PendingRtcp>, track: TrackId, nack: Option<(u32, NackPairs)>) {
-    if let Some((media_ssrc, pairs)) = nack {
-        rtcp.push_back(PendingRtcp::Nack {
-            track,
-            media_ssrc,
-            pairs,
-        });
     }
 }

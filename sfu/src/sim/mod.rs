@@ -14,8 +14,15 @@
 //! they name. Peers are the caller's: it sends RTP and RTCP up a transport's uplink (now or at
 //! a set time) and takes what arrived at a transport, with the time it arrived.
 
+//!
+//! Beyond raw datagrams (`peer`), a peer writes an RTCP item and sends it up its transport
+//! ([`Network::send_feedback`]) and reads the media that arrived at it by its RTP header
+//! ([`Network::take_media`], [`Arrival::media`]).
+
 mod link;
 mod network;
+mod peer;
 
 pub use link::{Bottleneck, Link, LinkConfig, LinkCounters, QueueLimit};
 pub use network::{Arrival, Delivery, Direction, Network, NetworkCounters, Refusal, SimError};
+pub use peer::ReceivedMedia;

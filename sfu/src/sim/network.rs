@@ -8,12 +8,13 @@ use bytes::Bytes;
 use selector::scalability::SeededRng;
 
 use super::link::{Link, LinkConfig, LinkCounters};
+use crate::engine::rtcp::WriteError;
 use crate::engine::{
     DownTrackId, Event, ReceiveError, Router, RouterConfig, RouterError, RtcpTarget, TransportId,
 };
 
 /// The largest datagram the router writes: an Ethernet MTU.
-const MTU: usize = 1500;
+pub(super) const MTU: usize = 1500;
 
 /// Misuse of the network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -21,6 +22,9 @@ pub enum SimError {
     /// The transport was not added through [`Network::add_transport`].
     #[error("transport not on the network")]
     UnknownTransport,
+    /// An RTCP item a peer was to send could not be written.
+    #[error("RTCP not written: {0}")]
+    Rtcp(#[from] WriteError),
 }
 
 /// Which way along a transport's path.
@@ -212,6 +216,15 @@ impl Network {
         };
         self.peers.insert(transport, peer);
         transport
+    }
+
+    /// Removes a transport from the router (with everything it had there) and from the
+    /// network: what its links still carried is lost, and what the router sends it after is
+    /// counted as [`unrouted`](NetworkCounters::unrouted).
+    pub fn remove_transport(&mut self, transport: TransportId) -> Result<(), RouterError> {
+        let removed = self.with_router(|router| router.remove_transport(transport));
+        self.peers.remove(&transport);
+        removed
     }
 
     /// The router, for queries.

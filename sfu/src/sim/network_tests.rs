@@ -174,3 +174,47 @@ fn a_bottleneck_on_a_viewer_downlink_spaces_its_arrivals() {
     assert!(counters.queue_dropped > 5, "{counters:?}");
     assert_eq!(counters.sent, counters.delivered + counters.queue_dropped);
 }
+
+/// A viewer's PLI reaches the router written as a peer writes it; its media reads back by
+/// header; once its transport is removed, nothing more is sent to it.
+#[test]
+fn a_peer_writes_feedback_reads_media_and_leaves() {
+    use crate::engine::rtcp::{Pli, RtcpFeedback};
+
+    let (mut network, publisher, viewer) = call(LinkConfig::default(), LinkConfig::default());
+    network
+        .send_rtp(publisher, opus(1, 80))
+        .expect("on the network");
+    let pli = RtcpFeedback::Pli(Pli {
+        sender_ssrc: 9,
+        media_ssrc: SENT_AS,
+    });
+    network.send_feedback(viewer, &pli).expect("on the network");
+    network.run_until(network.now());
+    assert_eq!(network.take_refused(), []);
+    assert_eq!(network.router().counters().rtcp_in, 1);
+    let media = network.take_media(viewer);
+    assert_eq!(media.len(), 1);
+    assert_eq!((media[0].ssrc, media[0].len), (SENT_AS, 12 + 80));
+    assert!(!media[0].retransmission);
+
+    network.remove_transport(viewer).expect("on the network");
+    assert_eq!(network.take_arrivals(viewer), []);
+    assert_eq!(
+        network.send_rtcp(viewer, Bytes::new()),
+        Err(SimError::UnknownTransport)
+    );
+    network
+        .send_rtp(publisher, opus(2, 80))
+        .expect("on the network");
+    network.run_until(network.now() + Duration::from_secs(2));
+    assert_eq!(
+        network.counters().unrouted,
+        0,
+        "nothing for the removed viewer"
+    );
+    assert_eq!(
+        network.remove_transport(viewer),
+        Err(RouterError::UnknownTransport)
+    );
+}

@@ -1,6 +1,6 @@
-//! A viewer transport's layers fitted to its bandwidth estimate (here its REMB): down at once
-//! when what it is sent no longer fits, up only after the hold-down, never above the layer
-//! the viewer asked for, and the audio it receives never cut.
+//! A viewer transport's layers fitted to its bandwidth estimate (here its REMB), on ideal
+//! links: down at once when what it is sent no longer fits, up only after the hold-down,
+//! never above the layer the viewer asked for, and the audio it receives never cut.
 
 use crate::common;
 
@@ -10,19 +10,18 @@ use bytes::Bytes;
 use rtp_ext::codec::Codec;
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
-use sfu::engine::rtcp::{
-    parse_compound, Nack, NackPairs, Remb, RembSsrcs, RtcpFeedback, RtcpWireWriter, RtcpWriter,
-};
+use sfu::engine::rtcp::{parse_compound, Nack, NackPairs, Remb, RembSsrcs, RtcpFeedback};
 use sfu::engine::{
-    DownTrackConfig, DownTrackId, Event, Router, RouterConfig, StreamConfig, TrackConfig, TrackId,
-    TransportId,
+    DownTrackConfig, DownTrackId, Event, RouterConfig, RouterError, StreamConfig, TrackConfig,
+    TrackId, TransportId,
 };
+use sfu::sim::{Delivery, LinkConfig, Network};
 
 const DD_EXT: u8 = 11;
 const FRAME: Duration = Duration::from_millis(33);
 
 struct Room {
-    router: Router,
+    network: Network,
     publisher: TransportId,
     track: TrackId,
     viewer: TransportId,
@@ -39,16 +38,20 @@ struct Room {
 
 impl Room {
     fn new(limits: LayerLimits) -> Self {
-        let mut router = Router::new(RouterConfig::default());
-        let publisher = router.add_transport();
-        let mut config = TrackConfig::single(Codec::Av1, 0x5151);
-        config.dd_ext_id = Some(DD_EXT);
-        let track = router.publish(publisher, config).expect("a new transport");
-        let viewer = router.add_transport();
-        let mut down = DownTrackConfig::new(0x10, 45);
-        down.dd_ext_id = Some(DD_EXT);
-        let down = router
-            .subscribe(viewer, track, down, limits)
+        let start = Instant::now();
+        let mut network = Network::new(RouterConfig::default(), start, 0);
+        let publisher = transport(&mut network);
+        let viewer = transport(&mut network);
+        let (track, down) = network
+            .with_router(|router| {
+                let mut config = TrackConfig::single(Codec::Av1, 0x5151);
+                config.dd_ext_id = Some(DD_EXT);
+                let track = router.publish(publisher, config)?;
+                let mut down = DownTrackConfig::new(0x10, 45);
+                down.dd_ext_id = Some(DD_EXT);
+                let down = router.subscribe(viewer, track, down, limits)?;
+                Ok::<_, RouterError>((track, down))
+            })
             .expect("a new transport");
         let generator = StreamGenerator::new(
             ScalabilityMode::L3T3,
@@ -59,13 +62,13 @@ impl Room {
             },
         );
         Self {
-            router,
+            network,
             publisher,
             track,
             viewer,
             down,
             generator,
-            start: Instant::now(),
+            start,
             unit: 0,
             audio: None,
             sent: Vec::new(),
@@ -75,17 +78,15 @@ impl Room {
 
     /// The same publisher sends Opus too, and the viewer receives it.
     fn with_audio(mut self) -> Self {
+        let (publisher, viewer) = (self.publisher, self.viewer);
         let track = self
-            .router
-            .publish(self.publisher, TrackConfig::single(Codec::Opus, 0x0A0A))
-            .expect("a free SSRC");
-        self.router
-            .subscribe(
-                self.viewer,
-                track,
-                DownTrackConfig::new(0x20, 111),
-                LayerLimits::default(),
-            )
+            .network
+            .with_router(|router| {
+                let track = router.publish(publisher, TrackConfig::single(Codec::Opus, 0x0A0A))?;
+                let config = DownTrackConfig::new(0x20, 111);
+                router.subscribe(viewer, track, config, LayerLimits::default())?;
+                Ok::<_, RouterError>(track)
+            })
             .expect("a free SSRC");
         self.audio = Some(track);
         self
@@ -102,49 +103,60 @@ impl Room {
         Bytes::from(packet)
     }
 
+    /// The time of the last temporal unit sent, where the viewer's feedback comes in.
     fn now(&self) -> Instant {
-        self.start + FRAME * self.unit
+        self.network.now()
     }
 
-    /// Streams for `seconds`, serving timers and draining outputs; returns the events.
+    /// Streams for `seconds`, a temporal unit at a time; returns the events.
     fn run(&mut self, seconds: u32) -> Vec<Event> {
         let structure = self.generator.structure().clone();
         let until = self.unit + seconds * 30;
-        let mut events = Vec::new();
-        let mut buf = [0u8; 1500];
         while self.unit < until {
-            let packet = self.generator.next().expect("endless");
-            let now = self.now();
-            let bytes = Bytes::from(packet.rtp_bytes(DD_EXT, &structure));
-            self.router
-                .handle_rtp(now, self.publisher, bytes)
-                .expect("a valid packet");
-            if self.audio.is_some() && packet.marker {
-                let opus = self.opus();
-                self.router
-                    .handle_rtp(now, self.publisher, opus)
-                    .expect("a valid packet");
+            let at = self.start + FRAME * self.unit;
+            loop {
+                let packet = self.generator.next().expect("endless");
+                let bytes = Bytes::from(packet.rtp_bytes(DD_EXT, &structure));
+                self.send(at, bytes);
+                if packet.marker {
+                    break;
+                }
             }
-            self.router.handle_timeout(now);
-            self.drain(&mut buf);
-            events.extend(std::iter::from_fn(|| self.router.poll_event()));
-            self.unit += u32::from(packet.marker);
+            if self.audio.is_some() {
+                let opus = self.opus();
+                self.send(at, opus);
+            }
+            self.network.run_until(at);
+            assert_eq!(self.network.take_refused(), [], "valid packets");
+            self.receive();
+            self.unit += 1;
         }
-        events
+        self.events()
     }
 
-    fn drain(&mut self, buf: &mut [u8]) {
-        while let Some(out) = self.router.poll_transmit(buf) {
-            if out.down_track != self.down {
+    fn send(&mut self, at: Instant, packet: Bytes) {
+        self.network
+            .send_rtp_at(at, self.publisher, packet)
+            .expect("on the network");
+    }
+
+    /// Notes the video that reached the viewer.
+    fn receive(&mut self) {
+        for media in self.network.take_media(self.viewer) {
+            if media.down_track != self.down {
                 continue;
             }
-            if out.transmit.retransmission {
+            if media.retransmission {
                 self.retransmitted += 1;
             } else {
-                self.sent.push(u16::from_be_bytes([buf[2], buf[3]]));
+                self.sent.push(media.sequence_number);
             }
         }
-        while self.router.poll_rtcp(buf).is_some() {}
+    }
+
+    fn events(&mut self) -> Vec<Event> {
+        let events = self.network.take_events().into_iter();
+        events.map(|(_, event)| event).collect()
     }
 
     /// The viewer NACKs the last `count` packets it was sent.
@@ -159,19 +171,16 @@ impl Room {
             pairs,
         });
         self.rtcp(&nack);
-        let mut buf = [0u8; 1500];
-        self.drain(&mut buf);
+        self.receive();
     }
 
+    /// The viewer's RTCP, handled now.
     fn rtcp(&mut self, item: &RtcpFeedback<'_>) {
-        let mut buf = [0u8; 1500];
-        let len = RtcpWireWriter::new(b"viewer")
-            .expect("a short CNAME")
-            .write(item, &mut buf)
-            .expect("fits");
-        self.router
-            .handle_rtcp(self.now(), self.viewer, &buf[..len])
-            .expect("a known transport");
+        self.network
+            .send_feedback(self.viewer, item)
+            .expect("on the network");
+        self.network.run_until(self.now());
+        assert_eq!(self.network.take_refused(), [], "a known transport");
     }
 
     fn remb(&mut self, bitrate_bps: u64) -> Vec<Event> {
@@ -182,7 +191,7 @@ impl Room {
             bitrate_bps,
             ssrcs,
         }));
-        std::iter::from_fn(|| self.router.poll_event()).collect()
+        self.events()
     }
 
     fn bps(&self, layer: Layer) -> u64 {
@@ -190,14 +199,36 @@ impl Room {
     }
 
     fn rate_of(&self, track: TrackId, layer: Layer) -> u64 {
-        self.router
+        self.network
+            .router()
             .layer_bitrates(track, self.now())
             .expect("published")
             .bps(layer)
     }
 
     fn forwarded(&self) -> Option<Layer> {
-        self.router.down_track_info(self.down).and_then(|d| d.layer)
+        let info = self.network.router().down_track_info(self.down);
+        info.and_then(|d| d.layer)
+    }
+
+    /// Sets the layers the viewer asks for; returns the allocations that made.
+    fn set_target(&mut self, target: Layer) -> Vec<Layer> {
+        let (down, limits) = (self.down, limits(target));
+        self.network
+            .with_router(|router| router.set_limits(down, limits))
+            .expect("a subscription");
+        allocated(&self.events())
+    }
+}
+
+fn transport(network: &mut Network) -> TransportId {
+    network.add_transport(LinkConfig::default(), LinkConfig::default())
+}
+
+fn limits(target: Layer) -> LayerLimits {
+    LayerLimits {
+        target,
+        max: Layer::MAX,
     }
 }
 
@@ -241,10 +272,7 @@ fn layers_follow_the_estimate_down_at_once_and_up_after_the_hold_down() {
 
 #[test]
 fn the_viewers_choice_stays_a_ceiling() {
-    let mut room = Room::new(LayerLimits {
-        target: Layer::new(1, 1),
-        max: Layer::MAX,
-    });
+    let mut room = Room::new(limits(Layer::new(1, 1)));
     room.run(3);
     assert_eq!(allocated(&room.remb(50_000_000)), [Layer::new(1, 1)]);
     room.run(2);
@@ -285,7 +313,7 @@ fn retransmissions_stay_within_the_estimate() {
     let answered = room.retransmitted - 34;
     assert!(answered < 34 / 2, "{answered} answered");
     assert!(room.retransmitted > 34, "the floor repairs some");
-    let refused = room.router.counters().retransmissions_over_budget;
+    let refused = room.network.router().counters().retransmissions_over_budget;
     assert_eq!(refused as usize, 2 * 34 - room.retransmitted);
 }
 
@@ -297,24 +325,14 @@ fn the_viewers_own_switch_down_and_up_is_not_held_down() {
     room.run(3);
     room.remb(50_000_000);
     room.run(1);
-    let set = |room: &mut Room, target: Layer| {
-        let limits = LayerLimits {
-            target,
-            max: Layer::MAX,
-        };
-        room.router
-            .set_limits(room.down, limits)
-            .expect("a subscription");
-        allocated(&std::iter::from_fn(|| room.router.poll_event()).collect::<Vec<_>>())
-    };
-    assert_eq!(set(&mut room, Layer::new(0, 2)), [Layer::new(0, 2)]);
+    assert_eq!(room.set_target(Layer::new(0, 2)), [Layer::new(0, 2)]);
     room.run(1);
-    assert_eq!(set(&mut room, Layer::MAX), [Layer::new(2, 2)], "at once");
+    assert_eq!(room.set_target(Layer::MAX), [Layer::new(2, 2)], "at once");
 }
 
 /// A VP8 publisher of three simulcast streams with SSRCs `first`, `first + 1` and `first + 2`.
-fn publish_simulcast(router: &mut Router, first: u32) -> (TransportId, TrackId) {
-    let publisher = router.add_transport();
+fn publish_simulcast(network: &mut Network, first: u32) -> (TransportId, TrackId) {
+    let publisher = transport(network);
     let mut config = TrackConfig::single(Codec::Vp8, first);
     config
         .streams
@@ -322,48 +340,50 @@ fn publish_simulcast(router: &mut Router, first: u32) -> (TransportId, TrackId) 
             ssrc,
             rtx_ssrc: None,
         }));
-    let track = router.publish(publisher, config).expect("a new transport");
+    let track = network
+        .with_router(|router| router.publish(publisher, config))
+        .expect("a new transport");
     (publisher, track)
 }
 
-/// Three seconds of the streams of [`publish_simulcast`] at 30 fps: about 150, 450 and
-/// 1,050 kbit/s. Returns when the last frame was sent.
+/// Three seconds of the streams of [`publish_simulcast`] at 30 fps from `begin`: about 150,
+/// 450 and 1,050 kbit/s. Returns when the last frame is sent.
 fn send_simulcast(
-    router: &mut Router,
+    network: &mut Network,
     publisher: TransportId,
     first: u32,
     begin: Instant,
 ) -> Instant {
     // Packets per frame, of 15 header bytes and this many payload bytes.
     let streams = [(first, 1, 605), (first + 1, 2, 915), (first + 2, 4, 1_070)];
-    let mut now = begin;
+    let mut at = begin;
     let mut seq = 0u16;
     for frame in 0..90u32 {
-        now = begin + FRAME * frame;
+        at = begin + FRAME * frame;
         for (ssrc, packets, size) in streams {
             for _ in 0..packets {
                 let packet = common::vp8_packet(ssrc, seq, (frame % 2) as u8, size);
-                router
-                    .handle_rtp(now, publisher, packet)
-                    .expect("a valid packet");
+                network
+                    .send_rtp_at(at, publisher, packet)
+                    .expect("on the network");
                 seq = seq.wrapping_add(1);
             }
         }
     }
-    now
+    at
 }
 
 /// A viewer's subscription with transport-wide CC.
 fn subscribe_estimating(
-    router: &mut Router,
+    network: &mut Network,
     viewer: TransportId,
     track: TrackId,
     ssrc: u32,
 ) -> DownTrackId {
     let mut down = DownTrackConfig::new(ssrc, 96);
     down.transport_cc_ext_id = Some(3);
-    router
-        .subscribe(viewer, track, down, LayerLimits::default())
+    network
+        .with_router(|router| router.subscribe(viewer, track, down, LayerLimits::default()))
         .expect("new SSRCs")
 }
 
@@ -374,21 +394,27 @@ fn subscribe_estimating(
 #[test]
 fn a_viewer_starts_a_sixth_within_its_initial_estimate() {
     for (initial_estimate_bps, spatial) in [(1_000_000, 1), (2_000_000, 2)] {
-        let mut router = Router::new(RouterConfig {
+        let config = RouterConfig {
             initial_estimate_bps,
             ..RouterConfig::default()
-        });
-        let (publisher, track) = publish_simulcast(&mut router, 0xA0);
-        let now = send_simulcast(&mut router, publisher, 0xA0, Instant::now());
-        let rates = router.layer_bitrates(track, now).expect("published");
+        };
+        let begin = Instant::now();
+        let mut network = Network::new(config, begin, 0);
+        let (publisher, track) = publish_simulcast(&mut network, 0xA0);
+        let last = send_simulcast(&mut network, publisher, 0xA0, begin);
+        network.run_until(last);
+        assert_eq!(network.take_refused(), [], "valid packets");
+        let rates = network.router().layer_bitrates(track, last);
+        let rates = rates.expect("published");
         let top = rates.bps(Layer::new(2, 1));
         assert!(
             (1_000_000..1_100_000).contains(&top),
             "the top stream within a tenth over 1 Mbit/s: {rates:?}"
         );
-        let viewer = router.add_transport();
-        subscribe_estimating(&mut router, viewer, track, 0x10);
-        let events: Vec<Event> = std::iter::from_fn(|| router.poll_event()).collect();
+        network.take_events();
+        let viewer = transport(&mut network);
+        subscribe_estimating(&mut network, viewer, track, 0x10);
+        let events: Vec<Event> = network.take_events().into_iter().map(|e| e.1).collect();
         let started: Vec<u8> = allocated(&events).iter().map(|l| l.spatial).collect();
         assert_eq!(started, [spatial], "from {initial_estimate_bps} bit/s");
     }
@@ -400,16 +426,20 @@ fn a_viewer_starts_a_sixth_within_its_initial_estimate() {
 /// that stream's keyframe, then for the one of the stream allocation picks.
 #[test]
 fn a_later_subscription_on_a_viewer_with_an_estimate_is_allocated_at_subscribe() {
-    let mut router = Router::new(RouterConfig::default());
-    let (first_publisher, first) = publish_simulcast(&mut router, 0xA0);
-    let (second_publisher, second) = publish_simulcast(&mut router, 0xB0);
     let begin = Instant::now();
-    send_simulcast(&mut router, first_publisher, 0xA0, begin);
-    send_simulcast(&mut router, second_publisher, 0xB0, begin);
-    let viewer = router.add_transport();
-    subscribe_estimating(&mut router, viewer, first, 0x10);
-    let later = subscribe_estimating(&mut router, viewer, second, 0x20);
-    let events: Vec<Event> = std::iter::from_fn(|| router.poll_event()).collect();
+    let mut network = Network::new(RouterConfig::default(), begin, 0);
+    let (first_publisher, first) = publish_simulcast(&mut network, 0xA0);
+    let (second_publisher, second) = publish_simulcast(&mut network, 0xB0);
+    send_simulcast(&mut network, first_publisher, 0xA0, begin);
+    let last = send_simulcast(&mut network, second_publisher, 0xB0, begin);
+    network.run_until(last);
+    assert_eq!(network.take_refused(), [], "valid packets");
+    network.take_events();
+    network.take_arrivals(second_publisher);
+    let viewer = transport(&mut network);
+    subscribe_estimating(&mut network, viewer, first, 0x10);
+    let later = subscribe_estimating(&mut network, viewer, second, 0x20);
+    let events: Vec<Event> = network.take_events().into_iter().map(|e| e.1).collect();
     let for_later: Vec<Layer> = events
         .iter()
         .filter_map(|e| match e {
@@ -430,16 +460,18 @@ fn a_later_subscription_on_a_viewer_with_an_estimate_is_allocated_at_subscribe()
     let at = begin + FRAME * 90;
     for (seq, ssrc) in (1_000..).zip([0xB0, 0xB1, 0xB2]) {
         let packet = common::vp8_packet(ssrc, seq, 1, 600);
-        router
-            .handle_rtp(at, second_publisher, packet)
-            .expect("a valid packet");
+        network
+            .send_rtp_at(at, second_publisher, packet)
+            .expect("on the network");
     }
-    while router.poll_transmit(&mut [0; 1500]).is_some() {}
-    router.handle_timeout(at);
+    network.run_until(at);
+    assert_eq!(network.take_refused(), [], "valid packets");
     let mut asked = Vec::new();
-    let mut buf = [0u8; 1500];
-    while let Some(transmit) = router.poll_rtcp(&mut buf) {
-        parse_compound(&buf[..transmit.len], |item| {
+    for arrival in network.take_arrivals(second_publisher) {
+        let Delivery::Rtcp { datagram, .. } = arrival.delivery else {
+            continue;
+        };
+        parse_compound(&datagram, |item| {
             if let RtcpFeedback::Pli(pli) = item {
                 asked.push(pli.media_ssrc);
             }

@@ -1,4 +1,4 @@
-//! Pacing toward a viewer with an estimate, driven by hand: a keyframe that arrives in one
+//! Pacing toward a viewer with an estimate, on ideal links: a keyframe that arrives in one
 //! burst leaves at the pacing rate, in order; audio and retransmissions that come in while
 //! video waits go first; nothing waits longer than the hold limit.
 
@@ -6,23 +6,21 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rtp_ext::codec::Codec;
-use rtp_ext::rtp::RtpPacket;
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::LayerLimits;
-use sfu::engine::rtcp::{
-    Nack, NackPairs, Remb, RembSsrcs, RtcpFeedback, RtcpWireWriter, RtcpWriter,
-};
+use sfu::engine::rtcp::{Nack, NackPairs, Remb, RembSsrcs, RtcpFeedback};
 use sfu::engine::{
-    DownTrackConfig, DownTrackId, Output, Router, RouterConfig, TrackConfig, TransportId, MAX_HOLD,
-    PACING_BURST, PACING_PERCENT,
+    DownTrackConfig, DownTrackId, RouterConfig, TrackConfig, TransportId, MAX_HOLD, PACING_BURST,
+    PACING_PERCENT,
 };
+use sfu::sim::{LinkConfig, Network, ReceivedMedia};
 
 const DD_EXT: u8 = 11;
 const VIDEO_SSRC: u32 = 0x10;
 const AUDIO_SSRC: u32 = 0x20;
 
 struct Setup {
-    router: Router,
+    network: Network,
     publisher: TransportId,
     viewer: TransportId,
     video: DownTrackId,
@@ -36,29 +34,26 @@ struct Setup {
 /// and a viewer of both whose REMB says `estimate_bps`.
 fn setup(estimate_bps: u64, packets: u8) -> Setup {
     let start = Instant::now();
-    let mut router = Router::new(RouterConfig::default());
-    let (publisher, viewer) = (router.add_transport(), router.add_transport());
-    let mut video = TrackConfig::single(Codec::Av1, 0x5151);
-    video.dd_ext_id = Some(DD_EXT);
-    let video_track = router.publish(publisher, video).expect("new");
-    let audio_track = router
-        .publish(publisher, TrackConfig::single(Codec::Opus, 0x6161))
-        .expect("new");
-    let mut config = DownTrackConfig::new(VIDEO_SSRC, 45);
-    config.dd_ext_id = Some(DD_EXT);
-    config.rtx = Some((VIDEO_SSRC + 1, 46));
-    let limits = LayerLimits::default();
-    let video = router
-        .subscribe(viewer, video_track, config, limits)
-        .expect("new");
-    let audio = router
-        .subscribe(
-            viewer,
-            audio_track,
-            DownTrackConfig::new(AUDIO_SSRC, 111),
-            limits,
-        )
-        .expect("new");
+    let mut network = Network::new(RouterConfig::default(), start, 0);
+    let publisher = network.add_transport(LinkConfig::default(), LinkConfig::default());
+    let viewer = network.add_transport(LinkConfig::default(), LinkConfig::default());
+    let (video, audio) = network
+        .with_router(|router| {
+            let mut video = TrackConfig::single(Codec::Av1, 0x5151);
+            video.dd_ext_id = Some(DD_EXT);
+            let video_track = router.publish(publisher, video)?;
+            let audio_track =
+                router.publish(publisher, TrackConfig::single(Codec::Opus, 0x6161))?;
+            let mut config = DownTrackConfig::new(VIDEO_SSRC, 45);
+            config.dd_ext_id = Some(DD_EXT);
+            config.rtx = Some((VIDEO_SSRC + 1, 46));
+            let limits = LayerLimits::default();
+            let video = router.subscribe(viewer, video_track, config, limits)?;
+            let audio = DownTrackConfig::new(AUDIO_SSRC, 111);
+            let audio = router.subscribe(viewer, audio_track, audio, limits)?;
+            Ok::<_, sfu::engine::RouterError>((video, audio))
+        })
+        .expect("new transports");
     let generator = StreamGenerator::new(
         ScalabilityMode::L1T1,
         GeneratorConfig {
@@ -67,8 +62,12 @@ fn setup(estimate_bps: u64, packets: u8) -> Setup {
             ..GeneratorConfig::default()
         },
     );
-    let mut setup = Setup {
-        router,
+    network
+        .send_feedback(viewer, &remb(estimate_bps))
+        .expect("on the network");
+    network.run_until(start);
+    Setup {
+        network,
         publisher,
         viewer,
         video,
@@ -76,86 +75,49 @@ fn setup(estimate_bps: u64, packets: u8) -> Setup {
         generator,
         audio_seq: 0,
         start,
-    };
-    setup.rtcp(start, &remb(estimate_bps));
-    setup
+    }
 }
 
 impl Setup {
-    /// One video frame, all its packets at `now`.
-    fn frame(&mut self, now: Instant) {
+    /// One video frame, all its packets sent at `at`.
+    fn frame(&mut self, at: Instant) {
         let structure = self.generator.structure().clone();
         loop {
             let packet = self.generator.next().expect("endless");
             let mut bytes = packet.rtp_bytes(DD_EXT, &structure);
             bytes.resize(1_200, 0xAB);
-            self.router
-                .handle_rtp(now, self.publisher, Bytes::from(bytes))
-                .expect("valid");
+            self.network
+                .send_rtp_at(at, self.publisher, Bytes::from(bytes))
+                .expect("on the network");
             if packet.marker {
                 return;
             }
         }
     }
 
-    fn audio_packet(&mut self, now: Instant) {
+    /// One Opus packet, sent at `at`.
+    fn audio_packet(&mut self, at: Instant) {
         self.audio_seq += 1;
         let mut packet = vec![0x80, 111];
         packet.extend_from_slice(&self.audio_seq.to_be_bytes());
         packet.extend_from_slice(&(u32::from(self.audio_seq) * 960).to_be_bytes());
         packet.extend_from_slice(&0x6161u32.to_be_bytes());
         packet.extend_from_slice(&[0xfc; 80]);
-        self.router
-            .handle_rtp(now, self.publisher, Bytes::from(packet))
-            .expect("valid");
+        self.network
+            .send_rtp_at(at, self.publisher, Bytes::from(packet))
+            .expect("on the network");
     }
 
-    fn rtcp(&mut self, now: Instant, feedback: &RtcpFeedback<'_>) {
-        let mut buf = [0u8; 200];
-        let len = RtcpWireWriter::new(b"viewer")
-            .expect("a short CNAME")
-            .write(feedback, &mut buf)
-            .expect("fits");
-        self.router
-            .handle_rtcp(now, self.viewer, &buf[..len])
-            .expect("valid");
-        self.drain_rtcp();
+    /// Runs the network until `until`: what reached the viewer by then, in order, each with
+    /// the time it left (the links are ideal). Nothing the router refused.
+    fn run_until(&mut self, until: Instant) -> Vec<ReceivedMedia> {
+        self.network.run_until(until);
+        assert_eq!(self.network.take_refused(), [], "all taken");
+        self.network.take_media(self.viewer)
     }
 
-    fn drain_rtcp(&mut self) {
-        let mut buf = [0u8; 1500];
-        while self.router.poll_rtcp(&mut buf).is_some() {}
-        while self.router.poll_event().is_some() {}
-    }
-
-    /// What leaves now: (subscription, RTP sequence number, bytes, retransmission).
-    fn poll(&mut self) -> Vec<(DownTrackId, u16, usize, bool)> {
-        let mut buf = [0u8; 1500];
-        let mut out = Vec::new();
-        while let Some(Output {
-            down_track,
-            transmit,
-            ..
-        }) = self.router.poll_transmit(&mut buf)
-        {
-            let header = RtpPacket::parse(&buf[..transmit.len]).expect("valid header");
-            let seq = header.fields().sequence_number;
-            let rtx = header.fields().ssrc == VIDEO_SSRC + 1;
-            out.push((down_track, seq, transmit.len + transmit.payload.len(), rtx));
-        }
-        self.drain_rtcp();
-        out
-    }
-
-    /// Runs the router's timers until `until`, collecting what leaves and when.
-    fn run_until(&mut self, until: Instant) -> Vec<(Instant, DownTrackId, u16, usize, bool)> {
-        let mut sent = Vec::new();
-        while let Some(at) = self.router.poll_timeout().filter(|&at| at <= until) {
-            self.router.handle_timeout(at);
-            let out = self.poll();
-            sent.extend(out.into_iter().map(|(d, s, b, r)| (at, d, s, b, r)));
-        }
-        sent
+    fn paced_jobs(&self) -> usize {
+        self.network.router().paced_jobs(self.viewer)
     }
 }
 
@@ -169,18 +131,20 @@ fn remb(bitrate_bps: u64) -> RtcpFeedback<'static> {
     })
 }
 
+/// Bits of the packets.
+fn bits(sent: &[ReceivedMedia]) -> u64 {
+    sent.iter().map(|o| o.len as u64 * 8).sum()
+}
+
 #[test]
 fn a_keyframe_burst_leaves_at_the_pacing_rate_in_order() {
     let mut s = setup(1_000_000, 40);
     let at = s.start + Duration::from_millis(10);
     s.frame(at);
-    let first = s.poll();
+    let first = s.run_until(at);
     // A packet goes at once while what went before it is within the burst allowance.
     let rate = 1_000_000 * PACING_PERCENT / 100;
     let allowance = rate * PACING_BURST.as_micros() as u64 / 1_000_000;
-    let bits = |sent: &[(DownTrackId, u16, usize, bool)]| -> u64 {
-        sent.iter().map(|o| o.2 as u64 * 8).sum()
-    };
     assert!(
         first.len() < 40
             && bits(&first[..first.len() - 1]) <= allowance
@@ -190,13 +154,13 @@ fn a_keyframe_burst_leaves_at_the_pacing_rate_in_order() {
         bits(&first)
     );
     let waiting = 40 - first.len();
-    assert!(s.router.paced_jobs(s.viewer) >= waiting, "the rest wait");
+    assert!(s.paced_jobs() >= waiting, "the rest wait");
     let rest = s.run_until(at + Duration::from_secs(2));
     assert_eq!(first.len() + rest.len(), 40, "all of it leaves");
     let seqs: Vec<u16> = first
         .iter()
-        .map(|o| o.1)
-        .chain(rest.iter().map(|o| o.2))
+        .chain(&rest)
+        .map(|o| o.sequence_number)
         .collect();
     assert!(
         seqs.windows(2).all(|w| w[1] == w[0].wrapping_add(1)),
@@ -204,18 +168,19 @@ fn a_keyframe_burst_leaves_at_the_pacing_rate_in_order() {
     );
     // The pace: no 100 ms carries more than the rate allows, plus one packet's burst.
     let window = Duration::from_millis(100);
-    for &(from, ..) in &rest {
+    for o in &rest {
+        let from = o.at;
         let bits: u64 = rest
             .iter()
-            .filter(|o| o.0 >= from && o.0 < from + window)
-            .map(|o| o.3 as u64 * 8)
+            .filter(|o| o.at >= from && o.at < from + window)
+            .map(|o| o.len as u64 * 8)
             .sum();
         assert!(
             bits <= rate / 10 + 2 * 1_200 * 8,
             "{bits} bits from {from:?}"
         );
     }
-    let span = rest.last().expect("sent").0 - at;
+    let span = rest.last().expect("sent").at - at;
     let expected = Duration::from_micros(waiting as u64 * 1_200 * 8 * 1_000_000 / rate);
     assert!(
         span.abs_diff(expected) < Duration::from_millis(20),
@@ -228,9 +193,14 @@ fn audio_and_retransmissions_go_ahead_of_waiting_video() {
     let mut s = setup(1_000_000, 40);
     let at = s.start + Duration::from_millis(10);
     s.frame(at);
-    let sent = s.poll();
-    let nacked = sent[0].1;
+    let sent = s.run_until(at);
+    let nacked = sent[0].sequence_number;
+    // While most of the frame waits, an audio packet comes in and the viewer NACKs the
+    // frame's first packet.
     let later = at + Duration::from_millis(20);
+    let before = s.run_until(later);
+    let waiting = s.paced_jobs();
+    assert!(waiting > 20, "video waits: {waiting}");
     s.audio_packet(later);
     let mut pairs = NackPairs::default();
     pairs.push(nacked).expect("room");
@@ -239,17 +209,30 @@ fn audio_and_retransmissions_go_ahead_of_waiting_video() {
         media_ssrc: VIDEO_SSRC,
         pairs,
     });
-    s.rtcp(later, &nack);
-    let waiting = s.router.paced_jobs(s.viewer);
+    s.network
+        .send_feedback(s.viewer, &nack)
+        .expect("on the network");
     let rest = s.run_until(at + Duration::from_secs(2));
-    assert!(rest.len() > 30, "the frame leaves: {}", rest.len());
-    let first_two: Vec<_> = rest[..2].iter().map(|o| (o.1, o.4)).collect();
+    let video = |o: &&ReceivedMedia| o.down_track == s.video && !o.retransmission;
+    let frame = sent
+        .iter()
+        .chain(&before)
+        .chain(&rest)
+        .filter(video)
+        .count();
+    assert_eq!(frame, 40, "the frame leaves");
+    let first_two: Vec<_> = rest[..2]
+        .iter()
+        .map(|o| (o.down_track, o.ssrc == VIDEO_SSRC + 1))
+        .collect();
     assert!(
         first_two.contains(&(s.audio, false)) && first_two.contains(&(s.video, true)),
         "audio and the retransmission first: {first_two:?} of {waiting} waiting"
     );
     assert!(
-        rest[2..].iter().all(|o| o.1 == s.video && !o.4),
+        rest[2..]
+            .iter()
+            .all(|o| o.down_track == s.video && o.ssrc == VIDEO_SSRC),
         "then video"
     );
 }
@@ -260,28 +243,39 @@ fn nothing_waits_longer_than_the_hold_limit() {
     let mut s = setup(100_000, 40);
     let at = s.start + Duration::from_millis(10);
     s.frame(at);
-    let first = s.poll();
+    let first = s.run_until(at);
     let rest = s.run_until(at + Duration::from_secs(5));
     assert_eq!(first.len() + rest.len(), 40);
-    let last = rest.last().expect("sent").0;
+    let last = rest.last().expect("sent").at;
     assert!(last <= at + MAX_HOLD, "last at {:?}", last - at);
-    assert!(s.router.counters().paced_overdue > 0, "counted");
+    assert!(s.network.router().counters().paced_overdue > 0, "counted");
 }
 
 #[test]
 fn without_an_estimate_nothing_is_paced() {
     let mut s = setup(1_000_000, 40);
     // A new viewer transport of the same tracks, with no REMB.
-    let other = s.router.add_transport();
-    let track = s.router.down_track_info(s.video).expect("known").track;
-    let mut config = DownTrackConfig::new(0x30, 45);
-    config.dd_ext_id = Some(DD_EXT);
+    let other = s
+        .network
+        .add_transport(LinkConfig::default(), LinkConfig::default());
+    let video = s.video;
     let id = s
-        .router
-        .subscribe(other, track, config, LayerLimits::default())
+        .network
+        .with_router(|router| {
+            let track = router.down_track_info(video).expect("known").track;
+            let mut config = DownTrackConfig::new(0x30, 45);
+            config.dd_ext_id = Some(DD_EXT);
+            router.subscribe(other, track, config, LayerLimits::default())
+        })
         .expect("new");
-    s.frame(s.start + Duration::from_millis(10));
-    let sent = s.poll();
-    assert_eq!(sent.iter().filter(|o| o.0 == id).count(), 40, "all at once");
-    assert_eq!(s.router.paced_jobs(other), 0);
+    let at = s.start + Duration::from_millis(10);
+    s.frame(at);
+    s.run_until(at);
+    let sent = s.network.take_media(other);
+    assert_eq!(
+        sent.iter().filter(|o| o.down_track == id).count(),
+        40,
+        "all at once"
+    );
+    assert_eq!(s.network.router().paced_jobs(other), 0);
 }

@@ -10,15 +10,16 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use proptest::prelude::*;
 use rtp_ext::codec::Codec;
-use rtp_ext::rtp::RtpPacket;
 use selector::{Layer, LayerLimits};
-use sfu::engine::rtcp::{Pli, RtcpFeedback, RtcpWireWriter, RtcpWriter};
+use sfu::engine::rtcp::{Pli, Remb, RembSsrcs, RtcpFeedback};
 use sfu::engine::{
-    DownTrackConfig, Event, ReceiveError, Router, RouterConfig, RouterError, StreamConfig,
-    StreamIds, TrackConfig, TrackId, TransportId,
+    DownTrackConfig, Event, ReceiveError, RouterConfig, RouterError, StreamConfig, StreamIds,
+    TrackConfig, TrackId, TransportCc, TransportId,
 };
+use sfu::sim::{Delivery, LinkConfig, Network, Refusal};
 
 const DD_EXT: u8 = 11;
+const RID_EXT: u8 = 12;
 
 /// `units` temporal units of an L3T3 stream under `ssrc`.
 fn l3t3(ssrc: u32, units: usize) -> Vec<Bytes> {
@@ -39,77 +40,118 @@ fn all_layers() -> LayerLimits {
     }
 }
 
-/// A room: a publisher's transport and track, and a viewer's transport subscribed to it.
-fn room(router: &mut Router, ssrc: u32, out_ssrc: u32) -> (TransportId, TrackId, TransportId) {
-    let publisher = router.add_transport();
-    let track = router
-        .publish(publisher, av1(ssrc))
-        .expect("a new transport");
-    let viewer = router.add_transport();
+/// A network with ideal links, its clock at `start`.
+fn network(start: Instant) -> Network {
+    Network::new(RouterConfig::default(), start, 0)
+}
+
+fn transport(network: &mut Network) -> TransportId {
+    network.add_transport(LinkConfig::default(), LinkConfig::default())
+}
+
+/// A viewer's subscription to `track` under `out_ssrc`, with the DD.
+fn subscribe(
+    network: &mut Network,
+    viewer: TransportId,
+    track: TrackId,
+    out_ssrc: u32,
+) -> Result<sfu::engine::DownTrackId, RouterError> {
     let mut config = DownTrackConfig::new(out_ssrc, 45);
     config.dd_ext_id = Some(DD_EXT);
-    router
-        .subscribe(viewer, track, config, all_layers())
+    network.with_router(|router| router.subscribe(viewer, track, config, all_layers()))
+}
+
+/// A room: a publisher's transport and track, and a viewer's transport subscribed to it.
+fn room(network: &mut Network, ssrc: u32, out_ssrc: u32) -> (TransportId, TrackId, TransportId) {
+    room_of(network, av1(ssrc), out_ssrc)
+}
+
+fn room_of(
+    network: &mut Network,
+    config: TrackConfig,
+    out_ssrc: u32,
+) -> (TransportId, TrackId, TransportId) {
+    let publisher = transport(network);
+    let track = network
+        .with_router(|router| router.publish(publisher, config))
         .expect("a new transport");
+    let viewer = transport(network);
+    subscribe(network, viewer, track, out_ssrc).expect("a new transport");
     (publisher, track, viewer)
 }
 
-/// Media sent since the last call, as (transport, SSRC) pairs.
-fn sent(router: &mut Router) -> Vec<(TransportId, u32)> {
-    let mut buf = [0u8; 1500];
+/// Sends `packets` up `publisher`'s uplink and runs what is due now: why the router refused
+/// each it refused, in order.
+fn send(network: &mut Network, publisher: TransportId, packets: &[Bytes]) -> Vec<ReceiveError> {
+    for packet in packets {
+        network
+            .send_rtp(publisher, packet.clone())
+            .expect("on the network");
+    }
+    network.run_until(network.now());
+    let refused = network.take_refused().into_iter();
+    refused
+        .map(|r| match r {
+            Refusal::Rtp { error, .. } => error,
+            Refusal::Rtcp { error, .. } => panic!("RTCP refused: {error:?}"),
+        })
+        .collect()
+}
+
+/// Publisher packets the router must take.
+fn feed(network: &mut Network, publisher: TransportId, packets: &[Bytes]) {
+    assert_eq!(send(network, publisher, packets), [], "all taken");
+}
+
+/// Media that reached any of `transports` since the last call, as (transport, SSRC) pairs;
+/// nothing went to a transport off the network.
+fn sent(network: &mut Network, transports: &[TransportId]) -> Vec<(TransportId, u32)> {
+    assert_eq!(network.counters().unrouted, 0);
     let mut out = Vec::new();
-    while let Some(o) = router.poll_transmit(&mut buf) {
-        let ssrc = RtpPacket::parse(&buf[..o.transmit.len])
-            .expect("our header")
-            .fields()
-            .ssrc;
-        out.push((o.transport, ssrc));
+    for &t in transports {
+        out.extend(network.take_media(t).iter().map(|m| (t, m.ssrc)));
     }
     out
 }
 
 #[test]
 fn a_packet_under_another_transports_ssrc_reaches_nobody() {
-    let mut router = Router::new(RouterConfig::default());
     let now = Instant::now();
-    let (a_pub, _, a_view) = room(&mut router, 0xA1, 0x10);
-    let (b_pub, _, b_view) = room(&mut router, 0xB1, 0x20);
+    let mut network = network(now);
+    let (a_pub, _, a_view) = room(&mut network, 0xA1, 0x10);
+    let (b_pub, _, b_view) = room(&mut network, 0xB1, 0x20);
+    let all = [a_pub, a_view, b_pub, b_view];
     let packets = l3t3(0xA1, 10);
-    feed(&mut router, now, a_pub, &packets[..packets.len() / 2]);
-    let before = sent(&mut router);
+    feed(&mut network, a_pub, &packets[..packets.len() / 2]);
+    let before = sent(&mut network, &all);
     assert!(before.iter().all(|&(t, s)| (t, s) == (a_view, 0x10)));
     assert!(!before.is_empty(), "room a's media flows");
     // Room b's publisher sends under room a's SSRC, sequence numbers following on.
     let injected = &packets[packets.len() / 2..];
-    for packet in injected {
-        assert_eq!(
-            router.handle_rtp(now, b_pub, packet.clone()),
-            Err(ReceiveError::UnknownSsrc)
-        );
-    }
-    assert_eq!(sent(&mut router), [], "nothing reached a's viewer, nor b's");
-    assert_eq!(router.counters().unknown_ssrc, injected.len() as u64);
+    let refused = send(&mut network, b_pub, injected);
+    assert_eq!(refused, vec![ReceiveError::UnknownSsrc; injected.len()]);
+    assert_eq!(
+        sent(&mut network, &all),
+        [],
+        "nothing reached a's viewer, nor b's"
+    );
+    let counters = network.router().counters();
+    assert_eq!(counters.unknown_ssrc, injected.len() as u64);
     // And a's own packets still go on.
-    feed(&mut router, now, a_pub, injected);
-    assert!(sent(&mut router).iter().all(|&(t, _)| t == a_view));
+    feed(&mut network, a_pub, injected);
+    assert!(sent(&mut network, &all).iter().all(|&(t, _)| t == a_view));
     // RTCP from b's viewer about a's viewer's SSRC is not a's viewer's.
-    let mut writer = RtcpWireWriter::new(b"b").expect("a short CNAME");
-    let mut buf = [0u8; 1500];
     let pli = RtcpFeedback::Pli(Pli {
         sender_ssrc: 9,
         media_ssrc: 0x10,
     });
-    let len = writer.write(&pli, &mut buf).expect("fits");
-    router.handle_timeout(now);
-    router.handle_timeout(now + Duration::from_secs(1));
-    let asked = router.counters().keyframe_requests_sent;
-    router
-        .handle_rtcp(now + Duration::from_secs(1), b_view, &buf[..len])
-        .expect("b's viewer");
-    router.handle_timeout(now + Duration::from_secs(2));
-    while router.poll_rtcp(&mut buf).is_some() {}
+    network.run_until(now + Duration::from_secs(1));
+    let asked = network.router().counters().keyframe_requests_sent;
+    network.send_feedback(b_view, &pli).expect("on the network");
+    network.run_until(now + Duration::from_secs(2));
+    assert_eq!(network.take_refused(), [], "b's viewer");
     assert_eq!(
-        router.counters().keyframe_requests_sent,
+        network.router().counters().keyframe_requests_sent,
         asked,
         "no keyframe asked of a for b's viewer"
     );
@@ -117,19 +159,15 @@ fn a_packet_under_another_transports_ssrc_reaches_nobody() {
 
 #[test]
 fn the_same_ssrc_on_two_transports_goes_to_each_ones_viewers() {
-    let mut router = Router::new(RouterConfig::default());
-    let now = Instant::now();
-    let (a_pub, _, a_view) = room(&mut router, 0x77, 0x10);
-    let (b_pub, _, b_view) = room(&mut router, 0x77, 0x10);
-    for packet in l3t3(0x77, 5) {
-        router.handle_rtp(now, a_pub, packet).expect("a's");
-    }
-    let to_a = sent(&mut router);
+    let mut network = network(Instant::now());
+    let (a_pub, _, a_view) = room(&mut network, 0x77, 0x10);
+    let (b_pub, _, b_view) = room(&mut network, 0x77, 0x10);
+    let all = [a_pub, a_view, b_pub, b_view];
+    feed(&mut network, a_pub, &l3t3(0x77, 5));
+    let to_a = sent(&mut network, &all);
     assert!(!to_a.is_empty() && to_a.iter().all(|&(t, _)| t == a_view));
-    for packet in l3t3(0x77, 5) {
-        router.handle_rtp(now, b_pub, packet).expect("b's");
-    }
-    let to_b = sent(&mut router);
+    feed(&mut network, b_pub, &l3t3(0x77, 5));
+    let to_b = sent(&mut network, &all);
     assert_eq!(
         to_b.len(),
         to_a.len(),
@@ -138,13 +176,13 @@ fn the_same_ssrc_on_two_transports_goes_to_each_ones_viewers() {
     assert!(to_b.iter().all(|&(t, _)| t == b_view));
     // Within one transport an SSRC is one track's, and one subscription's.
     assert_eq!(
-        router.publish(a_pub, av1(0x77)),
+        network.with_router(|router| router.publish(a_pub, av1(0x77))),
         Err(RouterError::SsrcInUse)
     );
+    let track = network.router().ssrc_track(b_pub, 0x77).expect("b's track");
     let config = DownTrackConfig::new(0x10, 45);
-    let track = router.ssrc_track(b_pub, 0x77).expect("b's track");
     assert_eq!(
-        router.subscribe(a_view, track, config, all_layers()),
+        network.with_router(|router| router.subscribe(a_view, track, config, all_layers())),
         Err(RouterError::SsrcInUse)
     );
 }
@@ -152,39 +190,66 @@ fn the_same_ssrc_on_two_transports_goes_to_each_ones_viewers() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(16))]
 
-    /// 1,000 transports publish and subscribe, then leave in a random order: every table of
-    /// the router is empty after.
+    /// 1,000 transports publish and subscribe, then leave in a random order, while the
+    /// viewers' pacers still hold packets for them: every table of the router is empty
+    /// after, and nothing more is sent.
     #[test]
     fn transports_that_come_and_go_leave_nothing(order in Just((0..1000u32).collect::<Vec<_>>()).prop_shuffle()) {
-        let mut router = Router::new(RouterConfig::default());
         let now = Instant::now();
+        let mut network = network(now);
         let mut transports = Vec::new();
         let mut tracks = Vec::new();
+        let mut viewers = Vec::new();
         for i in 0..1000u32 {
-            let transport = router.add_transport();
+            let transport = transport(&mut network);
             if i % 4 == 0 || tracks.is_empty() {
                 let mut config = av1(0x1000 + i);
-                config.transport_cc = Some(sfu::engine::TransportCc { ext_id: 5 });
-                tracks.push(router.publish(transport, config).expect("new"));
+                config.transport_cc = Some(TransportCc { ext_id: 5 });
+                let track = network.with_router(|router| router.publish(transport, config));
+                tracks.push(track.expect("new"));
             } else {
                 let track = tracks[i as usize % tracks.len()];
                 let config = DownTrackConfig::new(0x10, 45);
-                router.subscribe(transport, track, config, all_layers()).expect("published");
+                network
+                    .with_router(|router| router.subscribe(transport, track, config, all_layers()))
+                    .expect("published");
+                viewers.push(transport);
             }
             transports.push(transport);
         }
-        for packet in l3t3(0x1000, 3) {
-            router.handle_rtp(now, transports[0], packet).expect("its own");
+        // The viewers are paced to a trickle, so that packets still wait for those of the
+        // first track when they leave.
+        let mut ssrcs = RembSsrcs::default();
+        ssrcs.push(0x10).expect("room");
+        let remb = RtcpFeedback::Remb(Remb { sender_ssrc: 9, bitrate_bps: 1_000, ssrcs });
+        for &viewer in &viewers {
+            network.send_feedback(viewer, &remb).expect("on the network");
         }
-        router.handle_timeout(now + Duration::from_millis(200));
-        prop_assert!(router.table_entries() > 0);
+        network.run_until(now);
+        // Packets of 1,200 bytes: more than the pacers' burst allowance.
+        let packets: Vec<Bytes> = l3t3(0x1000, 3)
+            .into_iter()
+            .map(|p| {
+                let mut packet = p.to_vec();
+                packet.resize(1_200, 0xAB);
+                Bytes::from(packet)
+            })
+            .collect();
+        feed(&mut network, transports[0], &packets);
+        network.run_until(now + Duration::from_millis(200));
+        prop_assert!(network.router().table_entries() > 0);
+        let waiting: usize = viewers.iter().map(|&v| network.router().paced_jobs(v)).sum();
+        prop_assert!(waiting > 0, "packets wait in the pacers");
         for &i in &order {
-            router.remove_transport(transports[i as usize]).expect("present");
+            network.remove_transport(transports[i as usize]).expect("present");
         }
-        prop_assert_eq!(router.table_entries(), 0);
-        prop_assert_eq!(router.remove_transport(transports[0]), Err(RouterError::UnknownTransport));
-        let mut buf = [0u8; 1500];
-        prop_assert!(router.poll_transmit(&mut buf).is_none(), "nothing left to send");
+        prop_assert_eq!(network.router().table_entries(), 0);
+        prop_assert_eq!(
+            network.remove_transport(transports[0]),
+            Err(RouterError::UnknownTransport)
+        );
+        network.run_until(now + Duration::from_secs(2));
+        prop_assert_eq!(network.counters().unrouted, 0, "nothing left to send");
     }
 }
 
@@ -192,63 +257,48 @@ proptest! {
 /// resumes at a switch point; an ended one forwards nothing and leaves its transport's table.
 #[test]
 fn muted_and_ended_subscriptions_forward_nothing() {
-    let mut router = Router::new(RouterConfig::default());
-    let now = Instant::now();
-    let (publisher, track, viewer) = room(&mut router, 0xA1, 0x10);
-    let other = router.add_transport();
-    let mut config = DownTrackConfig::new(0x30, 45);
-    config.dd_ext_id = Some(DD_EXT);
-    let second = router
-        .subscribe(other, track, config, all_layers())
-        .expect("a new transport");
-    let first = router.subscribers(track)[0];
+    let mut network = network(Instant::now());
+    let (publisher, track, viewer) = room(&mut network, 0xA1, 0x10);
+    let other = transport(&mut network);
+    let second = subscribe(&mut network, other, track, 0x30).expect("a new transport");
+    let all = [publisher, viewer, other];
+    let first = network.router().subscribers(track)[0];
     // Past the generator's second keyframe (unit 90), where the unmuted one resumes.
     let packets = l3t3(0xA1, 100);
     let (before, after) = packets.split_at(packets.len() / 2);
-    router.set_muted(first, true).expect("a subscription");
+    let set_muted = |network: &mut Network, id, muted| {
+        network.with_router(|router| router.set_muted(id, muted))
+    };
+    set_muted(&mut network, first, true).expect("a subscription");
     // The other subscriber is served, nothing goes to the muted one.
-    feed_to_only(&mut router, now, publisher, before, other);
-    router.unsubscribe(second).expect("a subscription");
-    assert_eq!(router.down_track_info(second), None);
-    assert_eq!(router.subscribers(track), &[first]);
-    router.set_muted(first, false).expect("a subscription");
+    feed_to_only(&mut network, publisher, before, &all, other);
+    network
+        .with_router(|router| router.unsubscribe(second))
+        .expect("a subscription");
+    assert_eq!(network.router().down_track_info(second), None);
+    assert_eq!(network.router().subscribers(track), &[first]);
+    set_muted(&mut network, first, false).expect("a subscription");
     // The unmuted one is served again, nothing goes to the ended one.
-    feed_to_only(&mut router, now, publisher, after, viewer);
+    feed_to_only(&mut network, publisher, after, &all, viewer);
     assert_eq!(
-        router.unsubscribe(second),
+        network.with_router(|router| router.unsubscribe(second)),
         Err(RouterError::UnknownDownTrack)
     );
-    assert!(router.set_muted(second, true).is_err());
-}
-
-/// Publisher packets the router must take.
-fn feed(router: &mut Router, now: Instant, publisher: TransportId, packets: &[Bytes]) {
-    for packet in packets {
-        router
-            .handle_rtp(now, publisher, packet.clone())
-            .expect("valid");
-    }
+    assert!(set_muted(&mut network, second, true).is_err());
 }
 
 /// Feeds `packets` and checks that the router sends media for them, all of it to `to`.
 fn feed_to_only(
-    router: &mut Router,
-    now: Instant,
+    network: &mut Network,
     publisher: TransportId,
     packets: &[Bytes],
+    all: &[TransportId],
     to: TransportId,
 ) {
-    feed(router, now, publisher, packets);
-    let out = sent(router);
+    feed(network, publisher, packets);
+    let out = sent(network, all);
     assert!(!out.is_empty(), "media for {to:?}");
     assert!(out.iter().all(|&(t, _)| t == to), "only to {to:?}: {out:?}");
-}
-
-/// A simulcast track announced by rid on `transport`, its streams bound from their packets.
-fn rid_track(router: &mut Router, transport: TransportId) -> TrackId {
-    router
-        .publish(transport, rid_config())
-        .expect("a new transport")
 }
 
 /// An AV1 track of two simulcast streams announced by rid (q and f), without SSRCs.
@@ -264,53 +314,35 @@ fn rid_config() -> TrackConfig {
     config
 }
 
-const RID_EXT: u8 = 12;
-
 /// The engine binds a stream's SSRC from the rid its packets carry, within their transport
 /// only: the same SSRC and rid on another transport bind that transport's own track, and
 /// neither room's viewers see the other's packets.
 #[test]
 fn streams_bind_by_rid_within_their_transport() {
-    let mut router = Router::new(RouterConfig::default());
-    let now = Instant::now();
-    let rooms: Vec<_> = (0..2)
-        .map(|i| {
-            let publisher = router.add_transport();
-            let track = rid_track(&mut router, publisher);
-            let viewer = router.add_transport();
-            let mut config = DownTrackConfig::new(0x10 + i, 45);
-            config.dd_ext_id = Some(DD_EXT);
-            router
-                .subscribe(viewer, track, config, all_layers())
-                .expect("a new transport");
-            (publisher, track, viewer)
-        })
-        .collect();
-    let [(a_pub, a_track, a_view), (b_pub, b_track, b_view)] = rooms[..] else {
-        unreachable!("two rooms")
-    };
+    let mut network = network(Instant::now());
+    let (a_pub, a_track, a_view) = room_of(&mut network, rid_config(), 0x10);
+    let (b_pub, b_track, b_view) = room_of(&mut network, rid_config(), 0x11);
+    let all = [a_pub, a_view, b_pub, b_view];
     let named = |rid: &[u8]| -> Vec<Bytes> {
         l3t3(0x5151, 10)
             .iter()
             .map(|p| Bytes::from(common::with_rid(p, RID_EXT, rid)))
             .collect()
     };
-    let unknown_rid = &named(b"h")[0];
+    let unknown_rid = &named(b"h")[..1];
     assert_eq!(
-        router.handle_rtp(now, a_pub, unknown_rid.clone()),
-        Err(ReceiveError::UnknownSsrc),
+        send(&mut network, a_pub, unknown_rid),
+        [ReceiveError::UnknownSsrc],
         "a rid the track does not have"
     );
-    for packet in named(b"f") {
-        router.handle_rtp(now, b_pub, packet).expect("rid f binds");
-    }
-    assert_eq!(router.ssrc_track(b_pub, 0x5151), Some(b_track));
+    feed(&mut network, b_pub, &named(b"f"));
+    assert_eq!(network.router().ssrc_track(b_pub, 0x5151), Some(b_track));
     assert_eq!(
-        router.ssrc_track(a_pub, 0x5151),
+        network.router().ssrc_track(a_pub, 0x5151),
         None,
         "A's table untouched"
     );
-    let events: Vec<_> = std::iter::from_fn(|| router.poll_event()).collect();
+    let events = events(&mut network);
     assert!(events.contains(&Event::StreamBound {
         transport: b_pub,
         track: b_track,
@@ -320,15 +352,19 @@ fn streams_bind_by_rid_within_their_transport() {
             rtx_ssrc: None
         },
     }));
-    let to_b = sent(&mut router);
+    let to_b = sent(&mut network, &all);
     assert!(!to_b.is_empty() && to_b.iter().all(|&(t, _)| t == b_view));
-    for packet in named(b"f") {
-        router.handle_rtp(now, a_pub, packet).expect("rid f binds");
-    }
-    assert_eq!(router.ssrc_track(a_pub, 0x5151), Some(a_track));
-    let to_a = sent(&mut router);
+    feed(&mut network, a_pub, &named(b"f"));
+    assert_eq!(network.router().ssrc_track(a_pub, 0x5151), Some(a_track));
+    let to_a = sent(&mut network, &all);
     assert!(!to_a.is_empty() && to_a.iter().all(|&(t, _)| t == a_view));
-    assert_eq!(router.counters().unknown_ssrc, 1);
+    assert_eq!(network.router().counters().unknown_ssrc, 1);
+}
+
+/// The router's events so far.
+fn events(network: &mut Network) -> Vec<Event> {
+    let events = network.take_events().into_iter();
+    events.map(|(_, event)| event).collect()
 }
 
 /// A simulcast offer that announces its SSRCs beside the rids (one media and RTX pair per
@@ -336,9 +372,8 @@ fn streams_bind_by_rid_within_their_transport() {
 /// pair whole, so the stream's retransmissions are taken before any of them names a rid.
 #[test]
 fn announced_ssrc_pairs_bind_whole_by_rid() {
-    let mut router = Router::new(RouterConfig::default());
-    let now = Instant::now();
-    let publisher = router.add_transport();
+    let mut network = network(Instant::now());
+    let publisher = transport(&mut network);
     let pair = |ssrc: u32| StreamConfig {
         ssrc,
         rtx_ssrc: Some(ssrc + 1),
@@ -351,16 +386,17 @@ fn announced_ssrc_pairs_bind_whole_by_rid() {
         repaired_rid_ext: None,
         announced: [pair(0xA0), pair(0xB0), pair(0xC0)].into_iter().collect(),
     };
-    let track = router.publish(publisher, config).expect("a new transport");
+    let track = network
+        .with_router(|router| router.publish(publisher, config))
+        .expect("a new transport");
     // The first announced pair is the top stream, the last the lowest.
     for (ssrc, rid) in [(0xA0, b"f"), (0xB0, b"h"), (0xC0, b"q")] {
         let first = &l3t3(ssrc, 1)[0];
         let named = Bytes::from(common::with_rid(first, RID_EXT, rid));
-        router
-            .handle_rtp(now, publisher, named)
-            .expect("its rid binds");
+        feed(&mut network, publisher, &[named]);
     }
-    let bound: Vec<(u8, StreamConfig)> = std::iter::from_fn(|| router.poll_event())
+    let bound: Vec<(u8, StreamConfig)> = events(&mut network)
+        .into_iter()
         .filter_map(|e| match e {
             Event::StreamBound { stream, ssrcs, .. } => Some((stream, ssrcs)),
             _ => None,
@@ -368,15 +404,14 @@ fn announced_ssrc_pairs_bind_whole_by_rid() {
         .collect();
     assert_eq!(bound, [(2, pair(0xA0)), (1, pair(0xB0)), (0, pair(0xC0))]);
     for ssrc in [0xA0, 0xA1, 0xB0, 0xB1, 0xC0, 0xC1] {
-        assert_eq!(router.ssrc_track(publisher, ssrc), Some(track), "{ssrc:#x}");
+        let bound_to = network.router().ssrc_track(publisher, ssrc);
+        assert_eq!(bound_to, Some(track), "{ssrc:#x}");
     }
     // A retransmission without a repaired rid, under an RTX SSRC only the offer named.
     let media = l3t3(0xB0, 2);
     let repair = common::as_rtx(&media[1], 0xB1, 1);
-    router
-        .handle_rtp(now, publisher, repair)
-        .expect("an announced RTX stream");
-    assert_eq!(router.counters().unknown_ssrc, 0);
+    feed(&mut network, publisher, &[repair]);
+    assert_eq!(network.router().counters().unknown_ssrc, 0);
 }
 
 /// Transport-wide CC feedback to a simulcast publisher names an SSRC it sends, even when the
@@ -388,32 +423,36 @@ fn transport_wide_feedback_names_a_bound_ssrc() {
     use webrtc_util::Unmarshal;
 
     const TWCC_EXT: u8 = 5;
-    let mut router = Router::new(RouterConfig::default());
     let start = Instant::now();
-    let publisher = router.add_transport();
+    let mut network = network(start);
+    let publisher = transport(&mut network);
     let mut config = rid_config();
-    config.transport_cc = Some(sfu::engine::TransportCc { ext_id: TWCC_EXT });
-    router.publish(publisher, config).expect("a new transport");
+    config.transport_cc = Some(TransportCc { ext_id: TWCC_EXT });
+    network
+        .with_router(|router| router.publish(publisher, config))
+        .expect("a new transport");
     for (i, packet) in l3t3(0xF0F0, 3).iter().enumerate() {
         let named = common::with_rid(packet, RID_EXT, b"f");
         let seq = (100 + i as u16).to_be_bytes();
         let sequenced = common::with_rid(&named, TWCC_EXT, &seq);
-        let now = start + Duration::from_millis(5 * i as u64);
-        router
-            .handle_rtp(now, publisher, Bytes::from(sequenced))
-            .expect("rid f binds");
+        let at = start + Duration::from_millis(5 * i as u64);
+        network
+            .send_rtp_at(at, publisher, Bytes::from(sequenced))
+            .expect("on the network");
     }
-    router.handle_timeout(start + Duration::from_millis(200));
-    let mut buf = [0u8; 1500];
+    network.run_until(start + Duration::from_millis(200));
+    assert_eq!(network.take_refused(), [], "rid f binds");
     let mut named = Vec::new();
-    while let Some(out) = router.poll_rtcp(&mut buf) {
-        if let Ok(feedback) = TransportLayerCc::unmarshal(&mut &buf[..out.len]) {
-            named.push(feedback.media_ssrc);
+    for arrival in network.take_arrivals(publisher) {
+        if let Delivery::Rtcp { datagram, .. } = arrival.delivery {
+            if let Ok(feedback) = TransportLayerCc::unmarshal(&mut &datagram[..]) {
+                named.push(feedback.media_ssrc);
+            }
         }
     }
-    assert_eq!(
-        named,
-        [0xF0F0],
-        "one feedback, about the stream that is bound"
+    assert!(!named.is_empty(), "feedback sent");
+    assert!(
+        named.iter().all(|&ssrc| ssrc == 0xF0F0),
+        "every feedback about the stream that is bound: {named:x?}"
     );
 }

@@ -6,19 +6,21 @@
 //! publishers, so that each sends what its uplink carries (transport-wide CC feedback to a
 //! publisher that estimates for itself, REMB to one that negotiated REMB alone).
 
-use std::time::Instant;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::{Job, PendingRtcp, Published, Router, RouterError, RtcpTarget, RtcpTransmit};
+use super::{Job, Published, Router, RouterError, RtcpTarget, RtcpTransmit};
 use crate::engine::down_track::DownTrack;
 use crate::engine::id_map::IdMap;
 use crate::engine::rtcp::{
-    compact_ntp, parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, Pli, Remb,
-    RembSsrcs, RtcpFeedback, RtcpWriter, TransportCc,
+    compact_ntp, parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, NackPairs, Pli,
+    ReceiverReport, Remb, RembSsrcs, RtcpFeedback, RtcpWriter, SenderReport, TransportCc,
+    WallClock,
 };
 use crate::engine::track::{DownTrackId, TrackId};
-use crate::engine::transport::TransportId;
+use crate::engine::transport::{Transport, TransportId};
 
 /// Subscriptions one datagram may ask keyframes for without allocating.
 type KeyframeAsks = SmallVec<[DownTrackId; 4]>;
@@ -43,7 +45,7 @@ impl Router {
             .ok_or(RouterError::UnknownTransport)?;
         self.last_input = Some(now);
         self.counters.rtcp_in += 1;
-        let arrival = compact_ntp(self.wall_clock.get_or_insert(super::anchor(now)).ntp(now));
+        let arrival = compact_ntp(self.wall_clock.get_or_insert(anchor(now)).ntp(now));
         let mut keyframes = KeyframeAsks::new();
         let mut estimate = None;
         let mut round_trip = None;
@@ -88,7 +90,7 @@ impl Router {
             // About what the router sent this transport: only a viewer with a send side has
             // a history to match it against.
             RtcpFeedback::TransportCc(feedback)
-                if on.estimates() && transport_cc.len() < MAX_TRANSPORT_CC =>
+                if on.send_side().is_some() && transport_cc.len() < MAX_TRANSPORT_CC =>
             {
                 transport_cc.push(feedback);
             }
@@ -97,16 +99,20 @@ impl Router {
         if parsed.is_err() {
             self.counters.bad_rtcp += 1;
         }
-        let on = self.transports.get_mut(&transport);
-        if let (Some(on), Some(rtt)) = (on, round_trip) {
-            on.handle_round_trip(now, rtt);
+        let side = self.transports.get_mut(&transport);
+        if let (Some(side), Some(rtt)) = (side.and_then(Transport::send_side_mut), round_trip) {
+            side.handle_round_trip(now, rtt);
         }
         // Each feedback hands the estimate to allocation when it moved (or a second passed).
         for feedback in &transport_cc {
-            let Some(on) = self.transports.get_mut(&transport) else {
+            let Some(side) = self
+                .transports
+                .get_mut(&transport)
+                .and_then(Transport::send_side_mut)
+            else {
                 break;
             };
-            match on.handle_transport_cc(now, feedback) {
+            match side.handle_feedback(now, feedback) {
                 Ok(Some(estimate)) => self.on_estimate(now, transport, estimate),
                 Ok(None) => {}
                 Err(_) => self.counters.bad_rtcp += 1,
@@ -283,6 +289,29 @@ impl Router {
     pub(super) fn has_uplink_feedback(&self) -> bool {
         self.transports.values().any(|t| t.has_uplink_feedback())
     }
+
+    /// A receiver report per published track, a sender report per DownTrack that sent.
+    pub(super) fn queue_reports(&mut self, now: Instant) {
+        let sender_ssrc = self.config.rtcp_ssrc;
+        for (&track, published) in &mut self.tracks {
+            let blocks = published.receiver.report_blocks(now);
+            if !blocks.is_empty() {
+                let report = ReceiverReport {
+                    sender_ssrc,
+                    blocks,
+                };
+                self.rtcp
+                    .push_back(PendingRtcp::ReceiverReport { track, report });
+            }
+        }
+        let ntp = self.wall_clock.get_or_insert(anchor(now)).ntp(now);
+        for (&down_track, d) in &self.down_tracks {
+            if let Some(report) = d.sender_report(now, ntp) {
+                self.rtcp
+                    .push_back(PendingRtcp::SenderReport { down_track, report });
+            }
+        }
+    }
 }
 
 /// The SSRC transport-wide feedback names as its media source: one the publisher sends, read
@@ -306,5 +335,79 @@ fn ask(asks: &mut KeyframeAsks, target: Option<(DownTrackId, &DownTrack)>) {
         if !asks.contains(&id) {
             asks.push(id);
         }
+    }
+}
+
+/// RTCP the router owes publishers.
+#[derive(Debug, Clone, Copy)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "NACK pairs stay inline so a NACK costs no allocation; the queue holds a handful"
+)]
+pub(super) enum PendingRtcp {
+    ReceiverReport {
+        track: TrackId,
+        report: ReceiverReport,
+    },
+    SenderReport {
+        down_track: DownTrackId,
+        report: SenderReport,
+    },
+    Pli {
+        track: TrackId,
+        media_ssrc: u32,
+    },
+    Fir {
+        track: TrackId,
+        media_ssrc: u32,
+        seq_nr: u8,
+    },
+    Nack {
+        track: TrackId,
+        media_ssrc: u32,
+        pairs: NackPairs,
+    },
+    Remb {
+        track: TrackId,
+        bitrate_bps: u64,
+        ssrcs: RembSsrcs,
+    },
+}
+
+/// A wall clock anchored at `now` when the host gave none: NTP times then count from the
+/// Unix epoch at the router's first use. Relative times (RTT, LSR and DLSR) stay right.
+fn anchor(now: Instant) -> WallClock {
+    WallClock {
+        instant: now,
+        unix: Duration::ZERO,
+    }
+}
+
+/// Packs NACK-due sequence numbers, per stream, into NACK packets.
+pub(super) fn queue_nacks(rtcp: &mut VecDeque<PendingRtcp>, track: TrackId, due: &[(u32, u16)]) {
+    let mut current: Option<(u32, NackPairs)> = None;
+    for &(ssrc, seq) in due {
+        if current.as_ref().is_some_and(|(s, _)| *s != ssrc) {
+            flush(rtcp, track, current.take());
+        }
+        let (_, pairs) = current.get_or_insert_with(|| (ssrc, NackPairs::default()));
+        if pairs.push(seq).is_err() {
+            flush(rtcp, track, current.take());
+            let mut pairs = NackPairs::default();
+            // A fresh list holds one number.
+            let _ = pairs.push(seq);
+            current = Some((ssrc, pairs));
+        }
+    }
+    flush(rtcp, track, current);
+}
+
+fn flush(rtcp: &mut VecDeque<PendingRtcp>, track: TrackId, nack: Option<(u32, NackPairs)>) {
+    if let Some((media_ssrc, pairs)) = nack {
+        rtcp.push_back(PendingRtcp::Nack {
+            track,
+            media_ssrc,
+            pairs,
+        });
     }
 }

@@ -7,6 +7,7 @@ use rtp_ext::ext::AudioLevel;
 use selector::Layer;
 
 use super::{Router, RouterCounters, Transport};
+use crate::engine::bwe::BandwidthEstimator;
 use crate::engine::down_track::{DownTrackCounters, SubscriberReception};
 use crate::engine::keyframe::KeyframeCounters;
 use crate::engine::layer_rates::LayerBitrates;
@@ -93,7 +94,11 @@ impl Router {
     /// The round trip to a viewer transport with transport-wide CC, from its receiver
     /// reports, as its bandwidth estimator has it.
     pub fn viewer_round_trip(&self, transport: TransportId) -> Option<Duration> {
-        self.transports.get(&transport)?.round_trip()
+        self.transports
+            .get(&transport)?
+            .send_side()?
+            .estimator()
+            .round_trip_time()
     }
 
     /// What a subscriber of the track receiving each layer would be sent, measured over the

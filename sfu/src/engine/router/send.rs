@@ -14,7 +14,7 @@ use crate::engine::id_map::IdMap;
 use crate::engine::packet::ParsedPacket;
 use crate::engine::receiver::PacketRef;
 use crate::engine::track::{DownTrackId, TrackId};
-use crate::engine::transport::{SendSide, Transport, TransportId};
+use crate::engine::transport::{Paced, SendSide, Transport, TransportId};
 
 impl Router {
     /// The next media packet for a subscriber, its header written into `buf`.
@@ -171,7 +171,7 @@ impl Router {
     /// that has a packet to send again.
     pub(super) fn queue_probes(&mut self, now: Instant) {
         for (&transport, on) in &mut self.transports {
-            let Some(cluster) = on.probe_due(now) else {
+            let Some(cluster) = on.send_side().and_then(|side| side.probe_due(now)) else {
                 continue;
             };
             let source = on.down_tracks.values().copied().find(|id| {
@@ -184,7 +184,11 @@ impl Router {
                     down_track,
                     cluster,
                 }),
-                None => on.abandon_probe(),
+                None => {
+                    if let Some(side) = on.send_side_mut() {
+                        side.abandon_probe();
+                    }
+                }
             }
         }
     }
@@ -245,7 +249,10 @@ impl Router {
                     .get(&d.track())
                     .is_some_and(|p| p.receiver.config().codec.kind() == MediaKind::Audio)
         };
-        match on.hold(now, job, urgent) {
+        match on
+            .pacer_mut()
+            .and_then(|paced| paced.hold(now, job, urgent))
+        {
             None => false,
             Some(listed) => {
                 if listed {
@@ -266,12 +273,12 @@ impl Router {
                 self.backlogged.pop_front();
                 continue;
             };
-            if let Some((job, overdue)) = on.pop_paced(now) {
+            if let Some((job, overdue)) = on.pacer_mut().and_then(|paced| paced.pop(now)) {
                 self.counters.paced_overdue += u64::from(overdue);
                 return Some(job);
             }
             self.backlogged.pop_front();
-            if on.stays_listed() {
+            if on.pacer_mut().is_some_and(Paced::stays_listed) {
                 self.backlogged.push_back(transport);
             }
         }
@@ -283,8 +290,12 @@ impl Router {
         if self.paced == 0 {
             return;
         }
-        if let (Some(on), Some(now)) = (self.transports.get_mut(&transport), self.last_input) {
-            on.charge(now, bytes);
+        let paced = self
+            .transports
+            .get_mut(&transport)
+            .and_then(Transport::pacer_mut);
+        if let (Some(paced), Some(now)) = (paced, self.last_input) {
+            paced.on_sent(now, bytes);
         }
     }
 
@@ -292,7 +303,7 @@ impl Router {
     pub(super) fn probe_due(&self) -> Option<Instant> {
         self.transports
             .values()
-            .filter_map(Transport::next_probe)
+            .filter_map(|t| t.send_side()?.next_probe())
             .min()
     }
 
@@ -300,7 +311,7 @@ impl Router {
     pub(super) fn pacing_due(&self) -> Option<Instant> {
         self.backlogged
             .iter()
-            .filter_map(|t| self.transports.get(t)?.pacing_due())
+            .filter_map(|t| self.transports.get(t)?.pacer()?.due())
             .min()
     }
 
@@ -309,7 +320,8 @@ impl Router {
     pub fn paced_jobs(&self, transport: TransportId) -> usize {
         self.transports
             .get(&transport)
-            .map_or(0, Transport::paced_jobs)
+            .and_then(Transport::pacer)
+            .map_or(0, Paced::len)
     }
 }
 
@@ -330,6 +342,6 @@ fn stamped<'a>(
     down_track: &DownTrack,
 ) -> Option<(u16, &'a mut SendSide)> {
     down_track.config().transport_cc_ext_id?;
-    let side = transports.get_mut(&transport)?.send_side()?;
+    let side = transports.get_mut(&transport)?.send_side_mut()?;
     Some((side.next_sequence(), side))
 }

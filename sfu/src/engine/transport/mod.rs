@@ -7,8 +7,11 @@
 //!
 //! Every packet and RTCP datagram comes in naming its transport and is looked up there only,
 //! so no peer can write into, or answer for, another's streams. The router dispatches between
-//! receivers, down tracks and transports; what concerns one transport alone is done here,
-//! through its `handle_*` and `poll_*` methods.
+//! receivers, down tracks and transports; what concerns one transport alone is done here:
+//! its SSRC tables, the feedback it is owed as a publisher and its allocation as a viewer.
+//! Its send side and pacer are parts of their own, which the router reaches through
+//! `Transport::send_side` and `Transport::pacer` rather than through a method here for
+//! each of theirs.
 
 mod pacer;
 mod prober;
@@ -16,12 +19,13 @@ mod publisher_estimate;
 mod send_side;
 mod twcc;
 
+pub(super) use pacer::Paced;
 pub use pacer::{MAX_HOLD, PACING_BURST, PACING_PERCENT};
 pub use publisher_estimate::{PUBLISHER_INITIAL_BPS, REMB_INTERVAL};
 pub(super) use send_side::SendSide;
 pub(super) use twcc::{Twcc, TWCC_INTERVAL};
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rtp_ext::ext::{AbsSendTime, HeaderExtension, TransportSequenceNumber};
 use rtp_ext::rtp::RtpPacket;
@@ -29,11 +33,7 @@ use selector::Layer;
 use smallvec::SmallVec;
 
 use super::allocation::{Allocation, Fit, Weighed};
-use super::bwe::{BandwidthEstimator, FeedbackEstimator};
-use super::router::Job;
-use super::rtcp::{TransportCc, TransportCcError};
 use super::track::{DownTrackId, TrackConfig, TrackId};
-use pacer::Paced;
 use publisher_estimate::PublisherEstimate;
 use twcc::TwccRecorder;
 
@@ -249,38 +249,26 @@ impl Transport {
         Some((remb.track, remb.poll_remb(now)?))
     }
 
-    /// The send side, toward a viewer that negotiated transport-wide CC.
-    pub fn send_side(&mut self) -> Option<&mut SendSide> {
+    /// The send side, toward a viewer that negotiated transport-wide CC: its estimator, its
+    /// feedback, round trips and probe clusters are the router's to drive through it.
+    pub fn send_side(&self) -> Option<&SendSide> {
+        self.send.as_deref()
+    }
+
+    /// The send side, to drive: see [`send_side`](Self::send_side).
+    pub fn send_side_mut(&mut self) -> Option<&mut SendSide> {
         self.send.as_deref_mut()
     }
 
-    /// Whether it has a send side: transport-wide CC feedback from it has something to
-    /// match.
-    pub fn estimates(&self) -> bool {
-        self.send.is_some()
+    /// Its pacer and the jobs waiting for it, from its first estimate on: the router holds
+    /// jobs in it, takes them out when it opens and charges it with what left.
+    pub fn pacer(&self) -> Option<&Paced> {
+        self.pacing.as_ref()
     }
 
-    /// Its estimator, toward a viewer with transport-wide CC.
-    pub fn estimator(&self) -> Option<&FeedbackEstimator> {
-        Some(self.send.as_deref()?.estimator())
-    }
-
-    /// The round trip to it as a viewer with transport-wide CC, from its receiver reports.
-    pub fn round_trip(&self) -> Option<Duration> {
-        self.estimator()?.round_trip_time()
-    }
-
-    /// Its transport-wide CC feedback as a viewer: the estimate to hand to allocation, when
-    /// one is due.
-    pub fn handle_transport_cc(
-        &mut self,
-        now: Instant,
-        feedback: &TransportCc<'_>,
-    ) -> Result<Option<u64>, TransportCcError> {
-        match self.send.as_deref_mut() {
-            Some(side) => side.handle_feedback(now, feedback),
-            None => Ok(None),
-        }
+    /// Its pacer, to drive: see [`pacer`](Self::pacer).
+    pub fn pacer_mut(&mut self) -> Option<&mut Paced> {
+        self.pacing.as_mut()
     }
 
     /// Its REMB as a viewer: a ceiling on its transport-wide estimate when it has one, the
@@ -289,13 +277,6 @@ impl Transport {
         match self.send.as_deref_mut() {
             Some(side) => side.handle_remb(now, bitrate_bps),
             None => bitrate_bps,
-        }
-    }
-
-    /// A round trip measured toward it as a viewer (from its receiver reports).
-    pub fn handle_round_trip(&mut self, now: Instant, rtt: Duration) {
-        if let Some(side) = self.send.as_deref_mut() {
-            side.handle_round_trip(now, rtt);
         }
     }
 
@@ -345,46 +326,12 @@ impl Transport {
 
     /// Its pacing rate follows `estimate_bps` from `now`: paced from its first estimate on.
     /// Whether it was paced for the first time.
-    pub fn pace(&mut self, now: Instant, estimate_bps: u64) -> bool {
+    fn pace(&mut self, now: Instant, estimate_bps: u64) -> bool {
         let first = self.pacing.is_none();
         self.pacing
             .get_or_insert_with(|| Paced::new(estimate_bps))
             .set_estimate(now, estimate_bps);
         first
-    }
-
-    /// Whether it is paced (it has had an estimate).
-    pub fn paced(&self) -> bool {
-        self.pacing.is_some()
-    }
-
-    /// Whether `job` waits for its pacer instead of going now, and whether the transport
-    /// joins the router's list of those with jobs waiting; `urgent`: whether it is audio or
-    /// a retransmission, asked only if it waits.
-    pub fn hold(&mut self, now: Instant, job: Job, urgent: impl FnOnce() -> bool) -> Option<bool> {
-        self.pacing.as_mut()?.hold(now, job, urgent)
-    }
-
-    /// The next job its pacer lets go at `now`, and whether it waited past [`MAX_HOLD`].
-    pub fn pop_paced(&mut self, now: Instant) -> Option<(Job, bool)> {
-        self.pacing.as_mut()?.pop(now)
-    }
-
-    /// Whether it stays on the router's list of those with jobs waiting (it has some).
-    pub fn stays_listed(&mut self) -> bool {
-        self.pacing.as_mut().is_some_and(Paced::stays_listed)
-    }
-
-    /// A packet of `bytes` left toward it at `now`: its pacer is charged with it.
-    pub fn charge(&mut self, now: Instant, bytes: usize) {
-        if let Some(paced) = self.pacing.as_mut() {
-            paced.on_sent(now, bytes);
-        }
-    }
-
-    /// Jobs waiting for its pacer.
-    pub fn paced_jobs(&self) -> usize {
-        self.pacing.as_ref().map_or(0, Paced::len)
     }
 
     /// Retransmissions within what its estimate leaves over: whether one of `bytes` may go
@@ -403,28 +350,6 @@ impl Transport {
         self.send
             .as_deref_mut()
             .is_some_and(|side| side.start_probe(now, target_bps, media_bps, last_down))
-    }
-
-    /// The probe cluster a packet is due for at `now`, if any.
-    pub fn probe_due(&self, now: Instant) -> Option<u32> {
-        self.send.as_deref()?.probe_due(now)
-    }
-
-    /// Gives up the running probe cluster (nothing to send it with).
-    pub fn abandon_probe(&mut self) {
-        if let Some(side) = self.send.as_deref_mut() {
-            side.abandon_probe();
-        }
-    }
-
-    /// When its next probe packet is due.
-    pub fn next_probe(&self) -> Option<Instant> {
-        self.send.as_deref()?.next_probe()
-    }
-
-    /// When the next job waiting for its pacer may leave.
-    pub fn pacing_due(&self) -> Option<Instant> {
-        self.pacing.as_ref()?.due()
     }
 }
 

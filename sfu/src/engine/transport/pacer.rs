@@ -101,7 +101,7 @@ impl Pacer {
 
 /// A paced transport: its bucket and what waits for it.
 #[derive(Debug)]
-pub(super) struct Paced {
+pub(in crate::engine) struct Paced {
     pacer: Pacer,
     /// Audio and retransmissions, with when each was queued.
     urgent: VecDeque<(Instant, Job)>,
