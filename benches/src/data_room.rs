@@ -171,7 +171,7 @@ impl DataRoom {
     }
 
     /// Moves every datagram until none is in flight, then the clock to the next timer (at most
-    /// [`MAX_STEP`] on) and serves the timers due.
+    /// `MAX_STEP` on) and serves the timers due.
     pub fn step(&mut self) {
         for _ in 0..10_000 {
             if !self.exchange() {

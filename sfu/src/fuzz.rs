@@ -386,8 +386,26 @@ pub const AUTH_ROOM: &str = "room";
 /// The Unix time `auth_header` checks `exp` and `nbf` against.
 pub const AUTH_NOW: u64 = 1_800_000_000;
 
+/// The bytes as the `X-Forwarded-For` of a request from a trusted proxy: its client is the
+/// proxy itself or an address the header lists.
+fn forwarded_for(data: &[u8]) {
+    use axum::http::{HeaderMap, HeaderValue};
+    let Ok(value) = HeaderValue::from_bytes(data) else {
+        return;
+    };
+    let proxy = SocketAddr::from(([10, 0, 0, 2], 40000));
+    let mut headers = HeaderMap::new();
+    headers.insert("x-forwarded-for", value);
+    let client = crate::node::forwarded::client(proxy, &headers, &[proxy.ip()]);
+    let text = String::from_utf8_lossy(data);
+    let listed = text
+        .split(',')
+        .any(|e| e.trim().parse::<IpAddr>() == Ok(client.ip()));
+    assert!(client == proxy || listed, "{client} from {text:?}");
+}
+
 /// `auth_header`: the bytes (lossy UTF-8) as what a request names itself by: an
-/// `Authorization` header, asked for both grants against a static token and a JWT secret (a
+/// `Authorization` header, a trusted proxy's `X-Forwarded-For`, asked for both grants against a static token and a JWT secret (a
 /// grant needs the static token or a signed JWT) and for `/metrics` (it needs the metrics
 /// token); and a resource URL's session id and room name.
 pub fn auth_header(data: &[u8]) {
@@ -416,6 +434,7 @@ pub fn auth_header(data: &[u8]) {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)));
     }
+    forwarded_for(data);
 }
 
 /// The keys of `srtp_unprotect`'s session under `profile`; its seeds are protected with the

@@ -210,9 +210,9 @@ impl Connection {
             .timer(TokioTimer::new())
             .max_concurrent_streams(self.settings.limits.streams)
             .max_header_list_size(WRITE_QUEUE as u32)
-            .max_send_buf_size(WRITE_QUEUE)
-            .keep_alive_interval(self.settings.limits.idle_timeout / 2)
-            .keep_alive_timeout(self.settings.limits.header_timeout);
+            .max_send_buf_size(WRITE_QUEUE);
+        // No pings of our own: a connection with nothing to carry is left to the idle timeout
+        // (a ping the client answers would keep it, and its connection slot, forever).
         let conn = builder.serve_connection(io, service);
         tokio::pin!(conn);
         let mut stop = self.stop;

@@ -163,6 +163,11 @@ fn auth_header_seeds() -> Seeds {
             "unsigned",
             "Bearer eyJhbGciOiJub25lIn0.eyJyb29tIjoiKiJ9.".to_owned(),
         ),
+        // What proxies append: a client, then proxies.
+        (
+            "forwarded_for",
+            "198.51.100.9, 2001:db8::1, 10.0.0.2".to_owned(),
+        ),
     ];
     headers
         .into_iter()

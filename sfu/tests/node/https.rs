@@ -201,6 +201,36 @@ fn http2_gets(node: &Node, count: usize) -> (Option<Vec<u8>>, Vec<u16>) {
     })
 }
 
+/// An HTTP/2 connection with no request open is closed at the idle timeout, as an HTTP/1.1
+/// one is, so idle connections cannot hold every connection slot.
+#[test]
+fn an_idle_http2_connection_is_closed_at_the_idle_timeout() {
+    let node = node_with_config("tls_self_signed = true\nhttp_idle_timeout_ms = 300\n", &[]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(&node.http)
+            .await
+            .expect("connects");
+        let name = ServerName::try_from("localhost").expect("a name");
+        let tls = tokio_rustls::TlsConnector::from(client_config(b"h2"))
+            .connect(name, tcp)
+            .await
+            .expect("a handshake");
+        let io = hyper_util::rt::TokioIo::new(tls);
+        let (_sender, connection) = hyper::client::conn::http2::handshake::<_, _, Empty<Bytes>>(
+            hyper_util::rt::TokioExecutor::new(),
+            io,
+        )
+        .await
+        .expect("an HTTP/2 connection");
+        let ended = tokio::time::timeout(Duration::from_secs(5), connection).await;
+        assert!(ended.is_ok(), "the node closed the idle connection");
+    });
+}
+
 #[test]
 fn sighup_presents_the_new_certificate_and_keeps_connections_and_sessions() {
     let dir = std::env::temp_dir().join(format!("strata-https-{}", std::process::id()));
