@@ -128,6 +128,19 @@ impl DataRoom {
     /// A participant of `room` named `name` whose offer carries `channels` (at least one, so
     /// the offer has its data section); its index.
     pub fn join(&mut self, room: &str, name: &str, channels: &[ChannelConfig]) -> usize {
+        self.join_announcing(room, name, channels, None)
+    }
+
+    /// [`join`](Self::join), its offer announcing `max_message_size` as the largest message
+    /// it takes in place of its client's own (a smaller one, which the client does not
+    /// enforce on what it receives).
+    pub fn join_announcing(
+        &mut self,
+        room: &str,
+        name: &str,
+        channels: &[ChannelConfig],
+        max_message_size: Option<u64>,
+    ) -> usize {
         let n = self.members.len() as u8 + 1;
         let addr = SocketAddr::from(([10, 0, 1, n], 40_000));
         let mut rtc = RtcConfig::new()
@@ -142,11 +155,24 @@ impl DataRoom {
             .map(|c| api.add_channel_with_config(c.clone()))
             .collect();
         let (offer, pending) = api.apply().expect("an offer");
+        let mut offer = offer.to_sdp_string();
+        if let Some(max) = max_message_size {
+            offer = offer
+                .split_inclusive("\r\n")
+                .map(|line| {
+                    if line.starts_with("a=max-message-size:") {
+                        format!("a=max-message-size:{max}\r\n")
+                    } else {
+                        line.to_owned()
+                    }
+                })
+                .collect();
+        }
         let (id, answer) = join_participant(
             &mut self.core,
             self.now,
             (room, name),
-            &offer.to_sdp_string(),
+            &offer,
             (&self.fingerprint, NODE),
         )
         .expect("joined");

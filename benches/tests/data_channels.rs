@@ -390,3 +390,171 @@ fn a_channel_without_retransmissions_loses_what_is_lost() {
     unique.dedup();
     assert_eq!(unique.len(), got.len(), "each at most once");
 }
+
+/// The numbers in the messages `member` got on `channel` (each starts with its number).
+fn numbers(room: &DataRoom, member: usize, channel: ChannelId) -> Vec<usize> {
+    room.members[member]
+        .messages_on(channel)
+        .iter()
+        .map(|(_, _, data)| {
+            let digits = data.iter().take_while(|b| b.is_ascii_digit()).count();
+            let text = std::str::from_utf8(&data[..digits]).expect("digits");
+            text.parse().expect("a number")
+        })
+        .collect()
+}
+
+#[test]
+fn a_lossy_channel_toward_a_receiver_behind_drops_its_oldest_and_the_newest_arrive() {
+    let config = DataChannelConfig {
+        backlog_bytes: 16 * 1024,
+        ..unlimited()
+    };
+    let mut room = DataRoom::new(config);
+    room.join("room", "a", &[cursor()]);
+    let b = room.join("room", "b", &[channel("chat")]);
+    let opened = room.run_until(SETUP_STEPS, |r| r.members[b].opened.len() >= 2);
+    assert!(opened, "{:?}", room.members);
+    let channel = relayed(&mut room, 0, b, "cursor");
+    room.members[b].held = true;
+    // 200 messages of 1 KiB at once: the stack's send window toward b takes the first, the
+    // relay's backlog the last 15 or so, the ones between are the oldest it drops.
+    let own = room.members[0].own[0];
+    for i in 0..200 {
+        let message = format!("{i} {}", "x".repeat(1020));
+        assert!(room.members[0].write(own, false, message.as_bytes()));
+    }
+    let taken = room.run_until(SETUP_STEPS, |r| {
+        let sender = r.members[0].rtc.channel(own);
+        sender.is_some_and(|mut c| c.buffered_amount() == 0)
+    });
+    assert!(taken, "the node took every message from the sender");
+    let node = room.core.snapshot().node;
+    let handed = node.data_messages_relayed;
+    let dropped = node.dropped(DropReason::DataLossyOldest);
+    assert!(dropped > 0, "the oldest were dropped toward b");
+    assert_eq!(
+        node.dropped(DropReason::DataBacklog),
+        0,
+        "the channel stays"
+    );
+    // What the backlog holds is the newest, queued in order behind everything else.
+    let queued = 200 - handed - dropped;
+    assert!(queued > 0, "{handed} handed on, {dropped} dropped");
+
+    room.members[b].held = false;
+    let newest = room.run_until(SETUP_STEPS, |r| numbers(r, b, channel).contains(&199));
+    assert!(newest, "{:?}", room.members[b]);
+    room.run_until(100, |_| false);
+    let got = numbers(&room, b, channel);
+    let missing: Vec<u64> = (200 - queued..200)
+        .filter(|&i| !got.contains(&(i as usize)))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the newest, {missing:?}, did not arrive"
+    );
+    let node = room.core.snapshot().node;
+    assert_eq!(
+        node.data_messages_relayed,
+        200 - dropped,
+        "the rest went on"
+    );
+    assert_eq!(node.dropped(DropReason::SendFailed), 0);
+}
+
+#[test]
+fn a_channel_past_the_participants_limit_is_closed_as_it_opens_and_counted() {
+    let config = DataChannelConfig {
+        channels_per_participant: 2,
+        ..unlimited()
+    };
+    let labels = ["one", "two", "three"];
+    let mut room = DataRoom::new(config);
+    room.join("room", "a", &labels.map(channel));
+    let b = room.join("room", "b", &[channel("chat")]);
+    let opened = room.run_until(SETUP_STEPS, |r| r.members[b].opened.len() >= 3);
+    assert!(opened, "{:?}", room.members);
+    room.run_until(200, |_| false);
+    let node = room.core.snapshot().node;
+    assert_eq!(node.dropped(DropReason::DataChannelLimit), 1);
+
+    // b gets two of a's channels; the room's state lists the same two.
+    let protocol = format!("p{}", room.public(0));
+    let at_b: Vec<&str> = labels
+        .into_iter()
+        .filter(|label| room.members[b].channel_named(label, &protocol).is_some())
+        .collect();
+    assert_eq!(at_b.len(), 2, "{:?}", room.members[b]);
+    let view = room.core.room_view("room", room.now).unwrap();
+    let a = view.participants.iter().find(|p| p.name == "a").unwrap();
+    let listed: Vec<&str> = a.channels.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.iter().all(|l| at_b.contains(l)), "{listed:?}");
+    // a's third channel is closed toward it: it is the one b does not get.
+    let a = &room.members[0];
+    assert_eq!(a.closed.len(), 1, "{a:?}");
+    let refused = a.own.iter().position(|&c| c == a.closed[0]).unwrap();
+    assert!(
+        !at_b.contains(&labels[refused]),
+        "{} refused",
+        labels[refused]
+    );
+}
+
+#[test]
+fn a_message_larger_than_a_receiver_takes_is_dropped_toward_it_alone() {
+    let mut room = DataRoom::new(unlimited());
+    room.join("room", "a", &[channel("chat")]);
+    let small = room.join_announcing("room", "small", &[channel("chat")], Some(16 * 1024));
+    let large = room.join("room", "large", &[channel("chat")]);
+    let opened = room.run_until(SETUP_STEPS, |r| {
+        r.members.iter().all(|m| m.opened.len() >= 3)
+    });
+    assert!(opened, "{:?}", room.members);
+    let own = room.members[0].own[0];
+    let big = vec![7; 32 * 1024];
+    assert!(room.members[0].write(own, true, &big));
+    assert!(room.members[0].write(own, false, b"after it"));
+    let arrived = room.run_until(SETUP_STEPS, |r| r.members[large].messages.len() == 2);
+    assert!(arrived, "{:?}", room.members[large]);
+    room.run_until(100, |_| false);
+
+    let at_large = relayed(&mut room, 0, large, "chat");
+    let got: Vec<&[u8]> = room.members[large]
+        .messages_on(at_large)
+        .iter()
+        .map(|(_, _, data)| data.as_slice())
+        .collect();
+    assert_eq!(got, [&big[..], b"after it"]);
+    let at_small = relayed(&mut room, 0, small, "chat");
+    assert_eq!(texts(&room, small, at_small), ["after it"]);
+    let node = room.core.snapshot().node;
+    assert_eq!(node.dropped(DropReason::DataTooLarge), 1);
+    assert_eq!(node.dropped(DropReason::SendFailed), 0);
+}
+
+#[test]
+fn a_channel_negotiated_out_of_band_is_not_relayed_but_counted() {
+    let out_of_band = ChannelConfig {
+        label: "oob".into(),
+        negotiated: Some(6),
+        ..Default::default()
+    };
+    let mut room = DataRoom::new(unlimited());
+    room.join("room", "a", &[channel("chat"), out_of_band]);
+    let b = room.join("room", "b", &[channel("chat")]);
+    let opened = room.run_until(SETUP_STEPS, |r| r.members[b].opened.len() >= 2);
+    assert!(opened, "{:?}", room.members);
+    let oob = room.members[0].own[1];
+    let writable = room.run_until(SETUP_STEPS, |r| r.members[0].write(oob, false, b"oob"));
+    assert!(writable, "{:?}", room.members[0]);
+    room.run_until(200, |_| false);
+    assert!(room.members[b].messages.is_empty(), "{:?}", room.members[b]);
+    let dropped = room.core.snapshot().node.dropped(DropReason::DataNoChannel);
+    assert_eq!(dropped, 1);
+    let view = room.core.room_view("room", room.now).unwrap();
+    let a = view.participants.iter().find(|p| p.name == "a").unwrap();
+    let listed: Vec<&str> = a.channels.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(listed, ["chat"]);
+}

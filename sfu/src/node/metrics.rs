@@ -77,10 +77,13 @@ pub enum DropReason {
     /// Data channel messages on a stream that is not a channel the participant opened in band
     /// (one negotiated out of band, or a channel the node opened toward it): not relayed.
     DataNoChannel,
+    /// Data channel messages whose PPID is neither a string's nor a binary's (RFC 8831 section
+    /// 8) nor DCEP's: not WebRTC messages, not relayed.
+    DataUnknownPpid,
 }
 
 impl DropReason {
-    const ALL: [DropReason; 27] = [
+    const ALL: [DropReason; 28] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -108,6 +111,7 @@ impl DropReason {
         Self::DataTooLarge,
         Self::DataChannelLimit,
         Self::DataNoChannel,
+        Self::DataUnknownPpid,
     ];
 
     fn label(self) -> &'static str {
@@ -139,6 +143,7 @@ impl DropReason {
             Self::DataTooLarge => "data_too_large",
             Self::DataChannelLimit => "data_channel_limit",
             Self::DataNoChannel => "data_no_channel",
+            Self::DataUnknownPpid => "data_unknown_ppid",
         }
     }
 

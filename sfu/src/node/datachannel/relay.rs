@@ -300,6 +300,10 @@ impl DataRelay {
                 SctpEvent::Message { stream, kind, data } => {
                     self.relay(now, id, stream, kind, &data);
                 }
+                SctpEvent::UnknownPpid { stream } => {
+                    tracing::debug!(peer = %id, stream, "data channel message of an unknown PPID");
+                    self.counters.drop(DropReason::DataUnknownPpid);
+                }
                 SctpEvent::Closed { stream } => self.closed(id, stream),
                 SctpEvent::Lost => {
                     let streams: Vec<u16> = self.members[&id].own.keys().copied().collect();
@@ -580,3 +584,7 @@ fn relayed_toward(params: &ChannelParams, owner: ParticipantId) -> Relayed {
         queued: 0,
     }
 }
+
+#[cfg(test)]
+#[path = "relay_tests.rs"]
+mod tests;

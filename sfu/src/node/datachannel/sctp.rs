@@ -87,6 +87,12 @@ pub enum SctpEvent {
         /// Its bytes, empty for the empty variants.
         data: Bytes,
     },
+    /// A message whose PPID is none of RFC 8831 section 8's (nor DCEP): not a WebRTC message,
+    /// nothing to relay.
+    UnknownPpid {
+        /// Its stream.
+        stream: u16,
+    },
     /// The peer closed a channel (reset its stream).
     Closed {
         /// Its stream.
@@ -371,8 +377,10 @@ fn read_stream(
                 data.clear();
                 MessageKind::Binary
             }
-            // Not a WebRTC message (RFC 8831 section 8): nothing to relay.
-            Ppid::Unknown => continue,
+            Ppid::Unknown => {
+                events.push_back(SctpEvent::UnknownPpid { stream: id });
+                continue;
+            }
         };
         // Whatever its channel, the message goes on: the relay drops (and counts) one on a
         // stream that is no channel it relays.
@@ -429,4 +437,4 @@ fn stack(error: sctp_proto::Error) -> SctpError {
 
 #[cfg(test)]
 #[path = "sctp_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -1,6 +1,7 @@
 //! The node's association against the SCTP stack as a client would run it: DCEP both ways,
 //! the node's channels on odd streams, and every PPID of RFC 8831 section 8, the empty
-//! variants included (which the independent client of the in-memory tests cannot send).
+//! variants included, and one of none of them (which the independent client of the in-memory
+//! tests cannot send). The relay's tests drive it through the same client.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,13 +15,31 @@ use sctp_proto::{
 use super::*;
 
 /// The client's end: an endpoint and the association it started.
-struct Client {
+pub(in crate::node::datachannel) struct Client {
     endpoint: Endpoint,
     handle: AssociationHandle,
-    association: Association,
+    pub association: Association,
 }
 
-fn client() -> Client {
+/// The node's end of a client's association: its own, or the relay holding it.
+pub(in crate::node::datachannel) trait NodeEnd {
+    /// A packet from the client.
+    fn receive(&mut self, now: Instant, packet: &[u8]);
+    /// The next packet for the client.
+    fn transmit(&mut self) -> Option<Bytes>;
+}
+
+impl NodeEnd for SctpAssociation {
+    fn receive(&mut self, now: Instant, packet: &[u8]) {
+        self.handle_packet(now, packet);
+    }
+
+    fn transmit(&mut self) -> Option<Bytes> {
+        self.poll_transmit()
+    }
+}
+
+pub(in crate::node::datachannel) fn client() -> Client {
     let mut endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None);
     let (handle, association) = endpoint
         .connect(ClientConfig::default(), PEER)
@@ -33,18 +52,22 @@ fn client() -> Client {
 }
 
 /// Carries packets both ways until neither side sends.
-fn exchange(now: Instant, client: &mut Client, node: &mut SctpAssociation) {
+pub(in crate::node::datachannel) fn exchange(
+    now: Instant,
+    client: &mut Client,
+    node: &mut impl NodeEnd,
+) {
     for _ in 0..100 {
         let mut moved = false;
         while let Some(t) = client.association.poll_transmit(now) {
             if let Payload::RawEncode(packets) = t.payload {
                 for packet in packets {
                     moved = true;
-                    node.handle_packet(now, &packet);
+                    node.receive(now, &packet);
                 }
             }
         }
-        while let Some(packet) = node.poll_transmit() {
+        while let Some(packet) = node.transmit() {
             moved = true;
             let event = client.endpoint.handle(now, PEER, None, None, packet);
             if let Some((handle, DatagramEvent::AssociationEvent(event))) = event {
@@ -72,6 +95,29 @@ fn client_reads(client: &mut Client, stream: u16) -> Vec<(Ppid, Vec<u8>)> {
     out
 }
 
+/// A reliable, ordered channel `chat`.
+pub(in crate::node::datachannel) fn chat() -> ChannelParams {
+    ChannelParams {
+        unordered: false,
+        reliability: Reliability::Reliable,
+        priority: 0,
+        label: "chat".into(),
+        protocol: String::new(),
+    }
+}
+
+/// The client opens a channel on `stream` in band: its DATA_CHANNEL_OPEN written.
+pub(in crate::node::datachannel) fn open_from_client(
+    client: &mut Client,
+    stream: u16,
+    params: &ChannelParams,
+) {
+    let mut open = Vec::new();
+    Dcep::Open(params.clone()).write(&mut open).unwrap();
+    let mut s = client.association.open_stream(stream, Ppid::Dcep).unwrap();
+    s.write_with_ppi(&open, Ppid::Dcep).unwrap();
+}
+
 fn events(node: &mut SctpAssociation) -> Vec<SctpEvent> {
     std::iter::from_fn(|| node.poll_event()).collect()
 }
@@ -85,17 +131,8 @@ fn channels_open_both_ways_and_every_ppid_is_kept() {
     assert!(node.is_established());
 
     // The client's channel: even stream, DCEP open, the node acks.
-    let params = ChannelParams {
-        unordered: false,
-        reliability: Reliability::Reliable,
-        priority: 0,
-        label: "chat".into(),
-        protocol: String::new(),
-    };
-    let mut open = Vec::new();
-    Dcep::Open(params.clone()).write(&mut open).unwrap();
-    let mut s = client.association.open_stream(0, Ppid::Dcep).unwrap();
-    s.write_with_ppi(&open, Ppid::Dcep).unwrap();
+    let params = chat();
+    open_from_client(&mut client, 0, &params);
     exchange(now, &mut client, &mut node);
     assert_eq!(
         events(&mut node),
@@ -106,11 +143,13 @@ fn channels_open_both_ways_and_every_ppid_is_kept() {
     );
     assert_eq!(client_reads(&mut client, 0), [(Ppid::Dcep, vec![0x02])]);
 
-    // Each PPID, the empty ones carrying their one byte on the wire and none to the node.
+    // Each PPID, the empty ones carrying their one byte on the wire and none to the node; one
+    // of none of RFC 8831's (the stack writes its `Unknown` as 58) is reported as such.
     let mut s = client.association.stream(0).unwrap();
     for (ppid, bytes) in [
         (Ppid::String, &b"hi"[..]),
         (Ppid::StringEmpty, &[0][..]),
+        (Ppid::Unknown, &b"?"[..]),
         (Ppid::Binary, &[1, 2][..]),
         (Ppid::BinaryEmpty, &[0][..]),
     ] {
@@ -127,6 +166,7 @@ fn channels_open_both_ways_and_every_ppid_is_kept() {
         [
             message(MessageKind::String, b"hi"),
             message(MessageKind::String, b""),
+            SctpEvent::UnknownPpid { stream: 0 },
             message(MessageKind::Binary, &[1, 2]),
             message(MessageKind::Binary, b""),
         ]
