@@ -6,6 +6,7 @@ pub mod alloc_counter;
 pub mod bwe;
 pub mod client;
 pub mod codec;
+pub mod data_relay;
 pub mod data_room;
 pub mod dd;
 pub mod engine;
@@ -83,5 +84,6 @@ pub fn all_cases() -> Vec<Case> {
     cases.extend(bwe::cases());
     cases.extend(node::cases());
     cases.extend(node_core::cases());
+    cases.extend(data_relay::cases());
     cases
 }

@@ -51,6 +51,14 @@ const fn node_path(viewers: u64) -> Budget {
     }
 }
 
+/// One data channel message relayed to `receivers` at the SCTP layer
+/// (`data_relay_allocs.rs` takes it apart): the message's own cost, and per receiver the
+/// stack's chunks, packets and SACK, nothing of the relay's.
+const fn data_relay(message: u64, write: u64, receivers: u64) -> Budget {
+    let shared = if receivers > 0 { 1 } else { 0 };
+    each(message + shared + receivers * (write + 3))
+}
+
 /// Expected allocations per operation, by case name.
 const EXPECTED: &[(&str, Budget)] = &[
     ("dd/parse/delta3", each(0)),
@@ -105,6 +113,14 @@ const EXPECTED: &[(&str, Budget)] = &[
     ("node/ingress/av1_l3t3", node_path(0)),
     ("node/fanout/av1_l3t3/8", node_path(8)),
     ("node/fanout/av1_l3t3/100", node_path(100)),
+    ("data/relay/100B/0", data_relay(11, 10, 0)),
+    ("data/relay/100B/1", data_relay(11, 10, 1)),
+    ("data/relay/100B/10", data_relay(11, 10, 10)),
+    ("data/relay/100B/50", data_relay(11, 10, 50)),
+    ("data/relay/16KiB/0", data_relay(122, 130, 0)),
+    ("data/relay/16KiB/1", data_relay(122, 130, 1)),
+    ("data/relay/16KiB/10", data_relay(122, 130, 10)),
+    ("data/relay/16KiB/50", data_relay(122, 130, 50)),
 ];
 
 /// Operations counted of a case repeating one input, after one that warms it up (the first

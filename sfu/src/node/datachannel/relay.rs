@@ -193,8 +193,14 @@ impl DataRelay {
 
     /// A participant left: its channels close toward everyone.
     pub fn leave(&mut self, id: PeerId) {
-        // Those its channels are relayed to, before it leaves the room's list.
-        let others = self.others(id);
+        let Some(member) = self.members.get(&id) else {
+            return;
+        };
+        // Closed while it is still in the room's list, which names their receivers.
+        let streams: Vec<u16> = member.own.keys().copied().collect();
+        for stream in streams {
+            self.close_relays(id, stream);
+        }
         let Some(member) = self.members.remove(&id) else {
             return;
         };
@@ -208,7 +214,6 @@ impl DataRelay {
             }
         }
         for (stream, params) in member.own {
-            self.close_relays(&others, id, stream);
             let info = ChannelInfo {
                 owner: member.public,
                 stream,
@@ -337,14 +342,14 @@ impl DataRelay {
         }
         member.own.insert(stream, params.clone());
         let (room, public) = (member.room.clone(), member.public);
-        for other in self.others(id) {
-            if let Some(receiver) = self.members.get_mut(&other) {
+        self.for_others(id, |relay, other| {
+            if let Some(receiver) = relay.members.get_mut(&other) {
                 let relayed = relayed_toward(&params, public);
                 receiver.relayed.insert((id, stream), relayed);
-                self.open_toward(other);
-                self.collect(other);
+                relay.open_toward(other);
+                relay.collect(other);
             }
-        }
+        });
         let info = ChannelInfo {
             owner: public,
             stream,
@@ -372,14 +377,14 @@ impl DataRelay {
             params,
         };
         let room = member.room.clone();
-        self.close_relays(&self.others(id), id, stream);
+        self.close_relays(id, stream);
         self.events.push_back((room, id, RelayEvent::Closed(info)));
     }
 
-    /// Closes the channel relaying `owner`'s `stream` toward each of `others`.
-    fn close_relays(&mut self, others: &[PeerId], owner: PeerId, stream: u16) {
-        for &other in others {
-            if let Some(receiver) = self.members.get_mut(&other) {
+    /// Closes the channel relaying `owner`'s `stream` toward each other participant.
+    fn close_relays(&mut self, owner: PeerId, stream: u16) {
+        self.for_others(owner, |relay, other| {
+            if let Some(receiver) = relay.members.get_mut(&other) {
                 if let Some(Relayed {
                     stream: Some(s), ..
                 }) = receiver.relayed.remove(&(owner, stream))
@@ -387,9 +392,9 @@ impl DataRelay {
                     receiver.by_stream.remove(&s);
                     receiver.sctp.close_channel(s);
                 }
-                self.collect(other);
+                relay.collect(other);
             }
-        }
+        });
     }
 
     /// A message on `id`'s channel `stream`, queued toward every receiver.
@@ -407,25 +412,26 @@ impl DataRelay {
             self.counters.drop(DropReason::DataRate);
             return;
         }
-        for other in self.others(id) {
-            let Some(receiver) = self.members.get_mut(&other) else {
-                continue;
+        self.for_others(id, |relay, other| {
+            let Some(receiver) = relay.members.get_mut(&other) else {
+                return;
             };
             if receiver
                 .max_message_size
                 .is_some_and(|max| data.len() as u64 > max)
             {
-                self.counters.drop(DropReason::DataTooLarge);
-                continue;
+                relay.counters.drop(DropReason::DataTooLarge);
+                return;
             }
             let Some(relayed) = receiver.relayed.get_mut(&(id, stream)) else {
-                continue;
+                return;
             };
             relayed.queued += data.len() + MESSAGE_COST;
+            // The same bytes for every receiver: a reference count, no copy.
             relayed.queue.push_back((kind, data.clone()));
-            self.flush(other, (id, stream));
-            self.collect(other);
-        }
+            relay.flush(other, (id, stream));
+            relay.collect(other);
+        });
     }
 
     /// Opens, on `id`'s association once it is up, every relayed channel not opened yet.
@@ -451,19 +457,28 @@ impl DataRelay {
         }
     }
 
+    /// Moves on what waits on every channel toward `id`.
     fn flush_all(&mut self, id: PeerId) {
-        let keys: Vec<(PeerId, u16)> = self
-            .members
-            .get(&id)
-            .map(|m| m.relayed.keys().copied().collect())
-            .unwrap_or_default();
-        for key in keys {
-            self.flush(id, key);
-        }
+        let backlog = self.config.backlog_bytes;
+        let Some(member) = self.members.get_mut(&id) else {
+            return;
+        };
+        let Member {
+            sctp,
+            relayed,
+            by_stream,
+            ..
+        } = member;
+        relayed.retain(|_, r| {
+            let kept = flush(sctp, r, backlog, &mut self.counters);
+            if !kept {
+                cut_off(id, r, by_stream);
+            }
+            kept
+        });
     }
 
-    /// Moves what waits on a relayed channel into the receiver's association while its send
-    /// window has room, then holds the rest within the backlog.
+    /// Moves on what waits on the channel `key` toward `id`.
     fn flush(&mut self, id: PeerId, key: (PeerId, u16)) {
         let backlog = self.config.backlog_bytes;
         let Some(member) = self.members.get_mut(&id) else {
@@ -472,48 +487,10 @@ impl DataRelay {
         let Some(relayed) = member.relayed.get_mut(&key) else {
             return;
         };
-        if let (Some(stream), true) = (relayed.stream, relayed.open) {
-            while member.sctp.buffered(stream) < SEND_WINDOW {
-                let Some((kind, data)) = relayed.queue.pop_front() else {
-                    break;
-                };
-                relayed.queued -= data.len() + MESSAGE_COST;
-                match member.sctp.send(stream, kind, &data) {
-                    Ok(()) => {
-                        self.counters.data_messages_relayed += 1;
-                        self.counters.data_bytes_relayed += data.len() as u64;
-                    }
-                    Err(e) => {
-                        tracing::debug!(peer = %id, "relayed message not sent: {e}");
-                        self.counters.drop(DropReason::SendFailed);
-                    }
-                }
-            }
+        if !flush(&mut member.sctp, relayed, backlog, &mut self.counters) {
+            cut_off(id, relayed, &mut member.by_stream);
+            member.relayed.remove(&key);
         }
-
-        if relayed.queued <= backlog {
-            return;
-        }
-        if relayed.lossy() {
-            while relayed.queued > backlog {
-                let Some((_, data)) = relayed.queue.pop_front() else {
-                    break;
-                };
-                relayed.queued -= data.len() + MESSAGE_COST;
-                self.counters.drop(DropReason::DataLossyOldest);
-            }
-            return;
-        }
-        // A reliable channel cannot skip a message: this receiver's copy of it ends.
-        let dropped = relayed.queue.len() as u64;
-        let stream = relayed.stream;
-        member.relayed.remove(&key);
-        if let Some(stream) = stream {
-            member.by_stream.remove(&stream);
-            member.sctp.close_channel(stream);
-        }
-        tracing::info!(peer = %id, "relayed channel closed: its backlog is full");
-        self.counters.drop_many(DropReason::DataBacklog, dropped);
     }
 
     /// Takes member `id`'s packets for its DTLS association and re-arms its timer.
@@ -538,16 +515,84 @@ impl DataRelay {
         }
     }
 
-    /// The other participants of `id`'s room.
-    fn others(&self, id: PeerId) -> Vec<PeerId> {
-        let room = self.members.get(&id).map(|m| m.room.as_str());
-        room.and_then(|r| self.rooms.get(r))
-            .into_iter()
-            .flatten()
-            .copied()
-            .filter(|&m| m != id)
-            .collect()
+    /// Runs `f` for each other participant of `id`'s room. The room's list is lent out
+    /// meanwhile (`f` sees it empty), so a message reaches its receivers with no list made
+    /// for it.
+    fn for_others(&mut self, id: PeerId, mut f: impl FnMut(&mut Self, PeerId)) {
+        let Some(member) = self.members.get(&id) else {
+            return;
+        };
+        let Some(ids) = self.rooms.get_mut(&member.room) else {
+            return;
+        };
+        let ids = std::mem::take(ids);
+        for &other in ids.iter().filter(|&&m| m != id) {
+            f(self, other);
+        }
+        if let Some(slot) = self
+            .members
+            .get(&id)
+            .and_then(|m| self.rooms.get_mut(&m.room))
+        {
+            *slot = ids;
+        }
     }
+}
+
+/// Moves what waits on `relayed` into the receiver's association `sctp` while its send
+/// window has room, then holds the rest within `backlog`. Whether the channel stays: a
+/// reliable one past its backlog cannot skip a message, so it is closed toward this receiver
+/// (its queue counted as dropped); a lossy one drops its oldest.
+fn flush(
+    sctp: &mut SctpAssociation,
+    relayed: &mut Relayed,
+    backlog: usize,
+    counters: &mut NodeCounters,
+) -> bool {
+    if let (Some(stream), true) = (relayed.stream, relayed.open) {
+        while sctp.buffered(stream) < SEND_WINDOW {
+            let Some((kind, data)) = relayed.queue.pop_front() else {
+                break;
+            };
+            relayed.queued -= data.len() + MESSAGE_COST;
+            match sctp.send(stream, kind, &data) {
+                Ok(()) => {
+                    counters.data_messages_relayed += 1;
+                    counters.data_bytes_relayed += data.len() as u64;
+                }
+                Err(e) => {
+                    tracing::debug!("relayed message not sent: {e}");
+                    counters.drop(DropReason::SendFailed);
+                }
+            }
+        }
+    }
+    if relayed.queued <= backlog {
+        return true;
+    }
+    if relayed.lossy() {
+        while relayed.queued > backlog {
+            let Some((_, data)) = relayed.queue.pop_front() else {
+                break;
+            };
+            relayed.queued -= data.len() + MESSAGE_COST;
+            counters.drop(DropReason::DataLossyOldest);
+        }
+        return true;
+    }
+    counters.drop_many(DropReason::DataBacklog, relayed.queue.len() as u64);
+    if let Some(stream) = relayed.stream {
+        sctp.close_channel(stream);
+    }
+    false
+}
+
+/// The bookkeeping of a relayed channel toward `id` closed at its backlog.
+fn cut_off(id: PeerId, relayed: &Relayed, by_stream: &mut HashMap<u16, (PeerId, u16)>) {
+    if let Some(stream) = relayed.stream {
+        by_stream.remove(&stream);
+    }
+    tracing::info!(peer = %id, "relayed channel closed: its backlog is full");
 }
 
 impl DataChannelConfig {

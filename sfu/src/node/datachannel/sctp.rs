@@ -3,7 +3,9 @@
 //! packets, a timer and channel events out. The node is the DTLS server, so the channels it
 //! opens take odd stream ids (RFC 8832 section 6); DCEP ([`super::dcep`]) opens them in band.
 //!
-//! Where it allocates: each packet in is copied once into the stack's buffer; a message read is
+//! Where it allocates: each packet in is copied into one buffer the association keeps, which
+//! it takes back once the stack let go of the packet before (a SACK, a whole message read),
+//! so only a packet whose chunks the stack still holds costs a new one; a message read is
 //! gathered from its chunks into one buffer of its length (never concatenated piece by piece);
 //! a message written is handed over as shared bytes, which the stack slices into chunks
 //! without copying (a chunk's header and each packet it builds are the stack's allocations).
@@ -123,6 +125,8 @@ pub struct SctpAssociation {
     events: VecDeque<SctpEvent>,
     /// Packets polled from the stack, one SCTP packet each.
     transmit: VecDeque<Bytes>,
+    /// Where packets in are copied for the stack, which takes them as shared bytes.
+    inbound: BytesMut,
     now: Instant,
 }
 
@@ -158,6 +162,7 @@ impl SctpAssociation {
             next_stream: 1,
             events: VecDeque::new(),
             transmit: VecDeque::new(),
+            inbound: BytesMut::new(),
             now,
         }
     }
@@ -170,7 +175,10 @@ impl SctpAssociation {
     /// An SCTP packet from the peer (a DTLS record's application data).
     pub fn handle_packet(&mut self, now: Instant, packet: &[u8]) {
         self.now = now;
-        let data = Bytes::copy_from_slice(packet);
+        // Takes the buffer back when nothing shares it any more, else makes a new one.
+        self.inbound.reserve(packet.len());
+        self.inbound.extend_from_slice(packet);
+        let data = self.inbound.split().freeze();
         match self.endpoint.handle(now, PEER, None, None, data) {
             // One association per DTLS association: a second INIT restarts nothing here.
             Some((handle, DatagramEvent::NewAssociation(association)))
