@@ -10,6 +10,7 @@
 //! arrives ([`Client::poll_into`]), and may drop a share of what arrives ([`Client::set_inbound_loss`]).
 
 pub mod av1;
+mod conference;
 pub mod http;
 mod sdp;
 mod stamp;
@@ -29,6 +30,7 @@ use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig,
 
 pub use av1::Av1Packet;
 use av1::{DdBytes, DdSerializer, DD_EXT_ID, DD_URI};
+use conference::DataChannels;
 use sdp::with_ssrcs;
 use stamp::StampedReceiver;
 
@@ -121,11 +123,12 @@ impl InboundLoss {
     }
 }
 
-/// Publisher or viewer, as the offer said.
+/// Publisher, viewer or conference participant, as the offer said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     Publisher,
     Viewer,
+    Participant,
 }
 
 /// One WHIP or WHEP session: the WebRTC state, its UDP socket, the resource the node created.
@@ -154,6 +157,8 @@ pub struct Client {
     recording: bool,
     received: Vec<Received>,
     keyframe_requests: usize,
+    /// A conference participant's data channels.
+    data: DataChannels,
     /// NACK messages this client sent (a viewer) or was sent (a publisher), as the WebRTC
     /// state's statistics, taken once a second, last counted them.
     nacks: u64,
@@ -332,6 +337,7 @@ impl Client {
             recording: true,
             received: Vec::new(),
             keyframe_requests: 0,
+            data: DataChannels::default(),
             nacks: 0,
             traffic: Traffic::default(),
             loss: None,
@@ -424,6 +430,8 @@ impl Client {
             }
             Event::RtpPacket(packet) => self.rtp(&packet, sink),
             Event::KeyframeRequest(_) => self.keyframe_requests += 1,
+            Event::ChannelOpen(..) => self.data.opened(),
+            Event::ChannelData(data) => self.data.received(self.arrival, data),
             Event::MediaIngressStats(stats) if stats.mid == self.video => self.nacks = stats.nacks,
             Event::MediaEgressStats(stats) if stats.mid == self.video => self.nacks = stats.nacks,
             _ => {}

@@ -373,14 +373,36 @@ fn a_reliable_channel_loses_nothing_under_loss() {
     assert_eq!(got, (0..300).collect::<Vec<_>>());
 }
 
-#[test]
-fn a_channel_without_retransmissions_loses_what_is_lost() {
+/// Participant a with its channel `config` (relayed to b as `label`), b with a chat; the
+/// channel relaying a's toward b.
+fn lossy_pair(config: ChannelConfig, label: &str) -> (DataRoom, ChannelId) {
     let mut room = DataRoom::new(unlimited());
-    room.join("room", "a", &[cursor()]);
+    room.join("room", "a", &[config]);
     room.join("room", "b", &[channel("chat")]);
     let opened = room.run_until(SETUP_STEPS, |r| r.members[1].opened.len() >= 2);
     assert!(opened, "{:?}", room.members);
-    let channel = relayed(&mut room, 0, 1, "cursor");
+    let channel = relayed(&mut room, 0, 1, label);
+    (room, channel)
+}
+
+#[test]
+fn an_unordered_reliable_channel_loses_nothing_under_loss() {
+    let events = ChannelConfig {
+        label: "events".into(),
+        ordered: false,
+        ..Default::default()
+    };
+    let (mut room, channel) = lossy_pair(events, "events");
+    room.members[1].set_loss(10, 5);
+    let mut got = numbered_through(&mut room, channel);
+    // Each once; the order is the network's.
+    got.sort_unstable();
+    assert_eq!(got, (0..300).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_channel_without_retransmissions_loses_what_is_lost() {
+    let (mut room, channel) = lossy_pair(cursor(), "cursor");
     room.members[1].set_loss(10, 11);
     let got = numbered_through(&mut room, channel);
     // About a tenth lost, none twice, none retransmitted into a late place.
@@ -389,6 +411,10 @@ fn a_channel_without_retransmissions_loses_what_is_lost() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), got.len(), "each at most once");
+    // Once the loss ends, what was lost stays lost: the node never sends it again.
+    room.members[1].set_loss(0, 11);
+    room.run_until(2_000, |_| false);
+    assert_eq!(numbers(&room, 1, channel), got);
 }
 
 /// The numbers in the messages `member` got on `channel` (each starts with its number).

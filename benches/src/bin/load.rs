@@ -12,11 +12,17 @@
 //! report (a table, or one JSON line with `--json`) to stdout. With `--check` the exit status
 //! is 1 unless every viewer connected and got video and the loss after retransmission stayed
 //! below `--max-loss` percent (1 by default); 2 when the run itself could not be done.
+//!
+//! The data mode, `--participants N [--data-rate R] [--data-size B]`: no media, N conference
+//! participants in one room, each with a data channel the node relays to the others, writing R
+//! messages a second; reports the message latency (p50, p99), what arrived of what should
+//! have, and the node's CPU (`benches::load::data`). With `--check` it fails unless every
+//! participant had every channel and every message arrived at every other participant.
 
 use std::process::ExitCode;
 
 #[cfg(target_os = "linux")]
-use benches::load::{run, Options};
+use benches::load::{run, run_data, Options};
 #[cfg(target_os = "linux")]
 use clap::Parser;
 
@@ -29,6 +35,9 @@ fn main() -> ExitCode {
 #[cfg(target_os = "linux")]
 fn main() -> ExitCode {
     let options = Options::parse();
+    if options.participants > 0 {
+        return data_mode(&options);
+    }
     let report = match run(&options) {
         Ok(report) => report,
         Err(e) => {
@@ -44,6 +53,30 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let failures = report.check(options.max_loss);
+    for failure in &failures {
+        eprintln!("load: check failed: {failure}");
+    }
+    match failures.is_empty() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::FAILURE,
+    }
+}
+
+/// `--participants N`: the data mode's report and check.
+#[cfg(target_os = "linux")]
+fn data_mode(options: &Options) -> ExitCode {
+    let report = match run_data(options) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("load: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match options.json {
+        true => println!("{}", report.json()),
+        false => print!("{}", report.table()),
+    }
+    let failures = if options.check { report.check() } else { Vec::new() };
     for failure in &failures {
         eprintln!("load: check failed: {failure}");
     }

@@ -14,6 +14,7 @@
 //! node and the tool run on cores of their own (`pin`).
 
 pub mod cost;
+pub mod data;
 pub mod floor;
 pub mod node;
 pub mod options;
@@ -202,6 +203,14 @@ pub fn run(options: &Options) -> Result<Report, LoadError> {
     ))
 }
 
+/// Runs the data mode (`--participants N`): the node alone, N participants exchanging data
+/// channel messages.
+pub fn run_data(options: &Options) -> Result<data::DataReport, LoadError> {
+    options.validate()?;
+    let node = start_node(options, None)?;
+    data::run(&node, options)
+}
+
 /// The kernel's floor for as many destinations as viewers, unless `--floor-seconds 0`; its
 /// sender on the node's core when pinned, as the node's sends are.
 fn measure_floor(options: &Options, pinning: Option<Pinning>) -> Result<Option<Floor>, LoadError> {
@@ -233,7 +242,8 @@ fn start_node(options: &Options, pinning: Option<Pinning>) -> Result<NodeProcess
         }
     };
     let cpu = pinning.map(|p| p.node);
-    let node = node::start(&binary, options.workers, options.viewers, cpu)?;
+    let sessions = options.viewers.max(options.participants);
+    let node = node::start(&binary, options.workers, sessions, cpu)?;
     let (pid, http, udp) = (node.pid(), node.http, node.udp);
     progress(&format!("node {pid} up on {http} (UDP {udp})"));
     Ok(node)

@@ -141,13 +141,16 @@ pub fn start(
 }
 
 /// The limits a run needs raised: every viewer comes from one address (127.0.0.1), which the
-/// node holds to 100 sessions by default; a room holds 1000 and the node 2000.
+/// node holds to 100 sessions by default; a room holds 1000 and the node 2000; a room's
+/// conference participants (the data mode's) 50, or as many as the run has.
 fn limits_toml(viewers: usize) -> String {
     let sessions = viewers + SPARE_SESSIONS;
     format!(
-        "[limits]\nsessions_per_client = {sessions}\nsessions_per_room = {}\nsessions = {}\n",
+        "[limits]\nsessions_per_client = {sessions}\nsessions_per_room = {}\nsessions = {}\n\
+         participants_per_room = {}\n",
         sessions.max(1000),
-        sessions.max(2000)
+        sessions.max(2000),
+        viewers.max(50)
     )
 }
 
@@ -283,5 +286,8 @@ mod tests {
         let config = sfu::node::config::NodeConfig::from_toml(&limits_toml(50)).expect("TOML");
         assert_eq!(config.limits.sessions_per_room, 1000);
         assert_eq!(config.limits.sessions, 2000);
+        assert_eq!(config.limits.participants_per_room, 50);
+        let config = sfu::node::config::NodeConfig::from_toml(&limits_toml(80)).expect("TOML");
+        assert_eq!(config.limits.participants_per_room, 80);
     }
 }

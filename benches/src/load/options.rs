@@ -68,6 +68,17 @@ pub struct Options {
     /// The loss after retransmission (percent) `--check` allows.
     #[arg(long, default_value_t = 1.0)]
     pub max_loss: f64,
+    /// The data mode, in place of the media load: this many conference participants in one
+    /// room, each with one data channel the node relays to the others, writing `--data-rate`
+    /// messages a second; reports the message latency. 0: the media load.
+    #[arg(long, default_value_t = 0)]
+    pub participants: usize,
+    /// Messages each participant writes per second in the data mode.
+    #[arg(long, default_value_t = 10.0)]
+    pub data_rate: f64,
+    /// Bytes of each message in the data mode (at least the 12 of its time stamp and writer).
+    #[arg(long, default_value_t = 100)]
+    pub data_size: usize,
 }
 
 /// Why the options cannot run.
@@ -85,6 +96,10 @@ pub enum OptionsError {
     Loss(f64),
     #[error("--{0} must be a number of seconds (positive, or 0 where 0 is allowed)")]
     Seconds(&'static str),
+    #[error("--participants must be 0 (no data mode) or at least 2")]
+    Participants,
+    #[error("--data-rate must be a positive number of messages a second")]
+    DataRate,
 }
 
 impl Options {
@@ -118,6 +133,12 @@ impl Options {
         if !not_negative(self.floor_seconds) {
             return Err(OptionsError::Seconds("floor-seconds"));
         }
+        if self.participants == 1 {
+            return Err(OptionsError::Participants);
+        }
+        if !positive(self.data_rate) {
+            return Err(OptionsError::DataRate);
+        }
         Ok(())
     }
 }
@@ -148,5 +169,17 @@ mod tests {
         assert_eq!(options.validate(), Ok(()));
         let bad = Options::parse_from(["load", "--floor-seconds=-1"]);
         assert_eq!(bad.validate(), Err(OptionsError::Seconds("floor-seconds")));
+    }
+
+    #[test]
+    fn the_data_mode_takes_participants_and_a_rate() {
+        let options = Options::parse_from(["load"]);
+        assert_eq!((options.participants, options.data_rate), (0, 10.0));
+        let options = Options::parse_from(["load", "--participants", "50", "--data-rate", "10"]);
+        assert_eq!(options.validate(), Ok(()));
+        let bad = Options::parse_from(["load", "--participants", "1"]);
+        assert_eq!(bad.validate(), Err(OptionsError::Participants));
+        let bad = Options::parse_from(["load", "--participants", "5", "--data-rate", "0"]);
+        assert_eq!(bad.validate(), Err(OptionsError::DataRate));
     }
 }

@@ -1,14 +1,17 @@
 //! The relay against the SCTP stack as a client runs it, for what the independent client of
-//! the in-memory tests cannot send: a PPID of none of RFC 8831's, and DATA on a stream no
-//! DCEP opened (a channel negotiated out of band).
+//! the in-memory tests cannot send: a PPID of none of RFC 8831's, DATA on a stream no DCEP
+//! opened (a channel negotiated out of band), and empty messages (which that client's stack
+//! writes as no chunk at all).
 
 use std::time::Instant;
 
 use bytes::Bytes;
-use sctp_proto::PayloadProtocolIdentifier as Ppid;
+use sctp_proto::{Payload, PayloadProtocolIdentifier as Ppid};
 
 use super::*;
-use crate::node::datachannel::sctp::tests::{chat, client, exchange, open_from_client, NodeEnd};
+use crate::node::datachannel::sctp::tests::{
+    chat, client, client_reads, exchange, open_from_client, Client, NodeEnd,
+};
 
 /// The relay as the client of its one participant reaches it.
 struct Through<'a> {
@@ -60,4 +63,73 @@ fn messages_of_an_unknown_ppid_or_on_no_channel_are_counted_by_reason() {
     let counters = relay.counters();
     assert_eq!(counters.dropped(DropReason::DataUnknownPpid), 1);
     assert_eq!(counters.dropped(DropReason::DataNoChannel), 1);
+}
+
+/// Carries packets between the relay and the clients (client `i` is participant `i + 1`)
+/// until none moves.
+fn pump(now: Instant, relay: &mut DataRelay, clients: &mut [Client]) {
+    for _ in 0..100 {
+        let mut moved = false;
+        for (i, client) in clients.iter_mut().enumerate() {
+            while let Some(t) = client.association.poll_transmit(now) {
+                if let Payload::RawEncode(packets) = t.payload {
+                    for packet in packets {
+                        moved = true;
+                        relay.handle_packet(now, PeerId(i as u128 + 1), &packet);
+                    }
+                }
+            }
+        }
+        while let Some((to, packet)) = relay.poll_packet() {
+            moved = true;
+            clients[to.0 as usize - 1].receive(now, packet);
+        }
+        if !moved {
+            return;
+        }
+    }
+    panic!("the clients and the relay kept sending");
+}
+
+#[test]
+fn empty_messages_are_relayed_as_empty_with_their_type() {
+    let now = Instant::now();
+    let mut relay = DataRelay::new(DataChannelConfig::default());
+    for i in 1..=2 {
+        relay.join(now, PeerId(i), ("room", ParticipantId(i as u64)), None);
+    }
+    let mut clients = [client(), client()];
+    pump(now, &mut relay, &mut clients);
+    open_from_client(&mut clients[0], 0, &chat());
+    pump(now, &mut relay, &mut clients);
+    // The node opened a's channel toward b on its first odd stream; b acknowledges it.
+    let opened = client_reads(&mut clients[1], 1);
+    assert!(
+        matches!(&opened[..], [(Ppid::Dcep, open)] if open[0] == 0x03),
+        "{opened:?}"
+    );
+    let mut s = clients[1].association.stream(1).unwrap();
+    s.write_with_ppi(&[0x02], Ppid::Dcep).unwrap();
+    pump(now, &mut relay, &mut clients);
+
+    // An empty message is one byte 0 under its own PPID (RFC 8831 section 6.6).
+    let mut s = clients[0].association.stream(0).unwrap();
+    for (ppid, bytes) in [
+        (Ppid::StringEmpty, &[0][..]),
+        (Ppid::BinaryEmpty, &[0][..]),
+        (Ppid::String, &b"after"[..]),
+    ] {
+        s.write_with_ppi(bytes, ppid).unwrap();
+    }
+    pump(now, &mut relay, &mut clients);
+    assert_eq!(
+        client_reads(&mut clients[1], 1),
+        [
+            (Ppid::StringEmpty, vec![0]),
+            (Ppid::BinaryEmpty, vec![0]),
+            (Ppid::String, b"after".to_vec())
+        ]
+    );
+    assert_eq!(relay.counters().data_messages_relayed, 3);
+    assert_eq!(relay.counters().data_bytes_relayed, 5, "the empty ones count none");
 }

@@ -39,6 +39,17 @@ impl NodeEnd for SctpAssociation {
     }
 }
 
+impl Client {
+    /// A packet from the node.
+    pub(in crate::node::datachannel) fn receive(&mut self, now: Instant, packet: Bytes) {
+        let event = self.endpoint.handle(now, PEER, None, None, packet);
+        if let Some((handle, DatagramEvent::AssociationEvent(event))) = event {
+            assert_eq!(handle, self.handle);
+            self.association.handle_event(event);
+        }
+    }
+}
+
 pub(in crate::node::datachannel) fn client() -> Client {
     let mut endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None);
     let (handle, association) = endpoint
@@ -69,11 +80,7 @@ pub(in crate::node::datachannel) fn exchange(
         }
         while let Some(packet) = node.transmit() {
             moved = true;
-            let event = client.endpoint.handle(now, PEER, None, None, packet);
-            if let Some((handle, DatagramEvent::AssociationEvent(event))) = event {
-                assert_eq!(handle, client.handle);
-                client.association.handle_event(event);
-            }
+            client.receive(now, packet);
         }
         if !moved {
             return;
@@ -83,7 +90,7 @@ pub(in crate::node::datachannel) fn exchange(
 }
 
 /// Every whole message the client has on `stream`, with its PPID.
-fn client_reads(client: &mut Client, stream: u16) -> Vec<(Ppid, Vec<u8>)> {
+pub(in crate::node::datachannel) fn client_reads(client: &mut Client, stream: u16) -> Vec<(Ppid, Vec<u8>)> {
     while client.association.poll().is_some() {}
     let mut s = client.association.stream(stream).expect("the stream");
     let mut out = Vec::new();
