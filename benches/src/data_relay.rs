@@ -165,7 +165,11 @@ impl RelayRoom {
         let fragments = message.len().div_ceil(FRAGMENT).max(1);
         for (i, fragment) in message.chunks(FRAGMENT).enumerate() {
             let first = if i == 0 { BEGINNING } else { 0 };
-            let last = if i + 1 == fragments { ENDING | IMMEDIATELY } else { 0 };
+            let last = if i + 1 == fragments {
+                ENDING | IMMEDIATELY
+            } else {
+                0
+            };
             let sender = &mut self.sender;
             let chunk = DataChunk {
                 flags: first | last,
@@ -210,11 +214,11 @@ impl RelayRoom {
             if receiver.sent != receiver.acked {
                 receiver.acked = receiver.sent;
                 sack(&mut self.packet, receiver.header, receiver.acked);
-                self.relay.handle_packet(self.now, peer(i + 1), &self.packet);
+                self.relay
+                    .handle_packet(self.now, peer(i + 1), &self.packet);
             }
         }
     }
-
 }
 
 fn peer(i: usize) -> PeerId {
@@ -322,13 +326,18 @@ impl Client {
         };
         let mut open = Vec::new();
         Dcep::Open(params).write(&mut open).expect("a DCEP open");
-        let mut stream = self.association.open_stream(0, Ppid::Dcep).expect("stream 0");
+        let mut stream = self
+            .association
+            .open_stream(0, Ppid::Dcep)
+            .expect("stream 0");
         stream.write_with_ppi(&open, Ppid::Dcep).expect("written");
     }
 
     fn write(&mut self, message: &[u8]) {
         let mut stream = self.association.stream(0).expect("stream 0");
-        stream.write_with_ppi(message, Ppid::Binary).expect("written");
+        stream
+            .write_with_ppi(message, Ppid::Binary)
+            .expect("written");
     }
 
     /// Its packets for the node, remembering its header and its last DATA on stream 0.
@@ -388,19 +397,18 @@ impl Client {
 /// Carries packets between the clients and the relay until neither sends.
 fn pump(relay: &mut DataRelay, clients: &mut [Client], now: Instant) {
     for _ in 0..1_000 {
-        let mut moved = false;
-        for (i, client) in clients.iter_mut().enumerate() {
-            for packet in client.transmit(now) {
-                moved = true;
-                relay.handle_packet(now, peer(i), &packet);
-            }
+        let sent: Vec<(usize, Bytes)> = (clients.iter_mut().enumerate())
+            .flat_map(|(i, client)| client.transmit(now).into_iter().map(move |p| (i, p)))
+            .collect();
+        for (i, packet) in &sent {
+            relay.handle_packet(now, peer(*i), packet);
         }
-        while let Some((to, packet)) = relay.poll_packet() {
-            moved = true;
-            clients[to.0 as usize - 1].receive(now, packet);
-        }
-        if !moved {
+        let back: Vec<(PeerId, Bytes)> = std::iter::from_fn(|| relay.poll_packet()).collect();
+        if sent.is_empty() && back.is_empty() {
             return;
+        }
+        for (to, packet) in back {
+            clients[to.0 as usize - 1].receive(now, packet);
         }
     }
     panic!("the clients and the relay kept sending");

@@ -35,48 +35,25 @@ fn main() -> ExitCode {
 #[cfg(target_os = "linux")]
 fn main() -> ExitCode {
     let options = Options::parse();
-    if options.participants > 0 {
-        return data_mode(&options);
-    }
-    let report = match run(&options) {
-        Ok(report) => report,
+    // The report as JSON and as a table, and why `--check` fails it.
+    let outcome = match options.participants {
+        0 => run(&options).map(|r| (r.json().to_string(), r.table(), r.check(options.max_loss))),
+        _ => run_data(&options).map(|r| (r.json().to_string(), r.table(), r.check())),
+    };
+    let (json, table, failures) = match outcome {
+        Ok(outcome) => outcome,
         Err(e) => {
             eprintln!("load: {e}");
             return ExitCode::from(2);
         }
     };
     match options.json {
-        true => println!("{}", report.json()),
-        false => print!("{}", report.table()),
+        true => println!("{json}"),
+        false => print!("{table}"),
     }
     if !options.check {
         return ExitCode::SUCCESS;
     }
-    let failures = report.check(options.max_loss);
-    for failure in &failures {
-        eprintln!("load: check failed: {failure}");
-    }
-    match failures.is_empty() {
-        true => ExitCode::SUCCESS,
-        false => ExitCode::FAILURE,
-    }
-}
-
-/// `--participants N`: the data mode's report and check.
-#[cfg(target_os = "linux")]
-fn data_mode(options: &Options) -> ExitCode {
-    let report = match run_data(options) {
-        Ok(report) => report,
-        Err(e) => {
-            eprintln!("load: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    match options.json {
-        true => println!("{}", report.json()),
-        false => print!("{}", report.table()),
-    }
-    let failures = if options.check { report.check() } else { Vec::new() };
     for failure in &failures {
         eprintln!("load: check failed: {failure}");
     }

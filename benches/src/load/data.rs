@@ -219,7 +219,12 @@ impl Run {
 
     /// Waits until a socket is readable, a participant's timer is due or `until`, then polls
     /// every participant that has something, recording the messages it got.
-    fn step(&mut self, poll: &mut Poll, events: &mut Events, until: Instant) -> Result<(), LoadError> {
+    fn step(
+        &mut self,
+        poll: &mut Poll,
+        events: &mut Events,
+        until: Instant,
+    ) -> Result<(), LoadError> {
         let now = Instant::now();
         let wake = self
             .participants
@@ -266,7 +271,8 @@ impl Run {
             let written = self.epoch + Duration::from_nanos(nanos);
             if (start..end).contains(&written) {
                 self.received += 1;
-                self.latency.record(arrived.saturating_duration_since(written));
+                self.latency
+                    .record(arrived.saturating_duration_since(written));
             }
         }
     }

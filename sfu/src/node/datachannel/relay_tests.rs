@@ -131,5 +131,9 @@ fn empty_messages_are_relayed_as_empty_with_their_type() {
         ]
     );
     assert_eq!(relay.counters().data_messages_relayed, 3);
-    assert_eq!(relay.counters().data_bytes_relayed, 5, "the empty ones count none");
+    assert_eq!(
+        relay.counters().data_bytes_relayed,
+        5,
+        "the empty ones count none"
+    );
 }

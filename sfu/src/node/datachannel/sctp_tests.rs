@@ -90,7 +90,10 @@ pub(in crate::node::datachannel) fn exchange(
 }
 
 /// Every whole message the client has on `stream`, with its PPID.
-pub(in crate::node::datachannel) fn client_reads(client: &mut Client, stream: u16) -> Vec<(Ppid, Vec<u8>)> {
+pub(in crate::node::datachannel) fn client_reads(
+    client: &mut Client,
+    stream: u16,
+) -> Vec<(Ppid, Vec<u8>)> {
     while client.association.poll().is_some() {}
     let mut s = client.association.stream(stream).expect("the stream");
     let mut out = Vec::new();
