@@ -58,22 +58,32 @@ impl Node {
 
     /// One HTTP/1.1 request; the status, the lowercased headers and the body.
     pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
-        let mut stream = TcpStream::connect(&self.http).expect("connects");
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            self.http,
-            body.len()
-        );
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes()).expect("sent");
-        stream.write_all(body.as_bytes()).expect("sent");
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).expect("a reply");
-        Reply::parse(&raw)
+        request_to(&self.http, method, path, headers, body)
     }
+}
+
+/// One HTTP/1.1 request to the server at `http` (`host:port`).
+pub fn request_to(
+    http: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Reply {
+    let mut stream = TcpStream::connect(http).expect("connects");
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("sent");
+    stream.write_all(body.as_bytes()).expect("sent");
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).expect("a reply");
+    Reply::parse(&raw)
 }
 
 #[derive(Debug)]

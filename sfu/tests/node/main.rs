@@ -9,6 +9,8 @@ mod coturn;
 #[path = "../common/redis.rs"]
 mod redis;
 
+mod cluster_http;
+mod cluster_properties;
 mod cluster_store;
 mod conference;
 mod fixtures;

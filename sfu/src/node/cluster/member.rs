@@ -307,6 +307,11 @@ impl Member {
         }
     }
 
+    /// Who this node is to the others.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
     pub(super) fn counters(&self) -> &Counters {
         &self.counters
     }
