@@ -268,7 +268,7 @@ fn join_cluster(
     let capacity = u32::try_from(config.limits.sessions).unwrap_or(u32::MAX);
     tokio::spawn(heartbeat::run(
         member.clone(),
-        signaling.clone(),
+        Arc::downgrade(signaling),
         capacity,
         settings.heartbeat(),
     ));

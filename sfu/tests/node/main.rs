@@ -11,6 +11,7 @@ mod redis;
 
 mod cluster_http;
 mod cluster_properties;
+mod cluster_redis;
 mod cluster_store;
 mod conference;
 mod fixtures;

@@ -3,7 +3,7 @@
 //! refreshed with it. A drain beginning sends a beat at once, so the others stop sending
 //! sessions here within a round trip rather than a heartbeat.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
@@ -13,8 +13,9 @@ use super::store::Load;
 use crate::node::metrics::Snapshot;
 use crate::node::signaling::Signaling;
 
-/// Beats until the node's media workers are gone.
-pub async fn run(member: Arc<Member>, signaling: Arc<Signaling>, capacity: u32, every: Duration) {
+/// Beats until the node's signaling is gone (held weakly, so that the media workers end with
+/// the HTTP side as on a lone node).
+pub async fn run(member: Arc<Member>, signaling: Weak<Signaling>, capacity: u32, every: Duration) {
     let mut meter = Meter::new(Instant::now());
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -23,10 +24,14 @@ pub async fn run(member: Arc<Member>, signaling: Arc<Signaling>, capacity: u32, 
             _ = ticks.tick() => {}
             () = member.beat_requested() => {}
         }
+        let Some(signaling) = signaling.upgrade() else {
+            return;
+        };
         let (Ok(snapshot), Ok(rooms)) = (signaling.metrics().await, signaling.room_names().await)
         else {
             return;
         };
+        drop(signaling);
         let load = meter.load(Instant::now(), &snapshot, capacity);
         if let Err(e) = member.heartbeat(load, &rooms).await {
             tracing::warn!("cluster heartbeat: {e}");

@@ -49,6 +49,8 @@ struct State {
     /// Until when the last registration stands.
     lease_until: Option<Instant>,
     draining: bool,
+    /// Left the cluster: no more registrations.
+    left: bool,
     load: Load,
     /// The other nodes, as the last heartbeat read them.
     others: Vec<Registration>,
@@ -107,6 +109,9 @@ impl Member {
     /// node holds, and reads the other nodes. Homes of rooms without a session here are
     /// left to expire.
     pub async fn heartbeat(&self, load: Load, live_rooms: &[String]) -> Result<(), StoreError> {
+        if self.state.lock().left {
+            return Ok(());
+        }
         let start = Instant::now();
         let result = self.register(start, load, live_rooms).await;
         match &result {
@@ -280,10 +285,13 @@ impl Member {
         self.beat_now.notified().await;
     }
 
-    /// Leaves the cluster: the registration and this node's homes are removed.
+    /// Leaves the cluster for good: the registration and this node's homes are removed, and
+    /// heartbeats from now on do nothing.
     pub async fn leave(&self) -> Result<(), StoreError> {
         let (epoch, rooms) = {
-            let state = self.state.lock();
+            let mut state = self.state.lock();
+            state.left = true;
+            state.lease_until = None;
             (state.epoch, state.homes.keys().cloned().collect::<Vec<_>>())
         };
         let Some(epoch) = epoch else { return Ok(()) };
