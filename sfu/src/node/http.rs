@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{
-    ConnectInfo, DefaultBodyLimit, Extension, FromRequest, FromRequestParts, Path, Query,
-    Request, State,
+    ConnectInfo, DefaultBodyLimit, Extension, FromRequest, FromRequestParts, Path, Query, Request,
+    State,
 };
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::{Method, StatusCode};
@@ -75,15 +75,17 @@ pub fn routes(
         )
         .route("/rooms/{room}/{id}/events", get(rooms::events));
     let participant_bytes = max_body_bytes.max(sdp::MAX_PARTICIPANT_SDP_LEN);
-    let mut app = bodies_within(sessions, max_body_bytes, body_timeout)
-        .merge(bodies_within(rooms, participant_bytes, body_timeout));
+    let mut app = bodies_within(sessions, max_body_bytes, body_timeout).merge(bodies_within(
+        rooms,
+        participant_bytes,
+        body_timeout,
+    ));
     if let Some(door) = door {
         app = app
             .layer(Extension(door.member.clone()))
             .layer(middleware::from_fn_with_state(door, cluster_http::place));
     }
-    app.layer(middleware::from_fn(cors))
-        .with_state(signaling)
+    app.layer(middleware::from_fn(cors)).with_state(signaling)
 }
 
 /// The routes with bodies of at most `limit` bytes, each arriving within `timeout`.

@@ -243,7 +243,9 @@ fn join_cluster(
     (scheme, http_addr): (&str, SocketAddr),
 ) -> Result<Arc<Member>, ServeError> {
     let settings = &config.cluster;
-    settings.check().map_err(|e| ServeError::Cluster(e.to_owned()))?;
+    settings
+        .check()
+        .map_err(|e| ServeError::Cluster(e.to_owned()))?;
     let reachable = match http_addr.ip().is_unspecified() {
         true => SocketAddr::new(config.announced_ip(), http_addr.port()),
         false => http_addr,
@@ -253,7 +255,10 @@ fn join_cluster(
         .clone()
         .unwrap_or_else(|| format!("{scheme}://{reachable}"));
     let identity = Identity {
-        node: settings.node.clone().unwrap_or_else(|| reachable.to_string()),
+        node: settings
+            .node
+            .clone()
+            .unwrap_or_else(|| reachable.to_string()),
         url,
         relay: settings.relay.clone(),
     };

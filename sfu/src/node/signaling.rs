@@ -419,7 +419,13 @@ impl Signaling {
         let mut names = Vec::new();
         for media_loop in &self.loops {
             let part = media_loop
-                .ask(|worker, _| worker.core.room_names().map(str::to_owned).collect::<Vec<_>>())
+                .ask(|worker, _| {
+                    worker
+                        .core
+                        .room_names()
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                })
                 .await?;
             names.extend(part);
         }

@@ -36,9 +36,11 @@ impl InProcess {
             .block_on(TcpListener::bind("127.0.0.1:0"))
             .expect("a port");
         let http = listener.local_addr().expect("bound").to_string();
-        let mut config = NodeConfig::default();
-        config.udp = "127.0.0.1:0".parse().expect("an address");
-        config.workers = 1;
+        let mut config = NodeConfig {
+            udp: "127.0.0.1:0".parse().expect("an address"),
+            workers: 1,
+            ..NodeConfig::default()
+        };
         config.limits.sessions = capacity;
         config.cluster.heartbeat_ms = 100;
         config.cluster.lease_ms = 400;
@@ -93,14 +95,24 @@ fn a_full_node_redirects_to_one_with_room_and_503_when_none_has() {
     let moved = a.post("/whip/two?name=cam", PUBLISHER);
     assert_eq!(moved.status, 307, "a is full: {}", moved.body);
     let location = moved.header("location").expect("a Location");
-    assert_eq!(location, b.url("/whip/two?name=cam"), "b, the same path and query");
+    assert_eq!(
+        location,
+        b.url("/whip/two?name=cam"),
+        "b, the same path and query"
+    );
     assert_eq!(b.post("/whip/two?name=cam", PUBLISHER).status, 201);
     a.wait_for("strata_cluster_serving_nodes", 0);
     let refused = a.post("/whip/three", PUBLISHER);
     assert_eq!(refused.status, 503, "both are full");
     assert_eq!(refused.header("retry-after"), Some("5"));
-    assert_eq!(a.metric("strata_cluster_placements_total{reason=\"redirected\"}"), Some(1));
-    assert_eq!(a.metric("strata_cluster_placements_total{reason=\"unavailable\"}"), Some(1));
+    assert_eq!(
+        a.metric("strata_cluster_placements_total{reason=\"redirected\"}"),
+        Some(1)
+    );
+    assert_eq!(
+        a.metric("strata_cluster_placements_total{reason=\"unavailable\"}"),
+        Some(1)
+    );
 }
 
 #[test]
@@ -109,13 +121,27 @@ fn a_new_session_goes_to_the_rooms_home() {
     let (a, b) = (InProcess::start(&store, 10), InProcess::start(&store, 10));
     a.wait_until_attached(1);
     b.wait_until_attached(1);
-    assert_eq!(b.post("/whip/live", PUBLISHER).status, 201, "b is home of live");
+    assert_eq!(
+        b.post("/whip/live", PUBLISHER).status,
+        201,
+        "b is home of live"
+    );
     let viewer = a.post("/whep/live?spatial=1", VIEWER);
     assert_eq!(viewer.status, 307);
-    assert_eq!(viewer.header("location"), Some(b.url("/whep/live?spatial=1").as_str()));
-    assert_eq!(a.post("/whep/elsewhere", VIEWER).status, 201, "another room stays");
+    assert_eq!(
+        viewer.header("location"),
+        Some(b.url("/whep/live?spatial=1").as_str())
+    );
+    assert_eq!(
+        a.post("/whep/elsewhere", VIEWER).status,
+        201,
+        "another room stays"
+    );
     let other = request_to(&a.http, "GET", "/whip/live", &[], "");
-    assert_ne!(other.status, 307, "only requests that open a session are placed");
+    assert_ne!(
+        other.status, 307,
+        "only requests that open a session are placed"
+    );
 }
 
 #[test]
@@ -133,6 +159,10 @@ fn a_node_cut_off_from_the_store_refuses_then_returns_with_a_new_epoch() {
     assert_eq!(a.post("/whip/cut", PUBLISHER).status, 503);
     a.store.set_link(Link::Up);
     a.wait_until_attached(1);
-    assert_eq!(a.metric("strata_cluster_epoch"), Some(2), "a new boot epoch");
+    assert_eq!(
+        a.metric("strata_cluster_epoch"),
+        Some(2),
+        "a new boot epoch"
+    );
     assert_eq!(a.post("/whip/cut", PUBLISHER).status, 201);
 }

@@ -150,7 +150,10 @@ impl Cluster {
                 .collect();
             assert!(homes.len() <= 1, "{room} has two live homes: {homes:?}");
             if let Some(home) = homes.first() {
-                let recorded = observer.home(room).await.expect("the observer's link is up");
+                let recorded = observer
+                    .home(room)
+                    .await
+                    .expect("the observer's link is up");
                 assert_eq!(recorded.as_ref(), Some(home), "{room}: the store disagrees");
             }
         }
@@ -204,14 +207,18 @@ fn a_cut_off_home_gives_up_before_it_can_be_replaced() {
         let start = [Step::Boot(0), Step::Boot(1), Step::Beat(0), Step::Beat(1)];
         cluster.steps(&start).await;
         assert_eq!(cluster.request(0, "r0").await, Some(Placement::Here));
-        cluster.steps(&[Step::Link(0, Link::Down), Step::Wait(2_900), Step::Beat(1)]).await;
+        cluster
+            .steps(&[Step::Link(0, Link::Down), Step::Wait(2_900), Step::Beat(1)])
+            .await;
         assert_eq!(
             cluster.request(0, "r0").await,
             Some(Placement::Unavailable),
             "a new session needs the store"
         );
         assert!(
-            cluster.nodes[0].as_ref().is_some_and(|p| p.member.is_home("r0")),
+            cluster.nodes[0]
+                .as_ref()
+                .is_some_and(|p| p.member.is_home("r0")),
             "node 0's lease holds: it is still the home"
         );
         assert_eq!(
@@ -227,6 +234,8 @@ fn a_cut_off_home_gives_up_before_it_can_be_replaced() {
         );
         assert_eq!(cluster.request(1, "r0").await, Some(Placement::Here));
         cluster.check_homes().await;
-        assert!(cluster.nodes[1].as_ref().is_some_and(|p| p.member.is_home("r0")));
+        assert!(cluster.nodes[1]
+            .as_ref()
+            .is_some_and(|p| p.member.is_home("r0")));
     });
 }

@@ -71,17 +71,31 @@ fn redis_a_node_cut_off_refuses_within_3_s_and_returns_with_a_new_epoch() {
     let a = clustered(&redis);
     wait_for(&a, "strata_cluster_attached", 1);
     assert_eq!(metric(&a, "strata_cluster_epoch"), Some(1));
-    assert_eq!(a.request("POST", "/whip/before", &[SDP], PUBLISHER).status, 201);
+    assert_eq!(
+        a.request("POST", "/whip/before", &[SDP], PUBLISHER).status,
+        201
+    );
     redis.freeze();
     let cut = Instant::now();
     let refused = a.request("POST", "/whip/during", &[SDP], PUBLISHER);
     assert_eq!(refused.status, 503, "{}", refused.body);
     assert!(refused.header("retry-after").is_some());
-    assert!(cut.elapsed() < Duration::from_secs(3), "refused after {:?}", cut.elapsed());
+    assert!(
+        cut.elapsed() < Duration::from_secs(3),
+        "refused after {:?}",
+        cut.elapsed()
+    );
     wait_for(&a, "strata_cluster_attached", 0);
     redis.thaw();
     wait_for(&a, "strata_cluster_attached", 1);
     assert_eq!(metric(&a, "strata_cluster_epoch"), Some(2), "a new epoch");
-    assert_eq!(a.request("POST", "/whip/after", &[SDP], PUBLISHER).status, 201);
-    assert_eq!(metric(&a, "strata_publishers"), Some(2), "the first session was kept");
+    assert_eq!(
+        a.request("POST", "/whip/after", &[SDP], PUBLISHER).status,
+        201
+    );
+    assert_eq!(
+        metric(&a, "strata_publishers"),
+        Some(2),
+        "the first session was kept"
+    );
 }

@@ -83,7 +83,11 @@ async fn a_home_is_taken_over_only_from_a_dead_node(store: &dyn ClusterStore) {
     }
     let (a, b) = (boot("a", 1), boot("b", 1));
     assert_eq!(store.claim_home("r", &a, LEASE).await, Ok(a.clone()));
-    assert_eq!(store.claim_home("r", &b, LEASE).await, Ok(a.clone()), "a lives");
+    assert_eq!(
+        store.claim_home("r", &b, LEASE).await,
+        Ok(a.clone()),
+        "a lives"
+    );
     assert_eq!(store.home("r").await, Ok(Some(a.clone())));
     // b's heartbeats go on, a's stop: its registration, then its home, expire.
     tokio::time::sleep(LEASE / 2).await;
@@ -100,7 +104,10 @@ async fn a_reboot_voids_the_homes_of_the_boot_before(store: &dyn ClusterStore) {
         register(store, node, 1, &[]).await;
     }
     let (old_a, b) = (boot("a", 1), boot("b", 1));
-    assert_eq!(store.claim_home("r", &old_a, LEASE).await, Ok(old_a.clone()));
+    assert_eq!(
+        store.claim_home("r", &old_a, LEASE).await,
+        Ok(old_a.clone())
+    );
     assert_eq!(store.next_epoch("a").await, Ok(2));
     register(store, "a", 2, &[]).await;
     assert_eq!(store.home("r").await, Ok(None), "a's epoch 1 is gone");
@@ -110,7 +117,9 @@ async fn a_reboot_voids_the_homes_of_the_boot_before(store: &dyn ClusterStore) {
         "the old boot cannot claim"
     );
     assert_eq!(store.claim_home("r", &b, LEASE).await, Ok(b.clone()));
-    let kept = store.register(&registration("a", 1), &rooms(&["r"]), LEASE).await;
+    let kept = store
+        .register(&registration("a", 1), &rooms(&["r"]), LEASE)
+        .await;
     assert_eq!(kept, Err(StoreError::Fenced), "nor refresh what it held");
 }
 
@@ -142,8 +151,15 @@ async fn a_node_that_leaves_takes_its_homes(store: &dyn ClusterStore) {
     let (a, b) = (boot("a", 1), boot("b", 1));
     assert_eq!(store.claim_home("r", &a, LEASE).await, Ok(a.clone()));
     let old = boot("b", 0);
-    store.deregister(&old, &rooms(&["r"])).await.expect("a no-op");
-    assert_eq!(store.nodes().await.map(|n| n.len()), Ok(2), "a stale boot leaves nothing");
+    store
+        .deregister(&old, &rooms(&["r"]))
+        .await
+        .expect("a no-op");
+    assert_eq!(
+        store.nodes().await.map(|n| n.len()),
+        Ok(2),
+        "a stale boot leaves nothing"
+    );
     store.deregister(&a, &rooms(&["r"])).await.expect("left");
     assert_eq!(store.nodes().await, Ok(vec![registration("b", 1)]));
     assert_eq!(store.home("r").await, Ok(None));

@@ -34,10 +34,7 @@ pub async fn place(State(door): State<Door>, request: Request, next: Next) -> Re
     match door.member.place(room).await {
         Placement::Here => next.run(request).await,
         Placement::Redirect(url) => {
-            let target = request
-                .uri()
-                .path_and_query()
-                .map_or("/", |p| p.as_str());
+            let target = request.uri().path_and_query().map_or("/", |p| p.as_str());
             let location = format!("{}{target}", url.trim_end_matches('/'));
             let mut response = StatusCode::TEMPORARY_REDIRECT.into_response();
             if let Ok(value) = HeaderValue::from_str(&location) {
@@ -75,14 +72,29 @@ pub fn session_room<'a>(method: &Method, path: &'a str) -> Option<&'a str> {
 pub fn render(member: &Member, out: &mut String) {
     let status = member.status();
     let attached = "1 while the node's registration stands (it may take sessions).";
-    gauge(out, "cluster_attached", attached, usize::from(status.attached));
+    gauge(
+        out,
+        "cluster_attached",
+        attached,
+        usize::from(status.attached),
+    );
     let draining = "1 while the node drains.";
-    gauge(out, "cluster_draining", draining, usize::from(status.draining));
+    gauge(
+        out,
+        "cluster_draining",
+        draining,
+        usize::from(status.draining),
+    );
     let epoch = "The node's boot epoch in the cluster.";
     gauge(out, "cluster_epoch", epoch, status.epoch as usize);
     let others = "Other nodes that take sessions, as last read.";
     gauge(out, "cluster_serving_nodes", others, status.serving_others);
-    gauge(out, "cluster_homes", "Rooms homed on this node.", status.homes);
+    gauge(
+        out,
+        "cluster_homes",
+        "Rooms homed on this node.",
+        status.homes,
+    );
     let c = member.counters();
     let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
     by_reason(

@@ -152,7 +152,10 @@ impl Member {
                 .collect();
             (self.registration(epoch, &state), rooms)
         };
-        let held = self.store.register(&registration, &rooms, self.lease).await?;
+        let held = self
+            .store
+            .register(&registration, &rooms, self.lease)
+            .await?;
         {
             let mut state = self.state.lock();
             let until = start + self.lease;
@@ -175,7 +178,9 @@ impl Member {
     /// The epoch, while its lease holds.
     fn current_epoch(&self, now: Instant) -> Option<u64> {
         let state = self.state.lock();
-        state.epoch.filter(|_| state.lease_until.is_some_and(|t| t > now))
+        state
+            .epoch
+            .filter(|_| state.lease_until.is_some_and(|t| t > now))
     }
 
     /// A new boot epoch: whatever the last one wrote (its homes) is void from now on.
@@ -232,7 +237,9 @@ impl Member {
         };
         if !stays {
             return match self.store.home(room).await {
-                Ok(home) => self.redirect(elsewhere(&self.others(), home.as_ref(), self.home_below)),
+                Ok(home) => {
+                    self.redirect(elsewhere(&self.others(), home.as_ref(), self.home_below))
+                }
                 Err(_) => Placement::Unavailable,
             };
         }
@@ -258,7 +265,9 @@ impl Member {
     }
 
     fn redirect(&self, to: Option<&Registration>) -> Placement {
-        to.map_or(Placement::Unavailable, |r| Placement::Redirect(r.url.clone()))
+        to.map_or(Placement::Unavailable, |r| {
+            Placement::Redirect(r.url.clone())
+        })
     }
 
     fn others(&self) -> Vec<Registration> {

@@ -180,7 +180,11 @@ impl ClusterStore for MemoryStore {
             }
             shared.nodes.remove(&node.node);
             for room in rooms {
-                if shared.homes.get(&room).is_some_and(|(home, _)| *home == node) {
+                if shared
+                    .homes
+                    .get(&room)
+                    .is_some_and(|(home, _)| *home == node)
+                {
                     shared.homes.remove(&room);
                 }
             }

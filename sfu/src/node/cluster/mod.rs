@@ -14,8 +14,8 @@
 pub mod drain;
 pub mod heartbeat;
 pub mod http;
-pub mod memory;
 pub mod member;
+pub mod memory;
 pub mod placement;
 pub mod redis;
 pub mod settings;

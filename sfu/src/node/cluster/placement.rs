@@ -79,7 +79,10 @@ mod tests {
         ];
         let chosen = elsewhere(&nodes, None, 100).map(|r| r.node.as_str());
         assert_eq!(chosen, Some("d"), "b drains and c is full");
-        let none = [node("b", 2, NodeState::Draining), node("c", 10, NodeState::Serving)];
+        let none = [
+            node("b", 2, NodeState::Draining),
+            node("c", 10, NodeState::Serving),
+        ];
         assert_eq!(elsewhere(&none, None, 100), None);
     }
 
@@ -88,12 +91,18 @@ mod tests {
         let mut busy = node("a", 1, NodeState::Serving);
         busy.load.cpu_percent = 90;
         let nodes = [busy, node("b", 5, NodeState::Serving)];
-        assert_eq!(elsewhere(&nodes, None, 100).map(|r| r.node.as_str()), Some("b"));
+        assert_eq!(
+            elsewhere(&nodes, None, 100).map(|r| r.node.as_str()),
+            Some("b")
+        );
     }
 
     #[test]
     fn the_home_is_preferred_until_its_threshold() {
-        let nodes = [node("a", 7, NodeState::Serving), node("b", 1, NodeState::Serving)];
+        let nodes = [
+            node("a", 7, NodeState::Serving),
+            node("b", 1, NodeState::Serving),
+        ];
         let home = nodes[0].node_ref();
         let chosen = |below| elsewhere(&nodes, Some(&home), below).map(|r| r.node.as_str());
         assert_eq!(chosen(100), Some("a"), "70 % is below 100 %");
@@ -104,6 +113,10 @@ mod tests {
             epoch: 0,
             ..home.clone()
         };
-        assert_eq!(preferred_home(&nodes, Some(&old_boot), 100), None, "another epoch");
+        assert_eq!(
+            preferred_home(&nodes, Some(&old_boot), 100),
+            None,
+            "another epoch"
+        );
     }
 }
