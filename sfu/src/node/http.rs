@@ -202,7 +202,7 @@ impl IntoResponse for SignalError {
     }
 }
 
-fn caller(headers: &HeaderMap, client: SocketAddr) -> Caller<'_> {
+pub(crate) fn caller(headers: &HeaderMap, client: SocketAddr) -> Caller<'_> {
     Caller {
         authorization: headers
             .get(header::AUTHORIZATION)

@@ -189,6 +189,7 @@ pub async fn serve_with(
         .transpose()?;
     let door = member.clone().map(|member| Door {
         member,
+        signaling: signaling.clone(),
         retry_after: config.cluster.retry_after_s,
     });
     let app = http::routes(signaling.clone(), config.max_body_bytes, body_timeout, door);

@@ -11,7 +11,7 @@ use sfu::node::config::NodeConfig;
 use sfu::node::server::serve_with;
 use tokio::net::TcpListener;
 
-use crate::http_node::{request_to, Reply, SDP};
+use crate::http_node::{metric, request_to, wait_for_metric, Reply, SDP};
 
 const PUBLISHER: &str = include_str!("../../src/node/sdp/fixtures/publisher_av1.sdp");
 const VIEWER: &str = include_str!("../../src/node/sdp/fixtures/viewer_recvonly.sdp");
@@ -27,6 +27,11 @@ impl InProcess {
     /// A node of the cluster of `shared` taking `capacity` sessions, beating every 100 ms
     /// with a lease of 400 ms.
     fn start(shared: &MemoryStore, capacity: usize) -> Self {
+        Self::start_with(shared, capacity, &[])
+    }
+
+    /// The same, taking only these bearer tokens.
+    fn start_with(shared: &MemoryStore, capacity: usize, tokens: &[&str]) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -39,6 +44,7 @@ impl InProcess {
         let mut config = NodeConfig {
             udp: "127.0.0.1:0".parse().expect("an address"),
             workers: 1,
+            tokens: tokens.iter().map(|t| (*t).to_owned()).collect(),
             ..NodeConfig::default()
         };
         config.limits.sessions = capacity;
@@ -59,11 +65,7 @@ impl InProcess {
     }
 
     fn metric(&self, series: &str) -> Option<u64> {
-        let metrics = request_to(&self.http, "GET", "/metrics", &[], "");
-        metrics.body.lines().find_map(|line| {
-            let (name, value) = line.split_once(' ')?;
-            (name == series).then(|| value.parse().ok())?
-        })
+        metric(&self.http, series)
     }
 
     /// Waits until the node is registered and sees `others` other nodes taking sessions.
@@ -73,11 +75,7 @@ impl InProcess {
     }
 
     fn wait_for(&self, series: &str, value: u64) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.metric(series) != Some(value) {
-            assert!(Instant::now() < deadline, "{series} never became {value}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_metric(&self.http, series, value);
     }
 
     fn url(&self, path: &str) -> String {
@@ -92,6 +90,8 @@ fn a_full_node_redirects_to_one_with_room_and_503_when_none_has() {
     a.wait_until_attached(1);
     b.wait_until_attached(1);
     assert_eq!(a.post("/whip/one", PUBLISHER).status, 201);
+    // Once a's heartbeat has measured its session, b sees it full (and a knows it is).
+    b.wait_for("strata_cluster_serving_nodes", 0);
     let moved = a.post("/whip/two?name=cam", PUBLISHER);
     assert_eq!(moved.status, 307, "a is full: {}", moved.body);
     let location = moved.header("location").expect("a Location");
@@ -165,4 +165,31 @@ fn a_node_cut_off_from_the_store_refuses_then_returns_with_a_new_epoch() {
         "a new boot epoch"
     );
     assert_eq!(a.post("/whip/cut", PUBLISHER).status, 201);
+}
+
+#[test]
+fn a_request_is_authorized_before_it_is_placed() {
+    let store = MemoryStore::new();
+    let a = InProcess::start_with(&store, 0, &["secret"]);
+    let b = InProcess::start(&store, 10);
+    b.wait_until_attached(0);
+    let anonymous = a.post("/whip/room", PUBLISHER);
+    assert_eq!(
+        anonymous.status, 401,
+        "no credential: nothing of the cluster is told"
+    );
+    assert_eq!(anonymous.header("location"), None);
+    let headers = [SDP, ("Authorization", "Bearer secret")];
+    // a's /metrics takes a token it was not given: its first heartbeat shows in its answers
+    // (503 before it, 307 after).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let moved = loop {
+        let reply = request_to(&a.http, "POST", "/whip/room", &headers, PUBLISHER);
+        if reply.status != 503 || Instant::now() > deadline {
+            break reply;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(moved.status, 307, "a takes no session: {}", moved.body);
+    assert_eq!(moved.header("location"), Some(b.url("/whip/room").as_str()));
 }

@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::http_node::{node_with_config, Node, SDP};
+use crate::http_node::{self, node_with_config, wait_for_metric, Node, SDP};
 use crate::redis::Redis;
 
 const PUBLISHER: &str = include_str!("../../src/node/sdp/fixtures/publisher_av1.sdp");
@@ -16,19 +16,11 @@ fn clustered(redis: &Redis) -> Node {
 }
 
 fn metric(node: &Node, series: &str) -> Option<u64> {
-    let metrics = node.request("GET", "/metrics", &[], "");
-    metrics.body.lines().find_map(|line| {
-        let (name, value) = line.split_once(' ')?;
-        (name == series).then(|| value.parse().ok())?
-    })
+    http_node::metric(&node.http, series)
 }
 
 fn wait_for(node: &Node, series: &str, value: u64) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while metric(node, series) != Some(value) {
-        assert!(Instant::now() < deadline, "{series} never became {value}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_metric(&node.http, series, value);
 }
 
 #[test]

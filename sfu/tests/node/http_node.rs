@@ -135,3 +135,24 @@ pub fn node_with_config(toml: &str, extra: &[&str]) -> Node {
     args.extend_from_slice(extra);
     Node::start(&args)
 }
+
+/// One series' value in the `/metrics` of the server at `http`.
+pub fn metric(http: &str, series: &str) -> Option<u64> {
+    let metrics = request_to(http, "GET", "/metrics", &[], "");
+    metrics.body.lines().find_map(|line| {
+        let (name, value) = line.split_once(' ')?;
+        (name == series).then(|| value.parse().ok())?
+    })
+}
+
+/// Waits (15 s at most) until a series of the server at `http` has this value.
+pub fn wait_for_metric(http: &str, series: &str, value: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while metric(http, series) != Some(value) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{series} never became {value}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -2,12 +2,15 @@
 //! `/whep/{room}`, `/whep/{room}/{source}`, `/rooms/{room}`) is served here, redirected with
 //! `307 Temporary Redirect` to the same path on the node chosen (RFC 9725 section 4.5: a WHIP
 //! client follows it, as `fetch` does, with its body), or refused with `503` and
-//! `Retry-After` when no node can take it. Every other request is this node's alone.
+//! `Retry-After` when no node can take it. Every other request is this node's alone. A request
+//! is authorized before it is placed, so that one without a valid credential learns nothing
+//! of the cluster and claims no room.
 
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::header::{self, HeaderValue};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
@@ -15,22 +18,34 @@ use axum::response::{IntoResponse, Response};
 
 use super::member::Member;
 use super::placement::Placement;
+use crate::node::auth::Grant;
+use crate::node::http::caller;
 use crate::node::metrics::{by_reason, counter, gauge};
+use crate::node::signaling::Signaling;
 
-/// What the placement layer needs: the member, and the `Retry-After` of its `503`.
+/// What the placement layer needs: the member, signaling (to authorize), and the
+/// `Retry-After` of its `503`.
 #[derive(Debug, Clone)]
 pub struct Door {
     /// This node in the cluster.
     pub member: Arc<Member>,
+    /// This node's signaling, whose credentials a request must carry.
+    pub signaling: Arc<Signaling>,
     /// Seconds a refused client waits before it tries again.
     pub retry_after: u32,
 }
 
 /// The middleware: places the requests that open a session, passes the others on.
 pub async fn place(State(door): State<Door>, request: Request, next: Next) -> Response {
-    let Some(room) = session_room(request.method(), request.uri().path()) else {
+    let Some((room, grant)) = session_room(request.method(), request.uri().path()) else {
         return next.run(request).await;
     };
+    if let Some(ConnectInfo(client)) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
+        let caller = caller(request.headers(), *client);
+        if let Err(refused) = door.signaling.authorize(caller, room, grant) {
+            return refused.into_response();
+        }
+    }
     match door.member.place(room).await {
         Placement::Here => next.run(request).await,
         Placement::Redirect(url) => {
@@ -53,19 +68,21 @@ pub async fn place(State(door): State<Door>, request: Request, next: Next) -> Re
     }
 }
 
-/// The room of a request that opens a session, or `None` for any other request.
-pub fn session_room<'a>(method: &Method, path: &'a str) -> Option<&'a str> {
+/// The room of a request that opens a session and the grant it needs, or `None` for any
+/// other request.
+pub fn session_room<'a>(method: &Method, path: &'a str) -> Option<(&'a str, Grant)> {
     if method != Method::POST {
         return None;
     }
     let mut parts = path.strip_prefix('/')?.split('/');
     let (route, room, rest) = (parts.next()?, parts.next()?, parts.next());
-    let opens = match (route, rest) {
-        ("whip" | "whep" | "rooms", None) => true,
-        ("whep", Some(_)) => parts.next().is_none(),
-        _ => false,
+    let grant = match (route, rest) {
+        ("whip", None) => Grant::Publish,
+        ("whep" | "rooms", None) => Grant::Subscribe,
+        ("whep", Some(_)) if parts.next().is_none() => Grant::Subscribe,
+        _ => return None,
     };
-    (opens && !room.is_empty()).then_some(room)
+    (!room.is_empty()).then_some((room, grant))
 }
 
 /// The member's series in the Prometheus text format, appended to `/metrics`.
@@ -127,10 +144,19 @@ mod tests {
     #[test]
     fn only_posts_that_open_a_session_are_placed() {
         let post = Method::POST;
-        assert_eq!(session_room(&post, "/whip/a"), Some("a"));
-        assert_eq!(session_room(&post, "/whep/a"), Some("a"));
-        assert_eq!(session_room(&post, "/whep/a/alice"), Some("a"));
-        assert_eq!(session_room(&post, "/rooms/a"), Some("a"));
+        assert_eq!(session_room(&post, "/whip/a"), Some(("a", Grant::Publish)));
+        assert_eq!(
+            session_room(&post, "/whep/a"),
+            Some(("a", Grant::Subscribe))
+        );
+        assert_eq!(
+            session_room(&post, "/whep/a/alice"),
+            Some(("a", Grant::Subscribe))
+        );
+        assert_eq!(
+            session_room(&post, "/rooms/a"),
+            Some(("a", Grant::Subscribe))
+        );
         assert_eq!(session_room(&post, "/whip/a/123"), None, "not a route");
         assert_eq!(session_room(&post, "/rooms/a/123"), None);
         assert_eq!(session_room(&post, "/whep/a/b/c"), None);

@@ -76,3 +76,50 @@ impl ClusterConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::config::NodeConfig;
+
+    #[test]
+    fn a_cluster_is_redis_and_its_table() {
+        let alone = NodeConfig::default();
+        assert_eq!(
+            (alone.redis, alone.cluster),
+            (None, ClusterConfig::default())
+        );
+        let config = NodeConfig::from_toml(
+            "redis = \"redis://10.0.0.5:6379/2\"\n[cluster]\nnode = \"edge-1\"\n\
+             lease_ms = 5000\nprefer_home_below_percent = 0\n",
+        )
+        .expect("valid");
+        assert_eq!(config.redis.as_deref(), Some("redis://10.0.0.5:6379/2"));
+        assert_eq!(config.cluster.node.as_deref(), Some("edge-1"));
+        assert_eq!(config.cluster.lease(), Duration::from_secs(5));
+        assert_eq!(
+            config.cluster.heartbeat(),
+            Duration::from_secs(1),
+            "a default"
+        );
+        assert_eq!(config.cluster.check(), Ok(()));
+        assert!(
+            NodeConfig::from_toml("[cluster]\nleas_ms = 1\n").is_err(),
+            "a typo"
+        );
+    }
+
+    #[test]
+    fn a_lease_shorter_than_two_beats_or_a_bad_id_is_refused() {
+        let short = ClusterConfig {
+            lease_ms: 1_500,
+            ..ClusterConfig::default()
+        };
+        assert!(short.check().is_err());
+        let spaced = ClusterConfig {
+            node: Some("edge 1".into()),
+            ..ClusterConfig::default()
+        };
+        assert!(spaced.check().is_err());
+    }
+}
