@@ -80,7 +80,9 @@ fn redis_a_node_cut_off_refuses_within_3_s_and_returns_with_a_new_epoch() {
     wait_for(&a, "strata_cluster_attached", 0);
     redis.thaw();
     wait_for(&a, "strata_cluster_attached", 1);
-    assert_eq!(metric(&a, "strata_cluster_epoch"), Some(2), "a new epoch");
+    // Requests for an epoch sent while Redis was frozen run when it thaws: any later one.
+    let epoch = metric(&a, "strata_cluster_epoch");
+    assert!(epoch.is_some_and(|e| e > 1), "a new epoch: {epoch:?}");
     assert_eq!(
         a.request("POST", "/whip/after", &[SDP], PUBLISHER).status,
         201
