@@ -47,6 +47,15 @@ async fn register(store: &dyn ClusterStore, node: &str, epoch: u64, homes: &[&st
         .expect("registered")
 }
 
+/// Nodes `a` and `b` booted (epoch 1) and registered.
+async fn two_nodes(store: &dyn ClusterStore) -> (NodeRef, NodeRef) {
+    for node in ["a", "b"] {
+        store.next_epoch(node).await.expect("epoch");
+        register(store, node, 1, &[]).await;
+    }
+    (boot("a", 1), boot("b", 1))
+}
+
 async fn epochs_count_per_node(store: &dyn ClusterStore) {
     assert_eq!(store.next_epoch("a").await, Ok(1));
     assert_eq!(store.next_epoch("a").await, Ok(2));
@@ -77,11 +86,7 @@ async fn a_registration_lives_while_refreshed(store: &dyn ClusterStore) {
 }
 
 async fn a_home_is_taken_over_only_from_a_dead_node(store: &dyn ClusterStore) {
-    for node in ["a", "b"] {
-        store.next_epoch(node).await.expect("epoch");
-        register(store, node, 1, &[]).await;
-    }
-    let (a, b) = (boot("a", 1), boot("b", 1));
+    let (a, b) = two_nodes(store).await;
     assert_eq!(store.claim_home("r", &a, LEASE).await, Ok(a.clone()));
     assert_eq!(
         store.claim_home("r", &b, LEASE).await,
@@ -99,11 +104,7 @@ async fn a_home_is_taken_over_only_from_a_dead_node(store: &dyn ClusterStore) {
 }
 
 async fn a_reboot_voids_the_homes_of_the_boot_before(store: &dyn ClusterStore) {
-    for node in ["a", "b"] {
-        store.next_epoch(node).await.expect("epoch");
-        register(store, node, 1, &[]).await;
-    }
-    let (old_a, b) = (boot("a", 1), boot("b", 1));
+    let (old_a, b) = two_nodes(store).await;
     assert_eq!(
         store.claim_home("r", &old_a, LEASE).await,
         Ok(old_a.clone())
@@ -124,11 +125,7 @@ async fn a_reboot_voids_the_homes_of_the_boot_before(store: &dyn ClusterStore) {
 }
 
 async fn a_heartbeat_extends_the_homes_it_holds(store: &dyn ClusterStore) {
-    for node in ["a", "b"] {
-        store.next_epoch(node).await.expect("epoch");
-        register(store, node, 1, &[]).await;
-    }
-    let (a, b) = (boot("a", 1), boot("b", 1));
+    let (a, b) = two_nodes(store).await;
     assert_eq!(store.claim_home("mine", &a, LEASE).await, Ok(a.clone()));
     assert_eq!(store.claim_home("theirs", &b, LEASE).await, Ok(b.clone()));
     let held = register(store, "a", 1, &["mine", "theirs", "nobody's"]).await;
@@ -144,11 +141,7 @@ async fn a_heartbeat_extends_the_homes_it_holds(store: &dyn ClusterStore) {
 }
 
 async fn a_node_that_leaves_takes_its_homes(store: &dyn ClusterStore) {
-    for node in ["a", "b"] {
-        store.next_epoch(node).await.expect("epoch");
-        register(store, node, 1, &[]).await;
-    }
-    let (a, b) = (boot("a", 1), boot("b", 1));
+    let (a, b) = two_nodes(store).await;
     assert_eq!(store.claim_home("r", &a, LEASE).await, Ok(a.clone()));
     let old = boot("b", 0);
     store
