@@ -25,7 +25,7 @@ struct InProcess {
 
 impl InProcess {
     /// A node of the cluster of `shared` taking `capacity` sessions, beating every 100 ms
-    /// with a lease of 400 ms.
+    /// with a lease of 1.5 s (long beside a beat, even on a busy machine).
     fn start(shared: &MemoryStore, capacity: usize) -> Self {
         Self::start_with(shared, capacity, &[])
     }
@@ -49,7 +49,7 @@ impl InProcess {
         };
         config.limits.sessions = capacity;
         config.cluster.heartbeat_ms = 100;
-        config.cluster.lease_ms = 400;
+        config.cluster.lease_ms = 1_500;
         config.cluster.url = Some(format!("http://{http}"));
         let store = Arc::new(shared.connection());
         runtime.spawn(serve_with(config, listener, Some(store.clone())));

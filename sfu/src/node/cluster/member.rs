@@ -138,9 +138,9 @@ impl Member {
         load: Load,
         live_rooms: &[String],
     ) -> Result<(), StoreError> {
-        let epoch = match self.current_epoch(start) {
-            Some(epoch) => epoch,
-            None => self.new_epoch().await?,
+        let (epoch, renewing) = match self.current_epoch(start) {
+            Some(epoch) => (epoch, true),
+            None => (self.new_epoch().await?, false),
         };
         let (registration, rooms) = {
             let mut state = self.state.lock();
@@ -158,6 +158,15 @@ impl Member {
             .await?;
         {
             let mut state = self.state.lock();
+            // A lease that ran out while the write was on its way is not renewed by it: the
+            // node was cut off meanwhile (and refused sessions), so it registers anew, under a
+            // new epoch, as after any lapse.
+            if renewing && state.lease_until.is_none_or(|t| t <= Instant::now()) {
+                state.lease_until = None;
+                return Err(StoreError::Unavailable(
+                    "the lease ran out before the store answered".into(),
+                ));
+            }
             let until = start + self.lease;
             state.lease_until = Some(until);
             for (room, held) in rooms.into_iter().zip(held) {
