@@ -43,7 +43,7 @@ async function join({ room, name, codec = 'AV1', scalabilityMode = 'L3T3_KEY', s
     const res = await request('POST', path, pc.localDescription.sdp, 'application/sdp', token);
     if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${res.body}`);
     await pc.setRemoteDescription({ type: 'answer', sdp: res.body });
-    c.location = new URL(res.location, location.href).href;
+    c.location = new URL(res.location, res.url || location.href).href;
     c.etag = res.etag;
     followEvents(c);
   } catch (e) {

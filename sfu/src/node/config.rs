@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::cluster::ClusterConfig;
 use super::datachannel::DataChannelConfig;
 use super::ice_servers::{IceServerConfig, IceServerError};
 use super::limits::Limits;
@@ -87,6 +88,11 @@ pub struct NodeConfig {
     pub limits: Limits,
     /// Participants' data channels: the largest message, a receiver's backlog, rates.
     pub data_channels: DataChannelConfig,
+    /// The cluster store (`redis://host:port/db`) this node shares with the other nodes of
+    /// its cluster; none: the node is alone.
+    pub redis: Option<String>,
+    /// This node in its cluster (`[cluster]`), with `redis` set.
+    pub cluster: ClusterConfig,
 }
 
 impl Default for NodeConfig {
@@ -122,6 +128,8 @@ impl Default for NodeConfig {
             ice_servers: Vec::new(),
             limits: Limits::default(),
             data_channels: DataChannelConfig::default(),
+            redis: None,
+            cluster: ClusterConfig::default(),
         }
     }
 }

@@ -254,6 +254,11 @@ impl NodeCore {
         self.rooms.len()
     }
 
+    /// The names of the rooms with at least one session.
+    pub fn room_names(&self) -> impl Iterator<Item = &str> {
+        self.rooms.keys().map(String::as_str)
+    }
+
     /// How many entries every table of the core and the engine holds, summed: zero once
     /// every session is gone, whatever they did.
     pub fn table_entries(&self) -> usize {

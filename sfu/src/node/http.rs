@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{
-    ConnectInfo, DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State,
+    ConnectInfo, DefaultBodyLimit, Extension, FromRequest, FromRequestParts, Path, Query, Request,
+    State,
 };
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::{Method, StatusCode};
@@ -18,6 +19,8 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::auth::Grant;
+use super::cluster::http::{self as cluster_http, Door};
+use super::cluster::Member;
 use super::ice_servers::IceServer;
 use super::peer::{Kind, PeerId};
 use super::sdp;
@@ -33,11 +36,13 @@ const CONFERENCE_JS: &str = include_str!("conference.js");
 /// The routes, sharing one [`Signaling`]. A request's body must arrive whole within
 /// `body_timeout` (408 otherwise), so a client trickling its body holds nothing for long; it
 /// may be `max_body_bytes` long, or a participant's offer's limit on the conference routes
-/// (an offer there grows with the room).
+/// (an offer there grows with the room). In a cluster (`door`), each request that opens a
+/// session is placed first: served here, redirected, or refused.
 pub fn routes(
     signaling: Arc<Signaling>,
     max_body_bytes: usize,
     body_timeout: Duration,
+    door: Option<Door>,
 ) -> axum::Router {
     let sessions = axum::Router::new()
         .route("/", get(|| async { Html(DEMO_PAGE) }))
@@ -70,10 +75,17 @@ pub fn routes(
         )
         .route("/rooms/{room}/{id}/events", get(rooms::events));
     let participant_bytes = max_body_bytes.max(sdp::MAX_PARTICIPANT_SDP_LEN);
-    bodies_within(sessions, max_body_bytes, body_timeout)
-        .merge(bodies_within(rooms, participant_bytes, body_timeout))
-        .layer(middleware::from_fn(cors))
-        .with_state(signaling)
+    let mut app = bodies_within(sessions, max_body_bytes, body_timeout).merge(bodies_within(
+        rooms,
+        participant_bytes,
+        body_timeout,
+    ));
+    if let Some(door) = door {
+        app = app
+            .layer(Extension(door.member.clone()))
+            .layer(middleware::from_fn_with_state(door, cluster_http::place));
+    }
+    app.layer(middleware::from_fn(cors)).with_state(signaling)
 }
 
 /// The routes with bodies of at most `limit` bytes, each arriving within `timeout`.
@@ -190,7 +202,7 @@ impl IntoResponse for SignalError {
     }
 }
 
-fn caller(headers: &HeaderMap, client: SocketAddr) -> Caller<'_> {
+pub(crate) fn caller(headers: &HeaderMap, client: SocketAddr) -> Caller<'_> {
     Caller {
         authorization: headers
             .get(header::AUTHORIZATION)
@@ -482,10 +494,14 @@ async fn viewer_stats(
 async fn metrics(
     State(signaling): State<Arc<Signaling>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    member: Option<Extension<Arc<Member>>>,
     headers: HeaderMap,
 ) -> Result<Response, SignalError> {
     signaling.authorize_metrics(caller(&headers, client))?;
-    let text = signaling.metrics().await?.render();
+    let mut text = signaling.metrics().await?.render();
+    if let Some(Extension(member)) = member {
+        cluster_http::render(&member, &mut text);
+    }
     let mut response = text.into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

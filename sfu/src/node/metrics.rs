@@ -324,7 +324,7 @@ fn family<L: AsRef<str>>(
 }
 
 /// A counter family with one sample per reason.
-fn by_reason<'a>(
+pub(crate) fn by_reason<'a>(
     out: &mut String,
     name: &str,
     help: &str,
@@ -432,12 +432,12 @@ fn axes(layer: Option<LayerView>) -> [Option<u8>; 2] {
     layer.map_or([None; 2], |l| [Some(l.spatial), Some(l.temporal)])
 }
 
-fn gauge(out: &mut String, name: &str, help: &str, value: usize) {
+pub(crate) fn gauge(out: &mut String, name: &str, help: &str, value: usize) {
     let kind = "gauge";
     family(out, Family { name, help, kind }, [("", value as u64)]);
 }
 
-fn counter(out: &mut String, name: &str, help: &str, value: u64) {
+pub(crate) fn counter(out: &mut String, name: &str, help: &str, value: u64) {
     let kind = "counter";
     family(out, Family { name, help, kind }, [("", value)]);
 }

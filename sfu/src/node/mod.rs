@@ -26,6 +26,7 @@
 //! - [`limits`]: what one node holds at most, and how a refusal reads.
 //! - [`listener`]: the HTTP connections: a cap, and timeouts for slow or idle clients.
 //! - [`server`]: start, run, shut down.
+//! - [`cluster`]: nodes sharing a store: registration, rooms' homes, placement, drain.
 //! - `testing` (feature `testing`): the core with sessions set up as browsers set them up, for
 //!   the tests, the fuzz bodies and the benches.
 
@@ -34,6 +35,7 @@
 pub mod admission;
 pub mod auth;
 pub mod batch;
+pub mod cluster;
 pub mod config;
 pub mod core;
 pub mod datachannel;

@@ -11,6 +11,10 @@ use tokio::task::JoinSet;
 
 use super::admission::Admission;
 use super::auth::Auth;
+use super::cluster::http::Door;
+use super::cluster::member::Identity;
+use super::cluster::redis::RedisStore;
+use super::cluster::{drain, heartbeat, ClusterStore, Member};
 use super::config::{ConfigError, NodeConfig};
 use super::core::NodeCore;
 use super::dtls::{DtlsCertificate, DtlsConfig};
@@ -54,25 +58,49 @@ pub enum ServeError {
     /// The settings contradict each other.
     #[error("{0}")]
     Config(#[from] ConfigError),
+    /// The cluster settings are unusable.
+    #[error("cluster: {0}")]
+    Cluster(String),
     /// A media worker's task ended on its own, which only a bug does: the node stops rather
     /// than answer signaling for media that no longer flows.
     #[error("the media loop stopped unexpectedly")]
     MediaLoop,
 }
 
-/// Runs the node until a shutdown signal.
+/// Runs the node until a shutdown signal: alone, or with the other nodes of the cluster its
+/// `redis` setting names.
 pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
-    let certificates = config
-        .tls()?
-        .map(Certificates::load)
-        .transpose()?
-        .map(Arc::new);
     let listener = TcpListener::bind(config.http)
         .await
         .map_err(|source| ServeError::Http {
             addr: config.http,
             source,
         })?;
+    let store = match &config.redis {
+        Some(url) => {
+            // A request to the store waits no longer than a heartbeat: a node cut off from
+            // it must notice within its lease.
+            let store = RedisStore::open(url, config.cluster.heartbeat())
+                .map_err(|e| ServeError::Cluster(e.to_string()))?;
+            Some(Arc::new(store) as Arc<dyn ClusterStore>)
+        }
+        None => None,
+    };
+    serve_with(config, listener, store).await
+}
+
+/// Runs the node on a bound HTTP `listener` until a shutdown signal; with a cluster `store`,
+/// as a node of that cluster (whatever `redis` says).
+pub async fn serve_with(
+    config: NodeConfig,
+    listener: TcpListener,
+    store: Option<Arc<dyn ClusterStore>>,
+) -> Result<(), ServeError> {
+    let certificates = config
+        .tls()?
+        .map(Certificates::load)
+        .transpose()?
+        .map(Arc::new);
     let (socket, buffers) = media_socket(config.udp).map_err(|source| ServeError::Udp {
         addr: config.udp,
         source,
@@ -142,7 +170,6 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     };
     let signaling = Arc::new(Signaling::new(handles, auth, signaling));
     let body_timeout = Duration::from_millis(config.http_body_timeout_ms);
-    let app = http::routes(signaling, config.max_body_bytes, body_timeout);
     tracing::info!(%udp_addr, %candidate, workers, "media on one UDP port");
     let shutdown = shutdown_signal();
     let tls = match &certificates {
@@ -157,6 +184,27 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
         None => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let member = store
+        .map(|store| join_cluster(&config, store, &signaling, (scheme, http_addr)))
+        .transpose()?;
+    let door = member.clone().map(|member| Door {
+        member,
+        signaling: signaling.clone(),
+        retry_after: config.cluster.retry_after_s,
+    });
+    let app = http::routes(signaling.clone(), config.max_body_bytes, body_timeout, door);
+    let drain_timeout = config.cluster.drain_timeout();
+    let shutdown = async move {
+        shutdown.await;
+        if let Some(member) = member {
+            // A second signal stops the node without waiting for the drain.
+            let again = shutdown_signal();
+            tokio::select! {
+                () = drain::drain(&member, &signaling, drain_timeout) => {}
+                () = again => tracing::info!("stopping without waiting for the drain"),
+            }
+        }
+    };
     println!("Strata is serving: open {scheme}://{http_addr}/ to publish and watch");
     let settings = HttpSettings {
         limits: HttpLimits {
@@ -186,6 +234,51 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
             Err(ServeError::MediaLoop)
         }
     }
+}
+
+/// This node as a member of the cluster of `store`, its heartbeat started.
+fn join_cluster(
+    config: &NodeConfig,
+    store: Arc<dyn ClusterStore>,
+    signaling: &Arc<Signaling>,
+    (scheme, http_addr): (&str, SocketAddr),
+) -> Result<Arc<Member>, ServeError> {
+    let settings = &config.cluster;
+    settings
+        .check()
+        .map_err(|e| ServeError::Cluster(e.to_owned()))?;
+    let reachable = match http_addr.ip().is_unspecified() {
+        true => SocketAddr::new(config.announced_ip(), http_addr.port()),
+        false => http_addr,
+    };
+    let url = settings
+        .url
+        .clone()
+        .unwrap_or_else(|| format!("{scheme}://{reachable}"));
+    let identity = Identity {
+        node: settings
+            .node
+            .clone()
+            .unwrap_or_else(|| reachable.to_string()),
+        url,
+        relay: settings.relay.clone(),
+    };
+    tracing::info!(node = %identity.node, url = %identity.url, "joining the cluster");
+    let lease = settings.lease();
+    let member = Arc::new(Member::new(
+        store,
+        identity,
+        lease,
+        settings.prefer_home_below_percent,
+    ));
+    let capacity = u32::try_from(config.limits.sessions).unwrap_or(u32::MAX);
+    tokio::spawn(heartbeat::run(
+        member.clone(),
+        Arc::downgrade(signaling),
+        capacity,
+        settings.heartbeat(),
+    ));
+    Ok(member)
 }
 
 /// SIGTERM or Ctrl-C, registered when this is called: the node calls it before it says it

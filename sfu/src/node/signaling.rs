@@ -414,6 +414,24 @@ impl Signaling {
         Ok(total)
     }
 
+    /// The rooms with a session on this node, every worker's.
+    pub async fn room_names(&self) -> Result<Vec<String>, SignalError> {
+        let mut names = Vec::new();
+        for media_loop in &self.loops {
+            let part = media_loop
+                .ask(|worker, _| {
+                    worker
+                        .core
+                        .room_names()
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                })
+                .await?;
+            names.extend(part);
+        }
+        Ok(names)
+    }
+
     /// The worker that serves `room`.
     fn worker(&self, room: &str) -> WorkerId {
         worker_for_room(room, self.loops.len())

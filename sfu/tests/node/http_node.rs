@@ -58,22 +58,32 @@ impl Node {
 
     /// One HTTP/1.1 request; the status, the lowercased headers and the body.
     pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
-        let mut stream = TcpStream::connect(&self.http).expect("connects");
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            self.http,
-            body.len()
-        );
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes()).expect("sent");
-        stream.write_all(body.as_bytes()).expect("sent");
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).expect("a reply");
-        Reply::parse(&raw)
+        request_to(&self.http, method, path, headers, body)
     }
+}
+
+/// One HTTP/1.1 request to the server at `http` (`host:port`).
+pub fn request_to(
+    http: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Reply {
+    let mut stream = TcpStream::connect(http).expect("connects");
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("sent");
+    stream.write_all(body.as_bytes()).expect("sent");
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).expect("a reply");
+    Reply::parse(&raw)
 }
 
 #[derive(Debug)]
@@ -124,4 +134,25 @@ pub fn node_with_config(toml: &str, extra: &[&str]) -> Node {
     let mut args = vec!["--config", path.as_str()];
     args.extend_from_slice(extra);
     Node::start(&args)
+}
+
+/// One series' value in the `/metrics` of the server at `http`.
+pub fn metric(http: &str, series: &str) -> Option<u64> {
+    let metrics = request_to(http, "GET", "/metrics", &[], "");
+    metrics.body.lines().find_map(|line| {
+        let (name, value) = line.split_once(' ')?;
+        (name == series).then(|| value.parse().ok())?
+    })
+}
+
+/// Waits (15 s at most) until a series of the server at `http` has this value.
+pub fn wait_for_metric(http: &str, series: &str, value: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while metric(http, series) != Some(value) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{series} never became {value}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

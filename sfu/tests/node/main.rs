@@ -6,7 +6,13 @@
 mod common;
 #[path = "../common/coturn.rs"]
 mod coturn;
+#[path = "../common/redis.rs"]
+mod redis;
 
+mod cluster_http;
+mod cluster_properties;
+mod cluster_redis;
+mod cluster_store;
 mod conference;
 mod fixtures;
 mod fuzz_bodies;

@@ -1,0 +1,168 @@
+//! New sessions placed at the door: a `POST` that opens a session (`/whip/{room}`,
+//! `/whep/{room}`, `/whep/{room}/{source}`, `/rooms/{room}`) is served here, redirected with
+//! `307 Temporary Redirect` to the same path on the node chosen (RFC 9725 section 4.5: a WHIP
+//! client follows it, as `fetch` does, with its body), or refused with `503` and
+//! `Retry-After` when no node can take it. Every other request is this node's alone. A request
+//! is authorized before it is placed, so that one without a valid credential learns nothing
+//! of the cluster and claims no room.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::header::{self, HeaderValue};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::member::Member;
+use super::placement::Placement;
+use crate::node::auth::Grant;
+use crate::node::http::caller;
+use crate::node::metrics::{by_reason, counter, gauge};
+use crate::node::signaling::Signaling;
+
+/// What the placement layer needs: the member, signaling (to authorize), and the
+/// `Retry-After` of its `503`.
+#[derive(Debug, Clone)]
+pub struct Door {
+    /// This node in the cluster.
+    pub member: Arc<Member>,
+    /// This node's signaling, whose credentials a request must carry.
+    pub signaling: Arc<Signaling>,
+    /// Seconds a refused client waits before it tries again.
+    pub retry_after: u32,
+}
+
+/// The middleware: places the requests that open a session, passes the others on.
+pub async fn place(State(door): State<Door>, request: Request, next: Next) -> Response {
+    let Some((room, grant)) = session_room(request.method(), request.uri().path()) else {
+        return next.run(request).await;
+    };
+    if let Some(ConnectInfo(client)) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
+        let caller = caller(request.headers(), *client);
+        if let Err(refused) = door.signaling.authorize(caller, room, grant) {
+            return refused.into_response();
+        }
+    }
+    match door.member.place(room).await {
+        Placement::Here => next.run(request).await,
+        Placement::Redirect(url) => {
+            let target = request.uri().path_and_query().map_or("/", |p| p.as_str());
+            let location = format!("{}{target}", url.trim_end_matches('/'));
+            let mut response = StatusCode::TEMPORARY_REDIRECT.into_response();
+            if let Ok(value) = HeaderValue::from_str(&location) {
+                response.headers_mut().insert(header::LOCATION, value);
+            }
+            response
+        }
+        Placement::Unavailable => {
+            let text = "no node of the cluster can take a session now\n";
+            let mut response = (StatusCode::SERVICE_UNAVAILABLE, text).into_response();
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(door.retry_after));
+            response
+        }
+    }
+}
+
+/// The room of a request that opens a session and the grant it needs, or `None` for any
+/// other request.
+pub fn session_room<'a>(method: &Method, path: &'a str) -> Option<(&'a str, Grant)> {
+    if method != Method::POST {
+        return None;
+    }
+    let mut parts = path.strip_prefix('/')?.split('/');
+    let (route, room, rest) = (parts.next()?, parts.next()?, parts.next());
+    let grant = match (route, rest) {
+        ("whip", None) => Grant::Publish,
+        ("whep" | "rooms", None) => Grant::Subscribe,
+        ("whep", Some(_)) if parts.next().is_none() => Grant::Subscribe,
+        _ => return None,
+    };
+    (!room.is_empty()).then_some((room, grant))
+}
+
+/// The member's series in the Prometheus text format, appended to `/metrics`.
+pub fn render(member: &Member, out: &mut String) {
+    let status = member.status();
+    let attached = "1 while the node's registration stands (it may take sessions).";
+    gauge(
+        out,
+        "cluster_attached",
+        attached,
+        usize::from(status.attached),
+    );
+    let draining = "1 while the node drains.";
+    gauge(
+        out,
+        "cluster_draining",
+        draining,
+        usize::from(status.draining),
+    );
+    let epoch = "The node's boot epoch in the cluster.";
+    gauge(out, "cluster_epoch", epoch, status.epoch as usize);
+    let others = "Other nodes that take sessions, as last read.";
+    gauge(out, "cluster_serving_nodes", others, status.serving_others);
+    gauge(
+        out,
+        "cluster_homes",
+        "Rooms homed on this node.",
+        status.homes,
+    );
+    let c = member.counters();
+    let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
+    by_reason(
+        out,
+        "cluster_placements_total",
+        "New sessions placed, by outcome: here, redirected (307), unavailable (503).",
+        [
+            ("here", load(&c.here)),
+            ("redirected", load(&c.redirected)),
+            ("unavailable", load(&c.unavailable)),
+        ],
+    );
+    by_reason(
+        out,
+        "cluster_heartbeat_failures_total",
+        "Heartbeats that failed: the store unavailable, or the node fenced by a newer boot.",
+        [
+            ("store_unavailable", load(&c.store_unavailable)),
+            ("fenced", load(&c.fenced)),
+        ],
+    );
+    let epochs = "Boot epochs taken (the first registration and each after a lapse).";
+    counter(out, "cluster_epochs_total", epochs, load(&c.epochs));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_posts_that_open_a_session_are_placed() {
+        let post = Method::POST;
+        assert_eq!(session_room(&post, "/whip/a"), Some(("a", Grant::Publish)));
+        assert_eq!(
+            session_room(&post, "/whep/a"),
+            Some(("a", Grant::Subscribe))
+        );
+        assert_eq!(
+            session_room(&post, "/whep/a/alice"),
+            Some(("a", Grant::Subscribe))
+        );
+        assert_eq!(
+            session_room(&post, "/rooms/a"),
+            Some(("a", Grant::Subscribe))
+        );
+        assert_eq!(session_room(&post, "/whip/a/123"), None, "not a route");
+        assert_eq!(session_room(&post, "/rooms/a/123"), None);
+        assert_eq!(session_room(&post, "/whep/a/b/c"), None);
+        assert_eq!(session_room(&post, "/whip/"), None);
+        assert_eq!(session_room(&post, "/metrics"), None);
+        assert_eq!(session_room(&Method::GET, "/rooms/a"), None);
+        assert_eq!(session_room(&Method::DELETE, "/whip/a"), None);
+    }
+}

@@ -1,0 +1,344 @@
+//! This node as a member of the cluster: its boot epoch, its lease (until when its last
+//! registration is sure to stand), its load as last measured, the other nodes as last read,
+//! and the rooms it is home of. The heartbeat refreshes it; each new session asks it where to
+//! go.
+//!
+//! A lease starts when the request that set it was sent, so it ends no later than the store's
+//! own record of it: while the lease holds, no other node can take a home from this one, so a
+//! node that believes it is a room's home (see [`is_home`](Member::is_home)) is the only one.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::placement::{elsewhere, preferred_home, Placement};
+use super::store::{ClusterStore, Load, NodeRef, NodeState, Registration, StoreError};
+
+/// Who this node is to the other nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The node id, the same across restarts.
+    pub node: String,
+    /// Where clients reach its HTTP routes.
+    pub url: String,
+    /// Where the relay between nodes reaches it.
+    pub relay: Option<String>,
+}
+
+/// The node's part in the cluster, shared by its heartbeat, its HTTP routes and its drain.
+#[derive(Debug)]
+pub struct Member {
+    store: Arc<dyn ClusterStore>,
+    identity: Identity,
+    lease: Duration,
+    home_below: u32,
+    state: Mutex<State>,
+    /// Woken to send a heartbeat now (a drain begins).
+    beat_now: Notify,
+    counters: Counters,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    epoch: Option<u64>,
+    /// Until when the last registration stands.
+    lease_until: Option<Instant>,
+    draining: bool,
+    /// Left the cluster: no more registrations.
+    left: bool,
+    load: Load,
+    /// The other nodes, as the last heartbeat read them.
+    others: Vec<Registration>,
+    /// The rooms this node is home of, each until when its home record stands.
+    homes: HashMap<String, Instant>,
+}
+
+/// What `/metrics` shows of the member.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub(super) here: AtomicU64,
+    pub(super) redirected: AtomicU64,
+    pub(super) unavailable: AtomicU64,
+    pub(super) store_unavailable: AtomicU64,
+    pub(super) fenced: AtomicU64,
+    pub(super) epochs: AtomicU64,
+}
+
+/// The member's state at a glance, for `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    /// The lease holds: the node takes new sessions (unless draining or full).
+    pub attached: bool,
+    /// Draining: no new sessions.
+    pub draining: bool,
+    /// The boot epoch, 0 before the first.
+    pub epoch: u64,
+    /// Other nodes that take sessions, as last read.
+    pub serving_others: usize,
+    /// Rooms homed here.
+    pub homes: usize,
+}
+
+impl Member {
+    /// A member that has not registered yet: it refuses new sessions until its first
+    /// heartbeat registers it. `home_below`: see [`elsewhere`].
+    pub fn new(
+        store: Arc<dyn ClusterStore>,
+        identity: Identity,
+        lease: Duration,
+        home_below: u32,
+    ) -> Self {
+        Self {
+            store,
+            identity,
+            lease,
+            home_below,
+            state: Mutex::default(),
+            beat_now: Notify::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Registers with `load` (taking a new epoch first when the lease has run out, or on
+    /// the first beat), extends the homes of `live_rooms` (rooms with a session here) this
+    /// node holds, and reads the other nodes. Homes of rooms without a session here are
+    /// left to expire.
+    pub async fn heartbeat(&self, load: Load, live_rooms: &[String]) -> Result<(), StoreError> {
+        if self.state.lock().left {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let result = self.register(start, load, live_rooms).await;
+        match &result {
+            Err(StoreError::Fenced) => {
+                self.counters.fenced.fetch_add(1, Ordering::Relaxed);
+                let mut state = self.state.lock();
+                state.epoch = None;
+                state.lease_until = None;
+                state.homes.clear();
+            }
+            Err(_) => {
+                self.counters
+                    .store_unavailable
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(()) => {}
+        }
+        result
+    }
+
+    async fn register(
+        &self,
+        start: Instant,
+        load: Load,
+        live_rooms: &[String],
+    ) -> Result<(), StoreError> {
+        let (epoch, renewing) = match self.current_epoch(start) {
+            Some(epoch) => (epoch, true),
+            None => (self.new_epoch().await?, false),
+        };
+        let (registration, rooms) = {
+            let mut state = self.state.lock();
+            state.load = load;
+            let rooms: Vec<String> = live_rooms
+                .iter()
+                .filter(|room| state.homes.contains_key(*room))
+                .cloned()
+                .collect();
+            (self.registration(epoch, &state), rooms)
+        };
+        let held = self
+            .store
+            .register(&registration, &rooms, self.lease)
+            .await?;
+        {
+            let mut state = self.state.lock();
+            // A lease that ran out while the write was on its way is not renewed by it: the
+            // node was cut off meanwhile (and refused sessions), so it registers anew, under a
+            // new epoch, as after any lapse.
+            if renewing && state.lease_until.is_none_or(|t| t <= Instant::now()) {
+                state.lease_until = None;
+                return Err(StoreError::Unavailable(
+                    "the lease ran out before the store answered".into(),
+                ));
+            }
+            let until = start + self.lease;
+            state.lease_until = Some(until);
+            for (room, held) in rooms.into_iter().zip(held) {
+                if held {
+                    state.homes.insert(room, until);
+                } else {
+                    state.homes.remove(&room);
+                }
+            }
+            state.homes.retain(|_, until| *until > start);
+        }
+        let others = self.store.nodes().await?;
+        let me = &self.identity.node;
+        self.state.lock().others = others.into_iter().filter(|r| r.node != *me).collect();
+        Ok(())
+    }
+
+    /// The epoch, while its lease holds.
+    fn current_epoch(&self, now: Instant) -> Option<u64> {
+        let state = self.state.lock();
+        state
+            .epoch
+            .filter(|_| state.lease_until.is_some_and(|t| t > now))
+    }
+
+    /// A new boot epoch: whatever the last one wrote (its homes) is void from now on.
+    async fn new_epoch(&self) -> Result<u64, StoreError> {
+        let epoch = self.store.next_epoch(&self.identity.node).await?;
+        self.counters.epochs.fetch_add(1, Ordering::Relaxed);
+        let mut state = self.state.lock();
+        state.epoch = Some(epoch);
+        state.homes.clear();
+        Ok(epoch)
+    }
+
+    fn registration(&self, epoch: u64, state: &State) -> Registration {
+        Registration {
+            node: self.identity.node.clone(),
+            epoch,
+            url: self.identity.url.clone(),
+            relay: self.identity.relay.clone(),
+            state: match state.draining {
+                true => NodeState::Draining,
+                false => NodeState::Serving,
+            },
+            load: state.load,
+        }
+    }
+
+    /// Where a new session for `room` goes. Here when this node is registered, serving and
+    /// not full, and the room's home (claimed here if it has none) is this node or is not to
+    /// be preferred; elsewhere when this node drains or is full; unavailable when this node
+    /// is cut off from the store, or no node can take it.
+    pub async fn place(&self, room: &str) -> Placement {
+        let placement = self.choose(room).await;
+        let counter = match placement {
+            Placement::Here => &self.counters.here,
+            Placement::Redirect(_) => &self.counters.redirected,
+            Placement::Unavailable => &self.counters.unavailable,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        placement
+    }
+
+    async fn choose(&self, room: &str) -> Placement {
+        let start = Instant::now();
+        let (me, stays) = {
+            let state = self.state.lock();
+            let Some(epoch) = state.epoch.filter(|_| state.lease_until > Some(start)) else {
+                return Placement::Unavailable;
+            };
+            let me = NodeRef {
+                node: self.identity.node.clone(),
+                epoch,
+            };
+            (me, !state.draining && !state.load.full())
+        };
+        if !stays {
+            return match self.store.home(room).await {
+                Ok(home) => {
+                    self.redirect(elsewhere(&self.others(), home.as_ref(), self.home_below))
+                }
+                Err(_) => Placement::Unavailable,
+            };
+        }
+        match self.store.claim_home(room, &me, self.lease).await {
+            Ok(home) if home == me => {
+                let mut state = self.state.lock();
+                state.homes.insert(room.to_owned(), start + self.lease);
+                state.load.sessions += 1;
+                Placement::Here
+            }
+            Ok(home) => {
+                let others = self.others();
+                match preferred_home(&others, Some(&home), self.home_below) {
+                    Some(home) => Placement::Redirect(home.url.clone()),
+                    None => {
+                        self.state.lock().load.sessions += 1;
+                        Placement::Here
+                    }
+                }
+            }
+            Err(_) => Placement::Unavailable,
+        }
+    }
+
+    fn redirect(&self, to: Option<&Registration>) -> Placement {
+        to.map_or(Placement::Unavailable, |r| {
+            Placement::Redirect(r.url.clone())
+        })
+    }
+
+    fn others(&self) -> Vec<Registration> {
+        self.state.lock().others.clone()
+    }
+
+    /// Whether this node is the home of `room` now: it claimed it (or kept it) and the record
+    /// is sure to stand. Never true of two nodes at once.
+    pub fn is_home(&self, room: &str) -> bool {
+        let now = Instant::now();
+        let state = self.state.lock();
+        state.lease_until.is_some_and(|t| t > now)
+            && state.homes.get(room).is_some_and(|until| *until > now)
+    }
+
+    /// Stops taking new sessions, and has the next heartbeat (sent now) tell the others.
+    pub fn drain(&self) {
+        self.state.lock().draining = true;
+        self.beat_now.notify_one();
+    }
+
+    /// Woken when a heartbeat should go now rather than at its time.
+    pub async fn beat_requested(&self) {
+        self.beat_now.notified().await;
+    }
+
+    /// Leaves the cluster for good: the registration and this node's homes are removed, and
+    /// heartbeats from now on do nothing.
+    pub async fn leave(&self) -> Result<(), StoreError> {
+        let (epoch, rooms) = {
+            let mut state = self.state.lock();
+            state.left = true;
+            state.lease_until = None;
+            (state.epoch, state.homes.keys().cloned().collect::<Vec<_>>())
+        };
+        let Some(epoch) = epoch else { return Ok(()) };
+        let me = NodeRef {
+            node: self.identity.node.clone(),
+            epoch,
+        };
+        self.store.deregister(&me, &rooms).await
+    }
+
+    /// The member at a glance.
+    pub fn status(&self) -> Status {
+        let now = Instant::now();
+        let state = self.state.lock();
+        Status {
+            attached: state.lease_until.is_some_and(|t| t > now),
+            draining: state.draining,
+            epoch: state.epoch.unwrap_or(0),
+            serving_others: state.others.iter().filter(|r| r.takes_sessions()).count(),
+            homes: state.homes.values().filter(|until| **until > now).count(),
+        }
+    }
+
+    /// Who this node is to the others.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    pub(super) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+}

@@ -1,0 +1,194 @@
+//! The cluster store in memory, shared by the in-process nodes of a test. Each node gets its
+//! own [`connection`](MemoryStore::connection), whose link can be cut (requests fail) or made
+//! to lose replies (requests take effect, the node sees a failure), to model partitions.
+//! Leases run on tokio's clock, so tests with paused time control them exactly.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use super::store::{ClusterStore, NodeRef, Registration, StoreError, StoreFuture};
+
+/// The shared state, and this connection's link to it.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    shared: Arc<Mutex<Shared>>,
+    link: AtomicU8,
+}
+
+/// What a connection's requests and replies go through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Link {
+    /// Both ways.
+    Up,
+    /// Neither way: requests fail and change nothing.
+    Down,
+    /// Requests take effect but their replies are lost: the caller sees a failure.
+    RepliesLost,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    epochs: HashMap<String, u64>,
+    nodes: HashMap<String, (Registration, Instant)>,
+    homes: HashMap<String, (NodeRef, Instant)>,
+}
+
+impl MemoryStore {
+    /// An empty store, and a first connection to it.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Another connection to the same store, with its own link (up).
+    pub fn connection(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            link: AtomicU8::new(Link::Up as u8),
+        }
+    }
+
+    /// Sets this connection's link.
+    pub fn set_link(&self, link: Link) {
+        self.link.store(link as u8, Ordering::Relaxed);
+    }
+
+    /// Runs `op` on the shared state as the link lets it.
+    fn apply<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut Shared, Instant) -> Result<T, StoreError>,
+    ) -> StoreFuture<'static, T> {
+        let link = self.link.load(Ordering::Relaxed);
+        let result = if link == Link::Down as u8 {
+            Err(StoreError::Unavailable("the link is down".into()))
+        } else {
+            let now = Instant::now();
+            let mut shared = self.shared.lock();
+            shared.expire(now);
+            let result = op(&mut shared, now);
+            if link == Link::RepliesLost as u8 {
+                Err(StoreError::Unavailable("the reply was lost".into()))
+            } else {
+                result
+            }
+        };
+        Box::pin(std::future::ready(result))
+    }
+}
+
+impl Shared {
+    fn expire(&mut self, now: Instant) {
+        self.nodes.retain(|_, (_, until)| *until > now);
+        self.homes.retain(|_, (_, until)| *until > now);
+    }
+
+    /// Registered with that epoch.
+    fn live(&self, node: &NodeRef) -> bool {
+        self.nodes
+            .get(&node.node)
+            .is_some_and(|(r, _)| r.epoch == node.epoch)
+    }
+
+    fn latest(&self, node: &NodeRef) -> bool {
+        self.epochs.get(&node.node) == Some(&node.epoch)
+    }
+}
+
+impl ClusterStore for MemoryStore {
+    fn next_epoch<'a>(&'a self, node: &'a str) -> StoreFuture<'a, u64> {
+        let node = node.to_owned();
+        self.apply(move |shared, _| {
+            let epoch = shared.epochs.entry(node).or_default();
+            *epoch += 1;
+            Ok(*epoch)
+        })
+    }
+
+    fn register<'a>(
+        &'a self,
+        registration: &'a Registration,
+        rooms: &'a [String],
+        ttl: Duration,
+    ) -> StoreFuture<'a, Vec<bool>> {
+        let registration = registration.clone();
+        let rooms = rooms.to_vec();
+        self.apply(move |shared, now| {
+            let me = registration.node_ref();
+            if !shared.latest(&me) {
+                return Err(StoreError::Fenced);
+            }
+            let until = now + ttl;
+            shared
+                .nodes
+                .insert(registration.node.clone(), (registration, until));
+            let held = rooms.iter().map(|room| match shared.homes.get_mut(room) {
+                Some((home, expiry)) if *home == me => {
+                    *expiry = until;
+                    true
+                }
+                _ => false,
+            });
+            Ok(held.collect())
+        })
+    }
+
+    fn nodes(&self) -> StoreFuture<'_, Vec<Registration>> {
+        self.apply(|shared, _| Ok(shared.nodes.values().map(|(r, _)| r.clone()).collect()))
+    }
+
+    fn claim_home<'a>(
+        &'a self,
+        room: &'a str,
+        claimant: &'a NodeRef,
+        ttl: Duration,
+    ) -> StoreFuture<'a, NodeRef> {
+        let room = room.to_owned();
+        let claimant = claimant.clone();
+        self.apply(move |shared, now| {
+            if let Some((home, _)) = shared.homes.get(&room) {
+                if *home != claimant && shared.live(home) {
+                    return Ok(home.clone());
+                }
+            }
+            if !shared.live(&claimant) {
+                return Err(StoreError::NotRegistered);
+            }
+            shared.homes.insert(room, (claimant.clone(), now + ttl));
+            Ok(claimant)
+        })
+    }
+
+    fn home<'a>(&'a self, room: &'a str) -> StoreFuture<'a, Option<NodeRef>> {
+        let room = room.to_owned();
+        self.apply(move |shared, _| {
+            let home = shared.homes.get(&room).map(|(home, _)| home);
+            Ok(home.filter(|home| shared.live(home)).cloned())
+        })
+    }
+
+    fn deregister<'a>(&'a self, node: &'a NodeRef, rooms: &'a [String]) -> StoreFuture<'a, ()> {
+        let node = node.clone();
+        let rooms = rooms.to_vec();
+        self.apply(move |shared, _| {
+            if !shared.latest(&node) {
+                return Ok(());
+            }
+            shared.nodes.remove(&node.node);
+            for room in rooms {
+                if shared
+                    .homes
+                    .get(&room)
+                    .is_some_and(|(home, _)| *home == node)
+                {
+                    shared.homes.remove(&room);
+                }
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,26 @@
+//! Nodes of one cluster sharing a store (`redis = "redis://..."`): each registers itself with
+//! its load under a short lease and a boot epoch, rooms get a home node by compare-and-set, and
+//! a node that cannot take a new session sends it to one that can. Without a store configured
+//! the node is alone and none of this runs. See docs/cluster.md.
+//!
+//! - [`store`]: the cluster store's trait and what it holds; [`memory`]: in memory, for tests;
+//!   [`redis`]: on a Redis server, for production.
+//! - [`placement`]: which node takes a new session, from the nodes' registrations.
+//! - [`member`]: this node's part: its epoch, lease, load, and the homes it holds.
+//! - [`heartbeat`]: the task that measures the load and refreshes the registration.
+//! - [`drain`]: `SIGTERM` on a clustered node: no new sessions, exit once they have ended.
+//! - [`http`]: new sessions' requests placed (`307`, `503`), and the cluster's metrics.
+
+pub mod drain;
+pub mod heartbeat;
+pub mod http;
+pub mod member;
+pub mod memory;
+pub mod placement;
+pub mod redis;
+pub mod settings;
+pub mod store;
+
+pub use member::Member;
+pub use settings::ClusterConfig;
+pub use store::{ClusterStore, Load, NodeRef, NodeState, Registration, StoreError};
