@@ -50,6 +50,7 @@ pub mod memory;
 pub mod metrics;
 pub mod participant;
 pub mod peer;
+pub mod remote;
 pub mod replay;
 pub mod room_view;
 pub mod sdp;
@@ -60,6 +61,7 @@ pub mod signaling;
 pub mod socket;
 pub mod srtp;
 pub mod stats;
+pub mod tcp;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tls;

@@ -17,5 +17,6 @@ mod ice_servers;
 mod participants;
 mod rooms;
 mod sessions;
+mod tcp;
 mod turn;
 mod viewers;
