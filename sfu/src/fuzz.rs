@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use rtp_ext::codec::{parse_payload, Codec};
 use rtp_ext::rtp::RtpPacket;
 use selector::{Layer, LayerLimits};
@@ -34,6 +34,7 @@ use crate::node::sdp::{
 use crate::node::srtp::{
     self, SrtpContext, SrtpError, SrtpKeys, SrtpProfile, SrtpSession, Unprotected,
 };
+use crate::node::tcp::framing::{self, FrameError};
 use crate::node::testing;
 use crate::sim::{Delivery, LinkConfig, Network};
 
@@ -735,4 +736,41 @@ pub fn sctp_input(data: &[u8]) {
             association.handle_timeout(now);
         }
     }
+}
+
+/// `tcp_framing`: a peer's ICE-TCP stream (RFC 4571), the first byte picking how it is cut
+/// into reads: the frames come out the same however it is cut, never longer than the node
+/// takes, and framed again they are the stream up to where it ended or went bad.
+pub fn tcp_framing(data: &[u8]) {
+    let Some((&cut, stream)) = data.split_first() else {
+        return;
+    };
+    let (frames, outcome) = deframe(stream, stream.len().max(1));
+    assert_eq!(
+        (frames.clone(), outcome),
+        deframe(stream, usize::from(cut).max(1))
+    );
+    let mut again = BytesMut::new();
+    for frame in &frames {
+        assert!(frame.len() <= framing::MAX_FRAME);
+        framing::encode(frame, &mut again).expect("a frame the node took fits its length");
+    }
+    assert_eq!(&again[..], &stream[..again.len()]);
+}
+
+/// Every frame of `stream` read `cut` bytes at a time, and the error that ended it, if any.
+fn deframe(stream: &[u8], cut: usize) -> (Vec<Bytes>, Option<FrameError>) {
+    let mut buffer = BytesMut::new();
+    let mut frames = Vec::new();
+    for read in stream.chunks(cut) {
+        buffer.extend_from_slice(read);
+        loop {
+            match framing::decode(&mut buffer) {
+                Ok(Some(frame)) => frames.push(frame),
+                Ok(None) => break,
+                Err(e) => return (frames, Some(e)),
+            }
+        }
+    }
+    (frames, None)
 }

@@ -18,6 +18,8 @@ pub mod framing;
 mod links;
 mod listener;
 mod stats;
+#[cfg(test)]
+mod tests;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;

@@ -19,7 +19,7 @@ use crate::node::shard::WorkerId;
 
 /// Bytes taken off the queue into the write buffer before it is written: a few packets per
 /// write call, and the bound on what waits outside the queue.
-const WRITE_BATCH: usize = 16 * 1024;
+pub(super) const WRITE_BATCH: usize = 16 * 1024;
 
 /// What one read may add to the read buffer.
 const READ_CHUNK: usize = 8 * 1024;
