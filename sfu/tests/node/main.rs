@@ -18,5 +18,6 @@ mod participants;
 mod rooms;
 mod sessions;
 mod tcp;
+mod tcp_node;
 mod turn;
 mod viewers;
