@@ -103,11 +103,10 @@ impl Clients {
         if stats.open.load(Ordering::Relaxed) >= limits.connections {
             return Err(Refusal::NodeFull);
         }
-        let of_client = open.entry(ip).or_default();
-        if *of_client >= limits.per_client {
+        if open.get(&ip).is_some_and(|&n| n >= limits.per_client) || limits.per_client == 0 {
             return Err(Refusal::ClientFull);
         }
-        *of_client += 1;
+        *open.entry(ip).or_default() += 1;
         stats.open.fetch_add(1, Ordering::Relaxed);
         stats.accepted.fetch_add(1, Ordering::Relaxed);
         Ok(Place {
@@ -128,5 +127,38 @@ impl Drop for Place {
             }
         }
         self.stats.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_are_held_per_client_and_on_the_node_and_given_back() {
+        let (clients, stats) = (Arc::new(Clients::default()), Arc::new(TcpStats::default()));
+        let limits = TcpLimits {
+            connections: 3,
+            per_client: 2,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+        };
+        let ip = |n: u8| IpAddr::from([192, 0, 2, n]);
+        let admit = |n| clients.admit(&stats, &limits, ip(n));
+        let first = admit(1).expect("room");
+        let _second = admit(1).expect("room");
+        assert!(matches!(admit(1), Err(Refusal::ClientFull)));
+        let _other = admit(2).expect("another client");
+        assert!(matches!(admit(3), Err(Refusal::NodeFull)));
+        assert_eq!(stats.view().open, 3);
+        drop(first);
+        let third = admit(3).expect("a place given back is taken again");
+        assert_eq!((stats.view().open, stats.view().accepted), (3, 4));
+        drop(third);
+        assert_eq!(stats.view().open, 2);
+        assert!(
+            clients.open.lock().get(&ip(3)).is_none(),
+            "no client kept at none"
+        );
     }
 }
