@@ -79,7 +79,11 @@ fn av1_l3t3_over_ice_tcp_where_udp_is_dropped() {
     let publisher = strata::publish(&sending, options);
     let encodings = strata::wait_publishing(&sending, &publisher);
     assert_eq!(encodings[0]["scalabilityMode"], "L3T3", "{encodings:?}");
-    assert_eq!(protocol(&sending, &publisher), "tcp", "the publisher");
+    assert_eq!(
+        strata::selected_local(&sending, &publisher, "protocol"),
+        "tcp",
+        "the publisher"
+    );
 
     let viewer_browser = Chromium::launch_within(&viewing_net.enter(), &[]);
     let viewing = viewer_browser.open(&url);
@@ -93,7 +97,11 @@ fn av1_l3t3_over_ice_tcp_where_udp_is_dropped() {
         "720p over TCP after {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    assert_eq!(protocol(&viewing, &viewer), "tcp", "the viewer without UDP");
+    assert_eq!(
+        strata::selected_local(&viewing, &viewer, "protocol"),
+        "tcp",
+        "the viewer without UDP"
+    );
     let watched = watch_for(&viewing, &viewer, WATCH);
     println!("over TCP for {WATCH:?}: {watched:?}");
     assert!(watched.fps >= MIN_FPS, "{watched:?}");
@@ -106,7 +114,11 @@ fn av1_l3t3_over_ice_tcp_where_udp_is_dropped() {
     strata::poll_until(&udp_page, RAMP_UP, EVERY_SECOND, "decoding over UDP", |s| {
         (num(&s[&udp_viewer]["video"], "framesDecoded") > 0.0).then_some(())
     });
-    assert_eq!(protocol(&udp_page, &udp_viewer), "udp", "a viewer with UDP");
+    assert_eq!(
+        strata::selected_local(&udp_page, &udp_viewer, "protocol"),
+        "udp",
+        "a viewer with UDP"
+    );
     let metrics = metrics(&udp_page);
     for (transport, sessions) in [("tcp", 2), ("udp", 1)] {
         let series =
@@ -146,18 +158,6 @@ fn setup_median(page: &Page, n: usize) -> f64 {
         .collect();
     times.sort_by(f64::total_cmp);
     (times[(n - 1) / 2] + times[n / 2]) / 2.0
-}
-
-/// The transport protocol of the candidate the session's connection selected locally.
-fn protocol(page: &Page, id: &str) -> Value {
-    page.eval_json(&format!(
-        "(async () => {{
-            const report = await sessions.get({id:?}).pc.getStats();
-            let pair = null;
-            report.forEach((r) => {{ if (r.type === 'transport') pair = report.get(r.selectedCandidatePairId); }});
-            return pair ? report.get(pair.localCandidateId).protocol : null;
-        }})()"
-    ))
 }
 
 fn metrics(page: &Page) -> String {
