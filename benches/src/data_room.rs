@@ -255,7 +255,7 @@ impl DataRoom {
             moved |= drain(member, &mut self.core, self.now).is_none();
         }
         while let Some((to, len)) = self.core.poll_datagram(&mut self.buf) {
-            let Some(member) = self.members.iter_mut().find(|m| m.addr == to) else {
+            let Some(member) = self.members.iter_mut().find(|m| to == m.addr) else {
                 continue;
             };
             let lost = member.loss.as_mut().is_some_and(|(rng, per_million)| {

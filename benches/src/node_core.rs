@@ -96,7 +96,8 @@ fn drain(core: &mut NodeCore, batch: &mut Batch) -> usize {
         let Some((to, len)) = core.poll_datagram(buffer) else {
             break;
         };
-        batch.commit(to, len);
+        // Every session here is bound over UDP.
+        batch.commit(to.addr(), len);
         polled += 1;
     }
     batch.clear();

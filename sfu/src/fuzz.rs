@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use rtp_ext::codec::{parse_payload, Codec};
 use rtp_ext::rtp::RtpPacket;
 use selector::{Layer, LayerLimits};
@@ -34,6 +34,7 @@ use crate::node::sdp::{
 use crate::node::srtp::{
     self, SrtpContext, SrtpError, SrtpKeys, SrtpProfile, SrtpSession, Unprotected,
 };
+use crate::node::tcp::framing::{self, FrameError};
 use crate::node::testing;
 use crate::sim::{Delivery, LinkConfig, Network};
 
@@ -339,6 +340,7 @@ fn answer_reads_back(media: Vec<AnswerMedia>, extmap_allow_mixed: bool) {
             SocketAddr::from(([127, 0, 0, 1], 40000)),
             SocketAddr::from(([0, 0, 0, 0, 0, 0, 0, 1], 40001)),
         ],
+        tcp_candidate: Some(SocketAddr::from(([127, 0, 0, 1], 40000))),
         extmap_allow_mixed,
         video_fmtp_suffix: Some("x-min-bitrate=2500".to_owned()),
         media,
@@ -673,7 +675,7 @@ fn node_ice(index: usize) -> IceCredentials {
 fn drain_node(core: &mut NodeCore, viewer: PeerId, sent: &mut NodeSent) {
     let mut buf = vec![0; MAX_DATAGRAM];
     while let Some((to, len)) = core.poll_datagram(&mut buf) {
-        assert!(NODE_ADDRS.contains(&to), "sent to {to}");
+        assert!(NODE_ADDRS.iter().any(|&a| to == a), "sent to {to}");
         let out = &buf[..len];
         match classify(out) {
             PayloadKind::Stun => assert_binding_success(out),
@@ -734,4 +736,41 @@ pub fn sctp_input(data: &[u8]) {
             association.handle_timeout(now);
         }
     }
+}
+
+/// `tcp_framing`: a peer's ICE-TCP stream (RFC 4571), the first byte picking how it is cut
+/// into reads: the frames come out the same however it is cut, never longer than the node
+/// takes, and framed again they are the stream up to where it ended or went bad.
+pub fn tcp_framing(data: &[u8]) {
+    let Some((&cut, stream)) = data.split_first() else {
+        return;
+    };
+    let (frames, outcome) = deframe(stream, stream.len().max(1));
+    assert_eq!(
+        (frames.clone(), outcome),
+        deframe(stream, usize::from(cut).max(1))
+    );
+    let mut again = BytesMut::new();
+    for frame in &frames {
+        assert!(frame.len() <= framing::MAX_FRAME);
+        framing::encode(frame, &mut again).expect("a frame the node took fits its length");
+    }
+    assert_eq!(&again[..], &stream[..again.len()]);
+}
+
+/// Every frame of `stream` read `cut` bytes at a time, and the error that ended it, if any.
+fn deframe(stream: &[u8], cut: usize) -> (Vec<Bytes>, Option<FrameError>) {
+    let mut buffer = BytesMut::new();
+    let mut frames = Vec::new();
+    for read in stream.chunks(cut) {
+        buffer.extend_from_slice(read);
+        loop {
+            match framing::decode(&mut buffer) {
+                Ok(Some(frame)) => frames.push(frame),
+                Ok(None) => break,
+                Err(e) => return (frames, Some(e)),
+            }
+        }
+    }
+    (frames, None)
 }

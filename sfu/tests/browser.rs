@@ -280,14 +280,7 @@ fn publishing_and_watching_through_a_turn_relay() {
     let viewer = strata::watch(&page, json!({ "room": "relayed", "relay": true }));
     assert_decoding(&page, &viewer, "a viewer through a relay", RAMP_UP);
     for id in [&publisher, &viewer] {
-        let kind = page.eval_json(&format!(
-            "(async () => {{
-                const report = await sessions.get({id:?}).pc.getStats();
-                let pair = null;
-                report.forEach((r) => {{ if (r.type === 'transport') pair = report.get(r.selectedCandidatePairId); }});
-                return pair ? report.get(pair.localCandidateId).candidateType : null;
-            }})()"
-        ));
+        let kind = strata::selected_local(&page, id, "candidateType");
         assert_eq!(kind, "relay", "session {id} goes through the TURN relay");
     }
 }

@@ -22,6 +22,10 @@
 )]
 mod chromium;
 #[path = "browser/netns.rs"]
+#[allow(
+    dead_code,
+    reason = "these scenarios use part of the namespaces' helpers"
+)]
 mod netns;
 #[path = "browser/node.rs"]
 #[allow(
@@ -133,7 +137,7 @@ fn vp8_simulcast_behind_a_limited_link() {
 const CONFIG: &str = "log = \"info,dtls=error,sfu::node::core=debug\"\n";
 
 fn limited_link(publisher: Publisher) {
-    require_node_address();
+    netns::require_node_address(NODE_IP, IGNORED);
     let mode = "transport-wide CC";
     let node = Node::start_on(NODE_IP, Some(CONFIG), &[]);
     let url = node.url("/");
@@ -288,20 +292,6 @@ fn measure_layer_rates(page: &Page, link: &Netns, node: &Node, room: &str) -> [u
     }
     strata::stop_all(page);
     rates
-}
-
-/// The test's own network: the node's address on its loopback, in a namespace of its own (the
-/// veths and shapers it adds must touch nothing outside).
-fn require_node_address() {
-    let out = std::process::Command::new("ip")
-        .args(["-o", "addr", "show", "dev", "lo"])
-        .output()
-        .expect("run ip");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains(&format!("inet {NODE_IP}/")),
-        "{NODE_IP} is not on this namespace's loopback: {IGNORED}"
-    );
 }
 
 /// The node's allocation events so far: who joined, each viewer's estimate, the layers it

@@ -88,6 +88,42 @@ fn chromium_publisher_to_gstreamer() {
     assert_decodes(&decoded, None, "a GStreamer viewer of Chromium");
 }
 
+/// webrtcbin with its ICE agent's UDP off: libnice's active TCP candidates reach the node's
+/// passive one, and a GStreamer publisher and viewer carry VP8 and Opus over ICE-TCP alone.
+#[test]
+#[ignore = "needs GStreamer and chromium in a private network namespace: run .ci/browser-test"]
+fn gstreamer_over_ice_tcp() {
+    let node = Node::start(&[]);
+    let tcp_only = ["--tcp-only"];
+    let _publisher = Client::publish(&node, "gst-tcp", "vp8", &tcp_only);
+    let viewer = Client::watch_with(&node, "gst-tcp", &tcp_only);
+    let decoded = viewer.decoded();
+    assert_decodes(&decoded, Some(SIZE), "a GStreamer viewer over ICE-TCP");
+    // The viewer's connection closed with it; the publisher's is still its session's.
+    let metrics = metrics(&node);
+    for series in [
+        "strata_sessions_by_transport{transport=\"tcp\"} 1",
+        "strata_sessions_by_transport{transport=\"udp\"} 0",
+        "strata_tcp_connections_accepted_total 2",
+    ] {
+        assert!(metrics.contains(series), "{series} in\n{metrics}");
+    }
+}
+
+/// The node's `/metrics`, over a plain HTTP/1.1 request.
+fn metrics(node: &Node) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(&node.http).expect("connects");
+    let request = format!(
+        "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        node.http
+    );
+    stream.write_all(request.as_bytes()).expect("sent");
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).expect("a reply");
+    reply
+}
+
 /// A GStreamer publisher of `video` and Opus, watched at once by a GStreamer viewer and a
 /// Chromium viewer, which must receive `mime`.
 fn gstreamer_publisher_to_both_viewers(video: &str, mime: &str) {

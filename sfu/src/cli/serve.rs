@@ -21,6 +21,10 @@ pub struct ServeArgs {
     /// The UDP socket for all media [default: 127.0.0.1:50000].
     #[arg(long, env = "STRATA_UDP")]
     udp: Option<SocketAddr>,
+    /// The ICE-TCP listener (passive candidates); empty turns it off [default: the UDP
+    /// socket's address, on TCP].
+    #[arg(long, env = "STRATA_TCP")]
+    tcp: Option<String>,
     /// The IP address announced in ICE candidates (the UDP socket's by default).
     #[arg(long, env = "STRATA_PUBLIC_IP")]
     public_ip: Option<IpAddr>,
@@ -67,6 +71,8 @@ impl ServeArgs {
         config.http = self.http.unwrap_or(config.http);
         config.udp = self.udp.unwrap_or(config.udp);
         config.public_ip = self.public_ip.or(config.public_ip);
+        config.tcp = self.tcp.or(config.tcp);
+        config.tcp(config.udp).map_err(|e| e.to_string())?;
         if !self.tokens.is_empty() {
             config.tokens = self.tokens;
         }

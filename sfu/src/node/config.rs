@@ -23,6 +23,12 @@ pub struct NodeConfig {
     pub http: SocketAddr,
     /// The one UDP socket all media, STUN and DTLS share.
     pub udp: SocketAddr,
+    /// The ICE-TCP listener (RFC 6544, passive): by default the UDP socket's address and
+    /// port on TCP; an empty string turns ICE over TCP off.
+    pub tcp: Option<String>,
+    /// An ICE-TCP connection on which the node has answered nothing (no binding request of
+    /// one of its sessions came) for this long is closed.
+    pub tcp_handshake_timeout_ms: u64,
     /// The address put in ICE candidates; by default the UDP socket's own, or loopback when
     /// that is unspecified (0.0.0.0).
     pub public_ip: Option<IpAddr>,
@@ -101,6 +107,8 @@ impl Default for NodeConfig {
         Self {
             http: SocketAddr::new(loopback, 8080),
             udp: SocketAddr::new(loopback, 50_000),
+            tcp: None,
+            tcp_handshake_timeout_ms: 10_000,
             public_ip: None,
             tokens: Vec::new(),
             jwt_secret: None,
@@ -148,6 +156,9 @@ pub enum ConfigError {
     /// `tls_cert` and `tls_key` name each other: one without the other is a mistake.
     #[error("tls_cert and tls_key go together: set both or neither")]
     TlsPair,
+    /// `tcp` is neither empty nor an address.
+    #[error("tcp = {0:?} is neither empty (off) nor an address")]
+    Tcp(String),
     /// An `[[ice_servers]]` entry is unusable.
     #[error(transparent)]
     IceServer(#[from] IceServerError),
@@ -176,6 +187,7 @@ impl NodeConfig {
         for server in &config.ice_servers {
             server.validate()?;
         }
+        config.tcp(config.udp)?;
         Ok(config)
     }
 
@@ -200,6 +212,26 @@ impl NodeConfig {
             (None, None) => Ok(None),
             _ => Err(ConfigError::TlsPair),
         }
+    }
+
+    /// Where the ICE-TCP listener binds, given where the UDP socket was bound (`udp`): the
+    /// setting's address, or by default the UDP socket's (any port when the UDP one was
+    /// asked for any); `None` when the setting is empty (off).
+    pub fn tcp(&self, udp: SocketAddr) -> Result<Option<SocketAddr>, ConfigError> {
+        match self.tcp.as_deref().map(str::trim) {
+            None if self.udp.port() == 0 => Ok(Some(SocketAddr::new(udp.ip(), 0))),
+            None => Ok(Some(udp)),
+            Some("") => Ok(None),
+            Some(addr) => addr
+                .parse()
+                .map(Some)
+                .map_err(|_| ConfigError::Tcp(addr.to_owned())),
+        }
+    }
+
+    /// [`tcp_handshake_timeout_ms`](Self::tcp_handshake_timeout_ms) as a duration.
+    pub fn tcp_handshake_timeout(&self) -> Duration {
+        Duration::from_millis(self.tcp_handshake_timeout_ms)
     }
 
     /// The address announced in ICE candidates.
@@ -282,6 +314,23 @@ mod tests {
         };
         assert_eq!(names, ["localhost", "127.0.0.1"]);
         assert!(matches!(NodeConfig::default().tls(), Ok(None)));
+    }
+
+    #[test]
+    fn tcp_is_the_udp_address_by_default_another_or_off() {
+        let udp: SocketAddr = "127.0.0.1:50000".parse().expect("an address");
+        let defaults = NodeConfig::default();
+        assert_eq!(defaults.tcp(udp).expect("valid"), Some(udp));
+        let any = NodeConfig::from_toml("udp = \"127.0.0.1:0\"").expect("valid");
+        let bound = "127.0.0.1:41234".parse().expect("an address");
+        let tcp = any.tcp(bound).expect("valid").expect("on");
+        assert_eq!(tcp.port(), 0, "any port, as the UDP one was asked for");
+        let other = NodeConfig::from_toml("tcp = \"0.0.0.0:443\"").expect("valid");
+        assert_eq!(other.tcp(udp).expect("valid"), "0.0.0.0:443".parse().ok());
+        let off = NodeConfig::from_toml("tcp = \"\"").expect("valid");
+        assert_eq!(off.tcp(udp).expect("valid"), None);
+        let bad = NodeConfig::from_toml("tcp = \"port 443\"").expect("a string");
+        assert!(matches!(bad.tcp(udp), Err(ConfigError::Tcp(_))));
     }
 
     #[test]

@@ -29,7 +29,6 @@ mod views;
 mod wire;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +39,7 @@ use super::dtls::{DtlsConfig, DATAGRAM_LIMIT};
 use super::limits::{LimitError, Limits};
 use super::metrics::{DropReason, NodeCounters, Snapshot};
 use super::peer::{Peer, PeerId, Role};
+use super::remote::Remote;
 use super::session_events::SessionEvent;
 use super::shard::{Steering, WorkerId};
 use crate::engine::id_map::IdMap;
@@ -119,7 +119,7 @@ pub struct NodeCore {
     by_ufrag: HashMap<String, PeerId>,
     /// Filled only by binding requests that proved the session's password, so no sender
     /// picks its keys: an unkeyed hash is safe here.
-    by_addr: IdMap<SocketAddr, PeerId>,
+    by_addr: IdMap<Remote, PeerId>,
     /// Each session's engine transport: outputs name the transport they go out on.
     by_transport: IdMap<TransportId, PeerId>,
     /// The node-wide places its sessions hold, shared with the node's other cores.
@@ -130,7 +130,7 @@ pub struct NodeCore {
     /// This core's sessions without SRTP keys yet.
     connecting: usize,
     /// STUN answers and DTLS records: a session's set-up, sent before any media.
-    handshake_out: VecDeque<(SocketAddr, Vec<u8>)>,
+    handshake_out: VecDeque<(Remote, Vec<u8>)>,
     /// The certificate and timeout of sessions' DTLS associations.
     dtls: Option<DtlsConfig>,
     /// Sessions' association timers, earliest first.
@@ -435,6 +435,9 @@ impl NodeCore {
             ..Snapshot::default()
         };
         for peer in self.peers.values() {
+            if let Some(addr) = peer.addr {
+                snapshot.sessions_by_transport[addr.transport() as usize] += 1;
+            }
             if let Some(p) = peer.role.publisher() {
                 snapshot.tracks += p.tracks.len();
                 for track in p.tracks.iter().filter_map(|t| t.id) {

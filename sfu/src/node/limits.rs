@@ -32,6 +32,9 @@ pub struct Limits {
     /// HTTP connections open at once; past it new connections wait in the listen backlog
     /// until one closes.
     pub http_connections: usize,
+    /// ICE-TCP connections open from one client address (the node as a whole holds as many
+    /// as it holds `sessions`).
+    pub tcp_connections_per_client: usize,
     /// Offers a conference participant may send per second after its first (renegotiations;
     /// as many may come at once); past it 429. 0: no limit.
     pub offers_per_second: u32,
@@ -52,6 +55,9 @@ impl Default for Limits {
             tracks_per_offer: 6,
             room_name_bytes: 64,
             http_connections: 1000,
+            // A browser opens one or two per session it starts over TCP: a client with
+            // several tabs fits, a client holding hundreds open does not.
+            tcp_connections_per_client: 20,
             // A page offers again when its room changes, which the node asks for once per
             // change however many come: a few a second even in a busy room. Reading a large
             // room's offer costs milliseconds, so a client may not make the node do it more.

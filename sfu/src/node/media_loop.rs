@@ -23,7 +23,9 @@ use super::event_queue::{event_queue, Closed, EventReceiver, EventSender};
 use super::memory;
 use super::metrics::{DropReason, Snapshot};
 use super::peer::PeerId;
+use super::remote::Remote;
 use super::shard::{Handoff, Shard};
+use super::tcp::{Links, TcpInput};
 use crate::engine::rtcp::WallClock;
 
 /// A request to the media loop: run once against its worker, at the loop's `now`.
@@ -150,6 +152,18 @@ pub struct MediaLoop {
     next_release: Instant,
     /// This loop's part when the node has several workers.
     shard: Option<Shard>,
+    /// Its part of ICE-TCP, when the node listens for it.
+    tcp: Option<TcpPart>,
+}
+
+/// A worker's part of ICE-TCP: what its sessions' connections hand it, and every
+/// connection's send queue.
+#[derive(Debug)]
+pub struct TcpPart {
+    /// Frames and closings of the connections whose sessions are this worker's.
+    pub inbox: mpsc::Receiver<TcpInput>,
+    /// Where packets for a connection go.
+    pub links: Arc<Links>,
 }
 
 impl std::fmt::Debug for MediaLoop {
@@ -186,6 +200,7 @@ impl MediaLoop {
             reaped: 0,
             next_release: now(),
             shard: None,
+            tcp: None,
         };
         (media_loop, MediaLoopHandle { requests: handle })
     }
@@ -195,6 +210,12 @@ impl MediaLoop {
     pub fn with_shard(mut self, shard: Shard) -> Self {
         self.worker.handoff_lost = Some(Arc::clone(&shard.lost));
         self.shard = Some(shard);
+        self
+    }
+
+    /// The same loop taking its sessions' ICE-TCP connections too.
+    pub fn with_tcp(mut self, tcp: TcpPart) -> Self {
+        self.tcp = Some(tcp);
         self
     }
 
@@ -215,6 +236,7 @@ impl MediaLoop {
                     None => break,
                 },
                 Some((from, data)) = handed_over(&mut self.shard) => self.take_handed_over(from, &data),
+                Some(input) = from_tcp(&mut self.tcp) => self.take_from_tcp(input),
                 () = tokio::time::sleep_until(deadline.into()) => {}
             }
             // Whatever the input made the core queue, a request's included.
@@ -258,6 +280,22 @@ impl MediaLoop {
         }
     }
 
+    /// What a TCP connection handed over, and up to a batch more behind it, as datagrams
+    /// handed over are taken.
+    fn take_from_tcp(&mut self, input: TcpInput) {
+        let mut next = Some(input);
+        for _ in 0..batch::BATCH_LEN {
+            match next.take() {
+                Some(TcpInput::Frame(from, data)) => {
+                    self.worker.core.handle_packet(now(), from, &data);
+                }
+                Some(TcpInput::Closed(remote)) => self.worker.core.handle_closed(remote),
+                None => break,
+            }
+            next = self.tcp.as_mut().and_then(|t| t.inbox.try_recv().ok());
+        }
+    }
+
     fn on_datagram(&mut self, from: SocketAddr, data: &[u8]) {
         self.worker.core.handle_datagram(now(), from, data);
     }
@@ -273,7 +311,19 @@ impl MediaLoop {
                 let Some((to, len)) = worker.core.poll_datagram(buffer) else {
                     break;
                 };
-                self.batch.commit(to, len);
+                match to {
+                    Remote::Udp(to) => self.batch.commit(to, len),
+                    // A connection's packet leaves through its queue; the buffer is reused.
+                    Remote::Tcp { id, .. } => {
+                        let links = self.tcp.as_ref().map(|t| &t.links);
+                        let sent = links.map_or(Err(DropReason::TcpClosed), |links| {
+                            links.send(id, &buffer[..len])
+                        });
+                        if let Err(reason) = sent {
+                            worker.core.count_dropped(reason, 1);
+                        }
+                    }
+                }
             }
             if self.batch.is_empty() {
                 break;
@@ -292,6 +342,14 @@ impl MediaLoop {
             self.reaped += 1;
         }
         worker.deliver_session_events();
+    }
+}
+
+/// The next input from a TCP connection; never, without ICE-TCP.
+async fn from_tcp(tcp: &mut Option<TcpPart>) -> Option<TcpInput> {
+    match tcp {
+        Some(tcp) => tcp.inbox.recv().await,
+        None => std::future::pending().await,
     }
 }
 

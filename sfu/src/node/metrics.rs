@@ -3,7 +3,9 @@
 use std::fmt::Write;
 
 use super::limits::LimitError;
+use super::remote::Transport;
 use super::stats::{kind_label, LayerView, TrackStats, ViewerStats};
+use super::tcp::{CloseReason, Refusal, TcpView};
 use crate::engine::ReceiveError;
 
 /// Why the node or the engine dropped a datagram or a packet.
@@ -80,10 +82,15 @@ pub enum DropReason {
     /// Data channel messages whose PPID is neither a string's nor a binary's (RFC 8831 section
     /// 8) nor DCEP's: not WebRTC messages, not relayed.
     DataUnknownPpid,
+    /// A packet for a TCP connection whose send queue was full: its peer reads slower than
+    /// it is sent.
+    TcpQueueFull,
+    /// A packet for a TCP connection that has closed.
+    TcpClosed,
 }
 
 impl DropReason {
-    const ALL: [DropReason; 28] = [
+    const ALL: [DropReason; 30] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -112,6 +119,8 @@ impl DropReason {
         Self::DataChannelLimit,
         Self::DataNoChannel,
         Self::DataUnknownPpid,
+        Self::TcpQueueFull,
+        Self::TcpClosed,
     ];
 
     fn label(self) -> &'static str {
@@ -144,6 +153,8 @@ impl DropReason {
             Self::DataChannelLimit => "data_channel_limit",
             Self::DataNoChannel => "data_no_channel",
             Self::DataUnknownPpid => "data_unknown_ppid",
+            Self::TcpQueueFull => "tcp_queue_full",
+            Self::TcpClosed => "tcp_closed",
         }
     }
 
@@ -173,6 +184,11 @@ pub struct NodeCounters {
     pub rtp_out: u64,
     /// UDP bytes sent.
     pub bytes_out: u64,
+    /// Bytes of the frames received on TCP connections (without their length prefix).
+    pub tcp_bytes_in: u64,
+    /// Bytes of the frames sent on TCP connections, as the core gave them (without their
+    /// length prefix; some may yet be dropped at a slow reader's queue, counted).
+    pub tcp_bytes_out: u64,
     /// UDP send calls made: each sends a batch of datagrams.
     pub send_calls: u64,
     /// The engine's events, by kind. A viewer's layer changed.
@@ -226,6 +242,8 @@ impl NodeCounters {
         self.bytes_in += other.bytes_in;
         self.rtp_out += other.rtp_out;
         self.bytes_out += other.bytes_out;
+        self.tcp_bytes_in += other.tcp_bytes_in;
+        self.tcp_bytes_out += other.tcp_bytes_out;
         self.send_calls += other.send_calls;
         self.layer_changes += other.layer_changes;
         self.bandwidth_estimates += other.bandwidth_estimates;
@@ -288,6 +306,10 @@ pub struct Snapshot {
     pub event_stream_waiting_bytes: usize,
     /// Participants' offers refused for coming too often.
     pub offers_refused: u64,
+    /// Sessions bound (ICE checked) over each transport, in [`Transport::ALL`] order.
+    pub sessions_by_transport: [usize; 2],
+    /// The ICE-TCP listener's connections, when the node listens.
+    pub tcp: Option<TcpView>,
 }
 
 /// The media socket as the kernel sees it.
@@ -348,6 +370,48 @@ fn socket_series(out: &mut String, socket: &SocketView) {
         let help = "Datagrams the kernel dropped because the media socket's receive buffer \
                     was full.";
         counter(out, "udp_receive_overflows_total", help, overflows);
+    }
+}
+
+impl Snapshot {
+    /// Sessions and bytes by transport, and the ICE-TCP listener's connections.
+    fn transport_series(&self, out: &mut String) {
+        let labels = |t: Transport| format!("{{transport=\"{}\"}}", t.label());
+        let sessions = Transport::ALL
+            .into_iter()
+            .map(|t| (labels(t), self.sessions_by_transport[t as usize] as u64));
+        let (name, kind) = ("sessions_by_transport", "gauge");
+        let help = "Sessions by the transport their ICE check bound them over.";
+        family(out, Family { name, help, kind }, sessions);
+        let n = &self.node;
+        let bytes = [
+            ("udp", "in", n.bytes_in),
+            ("udp", "out", n.bytes_out),
+            ("tcp", "in", n.tcp_bytes_in),
+            ("tcp", "out", n.tcp_bytes_out),
+        ]
+        .map(|(t, d, v)| (format!("{{transport=\"{t}\",direction=\"{d}\"}}"), v));
+        let (name, kind) = ("transport_bytes_total", "counter");
+        let help = "Bytes of packets received and of media sent, by transport (TCP without \
+                    its framing).";
+        family(out, Family { name, help, kind }, bytes);
+        let Some(tcp) = &self.tcp else {
+            return;
+        };
+        gauge(
+            out,
+            "tcp_connections",
+            "ICE-TCP connections open.",
+            tcp.open,
+        );
+        let help = "ICE-TCP connections accepted.";
+        counter(out, "tcp_connections_accepted_total", help, tcp.accepted);
+        let refused = Refusal::ALL.iter().map(|r| r.label()).zip(tcp.refused);
+        let help = "ICE-TCP connections refused as they came, by limit.";
+        by_reason(out, "tcp_connections_refused_total", help, refused);
+        let closed = CloseReason::ALL.iter().map(|r| r.label()).zip(tcp.closed);
+        let help = "ICE-TCP connections closed, by reason.";
+        by_reason(out, "tcp_connections_closed_total", help, closed);
     }
 }
 
@@ -466,6 +530,14 @@ impl Snapshot {
         self.socket = self.socket.or(other.socket);
         self.event_streams += other.event_streams;
         self.event_stream_waiting_bytes += other.event_stream_waiting_bytes;
+        for (sum, n) in self
+            .sessions_by_transport
+            .iter_mut()
+            .zip(other.sessions_by_transport)
+        {
+            *sum += n;
+        }
+        self.tcp = self.tcp.or(other.tcp);
     }
 
     /// The Prometheus text exposition format (version 0.0.4) of everything here.
@@ -592,6 +664,7 @@ impl Snapshot {
         if let Some(socket) = &self.socket {
             socket_series(&mut out, socket);
         }
+        self.transport_series(&mut out);
         viewers(&mut out, &self.viewer_stats);
         out
     }

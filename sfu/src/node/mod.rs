@@ -14,6 +14,8 @@
 //! - [`participant`]: a conference participant: publishing and receiving on one peer
 //!   connection, renegotiated in place.
 //! - [`core`]: the sessions and the engine behind one UDP port, sans-IO.
+//! - [`remote`]: where a packet comes from and goes: a UDP address or an ICE-TCP connection.
+//! - [`tcp`]: ICE over TCP: the listener, its limits, each connection's framing and queue.
 //! - [`media_loop`]: the task that owns the core, the socket and the clock.
 //! - [`memory`]: freed memory handed back to the system after sessions leave.
 //! - [`socket`]: the media socket's buffers and what the kernel dropped.
@@ -52,6 +54,7 @@ pub mod memory;
 pub mod metrics;
 pub mod participant;
 pub mod peer;
+pub mod remote;
 pub mod replay;
 pub mod room_view;
 pub mod sdp;
@@ -62,6 +65,7 @@ pub mod signaling;
 pub mod socket;
 pub mod srtp;
 pub mod stats;
+pub mod tcp;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tls;

@@ -2,7 +2,7 @@
 //! context once DTLS is done, and what it publishes or watches.
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::str::FromStr;
 use std::time::Instant;
 
@@ -11,6 +11,7 @@ use selector::{Layer, LayerLimits};
 
 use super::dtls::DtlsAssociation;
 use super::participant::{Identity, Participant};
+use super::remote::Remote;
 use super::sdp::{format, Fingerprint, RoomCodec};
 use super::srtp::SrtpContext;
 use crate::engine::{DownTrackId, TrackConfig, TrackId, TransportId};
@@ -155,7 +156,7 @@ pub struct Peer {
     pub client: Option<IpAddr>,
     /// Where the browser nominated (or, before nomination, first proved it knows our
     /// password from): all our packets to it go there.
-    pub addr: Option<SocketAddr>,
+    pub addr: Option<Remote>,
     /// Its SRTP context, once its handshake yielded keys: `None` until then, and no media passes.
     pub srtp: Option<Box<dyn SrtpContext>>,
     /// Its DTLS association, from its first DTLS record (boxed: a handshake holds buffers).

@@ -1,5 +1,6 @@
-//! Starting and stopping the node: bind the HTTP listener and the UDP socket, run the media
-//! loop and the HTTP server until SIGTERM or Ctrl-C, then let both finish.
+//! Starting and stopping the node: bind the HTTP listener, the UDP socket and the ICE-TCP
+//! listener, run the media loop and the HTTP server until SIGTERM or Ctrl-C, then let both
+//! finish.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,10 +21,11 @@ use super::core::NodeCore;
 use super::dtls::{DtlsCertificate, DtlsConfig};
 use super::http;
 use super::listener::{self, HttpLimits, HttpSettings};
-use super::media_loop::MediaLoop;
+use super::media_loop::{MediaLoop, TcpPart};
 use super::shard;
 use super::signaling::{Signaling, SignalingConfig};
 use super::socket::media_socket;
+use super::tcp::{self, Links, TcpLimits, TcpStats};
 use super::tls::{Certificates, TlsError};
 use crate::engine::RouterConfig;
 
@@ -42,6 +44,14 @@ pub enum ServeError {
     #[error("cannot bind the UDP socket {addr}: {source}")]
     Udp {
         /// The address configured for it.
+        addr: SocketAddr,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The ICE-TCP listener could not be bound.
+    #[error("cannot listen for ICE-TCP on {addr}: {source}")]
+    Tcp {
+        /// The address configured for it (or the UDP socket's).
         addr: SocketAddr,
         /// What the system said.
         source: std::io::Error,
@@ -107,6 +117,7 @@ pub async fn serve_with(
     })?;
     let http_addr = listener.local_addr().map_err(ServeError::Serve)?;
     let udp_addr = socket.local_addr().map_err(ServeError::Serve)?;
+    let tcp = bind_tcp(&config, udp_addr).await?;
     let certificate =
         DtlsCertificate::generate().map_err(|e| ServeError::Certificate(e.to_string()))?;
     let dtls = DtlsConfig::new(&certificate, config.dtls_timeout())
@@ -126,6 +137,9 @@ pub async fn serve_with(
         }
     };
     let mut shards = shards.into_iter();
+    let (tcp_workers, tcp_inboxes) = tcp::inboxes(workers);
+    let mut tcp_inboxes = tcp_inboxes.into_iter();
+    let links = Arc::new(Links::default());
     let admission = Arc::new(Admission::default());
     let mut handles = Vec::with_capacity(workers);
     let mut media = JoinSet::new();
@@ -144,11 +158,32 @@ pub async fn serve_with(
         if let Some(shard) = shard {
             media_loop = media_loop.with_shard(shard);
         }
+        if let (Some(_), Some(inbox)) = (&tcp, tcp_inboxes.next()) {
+            let links = links.clone();
+            media_loop = media_loop.with_tcp(TcpPart { inbox, links });
+        }
         media.spawn(media_loop.run());
         handles.push(handle);
     }
     let reader = reader.map(|reader| tokio::spawn(reader.run(socket.clone())));
     let candidate = SocketAddr::new(config.announced_ip(), udp_addr.port());
+    let tcp_stats = Arc::new(TcpStats::default());
+    let tcp_candidate = match tcp {
+        Some(listener) => {
+            let tcp_addr = listener.local_addr().map_err(ServeError::Serve)?;
+            let limits = TcpLimits {
+                connections: config.limits.sessions,
+                per_client: config.limits.tcp_connections_per_client,
+                handshake_timeout: config.tcp_handshake_timeout(),
+                idle_timeout: config.peer_timeout(),
+            };
+            let stats = tcp_stats.clone();
+            tokio::spawn(tcp::listen(listener, tcp_workers, links, stats, limits));
+            tracing::info!(%tcp_addr, "ICE over TCP");
+            Some(SocketAddr::new(config.announced_ip(), tcp_addr.port()))
+        }
+        None => None,
+    };
     let auth = Auth::new(
         config.tokens.clone(),
         config.jwt_secret.clone().map(String::into_bytes),
@@ -166,6 +201,8 @@ pub async fn serve_with(
         publisher_bitrate_kbps: config.publisher_bitrate_kbps,
         limits: config.limits,
         socket: Some(buffers),
+        tcp: tcp_candidate.map(|_| tcp_stats),
+        tcp_candidate,
         ice_servers: config.ice_servers.clone(),
     };
     let signaling = Arc::new(Signaling::new(handles, auth, signaling));
@@ -279,6 +316,17 @@ fn join_cluster(
         settings.heartbeat(),
     ));
     Ok(member)
+}
+
+/// The ICE-TCP listener, where the settings put it; `None` when they turn it off.
+async fn bind_tcp(config: &NodeConfig, udp: SocketAddr) -> Result<Option<TcpListener>, ServeError> {
+    let Some(addr) = config.tcp(udp)? else {
+        return Ok(None);
+    };
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Tcp { addr, source })?;
+    Ok(Some(listener))
 }
 
 /// SIGTERM or Ctrl-C, registered when this is called: the node calls it before it says it

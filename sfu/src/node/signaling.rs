@@ -5,6 +5,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use rtp_ext::dd;
@@ -34,6 +35,7 @@ mod offer_rate;
 mod watch;
 
 use super::stats::ViewerStats;
+use super::tcp::TcpStats;
 use crate::engine::{PublisherRemb, StreamConfig, StreamIds, TrackConfig, TransportCc};
 pub use conference::{participant_answer, participant_offer, Answered};
 use offer_memo::OfferMemo;
@@ -159,6 +161,8 @@ pub struct SignalingConfig {
     /// The address announced in every answer's ICE candidate: where the node's media socket is
     /// reached.
     pub candidate: SocketAddr,
+    /// The passive ICE-TCP candidate announced after it, when the node listens on TCP.
+    pub tcp_candidate: Option<SocketAddr>,
     /// The bitrate a publisher's video encoder is asked to start at and stay above (kbit/s);
     /// 0: the encoder's own estimate.
     pub publisher_bitrate_kbps: u32,
@@ -166,6 +170,8 @@ pub struct SignalingConfig {
     pub limits: Limits,
     /// The media socket's buffers, for `/metrics` (none when signaling runs without one).
     pub socket: Option<SocketBuffers>,
+    /// The ICE-TCP listener's counters, for `/metrics` (none without one).
+    pub tcp: Option<Arc<TcpStats>>,
     /// STUN and TURN servers handed to clients with each answer and room state.
     pub ice_servers: Vec<IceServerConfig>,
 }
@@ -411,6 +417,7 @@ impl Signaling {
                 receive_overflows: socket.inode.and_then(receive_overflows),
             });
         }
+        total.tcp = self.config.tcp.as_ref().map(|tcp| tcp.view());
         Ok(total)
     }
 
@@ -543,6 +550,7 @@ impl Signaling {
             ice_pwd: ice.local_pwd.clone(),
             fingerprint: self.config.fingerprint.clone(),
             candidates: vec![self.config.candidate],
+            tcp_candidate: self.config.tcp_candidate,
             extmap_allow_mixed,
             video_fmtp_suffix: self.publisher_bitrate(),
             media,
@@ -767,9 +775,11 @@ mod tests {
         let config = SignalingConfig {
             fingerprint: "AB:CD".to_owned(),
             candidate: SocketAddr::from(([127, 0, 0, 1], 9)),
+            tcp_candidate: None,
             publisher_bitrate_kbps: 0,
             limits: Limits::default(),
             socket: None,
+            tcp: None,
             ice_servers: Vec::new(),
         };
         let signaling = Signaling::new(vec![handle], Auth::open(), config);

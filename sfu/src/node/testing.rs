@@ -15,6 +15,7 @@ use super::core::{NodeCore, MAX_DATAGRAM};
 use super::peer::{
     IceCredentials, Join, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
 };
+use super::remote::Remote;
 use super::sdp::{
     negotiate_participant, parse_offer_within, random_ice_credentials, AnswerParams, Fingerprint,
     MAX_PARTICIPANT_SDP_LEN,
@@ -92,6 +93,7 @@ pub fn join_participant(
             .map_or(fingerprint, |(_, hex)| hex)
             .to_owned(),
         candidates: vec![node],
+        tcp_candidate: None,
         extmap_allow_mixed: plan.extmap_allow_mixed,
         video_fmtp_suffix: None,
         media: Vec::new(),
@@ -108,10 +110,10 @@ pub fn connect(
     now: Instant,
     id: PeerId,
     ice: &IceCredentials,
-    at: SocketAddr,
+    at: impl Into<Remote>,
     srtp: Box<dyn SrtpContext>,
 ) {
-    core.handle_datagram(now, at, &binding_request(ice, true));
+    core.handle_packet(now, at.into(), &binding_request(ice, true));
     core.set_srtp(id, srtp);
 }
 
@@ -221,7 +223,7 @@ pub struct Harness {
     /// The time every input carries; a test moves it.
     pub now: Instant,
     /// Datagrams the core sent, by destination.
-    pub sent: HashMap<SocketAddr, Vec<Vec<u8>>>,
+    pub sent: HashMap<Remote, Vec<Vec<u8>>>,
     /// The session number the next join takes.
     next: u32,
 }
@@ -244,7 +246,7 @@ impl Harness {
     }
 
     /// A publisher joined to `room` and connected from `at`.
-    pub fn publisher(&mut self, room: &str, publisher: Publisher, at: SocketAddr) -> PeerId {
+    pub fn publisher(&mut self, room: &str, publisher: Publisher, at: impl Into<Remote>) -> PeerId {
         self.join(room, at, |core, now, join| {
             core.add_publisher(now, join, publisher)
                 .expect("free SSRCs")
@@ -252,7 +254,7 @@ impl Harness {
     }
 
     /// A viewer joined to `room` and connected from `at`.
-    pub fn viewer(&mut self, room: &str, viewer: Viewer, at: SocketAddr) -> PeerId {
+    pub fn viewer(&mut self, room: &str, viewer: Viewer, at: impl Into<Remote>) -> PeerId {
         self.join(room, at, |core, now, join| {
             core.add_viewer(now, join, viewer)
                 .expect("room for a viewer")
@@ -263,7 +265,7 @@ impl Harness {
     fn join(
         &mut self,
         room: &str,
-        at: SocketAddr,
+        at: impl Into<Remote>,
         add: impl FnOnce(&mut NodeCore, Instant, Join) -> PeerId,
     ) -> PeerId {
         let ice = self.next_credentials();
@@ -273,14 +275,15 @@ impl Harness {
     }
 
     /// Session `id` connected from `at`, SRTP passed through; what the core answered kept.
-    pub fn connect(&mut self, id: PeerId, ice: &IceCredentials, at: SocketAddr) {
+    pub fn connect(&mut self, id: PeerId, ice: &IceCredentials, at: impl Into<Remote>) {
         connect(&mut self.core, self.now, id, ice, at, Box::new(Unprotected));
         self.drain();
     }
 
-    /// A datagram from `from`, and what the core sends for it kept.
-    pub fn send(&mut self, from: SocketAddr, datagram: &[u8]) {
-        self.core.handle_datagram(self.now, from, datagram);
+    /// A datagram from `from` (or a frame of a TCP connection), and what the core sends for
+    /// it kept.
+    pub fn send(&mut self, from: impl Into<Remote>, datagram: &[u8]) {
+        self.core.handle_packet(self.now, from.into(), datagram);
         self.drain();
     }
 
@@ -303,9 +306,9 @@ impl Harness {
     }
 
     /// The RTP packets sent to `to` (RTCP and STUN left out).
-    pub fn media_to(&self, to: SocketAddr) -> Vec<Vec<u8>> {
+    pub fn media_to(&self, to: impl Into<Remote>) -> Vec<Vec<u8>> {
         self.sent
-            .get(&to)
+            .get(&to.into())
             .into_iter()
             .flatten()
             .filter(|d| d.first().is_some_and(|b| b & 0xC0 == 0x80))

@@ -202,6 +202,18 @@ impl Netns {
             .expect("a byte count")
     }
 
+    /// Drops every UDP datagram in and out of the namespace (nftables), as a network that
+    /// lets only TCP through: its browser has ICE over TCP or nothing.
+    pub fn block_udp(&self) {
+        let rules = "add table inet strata_no_udp; \
+            add chain inet strata_no_udp out { type filter hook output priority 0; }; \
+            add rule inet strata_no_udp out meta l4proto udp drop; \
+            add chain inet strata_no_udp in { type filter hook input priority 0; }; \
+            add rule inet strata_no_udp in meta l4proto udp drop";
+        let pid = self.pid();
+        run("nsenter", &["-t", &pid, "-n", "nft", rules]);
+    }
+
     /// The shaper's counters (sent, dropped, overlimits, backlog), for the test's output.
     pub fn qdisc_stats(&self) -> String {
         let out = Command::new("tc")
@@ -210,6 +222,21 @@ impl Netns {
             .expect("run tc");
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
+}
+
+/// Fails the test unless `ip` is on this namespace's loopback: the node listens there, in a
+/// namespace of the test's own (the veths, shapers and rules it adds must touch nothing
+/// outside), reached by every other namespace through its veth.
+pub fn require_node_address(ip: &str, how: &str) {
+    let out = Command::new("ip")
+        .args(["-o", "addr", "show", "dev", "lo"])
+        .output()
+        .expect("run ip");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("inet {ip}/")),
+        "{ip} is not on this namespace's loopback: {how}"
+    );
 }
 
 /// TSO, GSO and GRO off on `dev`, run through `prefix` (a namespace entry, or nothing).

@@ -121,6 +121,19 @@ pub fn wait_publishing(page: &dyn Eval, id: &str) -> Vec<Value> {
     )
 }
 
+/// A field (`candidateType`, `protocol`) of the local candidate that session `id`'s
+/// connection selected; null before it selected one.
+pub fn selected_local(page: &dyn Eval, id: &str, field: &str) -> Value {
+    page.eval_json(&format!(
+        "(async () => {{
+            const report = await sessions.get({id:?}).pc.getStats();
+            let pair = null;
+            report.forEach((r) => {{ if (r.type === 'transport') pair = report.get(r.selectedCandidatePairId); }});
+            return pair ? report.get(pair.localCandidateId)[{field:?}] : null;
+        }})()"
+    ))
+}
+
 /// Ends one session on the page.
 pub fn stop_one(page: &dyn Eval, id: &str) {
     page.eval_json(&format!("strata.stop({id:?})"));

@@ -2,8 +2,11 @@
 """A WHIP publisher or WHEP viewer built on GStreamer's webrtcbin, as a non-browser client of
 the node would be. Driven by sfu/tests/gstreamer.rs.
 
-  client.py publish URL --video vp8|h264 [--before-caps] --seconds N
-  client.py watch URL [--codecs vp8|h264|all] --seconds N
+  client.py publish URL --video vp8|h264 [--before-caps] [--tcp-only] --seconds N
+  client.py watch URL [--codecs vp8|h264|all] [--tcp-only] --seconds N
+
+With --tcp-only the ICE agent gathers no UDP candidates: ICE over TCP (libnice's active
+candidates to the node's passive one) or nothing.
 
 The viewer prints one JSON line when it stops: what its decoders produced (frames, the caps
 after the video decoder, the frame rate over the last few seconds, audio buffers).
@@ -55,7 +58,7 @@ def log(*parts):
     print(*parts, file=sys.stderr, flush=True)
 
 
-def make_webrtcbin(pipeline):
+def make_webrtcbin(pipeline, tcp_only):
     """A webrtcbin whose ICE agent gathers on 127.0.0.1. libnice leaves loopback addresses out
     of its candidates, so inside a namespace that has only loopback there would be none: the
     agent is made here, told its local address, and given to webrtcbin at construction.
@@ -67,6 +70,7 @@ def make_webrtcbin(pipeline):
     address = Nice.Address.new()
     address.set_from_string("127.0.0.1")
     ice.get_property("agent").add_local_address(address)
+    ice.set_property("ice-udp", not tcp_only)
     webrtc = GObject.new(
         GObject.type_from_name("GstWebRTCBin"),
         name="webrtc",
@@ -122,7 +126,7 @@ class Session:
 
 def publish(args):
     pipeline = Gst.Pipeline.new("publisher")
-    webrtc, ice = make_webrtcbin(pipeline)
+    webrtc, ice = make_webrtcbin(pipeline, args.tcp_only)
     branches = [
         (f"{CAMERA} ! {ENCODERS[args.video]}", VP8 if args.video == "vp8" else H264_ANY),
         (MICROPHONE, OPUS),
@@ -190,7 +194,7 @@ class Decoded:
 
 def watch(args):
     pipeline = Gst.Pipeline.new("viewer")
-    webrtc, ice = make_webrtcbin(pipeline)
+    webrtc, ice = make_webrtcbin(pipeline, args.tcp_only)
     video = {"vp8": VP8, "h264": H264, "all": f"{VP8};{H264}"}[args.codecs]
     for caps in [video, OPUS]:
         webrtc.emit(
@@ -252,6 +256,7 @@ def main():
     parser.add_argument("--video", choices=sorted(ENCODERS), default="vp8")
     parser.add_argument("--before-caps", action="store_true")
     parser.add_argument("--codecs", choices=["vp8", "h264", "all"], default="all")
+    parser.add_argument("--tcp-only", action="store_true")
     parser.add_argument("--seconds", type=float, default=10)
     args = parser.parse_args()
     (publish if args.mode == "publish" else watch)(args)

@@ -16,7 +16,7 @@ type Seeds = Vec<(&'static str, Vec<u8>)>;
 /// A target's name, its body and the seeds it starts from.
 type Target = (&'static str, fn(&[u8]), fn() -> Seeds);
 
-const TARGETS: [Target; 8] = [
+const TARGETS: [Target; 9] = [
     ("sdp_offer", fuzz::sdp_offer, sdp_offer_seeds),
     ("stun_binding", fuzz::stun_binding, stun_binding_seeds),
     ("auth_header", fuzz::auth_header, auth_header_seeds),
@@ -29,7 +29,27 @@ const TARGETS: [Target; 8] = [
     ),
     ("dcep", fuzz::dcep, dcep_seeds),
     ("sctp_input", fuzz::sctp_input, sctp_input_seeds),
+    ("tcp_framing", fuzz::tcp_framing, tcp_framing_seeds),
 ];
+
+/// A binding request and a media packet framed as ICE-TCP carries them, read whole and a
+/// byte at a time; one of them split by a read of 5; a frame longer than the node takes.
+fn tcp_framing_seeds() -> Seeds {
+    let request = sfu::node::ice::binding_request("fuzz:browser", fuzz::STUN_PASSWORD, true)
+        .expect("valid request");
+    let mut stream = Vec::new();
+    for frame in [&request[..], &[0x80, 96, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]] {
+        stream.extend_from_slice(&(frame.len() as u16).to_be_bytes());
+        stream.extend_from_slice(frame);
+    }
+    let cut = |n: u8| [&[n][..], &stream].concat();
+    vec![
+        ("whole", cut(255)),
+        ("bytewise", cut(1)),
+        ("split", cut(5)),
+        ("oversized", vec![7, 0xFF, 0xFF, 0, 0]),
+    ]
+}
 
 /// A channel's open as Chromium sends it (`ordered: false, maxRetransmits: 3`, label `chat`,
 /// protocol `json`), and the ack.

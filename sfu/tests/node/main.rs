@@ -23,5 +23,7 @@ mod ice_servers;
 mod participants;
 mod rooms;
 mod sessions;
+mod tcp;
+mod tcp_node;
 mod turn;
 mod viewers;

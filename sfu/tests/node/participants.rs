@@ -256,6 +256,7 @@ pub fn answer_params() -> AnswerParams {
         ice_pwd: String::new(),
         fingerprint: FINGERPRINT.to_owned(),
         candidates: vec![SocketAddr::from(([127, 0, 0, 1], 50000))],
+        tcp_candidate: None,
         extmap_allow_mixed: true,
         video_fmtp_suffix: None,
         media: Vec::new(),
@@ -357,7 +358,10 @@ impl Conference {
             let out = &buf[..len];
             if let Ok(packet) = RtpPacket::parse(out) {
                 if !(192..=223).contains(&out[1]) {
-                    sent.entry(to).or_default().push(packet.fields().ssrc);
+                    // Every participant here is bound over UDP.
+                    sent.entry(to.addr())
+                        .or_default()
+                        .push(packet.fields().ssrc);
                 }
             }
         }

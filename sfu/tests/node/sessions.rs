@@ -35,16 +35,22 @@ fn binding_requests_are_answered_and_latch_the_nominated_address() {
     h.send(addr(4001), &binding_request(&ice, true));
     for port in [4000, 4001] {
         let mut response = Message::new();
-        response.raw = h.sent[&addr(port)][0].clone();
+        response.raw = h.sent[&addr(port).into()][0].clone();
         response.decode().expect("STUN");
         assert_eq!(response.typ, BINDING_SUCCESS);
     }
-    assert_eq!(h.core.peer(id).and_then(|p| p.addr), Some(addr(4001)));
+    assert_eq!(
+        h.core.peer(id).and_then(|p| p.addr),
+        Some(addr(4001).into())
+    );
     let mut wrong = credentials(1);
     wrong.local_pwd = "not the password at all".into();
     h.send(addr(4002), &binding_request(&wrong, true));
-    assert!(!h.sent.contains_key(&addr(4002)));
-    assert_eq!(h.core.peer(id).and_then(|p| p.addr), Some(addr(4001)));
+    assert!(!h.sent.contains_key(&addr(4002).into()));
+    assert_eq!(
+        h.core.peer(id).and_then(|p| p.addr),
+        Some(addr(4001).into())
+    );
     assert_eq!(h.core.counters().dropped(DropReason::BadStun), 1);
 }
 
@@ -123,7 +129,7 @@ fn timers_run_on_time_under_an_input_every_100_ms() {
         h.step(addr(9000), packet);
         if pli_at.is_none()
             && h.sent
-                .get(&addr(9000))
+                .get(&addr(9000).into())
                 .is_some_and(|d| d.iter().any(|d| has_pli(d)))
         {
             pli_at = Some(h.now - started);

@@ -3,7 +3,6 @@
 //! checked on each request to its resource, its keys connecting it, and its removal from every
 //! table at once however it ends.
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::room::Room;
@@ -11,6 +10,7 @@ use super::{CoreError, NodeCore};
 use crate::engine::TransportId;
 use crate::node::limits::LimitError;
 use crate::node::peer::{Join, Kind, Owner, Peer, PeerId, Publisher, Role, Viewer};
+use crate::node::remote::Remote;
 use crate::node::session_events::SessionEvent;
 use crate::node::srtp::SrtpContext;
 
@@ -51,15 +51,16 @@ impl NodeCore {
         Err(limit.into())
     }
 
-    /// Steers datagrams from `addr` to this core's worker, when the node has several.
-    pub(super) fn bind(&self, addr: SocketAddr) {
-        if let Some((worker, steering)) = &self.steering {
+    /// Steers datagrams from `addr` to this core's worker, when the node has several (a
+    /// TCP connection's frames come to the worker its first check named, and stay).
+    pub(super) fn bind(&self, addr: Remote) {
+        if let (Some((worker, steering)), Remote::Udp(addr)) = (&self.steering, addr) {
             steering.bind(addr, *worker);
         }
     }
 
-    pub(super) fn unbind(&self, addr: SocketAddr) {
-        if let Some((worker, steering)) = &self.steering {
+    pub(super) fn unbind(&self, addr: Remote) {
+        if let (Some((worker, steering)), Remote::Udp(addr)) = (&self.steering, addr) {
             steering.unbind(addr, *worker);
         }
     }

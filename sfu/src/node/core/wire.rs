@@ -14,6 +14,7 @@ use crate::node::batch::Sent;
 use crate::node::ice::{BindingRequest, IceError};
 use crate::node::metrics::DropReason;
 use crate::node::peer::{PeerId, Role};
+use crate::node::remote::Remote;
 use crate::node::srtp::MAX_OVERHEAD;
 
 /// The longest datagram the node reads, as its receive buffers are sized: a longer one
@@ -39,9 +40,20 @@ impl NodeCore {
 
     /// One datagram from the UDP socket.
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        self.handle_packet(now, Remote::Udp(from), data);
+    }
+
+    /// One packet from either transport: a UDP datagram, or a frame of a TCP connection
+    /// (RFC 4571 takes its length off). The same from here on, but for whose bytes they count.
+    pub fn handle_packet(&mut self, now: Instant, from: Remote, data: &[u8]) {
         self.arm_sweep(now);
-        self.counters.datagrams_in += 1;
-        self.counters.bytes_in += data.len() as u64;
+        match from {
+            Remote::Udp(_) => {
+                self.counters.datagrams_in += 1;
+                self.counters.bytes_in += data.len() as u64;
+            }
+            Remote::Tcp { .. } => self.counters.tcp_bytes_in += data.len() as u64,
+        }
         let kind = classify(data);
         if kind == PayloadKind::Stun {
             self.handle_stun(now, from, data);
@@ -59,7 +71,22 @@ impl NodeCore {
         }
     }
 
-    fn handle_stun(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+    /// A TCP connection closed (by its peer, an error, or the node at a limit): the session
+    /// bound to it ends, as one whose ICE went silent does, for nothing reaches it any more.
+    /// One that moved to another address since is not its any more, and stays; UDP has no
+    /// connection to close.
+    pub fn handle_closed(&mut self, remote: Remote) {
+        let Remote::Tcp { .. } = remote else {
+            return;
+        };
+        let Some(&id) = self.by_addr.get(&remote) else {
+            return;
+        };
+        tracing::info!(peer = %id, "its TCP connection closed");
+        let _ = self.remove_peer(id);
+    }
+
+    fn handle_stun(&mut self, now: Instant, from: Remote, data: &[u8]) {
         let answered = BindingRequest::parse(data).and_then(|request| {
             let id = *self
                 .by_ufrag
@@ -67,7 +94,7 @@ impl NodeCore {
                 .ok_or(IceError::UnknownUfrag)?;
             let peer = self.peers.get(&id).ok_or(IceError::UnknownUfrag)?;
             let nominated = request.use_candidate;
-            let response = request.answer(&peer.ice.local_pwd, from)?;
+            let response = request.answer(&peer.ice.local_pwd, from.addr())?;
             Ok((id, nominated, response))
         });
         let Ok((id, nominated, response)) = answered else {
@@ -152,7 +179,7 @@ impl NodeCore {
     /// The next datagram to send, written into `out` (of [`MAX_DATAGRAM`] bytes, whatever
     /// they hold): where it goes and its length. STUN answers and DTLS records first, then
     /// RTCP, then media.
-    pub fn poll_datagram(&mut self, out: &mut [u8]) -> Option<(SocketAddr, usize)> {
+    pub fn poll_datagram(&mut self, out: &mut [u8]) -> Option<(Remote, usize)> {
         if let Some((to, response)) = self.handshake_out.pop_front() {
             if let Some(slot) = out.get_mut(..response.len()) {
                 slot.copy_from_slice(&response);
@@ -173,7 +200,7 @@ impl NodeCore {
         next
     }
 
-    fn poll_rtcp(&mut self, out: &mut [u8], room: usize) -> Option<(SocketAddr, usize)> {
+    fn poll_rtcp(&mut self, out: &mut [u8], room: usize) -> Option<(Remote, usize)> {
         while let Some(rtcp) = self.router.poll_rtcp(&mut out[..room]) {
             if let Some(sent) = self.protect(rtcp.transport, true, out, rtcp.len) {
                 return Some(sent);
@@ -184,7 +211,7 @@ impl NodeCore {
 
     /// Each viewer's header as the engine writes it, then the payload every viewer shares
     /// copied after it: the packet's only copy on its way out.
-    fn poll_media(&mut self, out: &mut [u8], room: usize) -> Option<(SocketAddr, usize)> {
+    fn poll_media(&mut self, out: &mut [u8], room: usize) -> Option<(Remote, usize)> {
         while let Some(output) = self.router.poll_transmit(&mut out[..room]) {
             let Transmit {
                 len: header,
@@ -214,7 +241,7 @@ impl NodeCore {
         rtcp: bool,
         out: &mut [u8],
         len: usize,
-    ) -> Option<(SocketAddr, usize)> {
+    ) -> Option<(Remote, usize)> {
         let id = self.by_transport.get(&transport)?;
         let peer = self.peers.get_mut(id)?;
         let (Some(to), Some(srtp)) = (peer.addr, peer.srtp.as_mut()) else {
@@ -228,7 +255,10 @@ impl NodeCore {
         };
         match result {
             Ok(protected) => {
-                self.counters.bytes_out += protected as u64;
+                match to {
+                    Remote::Udp(_) => self.counters.bytes_out += protected as u64,
+                    Remote::Tcp { .. } => self.counters.tcp_bytes_out += protected as u64,
+                }
                 Some((to, protected))
             }
             Err(_) => {

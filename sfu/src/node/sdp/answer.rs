@@ -27,6 +27,12 @@ const PROTO: [&str; 4] = ["UDP", "TLS", "RTP", "SAVPF"];
 /// component 1 (RFC 8445 section 5.1.2.1).
 const HOST_PRIORITY: u32 = 2_130_706_431;
 
+/// The priority of the passive TCP host candidate: type preference 126, local preference
+/// 2^13 times the passive host's direction preference (4) plus the most of the rest (8191),
+/// component 1 (RFC 6544 section 4.2). Below every UDP candidate, so a client that reaches
+/// the node over both takes UDP.
+const TCP_PASSIVE_PRIORITY: u32 = (126 << 24) + (((1 << 13) * 4 + 8191) << 8) + 255;
+
 /// What the node sends in a viewer's section: one media stream and its RTX stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendSource {
@@ -187,6 +193,8 @@ pub struct AnswerParams {
     pub fingerprint: String,
     /// The node's host candidates.
     pub candidates: Vec<SocketAddr>,
+    /// The node's passive ICE-TCP host candidate (RFC 6544), offered after the UDP ones.
+    pub tcp_candidate: Option<SocketAddr>,
     /// The offer allowed one- and two-byte header extensions to mix.
     pub extmap_allow_mixed: bool,
     /// Appended to the format parameters of video codecs received from a publisher, such as
@@ -282,7 +290,7 @@ fn data_section(params: &AnswerParams, mid: &str, max_message_size: u64) -> Medi
     let mut attributes = transport_attributes(params, mid, &[]);
     attributes.push(attribute("sctp-port", SCTP_PORT.to_string()));
     attributes.push(attribute("max-message-size", max_message_size.to_string()));
-    attributes.extend(candidate_attributes(&params.candidates));
+    attributes.extend(candidate_attributes(params));
     let name = MediaName {
         media: "application".to_owned(),
         port: RangedPort {
@@ -319,7 +327,7 @@ fn receive_section(params: &AnswerParams, media: &PublishedMedia) -> MediaDescri
             format!("recv {}", media.rids.join(";")),
         ));
     }
-    attributes.extend(candidate_attributes(&params.candidates));
+    attributes.extend(candidate_attributes(params));
     media_description(accepted_name(media.kind, codecs), attributes)
 }
 
@@ -331,7 +339,7 @@ fn inactive_section(params: &AnswerParams, mid: &str, media: &InactiveMedia) -> 
     attributes.push(flag(Direction::Inactive.as_str()));
     attributes.extend(rtcp_attributes());
     attributes.extend(codec_attributes(codecs, None));
-    attributes.extend(candidate_attributes(&params.candidates));
+    attributes.extend(candidate_attributes(params));
     media_description(accepted_name(media.kind, codecs), attributes)
 }
 
@@ -357,7 +365,7 @@ fn send_section(
     attributes.extend(rtcp_attributes());
     attributes.extend(codec_attributes(&media.codecs, None));
     attributes.extend(source.map(source_attributes).unwrap_or_default());
-    attributes.extend(candidate_attributes(&params.candidates));
+    attributes.extend(candidate_attributes(params));
     media_description(accepted_name(media.kind, &media.codecs), attributes)
 }
 
@@ -497,23 +505,25 @@ fn source_attributes(source: &SendSource) -> Vec<Attribute> {
 }
 
 /// One host candidate per address (RFC 8839 section 5.1), priorities falling in the given
-/// order so the first address is preferred, then `a=end-of-candidates` as an ICE lite agent
-/// has no other.
-fn candidate_attributes(candidates: &[SocketAddr]) -> Vec<Attribute> {
-    candidates
+/// order so the first address is preferred, then the passive TCP one below them all, then
+/// `a=end-of-candidates` as an ICE lite agent has no other.
+fn candidate_attributes(params: &AnswerParams) -> Vec<Attribute> {
+    let udp = params
+        .candidates
         .iter()
         .zip(1u32..)
         .map(|(address, foundation)| {
             let priority = HOST_PRIORITY.saturating_sub(foundation - 1);
-            attribute(
-                "candidate",
-                format!(
-                    "{foundation} 1 udp {priority} {} {} typ host",
-                    address.ip(),
-                    address.port()
-                ),
-            )
-        })
+            let (ip, port) = (address.ip(), address.port());
+            format!("{foundation} 1 udp {priority} {ip} {port} typ host")
+        });
+    let foundation = params.candidates.len() + 1;
+    let tcp = params.tcp_candidate.map(|address| {
+        let (ip, port) = (address.ip(), address.port());
+        format!("{foundation} 1 tcp {TCP_PASSIVE_PRIORITY} {ip} {port} typ host tcptype passive")
+    });
+    udp.chain(tcp)
+        .map(|value| attribute("candidate", value))
         .chain(std::iter::once(flag("end-of-candidates")))
         .collect()
 }

@@ -32,6 +32,7 @@ fn publisher_answer_has_the_transport_and_the_av1_codec() {
         "a=rtcp-fb:45 nack pli",
         "a=candidate:1 1 udp 2130706431 127.0.0.1 40000 typ host",
         "a=candidate:2 1 udp 2130706430 ::1 40001 typ host",
+        "a=candidate:3 1 tcp 2124414975 127.0.0.1 40000 typ host tcptype passive",
         "a=end-of-candidates",
         "m=audio 9 UDP/TLS/RTP/SAVPF 111",
         "a=fmtp:111 minptime=10;useinbandfec=1",
@@ -40,6 +41,10 @@ fn publisher_answer_has_the_transport_and_the_av1_codec() {
     }
     assert!(lines[1].starts_with("o=- ") && lines[1].ends_with(" 2 IN IP4 127.0.0.1"));
     assert!(answer.ends_with("\r\n"));
+    // The passive TCP candidate follows the UDP ones, as its priority does.
+    let at = |line: &str| lines.iter().position(|l| l.starts_with(line));
+    assert!(at("a=candidate:2 1 udp") < at("a=candidate:3 1 tcp"));
+    assert!(at("a=candidate:3 1 tcp") < at("a=end-of-candidates"));
 }
 
 #[test]

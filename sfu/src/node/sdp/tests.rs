@@ -77,6 +77,7 @@ fn params(media: Vec<AnswerMedia>, extmap_allow_mixed: bool) -> AnswerParams {
             "127.0.0.1:40000".parse().unwrap(),
             "[::1]:40001".parse::<SocketAddr>().unwrap(),
         ],
+        tcp_candidate: Some("127.0.0.1:40000".parse().unwrap()),
         extmap_allow_mixed,
         video_fmtp_suffix: Some("x-google-min-bitrate=2500;x-google-start-bitrate=2500".to_owned()),
         media,
