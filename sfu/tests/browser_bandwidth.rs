@@ -22,6 +22,7 @@
 )]
 mod chromium;
 #[path = "browser/netns.rs"]
+#[allow(dead_code, reason = "no firewall of its own is set here")]
 mod netns;
 #[path = "browser/node.rs"]
 #[allow(

@@ -189,6 +189,13 @@ pub struct NodeCounters {
     pub data_messages_relayed: u64,
     /// Their bytes.
     pub data_bytes_relayed: u64,
+    /// Sessions whose selected address moved to a configured TURN server's (relayed, as
+    /// seen from the node).
+    pub sessions_relayed: u64,
+    /// UDP bytes received from a configured TURN server's address.
+    pub relayed_bytes_in: u64,
+    /// UDP bytes sent (SRTP and SRTCP) to a configured TURN server's address.
+    pub relayed_bytes_out: u64,
     dropped: [u64; DropReason::ALL.len()],
     refused: [u64; LimitError::LABELS.len()],
 }
@@ -233,6 +240,9 @@ impl NodeCounters {
         self.dtls_failures += other.dtls_failures;
         self.data_messages_relayed += other.data_messages_relayed;
         self.data_bytes_relayed += other.data_bytes_relayed;
+        self.sessions_relayed += other.sessions_relayed;
+        self.relayed_bytes_in += other.relayed_bytes_in;
+        self.relayed_bytes_out += other.relayed_bytes_out;
         for (sum, n) in self.dropped.iter_mut().zip(other.dropped) {
             *sum += n;
         }
@@ -428,6 +438,20 @@ fn viewers(out: &mut String, all: &[ViewerStats]) {
     family(out, Family { name, help, kind }, layers(ceiling));
 }
 
+/// Sessions and bytes through a configured TURN server, as seen from the node (its address
+/// is the session's).
+fn relayed(out: &mut String, n: &NodeCounters) {
+    let help = "Sessions whose selected address became a configured TURN server's.";
+    counter(out, "sessions_relayed_total", help, n.sessions_relayed);
+    let (name, kind) = ("relayed_bytes_total", "counter");
+    let help = "UDP bytes from (in) and to (out) a configured TURN server's address.";
+    let samples = [
+        ("{direction=\"in\"}", n.relayed_bytes_in),
+        ("{direction=\"out\"}", n.relayed_bytes_out),
+    ];
+    family(out, Family { name, help, kind }, samples);
+}
+
 fn axes(layer: Option<LayerView>) -> [Option<u8>; 2] {
     layer.map_or([None; 2], |l| [Some(l.spatial), Some(l.temporal)])
 }
@@ -519,6 +543,7 @@ impl Snapshot {
             bytes,
             n.data_bytes_relayed,
         );
+        relayed(&mut out, n);
         let layers = "Changes of the layer a viewer receives.";
         counter(&mut out, "layer_changes_total", layers, n.layer_changes);
         let estimates = "Bandwidth estimates toward viewers (their REMB, or ours from their transport-wide CC feedback).";
@@ -612,6 +637,9 @@ mod tests {
         node.drop(DropReason::SrtpRejected);
         node.drop(DropReason::SrtpRejected);
         node.rtp_out = 41;
+        node.sessions_relayed = 2;
+        node.relayed_bytes_in = 300;
+        node.relayed_bytes_out = 400;
         let snapshot = Snapshot {
             rooms: 2,
             tracks: 3,
@@ -630,6 +658,10 @@ mod tests {
         assert_eq!(value(&text, "strata_keyframe_requests_sent_total"), Some(5));
         assert_eq!(value(&text, "strata_rembs_sent_total"), Some(6));
         assert_eq!(value(&text, "strata_probe_clusters_total"), Some(7));
+        assert_eq!(value(&text, "strata_sessions_relayed_total"), Some(2));
+        let relayed = |direction| format!("strata_relayed_bytes_total{{direction=\"{direction}\"}}");
+        assert_eq!(value(&text, &relayed("in")), Some(300));
+        assert_eq!(value(&text, &relayed("out")), Some(400));
         assert!(
             !text.contains("strata_viewer_layer{"),
             "no viewer, no sample"

@@ -17,6 +17,7 @@ use super::dtls::{DtlsCertificate, DtlsConfig};
 use super::http;
 use super::listener::{self, HttpLimits, HttpSettings};
 use super::media_loop::MediaLoop;
+use super::relays::RelayHosts;
 use super::shard;
 use super::signaling::{Signaling, SignalingConfig};
 use super::socket::media_socket;
@@ -99,6 +100,7 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
     };
     let mut shards = shards.into_iter();
     let admission = Arc::new(Admission::default());
+    let relays = RelayHosts::resolve(&config.ice_servers);
     let mut handles = Vec::with_capacity(workers);
     let mut media = JoinSet::new();
     for worker in 0..workers {
@@ -107,6 +109,7 @@ pub async fn serve(config: NodeConfig) -> Result<(), ServeError> {
             .with_data_channels(config.data_channels)
             .with_viewer_estimation(config.viewer_estimation)
             .with_loudest_speakers((config.loudest_speakers > 0).then_some(config.loudest_speakers))
+            .with_relays(relays.clone())
             .with_dtls(dtls.clone());
         let shard = shards.next();
         if let Some(shard) = &shard {
