@@ -117,12 +117,13 @@ fn watching_through_turn_over_tls_on_443() {
     assert_eq!(first["candidateType"], "host", "the viewer beside the publisher: {first}");
     let metrics = metrics_text(&page);
     assert_eq!(series(&metrics, "strata_sessions_relayed_total"), Some(1.0), "{metrics}");
-    for direction in ["in", "out"] {
+    // The viewer's media goes out through the relay; only its checks and RTCP come in.
+    for (direction, least) in [("in", 1_000.0), ("out", 100_000.0)] {
         let bytes = series(
             &metrics,
             &format!("strata_relayed_bytes_total{{direction=\"{direction}\"}}"),
         );
-        assert!(bytes.is_some_and(|b| b > 100_000.0), "relayed {direction}: {metrics}");
+        assert!(bytes.is_some_and(|b| b > least), "relayed {direction}: {metrics}");
     }
 }
 

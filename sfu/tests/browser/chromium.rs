@@ -48,7 +48,7 @@ fn binary() -> String {
         return path;
     }
     let debian = "/usr/lib/chromium/chromium";
-    if std::path::Path::new(debian).exists() {
+    if Path::new(debian).exists() {
         debian.to_owned()
     } else {
         "chromium".to_owned()
