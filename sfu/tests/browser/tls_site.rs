@@ -91,32 +91,50 @@ impl Site {
     }
 }
 
-/// A viewer of [`ROOM`] started on `page` (through a relay alone when `relay`), timed from the
-/// call to watch (gathering, the POST, ICE, DTLS) to ICE connected and to its first decoded
-/// frame, in milliseconds; then stopped.
-pub fn timed_watch(page: &Page, relay: bool) -> (f64, f64) {
+/// When a viewer's set-up steps ended, in milliseconds: its gathering (from the call to watch
+/// to the page's POST), and from the POST to ICE connected and to its first decoded frame.
+pub struct SetupTimes {
+    pub gathering: f64,
+    pub connected: f64,
+    pub first_frame: f64,
+}
+
+/// A viewer of [`ROOM`] started on `page` (through a relay alone when `relay`) and timed
+/// ([`SetupTimes`]); then stopped. The page's POST is seen by wrapping its `fetch` meanwhile.
+pub fn timed_watch(page: &Page, relay: bool) -> SetupTimes {
     let options = json!({ "room": ROOM, "relay": relay });
     let times = page.eval_json(&format!(
         "(async () => {{
             const start = performance.now();
-            const id = await strata.watch({options});
+            const fetchOfPage = window.fetch;
+            let posted = null;
+            window.fetch = (url, init) => {{
+                if (posted === null && init && init.method === 'POST') posted = performance.now();
+                return fetchOfPage(url, init);
+            }};
+            let id;
+            try {{ id = await strata.watch({options}); }} finally {{ window.fetch = fetchOfPage; }}
             const pc = sessions.get(id).pc;
             let connected = null;
             for (;;) {{
-                const now = performance.now() - start;
+                const now = performance.now();
                 if (connected === null && ['connected', 'completed'].includes(pc.iceConnectionState)) connected = now;
                 const report = await pc.getStats();
                 let decoded = 0;
                 report.forEach((r) => {{ if (r.type === 'inbound-rtp' && r.kind === 'video') decoded = r.framesDecoded || 0; }});
                 if (decoded > 0) {{
                     strata.stop(id);
-                    return [connected === null ? now : connected, now];
+                    return [posted - start, (connected ?? now) - posted, now - posted];
                 }}
-                if (now > 20000) throw new Error('no frame within 20 s');
+                if (now - start > 20000) throw new Error('no frame within 20 s');
                 await new Promise((r) => setTimeout(r, 5));
             }}
         }})()"
     ));
     let at = |i: usize| times[i].as_f64().expect("a time in ms");
-    (at(0), at(1))
+    SetupTimes {
+        gathering: at(0),
+        connected: at(1),
+        first_frame: at(2),
+    }
 }
