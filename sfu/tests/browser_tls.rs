@@ -11,7 +11,10 @@
 //! -- --ignored --test-threads=1 --nocapture'`.
 
 #[path = "browser/chromium.rs"]
-#[allow(dead_code, reason = "these scenarios use part of the browser tests' driver")]
+#[allow(
+    dead_code,
+    reason = "these scenarios use part of the browser tests' driver"
+)]
 mod chromium;
 #[path = "common/coturn.rs"]
 #[allow(dead_code, reason = "only coturn over TLS is used here")]
@@ -20,17 +23,26 @@ mod coturn;
 #[allow(dead_code, reason = "no link is shaped here")]
 mod netns;
 #[path = "browser/node.rs"]
-#[allow(dead_code, reason = "these scenarios use part of the browser tests' driver")]
+#[allow(
+    dead_code,
+    reason = "these scenarios use part of the browser tests' driver"
+)]
 mod node;
 #[path = "browser/strata.rs"]
-#[allow(dead_code, reason = "these scenarios use part of the browser tests' driver")]
+#[allow(
+    dead_code,
+    reason = "these scenarios use part of the browser tests' driver"
+)]
 mod strata;
 #[path = "browser/test_ca.rs"]
 mod test_ca;
 #[path = "browser/tls_site.rs"]
 mod tls_site;
 #[path = "browser/viewing.rs"]
-#[allow(dead_code, reason = "these scenarios use part of the browser tests' driver")]
+#[allow(
+    dead_code,
+    reason = "these scenarios use part of the browser tests' driver"
+)]
 mod viewing;
 
 use std::time::Duration;
@@ -76,11 +88,16 @@ fn https_demo_page_from_another_host() {
         Duration::from_millis(100),
         "a new connection gets the renewed certificate",
         |_| {
-            let presented = site.ca.presented(&site.node.http, site.near.gateway().into());
+            let presented = site
+                .ca
+                .presented(&site.node.http, site.near.gateway().into());
             (presented != old).then_some(presented)
         },
     );
-    assert_eq!(now, renewed.sha256, "the renewed certificate, verified by the CA");
+    assert_eq!(
+        now, renewed.sha256,
+        "the renewed certificate, verified by the CA"
+    );
     std::thread::sleep(3 * EVERY_SECOND);
     let after = stats(&page)[&viewer]["video"].clone();
     let delta = |key| num(&after, key) - num(&before, key);
@@ -88,7 +105,11 @@ fn https_demo_page_from_another_host() {
         delta("framesDecoded") > 30.0,
         "the viewer went on decoding across the reload: {before} then {after}"
     );
-    assert_eq!(delta("freezeCount"), 0.0, "no freeze across the reload: {after}");
+    assert_eq!(
+        delta("freezeCount"),
+        0.0,
+        "no freeze across the reload: {after}"
+    );
     // A browser that never connected before trusts the renewed certificate as well.
     let second = site.browser(&site.near);
     let fresh = second.open(&site.node.https_url("/"));
@@ -114,16 +135,26 @@ fn watching_through_turn_over_tls_on_443() {
     assert_eq!(local["candidateType"], "relay", "{local}");
     assert_eq!(local["relayProtocol"], "tls", "{local}");
     let first = selected_local_candidate(&page, &direct);
-    assert_eq!(first["candidateType"], "host", "the viewer beside the publisher: {first}");
+    assert_eq!(
+        first["candidateType"], "host",
+        "the viewer beside the publisher: {first}"
+    );
     let metrics = metrics_text(&page);
-    assert_eq!(series(&metrics, "strata_sessions_relayed_total"), Some(1.0), "{metrics}");
+    assert_eq!(
+        series(&metrics, "strata_sessions_relayed_total"),
+        Some(1.0),
+        "{metrics}"
+    );
     // The viewer's media goes out through the relay; only its checks and RTCP come in.
     for (direction, least) in [("in", 1_000.0), ("out", 100_000.0)] {
         let bytes = series(
             &metrics,
             &format!("strata_relayed_bytes_total{{direction=\"{direction}\"}}"),
         );
-        assert!(bytes.is_some_and(|b| b > least), "relayed {direction}: {metrics}");
+        assert!(
+            bytes.is_some_and(|b| b > least),
+            "relayed {direction}: {metrics}"
+        );
     }
 }
 
@@ -154,8 +185,9 @@ fn connection_setup_times() {
 }
 
 fn print_setup_times(label: &str, page: &Page, relay: bool) {
-    let times: Vec<tls_site::SetupTimes> =
-        (0..10).map(|_| tls_site::timed_watch(page, relay)).collect();
+    let times: Vec<tls_site::SetupTimes> = (0..10)
+        .map(|_| tls_site::timed_watch(page, relay))
+        .collect();
     let column = |pick: fn(&tls_site::SetupTimes) -> f64| {
         let mut values: Vec<f64> = times.iter().map(pick).collect();
         let all = format!("{values:.0?}");
@@ -256,4 +288,3 @@ fn series(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
-

@@ -659,7 +659,8 @@ mod tests {
         assert_eq!(value(&text, "strata_rembs_sent_total"), Some(6));
         assert_eq!(value(&text, "strata_probe_clusters_total"), Some(7));
         assert_eq!(value(&text, "strata_sessions_relayed_total"), Some(2));
-        let relayed = |direction| format!("strata_relayed_bytes_total{{direction=\"{direction}\"}}");
+        let relayed =
+            |direction| format!("strata_relayed_bytes_total{{direction=\"{direction}\"}}");
         assert_eq!(value(&text, &relayed("in")), Some(300));
         assert_eq!(value(&text, &relayed("out")), Some(400));
         assert!(

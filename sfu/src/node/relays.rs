@@ -88,8 +88,14 @@ mod tests {
             turn_host("turns:turn.example.net:443?transport=tcp"),
             Some(("turn.example.net", 443))
         );
-        assert_eq!(turn_host("turns:[2001:db8::1]"), Some(("2001:db8::1", 5349)));
-        assert_eq!(turn_host("turn:[2001:db8::1]:80"), Some(("2001:db8::1", 80)));
+        assert_eq!(
+            turn_host("turns:[2001:db8::1]"),
+            Some(("2001:db8::1", 5349))
+        );
+        assert_eq!(
+            turn_host("turn:[2001:db8::1]:80"),
+            Some(("2001:db8::1", 80))
+        );
         assert_eq!(turn_host("stun:192.0.2.1"), None);
         assert_eq!(turn_host("turn::3478"), None);
         assert_eq!(turn_host("turn:host:port"), None);
@@ -183,7 +189,10 @@ mod tests {
         }
         assert!(sent_to_relay > 0);
         let counters = core.counters();
-        assert_eq!(counters.bytes_out - before.0, sent_to_relay + sent_elsewhere);
+        assert_eq!(
+            counters.bytes_out - before.0,
+            sent_to_relay + sent_elsewhere
+        );
         assert_eq!(counters.relayed_bytes_out - before.1, sent_to_relay);
         assert_eq!(
             counters.relayed_bytes_in,

@@ -73,7 +73,10 @@ pub fn coturn_tls(ip: IpAddr, cert: &Path, key: &Path) -> Coturn {
         if let Ok(Some(status)) = child.try_wait() {
             panic!("turnserver exited before listening: {status}");
         }
-        assert!(Instant::now() < deadline, "turnserver never listened on {ip}:443");
+        assert!(
+            Instant::now() < deadline,
+            "turnserver never listened on {ip}:443"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     Coturn {
