@@ -78,6 +78,10 @@ fn https_demo_page_from_another_host() {
 
     event_streams_and_a_request(&page);
 
+    // The publisher's encoder climbs to the camera's size in steps, each a keyframe that can
+    // show as a freeze: the reload is judged once it is there.
+    viewing::wait_sizes(&page, &[(&viewer, (1280.0, 720.0))], RAMP_UP);
+    std::thread::sleep(EVERY_SECOND);
     let before = stats(&page)[&viewer]["video"].clone();
     let old = site.leaf.sha256.clone();
     let renewed = site.ca.issue("node", site.near.gateway().into());
