@@ -14,14 +14,21 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 struct Budget {
     each: u64,
     structure: u64,
+    /// Allocations an operation may add once in a while, by growing a table of a library's
+    /// that is seeded at random (see `data_relay`); 0 for every case of our own.
+    growth: u64,
 }
 
 const fn each(each: u64) -> Budget {
     Budget {
         each,
         structure: each,
+        growth: 0,
     }
 }
+
+/// Of the operations counted, at most one in this many may use its budget's `growth`.
+const GROWTH_RARITY: usize = 100;
 
 /// The receiver's parse of a keyframe's structure: its template list and the `Arc` that
 /// shares it.
@@ -34,6 +41,7 @@ const fn fanout(subscribers: u64) -> Budget {
     Budget {
         each: 0,
         structure: PARSED_STRUCTURE + subscribers * REMEMBERED_DD,
+        growth: 0,
     }
 }
 
@@ -48,15 +56,26 @@ const fn node_path(viewers: u64) -> Budget {
     Budget {
         each: KEPT_PACKET,
         structure: KEPT_PACKET + PARSED_STRUCTURE + viewers * REMEMBERED_DD,
+        growth: 0,
     }
 }
 
 /// One data channel message relayed to `receivers` at the SCTP layer
 /// (`data_relay_allocs.rs` takes it apart): the message's own cost, and per receiver the
-/// stack's chunks, packets and SACK, nothing of the relay's.
+/// stack's chunks, packets and SACK, nothing of the relay's. The stack keeps each
+/// association's chunks in flight in a std `HashMap` keyed by TSN (random hash seed, random
+/// initial TSN): every chunk sent is inserted and every one acknowledged removed, and where
+/// the removals leave tombstones depends on the seed, so now and then the table grows (one
+/// allocation, then the larger table stays) in a few operations of a thousand. Each
+/// association (the sender's and each receiver's) may grow its table once in an operation.
 const fn data_relay(message: u64, write: u64, receivers: u64) -> Budget {
     let shared = if receivers > 0 { 1 } else { 0 };
-    each(message + shared + receivers * (write + 3))
+    let each = message + shared + receivers * (write + 3);
+    Budget {
+        each,
+        structure: each,
+        growth: receivers + 1,
+    }
 }
 
 /// Expected allocations per operation, by case name.
@@ -145,8 +164,15 @@ fn over_budget(case: &mut Case, budget: Budget) -> Vec<(usize, u64, u64)> {
     let Some(stream) = case.stream.clone() else {
         (case.op)();
         let counts = per_op(case, REPEATED_OPS);
+        // An operation over its budget is wrong unless the budget allows growth and such
+        // operations stay rare.
+        let grown = counts.iter().filter(|&&n| n > budget.each).count();
+        let rare = grown * GROWTH_RARITY <= REPEATED_OPS;
+        let allowed = |n: u64| {
+            n == budget.each || (rare && n > budget.each && n - budget.each <= budget.growth)
+        };
         return (counts.iter().enumerate())
-            .filter(|&(_, &n)| n != budget.each)
+            .filter(|&(_, &n)| !allowed(n))
             .map(|(i, &n)| (i + 1, n, budget.each))
             .collect();
     };

@@ -44,15 +44,29 @@ const LARGE: Costs = Costs {
 };
 
 /// Allocations of relaying one message to `receivers`, after a warm-up: (sending it, the
-/// SACKs).
+/// SACKs), the least of a few messages. The stack's table of chunks in flight is a std
+/// `HashMap` with a random seed: under the churn of a chunk in per send and out per SACK it
+/// now and then grows (one allocation), a few messages in a thousand (`alloc_counts.rs`
+/// bounds how often); the least of five is the steady cost, and a new allocation on every
+/// message still shows in it.
 fn counted(costs: Costs, receivers: usize) -> (u64, u64) {
     let mut room = RelayRoom::new(receivers);
     let message = vec![7; costs.size];
     for _ in 0..200 {
         room.relay(&message);
     }
+    let (mut send, mut sacks) = once(&mut room, &message);
+    for _ in 0..4 {
+        let (s, a) = once(&mut room, &message);
+        (send, sacks) = (send.min(s), sacks.min(a));
+    }
+    (send, sacks)
+}
+
+/// Allocations of relaying `message` once: (sending it, the SACKs).
+fn once(room: &mut RelayRoom, message: &[u8]) -> (u64, u64) {
     let mut sacks = 0;
-    let send = AllocCount::during(|| room.send(&message)).allocs;
+    let send = AllocCount::during(|| room.send(message)).allocs;
     loop {
         let mut sent = None;
         let take = AllocCount::during(|| sent = room.take()).allocs;
@@ -92,5 +106,12 @@ fn every_message_costs_the_same() {
         .map(|_| AllocCount::during(|| assert_eq!(room.relay(&message), 10)).allocs)
         .collect();
     let each = SMALL.message + SHARED + 10 * (SMALL.write + SACK);
-    assert!(counts.iter().all(|&n| n == each), "{counts:?}");
+    // The stack's table growing now and then (see `counted`): one allocation per association
+    // at most, in one message of a hundred at most.
+    let grown: Vec<u64> = counts.iter().copied().filter(|&n| n != each).collect();
+    assert!(
+        grown.iter().all(|&n| n > each && n <= each + 11),
+        "{counts:?}"
+    );
+    assert!(grown.len() * 100 <= counts.len(), "{counts:?}");
 }

@@ -8,8 +8,13 @@
 #[path = "browser/chromium.rs"]
 mod chromium;
 #[path = "common/coturn.rs"]
+#[allow(dead_code, reason = "coturn over TLS is for the HTTPS browser tests")]
 mod coturn;
 #[path = "browser/node.rs"]
+#[allow(
+    dead_code,
+    reason = "the HTTPS part of the driver is for browser_tls.rs"
+)]
 mod node;
 #[path = "browser/page_server.rs"]
 mod page_server;

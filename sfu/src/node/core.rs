@@ -39,6 +39,7 @@ use super::dtls::{DtlsConfig, DATAGRAM_LIMIT};
 use super::limits::{LimitError, Limits};
 use super::metrics::{DropReason, NodeCounters, Snapshot};
 use super::peer::{Peer, PeerId, Role};
+use super::relays::RelayHosts;
 use super::remote::Remote;
 use super::session_events::SessionEvent;
 use super::shard::{Steering, WorkerId};
@@ -156,6 +157,8 @@ pub struct NodeCore {
     loudest_speakers: Option<usize>,
     /// Participants' data channels.
     data: DataRelay,
+    /// The configured TURN servers' addresses: a session there is counted as relayed.
+    relays: RelayHosts,
 }
 
 impl NodeCore {
@@ -187,6 +190,7 @@ impl NodeCore {
             next_speakers: None,
             loudest_speakers: None,
             data: DataRelay::default(),
+            relays: RelayHosts::default(),
         }
     }
 
@@ -206,6 +210,12 @@ impl NodeCore {
     /// [`NodeConfig::viewer_estimation`](crate::node::config::NodeConfig::viewer_estimation)).
     pub fn with_viewer_estimation(mut self, on: bool) -> Self {
         self.viewer_estimation = on;
+        self
+    }
+
+    /// The same core counting sessions at `relays` (the TURN servers' addresses) as relayed.
+    pub fn with_relays(mut self, relays: RelayHosts) -> Self {
+        self.relays = relays;
         self
     }
 

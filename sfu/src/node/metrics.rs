@@ -1,177 +1,15 @@
 //! What the node counts, and `/metrics` in the Prometheus text exposition format.
 
+mod drop_reason;
+
 use std::fmt::Write;
+
+pub use drop_reason::DropReason;
 
 use super::limits::LimitError;
 use super::remote::Transport;
 use super::stats::{kind_label, LayerView, TrackStats, ViewerStats};
 use super::tcp::{CloseReason, Refusal, TcpView};
-use crate::engine::ReceiveError;
-
-/// Why the node or the engine dropped a datagram or a packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DropReason {
-    /// Not STUN, and from an address no session was nominated at.
-    UnknownSource,
-    /// A first byte no RFC 7983 range of ours claims.
-    NotWebRtc,
-    /// STUN that is not a valid binding request for one of our sessions.
-    BadStun,
-    /// SRTP before the session's DTLS handshake finished.
-    NoKeys,
-    /// SRTP or SRTCP that failed authentication or replay protection (or failed to encrypt).
-    SrtpRejected,
-    /// RTP from a viewer.
-    NotAPublisher,
-    /// RTP under an SSRC the sending session did not announce or bind (a simulcast stream
-    /// before its rid is read, another session's SSRC), or too short to name one.
-    UnknownSsrc,
-    /// RTP whose header, extensions or payload descriptor did not parse.
-    MalformedRtp,
-    /// A retransmission (RTX) too short for its original sequence number.
-    BadRtx,
-    /// Padding alone on a repair stream: a sender's bandwidth probe, absorbed once the
-    /// transport's feedback has counted it. Expected from browsers.
-    Padding,
-    /// A packet the engine holds already: a retransmission of one that arrived after all, or
-    /// a copy; or a peer's DTLS hello its session's association answered already. Expected
-    /// under loss.
-    Duplicate,
-    /// A packet older than the receive window, or a jump so far the stream restarted.
-    OutOfWindow,
-    /// A packet whose Dependency Descriptor cannot be read yet (its keyframe's structure has
-    /// not arrived): NACKed, and taken when it comes again.
-    UnreadableDd,
-    /// The node handed the engine something it does not know: a bug, logged.
-    Internal,
-    /// A packet for a session not connected yet (no nominated address or no keys).
-    NotConnected,
-    /// A datagram the socket would not take (send buffer full).
-    SendFailed,
-    /// A packet to send longer than the buffer it is written into
-    /// ([`MAX_DATAGRAM`](crate::node::core::MAX_DATAGRAM)).
-    TooLong,
-    /// A datagram for a worker whose queue from the socket's reader was full (that worker
-    /// fell behind).
-    HandoffFull,
-    /// A participant's event stream that fell behind (its client did not read it): closed,
-    /// counted once.
-    EventStreamBehind,
-    /// A DTLS datagram the session's association refused: too long, a repeat of a record the
-    /// handshake holds, after the association ended, or from a session whose offer named no
-    /// certificate fingerprint.
-    BadDtls,
-    /// Application data (SCTP) on the DTLS association of a session whose offer had no data
-    /// channel section.
-    DataChannel,
-    /// Data channel messages a receiver's reliable relayed channel held past its backlog: the
-    /// channel toward it closed, these messages with it.
-    DataBacklog,
-    /// A lossy data channel's oldest messages, dropped toward a receiver to stay within its
-    /// backlog.
-    DataLossyOldest,
-    /// Data channel messages past their sender's messages or bytes per second.
-    DataRate,
-    /// Data channel messages larger than a receiver takes (its `a=max-message-size`).
-    DataTooLarge,
-    /// Data channels past their participant's limit: closed as they opened.
-    DataChannelLimit,
-    /// Data channel messages on a stream that is not a channel the participant opened in band
-    /// (one negotiated out of band, or a channel the node opened toward it): not relayed.
-    DataNoChannel,
-    /// Data channel messages whose PPID is neither a string's nor a binary's (RFC 8831 section
-    /// 8) nor DCEP's: not WebRTC messages, not relayed.
-    DataUnknownPpid,
-    /// A packet for a TCP connection whose send queue was full: its peer reads slower than
-    /// it is sent.
-    TcpQueueFull,
-    /// A packet for a TCP connection that has closed.
-    TcpClosed,
-}
-
-impl DropReason {
-    const ALL: [DropReason; 30] = [
-        Self::UnknownSource,
-        Self::NotWebRtc,
-        Self::BadStun,
-        Self::NoKeys,
-        Self::SrtpRejected,
-        Self::NotAPublisher,
-        Self::UnknownSsrc,
-        Self::MalformedRtp,
-        Self::BadRtx,
-        Self::Padding,
-        Self::Duplicate,
-        Self::OutOfWindow,
-        Self::UnreadableDd,
-        Self::Internal,
-        Self::NotConnected,
-        Self::SendFailed,
-        Self::TooLong,
-        Self::HandoffFull,
-        Self::EventStreamBehind,
-        Self::BadDtls,
-        Self::DataChannel,
-        Self::DataBacklog,
-        Self::DataLossyOldest,
-        Self::DataRate,
-        Self::DataTooLarge,
-        Self::DataChannelLimit,
-        Self::DataNoChannel,
-        Self::DataUnknownPpid,
-        Self::TcpQueueFull,
-        Self::TcpClosed,
-    ];
-
-    fn label(self) -> &'static str {
-        match self {
-            Self::UnknownSource => "unknown_source",
-            Self::NotWebRtc => "not_webrtc",
-            Self::BadStun => "bad_stun",
-            Self::NoKeys => "no_keys",
-            Self::SrtpRejected => "srtp_rejected",
-            Self::NotAPublisher => "not_a_publisher",
-            Self::UnknownSsrc => "unknown_ssrc",
-            Self::MalformedRtp => "malformed_rtp",
-            Self::BadRtx => "bad_rtx",
-            Self::Padding => "padding",
-            Self::Duplicate => "duplicate",
-            Self::OutOfWindow => "out_of_window",
-            Self::UnreadableDd => "unreadable_dd",
-            Self::Internal => "internal",
-            Self::NotConnected => "not_connected",
-            Self::SendFailed => "send_failed",
-            Self::TooLong => "too_long",
-            Self::HandoffFull => "handoff_full",
-            Self::EventStreamBehind => "event_stream_behind",
-            Self::BadDtls => "bad_dtls",
-            Self::DataChannel => "data_channel",
-            Self::DataBacklog => "data_backlog",
-            Self::DataLossyOldest => "data_lossy_oldest",
-            Self::DataRate => "data_rate",
-            Self::DataTooLarge => "data_too_large",
-            Self::DataChannelLimit => "data_channel_limit",
-            Self::DataNoChannel => "data_no_channel",
-            Self::DataUnknownPpid => "data_unknown_ppid",
-            Self::TcpQueueFull => "tcp_queue_full",
-            Self::TcpClosed => "tcp_closed",
-        }
-    }
-
-    /// The reason the engine refused a publisher's packet for.
-    pub fn of_receive(error: ReceiveError) -> Self {
-        match error {
-            ReceiveError::Malformed(_) => Self::MalformedRtp,
-            ReceiveError::UnknownSsrc => Self::UnknownSsrc,
-            ReceiveError::BadRtx => Self::BadRtx,
-            ReceiveError::Padding => Self::Padding,
-            ReceiveError::Duplicate => Self::Duplicate,
-            ReceiveError::OutOfWindow => Self::OutOfWindow,
-            ReceiveError::UnreadableDd { .. } => Self::UnreadableDd,
-            ReceiveError::UnknownTransport => Self::Internal,
-        }
-    }
-}
 
 /// The node's own counters (the engine keeps its own).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -205,6 +43,13 @@ pub struct NodeCounters {
     pub data_messages_relayed: u64,
     /// Their bytes.
     pub data_bytes_relayed: u64,
+    /// Sessions whose selected address moved to a configured TURN server's (relayed, as
+    /// seen from the node).
+    pub sessions_relayed: u64,
+    /// UDP bytes received from a configured TURN server's address.
+    pub relayed_bytes_in: u64,
+    /// UDP bytes sent (SRTP and SRTCP) to a configured TURN server's address.
+    pub relayed_bytes_out: u64,
     dropped: [u64; DropReason::ALL.len()],
     refused: [u64; LimitError::LABELS.len()],
 }
@@ -251,6 +96,9 @@ impl NodeCounters {
         self.dtls_failures += other.dtls_failures;
         self.data_messages_relayed += other.data_messages_relayed;
         self.data_bytes_relayed += other.data_bytes_relayed;
+        self.sessions_relayed += other.sessions_relayed;
+        self.relayed_bytes_in += other.relayed_bytes_in;
+        self.relayed_bytes_out += other.relayed_bytes_out;
         for (sum, n) in self.dropped.iter_mut().zip(other.dropped) {
             *sum += n;
         }
@@ -492,6 +340,20 @@ fn viewers(out: &mut String, all: &[ViewerStats]) {
     family(out, Family { name, help, kind }, layers(ceiling));
 }
 
+/// Sessions and bytes through a configured TURN server, as seen from the node (its address
+/// is the session's).
+fn relayed(out: &mut String, n: &NodeCounters) {
+    let help = "Sessions whose selected address became a configured TURN server's.";
+    counter(out, "sessions_relayed_total", help, n.sessions_relayed);
+    let (name, kind) = ("relayed_bytes_total", "counter");
+    let help = "UDP bytes from (in) and to (out) a configured TURN server's address.";
+    let samples = [
+        ("{direction=\"in\"}", n.relayed_bytes_in),
+        ("{direction=\"out\"}", n.relayed_bytes_out),
+    ];
+    family(out, Family { name, help, kind }, samples);
+}
+
 fn axes(layer: Option<LayerView>) -> [Option<u8>; 2] {
     layer.map_or([None; 2], |l| [Some(l.spatial), Some(l.temporal)])
 }
@@ -591,6 +453,7 @@ impl Snapshot {
             bytes,
             n.data_bytes_relayed,
         );
+        relayed(&mut out, n);
         let layers = "Changes of the layer a viewer receives.";
         counter(&mut out, "layer_changes_total", layers, n.layer_changes);
         let estimates = "Bandwidth estimates toward viewers (their REMB, or ours from their transport-wide CC feedback).";
@@ -685,6 +548,9 @@ mod tests {
         node.drop(DropReason::SrtpRejected);
         node.drop(DropReason::SrtpRejected);
         node.rtp_out = 41;
+        node.sessions_relayed = 2;
+        node.relayed_bytes_in = 300;
+        node.relayed_bytes_out = 400;
         let snapshot = Snapshot {
             rooms: 2,
             tracks: 3,
@@ -703,6 +569,11 @@ mod tests {
         assert_eq!(value(&text, "strata_keyframe_requests_sent_total"), Some(5));
         assert_eq!(value(&text, "strata_rembs_sent_total"), Some(6));
         assert_eq!(value(&text, "strata_probe_clusters_total"), Some(7));
+        assert_eq!(value(&text, "strata_sessions_relayed_total"), Some(2));
+        let relayed =
+            |direction| format!("strata_relayed_bytes_total{{direction=\"{direction}\"}}");
+        assert_eq!(value(&text, &relayed("in")), Some(300));
+        assert_eq!(value(&text, &relayed("out")), Some(400));
         assert!(
             !text.contains("strata_viewer_layer{"),
             "no viewer, no sample"

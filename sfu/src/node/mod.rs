@@ -11,6 +11,7 @@
 //!   between the participants of a room.
 //! - [`srtp`]: SRTP and SRTCP behind our own trait; [`replay`]: its replay windows.
 //! - [`peer`]: one WHIP, WHEP or conference session.
+//! - [`relays`]: the configured TURN servers' addresses, to count relayed sessions.
 //! - [`participant`]: a conference participant: publishing and receiving on one peer
 //!   connection, renegotiated in place.
 //! - [`core`]: the sessions and the engine behind one UDP port, sans-IO.
@@ -54,6 +55,7 @@ pub mod memory;
 pub mod metrics;
 pub mod participant;
 pub mod peer;
+pub mod relays;
 pub mod remote;
 pub mod replay;
 pub mod room_view;

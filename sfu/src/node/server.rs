@@ -22,6 +22,7 @@ use super::dtls::{DtlsCertificate, DtlsConfig};
 use super::http;
 use super::listener::{self, HttpLimits, HttpSettings};
 use super::media_loop::{MediaLoop, TcpPart};
+use super::relays::RelayHosts;
 use super::shard;
 use super::signaling::{Signaling, SignalingConfig};
 use super::socket::media_socket;
@@ -141,6 +142,7 @@ pub async fn serve_with(
     let mut tcp_inboxes = tcp_inboxes.into_iter();
     let links = Arc::new(Links::default());
     let admission = Arc::new(Admission::default());
+    let relays = RelayHosts::resolve(&config.ice_servers);
     let mut handles = Vec::with_capacity(workers);
     let mut media = JoinSet::new();
     for worker in 0..workers {
@@ -149,6 +151,7 @@ pub async fn serve_with(
             .with_data_channels(config.data_channels)
             .with_viewer_estimation(config.viewer_estimation)
             .with_loudest_speakers((config.loudest_speakers > 0).then_some(config.loudest_speakers))
+            .with_relays(relays.clone())
             .with_dtls(dtls.clone());
         let shard = shards.next();
         if let Some(shard) = &shard {

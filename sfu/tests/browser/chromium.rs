@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver};
@@ -48,7 +48,7 @@ fn binary() -> String {
         return path;
     }
     let debian = "/usr/lib/chromium/chromium";
-    if std::path::Path::new(debian).exists() {
+    if Path::new(debian).exists() {
         debian.to_owned()
     } else {
         "chromium".to_owned()
@@ -85,6 +85,12 @@ impl Chromium {
     /// (`nsenter -t PID -n`: inside a viewer's network namespace; nothing for here), with
     /// `flags` after the usual ones.
     pub fn launch_within(prefix: &[String], flags: &[String]) -> Chromium {
+        Chromium::launch_with_home(prefix, flags, None)
+    }
+
+    /// As [`launch_within`](Self::launch_within), with `home` as the browser's HOME when
+    /// given: where it finds the NSS database of the authorities a user trusts.
+    pub fn launch_with_home(prefix: &[String], flags: &[String], home: Option<&Path>) -> Chromium {
         let profile = fresh_profile_dir();
         let mut command = match prefix.split_first() {
             Some((program, args)) => {
@@ -94,6 +100,9 @@ impl Chromium {
             }
             None => Command::new("sh"),
         };
+        if let Some(home) = home {
+            command.env("HOME", home);
+        }
         let mut child = command
             .arg("-c")
             .arg(r#"exec "$0" "$@" 3<&0 4>&1 </dev/null >/dev/null"#)

@@ -152,8 +152,33 @@ impl Netns {
         Ipv4Addr::new(10, 77, self.index, 2)
     }
 
-    fn gateway(&self) -> Ipv4Addr {
+    /// The node side's end of the veth: an address of the test's namespace that the viewer
+    /// reaches directly.
+    pub fn gateway(&self) -> Ipv4Addr {
         Ipv4Addr::new(10, 77, self.index, 1)
+    }
+
+    /// A firewall in the viewer's namespace that lets it open TCP connections to `allowed`
+    /// (address, port) alone, and answers come back on them: every other packet, all of UDP
+    /// included, is dropped. It goes with the namespace.
+    pub fn allow_only_tcp_to(&self, allowed: &[(Ipv4Addr, u16)]) {
+        let mut rules = String::from(
+            "table inet strata_only {\n\
+             chain out { type filter hook output priority 0; policy drop; oif lo accept;\n",
+        );
+        for (ip, port) in allowed {
+            rules.push_str(&format!("ip daddr {ip} tcp dport {port} accept;\n"));
+        }
+        rules.push_str(
+            "}\nchain in { type filter hook input priority 0; policy drop; iif lo accept; \
+             ct state established,related accept; }\n}\n",
+        );
+        let rules_file = std::env::temp_dir().join(format!("strata-nft-{}", self.pid()));
+        std::fs::write(&rules_file, rules).expect("write the firewall's rules");
+        let path = rules_file.to_str().expect("a UTF-8 path");
+        let pid = self.pid();
+        run("nsenter", &["-t", &pid, "-n", "nft", "-f", path]);
+        let _ = std::fs::remove_file(&rules_file);
     }
 
     /// Limits the node->viewer direction to `kbit_s` (link-level bytes, as counted by

@@ -38,7 +38,12 @@ impl Node {
     /// Starts the node serving and announcing `ip` (a local address other than loopback, for
     /// browsers in other network namespaces), with `config` as its TOML file when given.
     pub fn start_on(ip: &str, config: Option<&str>, args: &[&str]) -> Node {
-        let http = format!("{ip}:{}", free_tcp_port(ip));
+        Node::start_at(ip, free_tcp_port(ip), config, args)
+    }
+
+    /// As [`start_on`](Self::start_on), its HTTP side on `http_port`.
+    pub fn start_at(ip: &str, http_port: u16, config: Option<&str>, args: &[&str]) -> Node {
+        let http = format!("{ip}:{http_port}");
         let udp = format!("{ip}:{}", free_udp_port(ip));
         let stem = std::env::temp_dir().join(format!(
             "strata-node-{}-{}",
@@ -100,6 +105,20 @@ impl Node {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.http)
+    }
+
+    /// The URL of `path` on a node serving HTTPS (`tls_cert` in its configuration).
+    pub fn https_url(&self, path: &str) -> String {
+        format!("https://{}{path}", self.http)
+    }
+
+    /// SIGHUP: the node reads its certificate files again.
+    pub fn hang_up(&self) {
+        let status = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "SIGHUP to the node");
     }
 
     /// Everything the node has logged so far.

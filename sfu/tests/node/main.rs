@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 #[path = "../common/coturn.rs"]
+#[allow(dead_code, reason = "coturn over TLS is for the HTTPS browser tests")]
 mod coturn;
 #[path = "../common/redis.rs"]
 mod redis;

@@ -54,6 +54,9 @@ impl NodeCore {
             }
             Remote::Tcp { .. } => self.counters.tcp_bytes_in += data.len() as u64,
         }
+        if self.relays.contains(from) {
+            self.counters.relayed_bytes_in += data.len() as u64;
+        }
         let kind = classify(data);
         if kind == PayloadKind::Stun {
             self.handle_stun(now, from, data);
@@ -109,6 +112,11 @@ impl NodeCore {
         // Latch the first address that proves it knows our password, and move to the one the
         // browser nominates.
         if peer.addr.is_none() || (nominated && peer.addr != Some(from)) {
+            // Counted as relayed once it moves to a TURN server's address from elsewhere.
+            let was_relayed = peer.addr.is_some_and(|a| self.relays.contains(a));
+            if !was_relayed && self.relays.contains(from) {
+                self.counters.sessions_relayed += 1;
+            }
             if let Some(old) = peer.addr.replace(from) {
                 self.by_addr.remove(&old);
                 self.unbind(old);
@@ -258,6 +266,9 @@ impl NodeCore {
                 match to {
                     Remote::Udp(_) => self.counters.bytes_out += protected as u64,
                     Remote::Tcp { .. } => self.counters.tcp_bytes_out += protected as u64,
+                }
+                if self.relays.contains(to) {
+                    self.counters.relayed_bytes_out += protected as u64;
                 }
                 Some((to, protected))
             }

@@ -1,0 +1,169 @@
+//! Why a datagram or a packet was dropped: every reason the node and the engine count, each
+//! with its `/metrics` label.
+
+use crate::engine::ReceiveError;
+
+/// Why the node or the engine dropped a datagram or a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// Not STUN, and from an address no session was nominated at.
+    UnknownSource,
+    /// A first byte no RFC 7983 range of ours claims.
+    NotWebRtc,
+    /// STUN that is not a valid binding request for one of our sessions.
+    BadStun,
+    /// SRTP before the session's DTLS handshake finished.
+    NoKeys,
+    /// SRTP or SRTCP that failed authentication or replay protection (or failed to encrypt).
+    SrtpRejected,
+    /// RTP from a viewer.
+    NotAPublisher,
+    /// RTP under an SSRC the sending session did not announce or bind (a simulcast stream
+    /// before its rid is read, another session's SSRC), or too short to name one.
+    UnknownSsrc,
+    /// RTP whose header, extensions or payload descriptor did not parse.
+    MalformedRtp,
+    /// A retransmission (RTX) too short for its original sequence number.
+    BadRtx,
+    /// Padding alone on a repair stream: a sender's bandwidth probe, absorbed once the
+    /// transport's feedback has counted it. Expected from browsers.
+    Padding,
+    /// A packet the engine holds already: a retransmission of one that arrived after all, or
+    /// a copy; or a peer's DTLS hello its session's association answered already. Expected
+    /// under loss.
+    Duplicate,
+    /// A packet older than the receive window, or a jump so far the stream restarted.
+    OutOfWindow,
+    /// A packet whose Dependency Descriptor cannot be read yet (its keyframe's structure has
+    /// not arrived): NACKed, and taken when it comes again.
+    UnreadableDd,
+    /// The node handed the engine something it does not know: a bug, logged.
+    Internal,
+    /// A packet for a session not connected yet (no nominated address or no keys).
+    NotConnected,
+    /// A datagram the socket would not take (send buffer full).
+    SendFailed,
+    /// A packet to send longer than the buffer it is written into
+    /// ([`MAX_DATAGRAM`](crate::node::core::MAX_DATAGRAM)).
+    TooLong,
+    /// A datagram for a worker whose queue from the socket's reader was full (that worker
+    /// fell behind).
+    HandoffFull,
+    /// A participant's event stream that fell behind (its client did not read it): closed,
+    /// counted once.
+    EventStreamBehind,
+    /// A DTLS datagram the session's association refused: too long, a repeat of a record the
+    /// handshake holds, after the association ended, or from a session whose offer named no
+    /// certificate fingerprint.
+    BadDtls,
+    /// Application data (SCTP) on the DTLS association of a session whose offer had no data
+    /// channel section.
+    DataChannel,
+    /// Data channel messages a receiver's reliable relayed channel held past its backlog: the
+    /// channel toward it closed, these messages with it.
+    DataBacklog,
+    /// A lossy data channel's oldest messages, dropped toward a receiver to stay within its
+    /// backlog.
+    DataLossyOldest,
+    /// Data channel messages past their sender's messages or bytes per second.
+    DataRate,
+    /// Data channel messages larger than a receiver takes (its `a=max-message-size`).
+    DataTooLarge,
+    /// Data channels past their participant's limit: closed as they opened.
+    DataChannelLimit,
+    /// Data channel messages on a stream that is not a channel the participant opened in band
+    /// (one negotiated out of band, or a channel the node opened toward it): not relayed.
+    DataNoChannel,
+    /// Data channel messages whose PPID is neither a string's nor a binary's (RFC 8831 section
+    /// 8) nor DCEP's: not WebRTC messages, not relayed.
+    DataUnknownPpid,
+    /// A packet for a TCP connection whose send queue was full: its peer reads slower than
+    /// it is sent.
+    TcpQueueFull,
+    /// A packet for a TCP connection that has closed.
+    TcpClosed,
+}
+
+impl DropReason {
+    pub(super) const ALL: [DropReason; 30] = [
+        Self::UnknownSource,
+        Self::NotWebRtc,
+        Self::BadStun,
+        Self::NoKeys,
+        Self::SrtpRejected,
+        Self::NotAPublisher,
+        Self::UnknownSsrc,
+        Self::MalformedRtp,
+        Self::BadRtx,
+        Self::Padding,
+        Self::Duplicate,
+        Self::OutOfWindow,
+        Self::UnreadableDd,
+        Self::Internal,
+        Self::NotConnected,
+        Self::SendFailed,
+        Self::TooLong,
+        Self::HandoffFull,
+        Self::EventStreamBehind,
+        Self::BadDtls,
+        Self::DataChannel,
+        Self::DataBacklog,
+        Self::DataLossyOldest,
+        Self::DataRate,
+        Self::DataTooLarge,
+        Self::DataChannelLimit,
+        Self::DataNoChannel,
+        Self::DataUnknownPpid,
+        Self::TcpQueueFull,
+        Self::TcpClosed,
+    ];
+
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Self::UnknownSource => "unknown_source",
+            Self::NotWebRtc => "not_webrtc",
+            Self::BadStun => "bad_stun",
+            Self::NoKeys => "no_keys",
+            Self::SrtpRejected => "srtp_rejected",
+            Self::NotAPublisher => "not_a_publisher",
+            Self::UnknownSsrc => "unknown_ssrc",
+            Self::MalformedRtp => "malformed_rtp",
+            Self::BadRtx => "bad_rtx",
+            Self::Padding => "padding",
+            Self::Duplicate => "duplicate",
+            Self::OutOfWindow => "out_of_window",
+            Self::UnreadableDd => "unreadable_dd",
+            Self::Internal => "internal",
+            Self::NotConnected => "not_connected",
+            Self::SendFailed => "send_failed",
+            Self::TooLong => "too_long",
+            Self::HandoffFull => "handoff_full",
+            Self::EventStreamBehind => "event_stream_behind",
+            Self::BadDtls => "bad_dtls",
+            Self::DataChannel => "data_channel",
+            Self::DataBacklog => "data_backlog",
+            Self::DataLossyOldest => "data_lossy_oldest",
+            Self::DataRate => "data_rate",
+            Self::DataTooLarge => "data_too_large",
+            Self::DataChannelLimit => "data_channel_limit",
+            Self::DataNoChannel => "data_no_channel",
+            Self::DataUnknownPpid => "data_unknown_ppid",
+            Self::TcpQueueFull => "tcp_queue_full",
+            Self::TcpClosed => "tcp_closed",
+        }
+    }
+
+    /// The reason the engine refused a publisher's packet for.
+    pub fn of_receive(error: ReceiveError) -> Self {
+        match error {
+            ReceiveError::Malformed(_) => Self::MalformedRtp,
+            ReceiveError::UnknownSsrc => Self::UnknownSsrc,
+            ReceiveError::BadRtx => Self::BadRtx,
+            ReceiveError::Padding => Self::Padding,
+            ReceiveError::Duplicate => Self::Duplicate,
+            ReceiveError::OutOfWindow => Self::OutOfWindow,
+            ReceiveError::UnreadableDd { .. } => Self::UnreadableDd,
+            ReceiveError::UnknownTransport => Self::Internal,
+        }
+    }
+}
