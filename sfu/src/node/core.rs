@@ -20,6 +20,7 @@ mod data;
 mod dtls;
 #[cfg(test)]
 mod dtls_tests;
+mod relay;
 mod room;
 mod sessions;
 mod speakers;
@@ -48,6 +49,7 @@ use crate::engine::rtcp::WallClock;
 use crate::engine::{DownTrackId, Event, Router, RouterConfig, TransportId};
 
 pub use self::conference::{Negotiated, ParticipantOffer, Sending, MAX_NAME_BYTES};
+pub use self::relay::{RelayCounters, RelayOffer, KEEPALIVE, LINGER, LINK_TIMEOUT};
 pub use self::sessions::Resource;
 pub use self::wire::MAX_DATAGRAM;
 
@@ -101,6 +103,10 @@ pub enum CoreError {
     /// fingerprint, the sections already there): why.
     #[error("the offer does not match the session: {0}")]
     OfferMismatch(String),
+    /// A relay between this node and the one asking exists already for another publisher:
+    /// one relay per pair of nodes at a time.
+    #[error("a relay with that node exists already")]
+    RelayBusy,
     /// A limit of the node, a room or a client refused the session.
     #[error(transparent)]
     Limit(#[from] LimitError),
@@ -157,6 +163,8 @@ pub struct NodeCore {
     loudest_speakers: Option<usize>,
     /// Participants' data channels.
     data: DataRelay,
+    /// Media relayed to and from other nodes of a cluster.
+    media_relays: relay::Relays,
     /// The configured TURN servers' addresses: a session there is counted as relayed.
     relays: RelayHosts,
 }
@@ -191,6 +199,7 @@ impl NodeCore {
             loudest_speakers: None,
             data: DataRelay::default(),
             relays: RelayHosts::default(),
+            media_relays: relay::Relays::default(),
         }
     }
 
@@ -281,6 +290,7 @@ impl NodeCore {
             + self.connecting
             + self.router.table_entries()
             + self.data.entries()
+            + self.media_relays.entries()
     }
 
     fn arm_sweep(&mut self, now: Instant) {
@@ -293,6 +303,7 @@ impl NodeCore {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.handle_dtls_timeouts(now);
         self.handle_data_timeouts(now);
+        self.handle_relay_timeouts(now);
         self.router.handle_timeout(now);
         self.handle_events();
         self.check_speakers(now);
@@ -402,12 +413,14 @@ impl NodeCore {
         let speakers = self.next_speakers.filter(|_| !self.rooms.is_empty());
         let dtls = self.dtls_timeout();
         let data = self.data.poll_timeout();
+        let media_relays = self.media_relays.poll_timeout();
         [
             self.router.poll_timeout(),
             self.next_sweep,
             speakers,
             dtls,
             data,
+            media_relays,
         ]
         .into_iter()
         .flatten()

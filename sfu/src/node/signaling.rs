@@ -127,7 +127,7 @@ impl From<CoreError> for SignalError {
             }
             CoreError::NoSuchParticipant | CoreError::UnknownTrack => Self::Missing(e.to_string()),
             CoreError::NotOwner => Self::Forbidden,
-            CoreError::SsrcInUse => Self::Conflict,
+            CoreError::SsrcInUse | CoreError::RelayBusy => Self::Conflict,
             CoreError::NameTaken => Self::NameTaken,
             CoreError::BadName => {
                 Self::BadBody("a name is 1 to 64 bytes without control characters")

@@ -2,6 +2,8 @@
 //! forward and whether it is paused; the order a track's layers are climbed in, whether its
 //! video comes first, and whether its packets go to its subscribers at all.
 
+use std::time::Instant;
+
 use selector::LayerLimits;
 
 use super::{Published, Router, RouterError};
@@ -56,6 +58,30 @@ impl Router {
     /// repaired and reported, and its speech level kept.
     pub fn set_forwarded(&mut self, track: TrackId, forwarded: bool) -> Result<(), RouterError> {
         self.published_mut(track)?.forwarded = forwarded;
+        Ok(())
+    }
+
+    /// Asks the publisher of `track` for a keyframe of the stream sent under `ssrc` (its media
+    /// or RTX SSRC; the first stream for any other), through the track's throttle as a
+    /// subscriber's PLI is: the request of a subscriber beyond this router (a node the track
+    /// is relayed to).
+    pub fn request_keyframe_of(
+        &mut self,
+        now: Instant,
+        track: TrackId,
+        ssrc: u32,
+    ) -> Result<(), RouterError> {
+        let published = self.published_mut(track)?;
+        let stream = published
+            .receiver
+            .config()
+            .streams
+            .iter()
+            .position(|s| s.ssrc == ssrc || s.rtx_ssrc == Some(ssrc))
+            .unwrap_or(0);
+        published
+            .keyframes
+            .request(now, u8::try_from(stream).unwrap_or(0));
         Ok(())
     }
 

@@ -202,6 +202,7 @@ impl NodeCore {
             tracing::info!(peer = %id, participant = %identity.public, "left its room");
         }
         self.end_data(id);
+        self.forget_relays(id);
         self.by_transport.remove(&peer.transport);
         // Known to the router since the session was added: its subscriptions go with it.
         let _ = self.router.remove_transport(peer.transport);

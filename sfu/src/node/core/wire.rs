@@ -62,14 +62,26 @@ impl NodeCore {
             self.handle_stun(now, from, data);
             return;
         }
+        if self.is_relay_edge(from) {
+            self.handle_from_edge(now, from, data);
+            return;
+        }
         let Some(&id) = self.by_addr.get(&from) else {
             self.counters.drop(DropReason::UnknownSource);
             return;
         };
+        if self.is_relay_in(id) {
+            self.handle_from_origin(now, id, data);
+            return;
+        }
         match kind {
             PayloadKind::Dtls => self.handle_dtls(now, id, data),
-            PayloadKind::Rtp => self.handle_srtp(now, id, data),
-            PayloadKind::Rtcp => self.handle_srtcp(now, id, data),
+            PayloadKind::Rtp => {
+                self.handle_srtp(now, id, data);
+            }
+            PayloadKind::Rtcp => {
+                self.handle_srtcp(now, id, data);
+            }
             _ => self.counters.drop(DropReason::NotWebRtc),
         }
     }
@@ -132,17 +144,18 @@ impl NodeCore {
         }
     }
 
-    fn handle_srtp(&mut self, now: Instant, id: PeerId, data: &[u8]) {
+    /// Whether the packet authenticated.
+    pub(super) fn handle_srtp(&mut self, now: Instant, id: PeerId, data: &[u8]) -> bool {
         let Some(peer) = self.peers.get_mut(&id) else {
-            return;
+            return false;
         };
         if !matches!(peer.role, Role::Publisher(_) | Role::Participant(_)) {
             self.counters.drop(DropReason::NotAPublisher);
-            return;
+            return false;
         }
         let Some(srtp) = peer.srtp.as_mut() else {
             self.counters.drop(DropReason::NoKeys);
-            return;
+            return false;
         };
         // The packet's one copy: into the buffer the engine keeps and shares with every
         // subscriber, decrypted there.
@@ -151,37 +164,48 @@ impl NodeCore {
             Ok(len) => packet.truncate(len),
             Err(_) => {
                 self.counters.drop(DropReason::SrtpRejected);
-                return;
+                return false;
             }
         }
         let transport = peer.transport;
-        if let Err(refused) = self.router.handle_rtp(now, transport, Bytes::from(packet)) {
-            if let ReceiveError::UnknownTransport = refused {
-                tracing::error!(peer = %id, "a session's transport is unknown to the engine");
+        let packet = Bytes::from(packet);
+        // Shared with the links only when there are some: a share costs an allocation.
+        let relayed = self.wants_relay(transport).then(|| packet.clone());
+        match self.router.handle_rtp(now, transport, packet) {
+            Ok(()) => {
+                if let Some(packet) = relayed {
+                    self.relay_packet(transport, &packet);
+                }
             }
-            self.counters.drop(DropReason::of_receive(refused));
+            Err(refused) => {
+                if let ReceiveError::UnknownTransport = refused {
+                    tracing::error!(peer = %id, "a session's transport is unknown to the engine");
+                }
+                self.counters.drop(DropReason::of_receive(refused));
+            }
         }
+        true
     }
 
-    /// Decrypted in the reused `plain` and parsed there: the engine keeps none of it.
-    fn handle_srtcp(&mut self, now: Instant, id: PeerId, data: &[u8]) {
-        let Some(peer) = self.peers.get_mut(&id) else {
-            return;
-        };
+    /// Decrypted in the reused `plain` and parsed there: the engine keeps none of it. The
+    /// plain packet's length, when it authenticated.
+    pub(super) fn handle_srtcp(&mut self, now: Instant, id: PeerId, data: &[u8]) -> Option<usize> {
+        let peer = self.peers.get_mut(&id)?;
         let Some(srtp) = peer.srtp.as_mut() else {
             self.counters.drop(DropReason::NoKeys);
-            return;
+            return None;
         };
         self.plain.clear();
         self.plain.extend_from_slice(data);
         let Ok(len) = srtp.unprotect_rtcp(&mut self.plain) else {
             self.counters.drop(DropReason::SrtpRejected);
-            return;
+            return None;
         };
         // Parsed once; the engine dispatches each item within the session's transport.
         let _ = self
             .router
             .handle_rtcp(now, peer.transport, &self.plain[..len]);
+        Some(len)
     }
 
     /// The next datagram to send, written into `out` (of [`MAX_DATAGRAM`] bytes, whatever
@@ -194,6 +218,9 @@ impl NodeCore {
                 return Some((to, response.len()));
             }
             self.counters.drop(DropReason::TooLong);
+        }
+        if let Some(sent) = self.poll_relayed(out) {
+            return Some(sent);
         }
         // The engine writes each packet where it is sent from, and leaves room after it for
         // what protection adds there.

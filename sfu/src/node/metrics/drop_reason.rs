@@ -82,10 +82,12 @@ pub enum DropReason {
     TcpQueueFull,
     /// A packet for a TCP connection that has closed.
     TcpClosed,
+    /// SRTCP from another node's relay link that authenticated and did not parse as RTCP.
+    MalformedRtcp,
 }
 
 impl DropReason {
-    pub(super) const ALL: [DropReason; 30] = [
+    pub(super) const ALL: [DropReason; 31] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -116,6 +118,7 @@ impl DropReason {
         Self::DataUnknownPpid,
         Self::TcpQueueFull,
         Self::TcpClosed,
+        Self::MalformedRtcp,
     ];
 
     pub(super) fn label(self) -> &'static str {
@@ -150,6 +153,7 @@ impl DropReason {
             Self::DataUnknownPpid => "data_unknown_ppid",
             Self::TcpQueueFull => "tcp_queue_full",
             Self::TcpClosed => "tcp_closed",
+            Self::MalformedRtcp => "malformed_rtcp",
         }
     }
 
