@@ -22,6 +22,7 @@ mod http_node;
 mod https;
 mod ice_servers;
 mod participants;
+mod relay;
 mod rooms;
 mod sessions;
 mod tcp;

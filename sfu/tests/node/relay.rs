@@ -1,0 +1,313 @@
+//! The media relay between two nodes' cores, in memory: a publisher on the origin, viewers on
+//! the edge, and the link between them carried by the test (real SRTP on the link, so bad
+//! keys are bad). What crosses the link is counted; what the edge's viewers get is read.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use rtp_ext::rtp::RtpPacket;
+use selector::Layer;
+use sfu::node::core::{LINGER, LINK_TIMEOUT};
+use sfu::node::metrics::DropReason;
+use sfu::node::peer::PeerId;
+use sfu::node::remote::Remote;
+use sfu::node::srtp::{session, SrtpContext, SrtpKeys, SrtpProfile, MAX_OVERHEAD};
+use sfu::node::testing::{av1_track, av1_viewer, keys, publisher, Harness};
+
+use crate::fixtures::{addr, harness, l3t3, spatial_ids, DD_IN, DD_OUT};
+
+/// The origin's media address, as the edge sees it.
+const ORIGIN: Remote = Remote::Udp(SocketAddr::new(
+    std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)),
+    50_000,
+));
+/// The edge's media address, as the origin sees it.
+const EDGE: Remote = Remote::Udp(SocketAddr::new(
+    std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2)),
+    50_000,
+));
+const PUBLISHER_SSRC: u32 = 0xA1;
+
+/// Two cores on one clock, a publisher on the origin (`a`), and two viewers on the edge
+/// (`b`): one of every layer, one of the base spatial layer.
+struct Pair {
+    a: Harness,
+    b: Harness,
+    viewers: [PeerId; 2],
+    link: SrtpKeys,
+}
+
+impl Pair {
+    fn new() -> Self {
+        let mut a = harness();
+        let mut b = harness();
+        b.now = a.now;
+        a.publisher(
+            "room",
+            publisher([av1_track(PUBLISHER_SSRC, DD_IN)]),
+            addr(5000),
+        );
+        let viewers = [
+            b.viewer(
+                "room",
+                av1_viewer(0x10, Some(DD_OUT), Layer::MAX),
+                addr(6001),
+            ),
+            b.viewer(
+                "room",
+                av1_viewer(0x20, Some(DD_OUT), Layer::new(0, 2)),
+                addr(6002),
+            ),
+        ];
+        let link = keys(SrtpProfile::AeadAes128Gcm, 7);
+        Self {
+            a,
+            b,
+            viewers,
+            link,
+        }
+    }
+
+    /// The relay started as the edge asks for it: the origin's offer, published on the edge
+    /// under `edge_keys` (the origin's mirrored, unless a test breaks them).
+    fn start(&mut self, edge_keys: &SrtpKeys) {
+        let origin_srtp = Box::new(session(&self.link).expect("keys"));
+        let offer = self
+            .a
+            .core
+            .relay_out(self.a.now, "room", None, EDGE, origin_srtp)
+            .expect("a publisher to relay");
+        let edge_srtp = Box::new(session(edge_keys).expect("keys"));
+        self.b
+            .core
+            .relay_in(self.b.now, "room", offer, ORIGIN, edge_srtp)
+            .expect("no relay yet");
+        self.b.drain();
+        self.shuttle();
+    }
+
+    /// Carries what each core sent the other until nothing is left: the RTP datagrams that
+    /// went from the origin to the edge.
+    fn shuttle(&mut self) -> usize {
+        let mut media = 0;
+        loop {
+            let to_b = self.a.sent.remove(&EDGE).unwrap_or_default();
+            let to_a = self.b.sent.remove(&ORIGIN).unwrap_or_default();
+            if to_b.is_empty() && to_a.is_empty() {
+                return media;
+            }
+            media += to_b.iter().filter(|d| is_rtp(d)).count();
+            for datagram in to_b {
+                self.b.send(ORIGIN, &datagram);
+            }
+            for datagram in to_a {
+                self.a.send(EDGE, &datagram);
+            }
+        }
+    }
+
+    /// The publisher's packets into the origin, carried across: how many went on the link.
+    fn publish(&mut self, packets: &[Vec<u8>]) -> usize {
+        let mut relayed = 0;
+        for packet in packets {
+            self.a.send(addr(5000), packet);
+            relayed += self.shuttle();
+        }
+        relayed
+    }
+
+    /// Both clocks moved by `step`, `steps` times, each core's due timers run and the link
+    /// carried (unless `cut`).
+    fn run(&mut self, step: Duration, steps: u32, cut: bool) {
+        for _ in 0..steps {
+            for h in [&mut self.a, &mut self.b] {
+                h.now += step;
+                if h.core.poll_timeout().is_some_and(|at| at <= h.now) {
+                    h.core.handle_timeout(h.now);
+                }
+                h.drain();
+            }
+            if cut {
+                self.a.sent.remove(&EDGE);
+                self.b.sent.remove(&ORIGIN);
+            } else {
+                self.shuttle();
+            }
+        }
+    }
+
+    /// PLIs the origin sent its publisher.
+    fn plis_to_publisher(&self) -> usize {
+        let sent = self.a.sent.get(&Remote::Udp(addr(5000)));
+        sent.into_iter().flatten().filter(|d| has_pli(d)).count()
+    }
+}
+
+fn is_rtp(datagram: &[u8]) -> bool {
+    datagram.get(1).is_some_and(|pt| !(192..=223).contains(pt))
+}
+
+/// Whether a compound RTCP packet (sent unprotected to a test session) holds a PLI.
+fn has_pli(datagram: &[u8]) -> bool {
+    let mut rest = datagram;
+    while rest.len() >= 4 {
+        if rest[1] == 206 && rest[0] & 0x1f == 1 {
+            return true;
+        }
+        let len = (usize::from(u16::from_be_bytes([rest[2], rest[3]])) + 1) * 4;
+        rest = rest.get(len..).unwrap_or_default();
+    }
+    false
+}
+
+fn pli(sender: u32, media: u32) -> Vec<u8> {
+    let mut packet = vec![0x81, 206, 0, 2];
+    packet.extend_from_slice(&sender.to_be_bytes());
+    packet.extend_from_slice(&media.to_be_bytes());
+    packet
+}
+
+#[test]
+fn each_packet_crosses_once_and_each_edge_viewer_gets_its_layers_with_a_valid_dd() {
+    let mut pair = Pair::new();
+    let link = pair.link.mirrored();
+    pair.start(&link);
+    assert_eq!(pair.a.core.relay_count(), (1, 0));
+    assert_eq!(pair.b.core.relay_count(), (0, 1));
+    assert_eq!(pair.b.core.snapshot().subscriptions, 2, "both viewers served");
+
+    let packets = l3t3(PUBLISHER_SSRC, 30);
+    let relayed = pair.publish(&packets);
+    assert_eq!(relayed, packets.len(), "each packet once, for two viewers");
+    assert_eq!(pair.a.core.relay_counters().packets_out, packets.len() as u64);
+
+    let full = pair.b.media_to(addr(6001));
+    let spatial = spatial_ids(&full, DD_OUT);
+    assert_eq!(spatial.len(), full.len(), "every packet with a DD that parses");
+    assert!((0..3).all(|s| spatial.contains(&s)), "{spatial:?}");
+    let base = pair.b.media_to(addr(6002));
+    let spatial = spatial_ids(&base, DD_OUT);
+    assert!(!base.is_empty());
+    assert_eq!(spatial.len(), base.len());
+    assert!(spatial.iter().all(|&s| s == 0), "{spatial:?}");
+    for p in [&full, &base].into_iter().flatten() {
+        let ssrc = RtpPacket::parse(p).expect("RTP").fields().ssrc;
+        assert!(ssrc == 0x10 || ssrc == 0x20, "the viewers' own SSRCs");
+    }
+}
+
+#[test]
+fn an_edge_viewers_pli_reaches_the_origins_publisher_through_its_throttle() {
+    let mut pair = Pair::new();
+    let link = pair.link.mirrored();
+    pair.start(&link);
+    pair.publish(&l3t3(PUBLISHER_SSRC, 10));
+    // Past the keyframe interval of whatever subscribing asked.
+    pair.run(Duration::from_millis(100), 10, false);
+    let before = pair.plis_to_publisher();
+    let asked = pair.a.core.relay_counters().keyframes_asked;
+
+    pair.b.send(addr(6001), &pli(0x99, 0x10));
+    pair.shuttle();
+    pair.run(Duration::from_millis(10), 2, false);
+    assert_eq!(
+        pair.a.core.relay_counters().keyframes_asked,
+        asked + 1,
+        "the edge's PLI crossed"
+    );
+    assert_eq!(pair.plis_to_publisher(), before + 1, "the publisher asked");
+
+    // Both viewers at once, again within the interval: one request at most.
+    pair.b.send(addr(6001), &pli(0x99, 0x10));
+    pair.b.send(addr(6002), &pli(0x98, 0x20));
+    pair.shuttle();
+    pair.run(Duration::from_millis(10), 2, false);
+    assert!(pair.plis_to_publisher() <= before + 2);
+}
+
+#[test]
+fn the_relay_lingers_after_the_last_edge_viewer_then_ends_on_both_nodes() {
+    let mut pair = Pair::new();
+    let link = pair.link.mirrored();
+    pair.start(&link);
+    pair.publish(&l3t3(PUBLISHER_SSRC, 5));
+    for viewer in pair.viewers {
+        pair.b.core.remove_peer(viewer).expect("a viewer");
+    }
+    let tick = Duration::from_millis(250);
+    pair.run(tick, (LINGER.as_millis() / tick.as_millis()) as u32 - 2, false);
+    assert_eq!(pair.b.core.relay_count(), (0, 1), "still lingering");
+    assert_eq!(pair.a.core.relay_count(), (1, 0), "kept alive by keepalives");
+
+    pair.run(tick, 4, false);
+    assert_eq!(pair.b.core.relay_count(), (0, 0));
+    assert_eq!(pair.a.core.relay_count(), (0, 0), "the edge's BYE ended it");
+    assert_eq!(pair.b.core.relay_counters().ended_idle, 1);
+    assert_eq!(pair.a.core.relay_counters().links_lost, 0);
+    assert_eq!(pair.b.core.table_entries(), 0, "nothing left on the edge");
+    let relayed = pair.publish(&l3t3(PUBLISHER_SSRC, 10)[5..]);
+    assert_eq!(relayed, 0, "nothing relayed any more");
+}
+
+#[test]
+fn a_silent_link_is_lost_on_both_ends_within_two_seconds_and_can_start_again() {
+    let mut pair = Pair::new();
+    let link = pair.link.mirrored();
+    pair.start(&link);
+    pair.run(Duration::from_millis(100), 15, false);
+    assert_eq!(pair.a.core.relay_count(), (1, 0), "keepalives keep it");
+    assert_eq!(pair.b.core.relay_count(), (0, 1));
+
+    pair.run(Duration::from_millis(100), 20, true);
+    assert_eq!(pair.a.core.relay_count(), (0, 0));
+    assert_eq!(pair.b.core.relay_count(), (0, 0));
+    assert_eq!(pair.a.core.relay_counters().links_lost, 1);
+    assert_eq!(pair.b.core.relay_counters().links_lost, 1);
+    assert!(LINK_TIMEOUT < Duration::from_secs(2));
+
+    pair.start(&link);
+    let packets = l3t3(PUBLISHER_SSRC, 10);
+    assert_eq!(pair.publish(&packets), packets.len());
+    assert!(!pair.b.media_to(addr(6001)).is_empty(), "served again");
+}
+
+#[test]
+fn link_packets_under_other_keys_or_an_unknown_ssrc_are_counted_and_dropped() {
+    let mut pair = Pair::new();
+    let wrong = keys(SrtpProfile::AeadAes128Gcm, 8).mirrored();
+    pair.start(&wrong);
+    let packets = l3t3(PUBLISHER_SSRC, 5);
+    pair.publish(&packets);
+    let dropped = pair.b.core.counters().dropped(DropReason::SrtpRejected);
+    assert!(dropped >= packets.len() as u64, "{dropped}");
+    assert!(pair.b.media_to(addr(6001)).is_empty());
+
+    let mut pair = Pair::new();
+    let link = pair.link.mirrored();
+    pair.start(&link);
+    // Protected as the origin would, under an SSRC it never offered.
+    let mut origin = session(&pair.link).expect("keys");
+    let mut forged = l3t3(0xBAD, 1).remove(0);
+    let len = forged.len();
+    forged.resize(len + MAX_OVERHEAD, 0);
+    let len = origin.protect_rtp(&mut forged, len).expect("protects");
+    let before = pair.b.core.counters().dropped(DropReason::UnknownSsrc);
+    pair.b.send(ORIGIN, &forged[..len]);
+    assert_eq!(
+        pair.b.core.counters().dropped(DropReason::UnknownSsrc),
+        before + 1
+    );
+    // And RTCP to the origin from the edge's address under other keys.
+    let mut edge = session(&wrong).expect("keys");
+    let mut rtcp = pli(1, PUBLISHER_SSRC);
+    let len = rtcp.len();
+    rtcp.resize(len + MAX_OVERHEAD, 0);
+    let len = edge.protect_rtcp(&mut rtcp, len).expect("protects");
+    let before = pair.a.core.counters().dropped(DropReason::SrtpRejected);
+    pair.a.send(EDGE, &rtcp[..len]);
+    assert_eq!(
+        pair.a.core.counters().dropped(DropReason::SrtpRejected),
+        before + 1
+    );
+    assert_eq!(pair.a.core.relay_counters().keyframes_asked, 0);
+}
