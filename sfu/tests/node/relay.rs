@@ -70,7 +70,7 @@ impl Pair {
 
     /// The relay started as the edge asks for it: the origin's offer, published on the edge
     /// under `edge_keys` (the origin's mirrored, unless a test breaks them).
-    fn start(&mut self, edge_keys: &SrtpKeys) {
+    fn start(&mut self, edge_keys: &SrtpKeys) -> PeerId {
         let origin_srtp = Box::new(session(&self.link).expect("keys"));
         let offer = self
             .a
@@ -78,12 +78,14 @@ impl Pair {
             .relay_out(self.a.now, "room", None, EDGE, origin_srtp)
             .expect("a publisher to relay");
         let edge_srtp = Box::new(session(edge_keys).expect("keys"));
-        self.b
+        let relayed = self
+            .b
             .core
             .relay_in(self.b.now, "room", offer, ORIGIN, edge_srtp)
             .expect("no relay yet");
         self.b.drain();
         self.shuttle();
+        relayed
     }
 
     /// Carries what each core sent the other until nothing is left: the RTP datagrams that
@@ -310,4 +312,30 @@ fn link_packets_under_other_keys_or_an_unknown_ssrc_are_counted_and_dropped() {
         before + 1
     );
     assert_eq!(pair.a.core.relay_counters().keyframes_asked, 0);
+}
+
+#[test]
+fn a_packet_lost_on_the_link_is_nacked_by_the_edge_and_sent_again_by_the_origin() {
+    let mut pair = Pair::new();
+    let link = pair.link.mirrored();
+    let relayed = pair.start(&link);
+    let packets = l3t3(PUBLISHER_SSRC, 20);
+    let (first, rest) = packets.split_at(10);
+    pair.publish(first);
+    // The link loses the next packet.
+    pair.a.send(addr(5000), &rest[0]);
+    pair.a.sent.remove(&EDGE);
+    pair.publish(&rest[1..]);
+    pair.run(Duration::from_millis(20), 10, false);
+    assert_eq!(pair.a.core.relay_counters().resent, 1, "the lost one, once");
+    let track = pair
+        .b
+        .core
+        .peer(relayed)
+        .and_then(|p| p.role.publisher())
+        .and_then(|p| p.tracks[0].id)
+        .expect("published on the edge");
+    let counters = pair.b.core.router().receiver_counters(track).expect("a track");
+    assert_eq!(counters.nacked, 1);
+    assert_eq!(counters.recovered, 1);
 }
