@@ -15,7 +15,8 @@ use super::auth::Auth;
 use super::cluster::http::Door;
 use super::cluster::member::Identity;
 use super::cluster::redis::RedisStore;
-use super::cluster::{drain, heartbeat, ClusterStore, Member};
+use super::cluster::relay_http::{self, RelayService};
+use super::cluster::{drain, heartbeat, ClusterConfig, ClusterStore, Member};
 use super::config::{ConfigError, NodeConfig};
 use super::core::NodeCore;
 use super::dtls::{DtlsCertificate, DtlsConfig};
@@ -233,6 +234,21 @@ pub async fn serve_with(
         retry_after: config.cluster.retry_after_s,
     });
     let app = http::routes(signaling.clone(), config.max_body_bytes, body_timeout, door);
+    let app = match (&member, &config.cluster.secret) {
+        (Some(member), Some(secret)) => {
+            let relay = relay_address(&config.cluster, candidate)?;
+            let service = Arc::new(RelayService {
+                secret: secret.clone(),
+                relay,
+                signaling: signaling.clone(),
+                member: member.clone(),
+            });
+            signaling.set_relay(Arc::downgrade(&service));
+            tracing::info!(%relay, "relaying media between nodes");
+            app.merge(relay_http::routes(service))
+        }
+        _ => app,
+    };
     let drain_timeout = config.cluster.drain_timeout();
     let shutdown = async move {
         shutdown.await;
@@ -273,6 +289,17 @@ pub async fn serve_with(
             tracing::error!("a media loop ended: {ended:?}");
             Err(ServeError::MediaLoop)
         }
+    }
+}
+
+/// Where other nodes' links reach this node's media port: `cluster.relay`, or the address
+/// announced in answers.
+fn relay_address(settings: &ClusterConfig, candidate: SocketAddr) -> Result<SocketAddr, ServeError> {
+    match &settings.relay {
+        Some(relay) => relay
+            .parse()
+            .map_err(|_| ServeError::Cluster("cluster.relay is ip:port".to_owned())),
+        None => Ok(candidate),
     }
 }
 

@@ -5,12 +5,13 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Instant, SystemTime};
 
 use selector::Layer;
 
 use super::auth::{Auth, AuthError, Grant};
+use super::cluster::relay_http::RelayService;
 use super::core::{CoreError, Resource};
 use super::ice_servers::{IceServer, IceServerConfig};
 use super::limits::{LimitError, Limits, RoomNameError};
@@ -186,6 +187,9 @@ pub struct Signaling {
     offer_memo: OfferMemo,
     /// Offers refused for coming too often.
     offers_refused: AtomicU64,
+    /// The media relay between nodes, on a clustered node with a secret: a viewer of a room
+    /// homed elsewhere has its publisher relayed here first. Weak: the HTTP routes own it.
+    relay: OnceLock<Weak<RelayService>>,
 }
 
 impl Signaling {
@@ -198,7 +202,26 @@ impl Signaling {
             offer_memo: OfferMemo::default(),
             config,
             offers_refused: AtomicU64::new(0),
+            relay: OnceLock::new(),
         }
+    }
+
+    /// Relays publishers of rooms homed elsewhere to this node's viewers through `relay`.
+    pub fn set_relay(&self, relay: Weak<RelayService>) {
+        let _ = self.relay.set(relay);
+    }
+
+    /// Runs `request` on the worker that serves `room`, in one turn of its loop.
+    pub async fn ask_room<T: Send + 'static>(
+        &self,
+        room: &str,
+        request: impl FnOnce(&mut Worker, Instant) -> T + Send + 'static,
+    ) -> Result<T, LoopGone> {
+        self.loops
+            .get(self.worker(room))
+            .ok_or(LoopGone)?
+            .ask(request)
+            .await
     }
 
     /// The ICE servers as the client `user` gets them now: TURN credentials from a shared
@@ -291,6 +314,9 @@ impl Signaling {
         caller: Caller<'_>,
     ) -> Result<(PeerId, String, Vec<String>), SignalError> {
         let offer = self.parse_offer(offer)?;
+        if let Some(relay) = self.relay.get().and_then(Weak::upgrade) {
+            relay.pull(room, source).await;
+        }
         let join = self.join(room, &offer, caller);
         let local = join.ice.clone();
         let request = WatchRequest {

@@ -283,6 +283,13 @@ impl Member {
         self.state.lock().others.clone()
     }
 
+    /// The registration of `room`'s home when it is another node, as the last heartbeat
+    /// read the others: where the media relay pulls the room's publishers from.
+    pub async fn home_elsewhere(&self, room: &str) -> Option<Registration> {
+        let home = self.store.home(room).await.ok()??;
+        self.others().into_iter().find(|r| r.node_ref() == home)
+    }
+
     /// Whether this node is the home of `room` now: it claimed it (or kept it) and the record
     /// is sure to stand. Never true of two nodes at once.
     pub fn is_home(&self, room: &str) -> bool {

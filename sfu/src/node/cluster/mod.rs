@@ -10,7 +10,8 @@
 //! - [`heartbeat`]: the task that measures the load and refreshes the registration.
 //! - [`drain`]: `SIGTERM` on a clustered node: no new sessions, exit once they have ended.
 //! - [`http`]: new sessions' requests placed (`307`, `503`), and the cluster's metrics.
-//! - [`relay_link`]: the media relay's control channel: its requests, answers and link keys.
+//! - [`relay_link`]: the media relay's control channel: its requests, answers and link keys;
+//!   [`relay_http`]: the origin's route and the edge's request to it.
 
 pub mod drain;
 pub mod heartbeat;
@@ -19,6 +20,7 @@ pub mod member;
 pub mod memory;
 pub mod placement;
 pub mod redis;
+pub mod relay_http;
 pub mod relay_link;
 pub mod settings;
 pub mod store;

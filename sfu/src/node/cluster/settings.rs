@@ -15,8 +15,12 @@ pub struct ClusterConfig {
     /// Where other nodes send clients to reach this one (`https://node-1.example:8443`); by
     /// default the HTTP listener's address with the announced IP.
     pub url: Option<String>,
-    /// Where the relay between nodes is to reach this node (registered, not used yet).
+    /// Where the media relay of other nodes reaches this node's media port (`ip:port`); by
+    /// default the media socket's address with the announced IP.
     pub relay: Option<String>,
+    /// The secret every node of the cluster shares: it authenticates the media relay's
+    /// requests and keys its links. Without it, no media is relayed between nodes.
+    pub secret: Option<String>,
     /// A registration (and a home) lives this long unless the heartbeat refreshes it; a node
     /// that cannot refresh it refuses new sessions once it has run out.
     pub lease_ms: u64,
@@ -37,6 +41,7 @@ impl Default for ClusterConfig {
             node: None,
             url: None,
             relay: None,
+            secret: None,
             lease_ms: 3_000,
             heartbeat_ms: 1_000,
             prefer_home_below_percent: 100,

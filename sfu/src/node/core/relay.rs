@@ -181,6 +181,23 @@ impl NodeCore {
         Ok(offer)
     }
 
+    /// Whether a viewer of `room` watching `source` (or the room's first publisher) would find
+    /// nobody to watch here, relayed or not: an edge then asks the room's home for a relay.
+    pub fn needs_relay(&self, room: &str, source: Option<&str>) -> bool {
+        let Some(members) = self.rooms.get(room) else {
+            return true;
+        };
+        match source {
+            Some(name) => !members.names.contains_key(name),
+            None => !members.publishers.iter().any(|id| {
+                self.peers
+                    .get(id)
+                    .and_then(|p| p.role.publisher())
+                    .is_some_and(|p| !p.tracks.is_empty())
+            }),
+        }
+    }
+
     /// The publisher named `source` in `room`, or the room's first with tracks; never one
     /// relayed in from elsewhere (relays do not chain).
     fn relayed_publisher(&self, room: &str, source: Option<&str>) -> Result<PeerId, CoreError> {

@@ -1,0 +1,211 @@
+//! The media relay over HTTP between nodes: the origin's route (`POST /cluster/relay`), and
+//! the edge's request to it when a viewer comes for a room whose publisher is on the room's
+//! home. See [`relay_link`](super::relay_link) for what they carry and how it is
+//! authenticated, and the core's `relay` module for the link itself.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{to_bytes, Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use super::member::Member;
+use super::relay_link::{
+    link_keys, nonce, read_request, sign, unix_ms, verify, RelayAnswer, RelayRequest,
+    AUTH_HEADER, MAX_BODY,
+};
+use crate::node::remote::Remote;
+use crate::node::signaling::Signaling;
+use crate::node::srtp::session;
+
+/// The route's path.
+pub const PATH: &str = "/cluster/relay";
+/// How long an edge waits for the origin's answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Both ends of the relay on this node: the secret, this node's media address as the others
+/// reach it, and what asks its media loops.
+#[derive(Debug)]
+pub struct RelayService {
+    /// The cluster's shared secret.
+    pub secret: String,
+    /// This node's media address, where links end.
+    pub relay: SocketAddr,
+    /// This node's signaling, whose loops hold the cores.
+    pub signaling: Arc<Signaling>,
+    /// This node in the cluster, to find a room's home.
+    pub member: Arc<Member>,
+}
+
+/// The route, its body limited to [`MAX_BODY`].
+pub fn routes(service: Arc<RelayService>) -> Router {
+    Router::new()
+        .route(PATH, post(route))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(service)
+}
+
+/// `POST /cluster/relay` on the origin: an authenticated edge's request starts the relay of a
+/// publisher of the room here; the answer, signed, says what the edge publishes.
+pub async fn route(
+    State(service): State<Arc<RelayService>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let tag = headers
+        .get(AUTH_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let request = match read_request(&service.secret, &body, tag, unix_ms()) {
+        Ok(request) => request,
+        Err(refused) => {
+            tracing::warn!(%refused, "a relay request refused");
+            return (StatusCode::FORBIDDEN, refused.to_string()).into_response();
+        }
+    };
+    let origin_nonce = nonce();
+    let keys = link_keys(&service.secret, &request.nonce, &origin_nonce, true);
+    let Ok(srtp) = session(&keys) else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let to = Remote::Udp(request.relay);
+    let (room, source) = (request.room.clone(), request.source.clone());
+    let offer = service
+        .signaling
+        .ask_room(&request.room, move |worker, now| {
+            let source = source.as_deref();
+            worker
+                .core
+                .relay_out(now, &room, source, to, Box::new(srtp))
+        })
+        .await;
+    let offer = match offer {
+        Ok(Ok(offer)) => offer,
+        Ok(Err(refused)) => return (StatusCode::CONFLICT, refused.to_string()).into_response(),
+        Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    };
+    let answer = RelayAnswer::new(service.relay, origin_nonce, &offer);
+    let Ok(body) = serde_json::to_vec(&answer) else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let tag = sign(&service.secret, &body);
+    ([(AUTH_HEADER, tag)], body).into_response()
+}
+
+/// Why an edge got no relay.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    /// The home's URL is not plain `http://host:port` (the relay's requests are signed, not
+    /// encrypted; nodes reach each other over their private network).
+    #[error("the home's URL is not http://host:port")]
+    Url,
+    /// Connecting, writing or reading failed, or timed out.
+    #[error("the origin could not be reached: {0}")]
+    Io(String),
+    /// The origin refused, or answered something unsigned or malformed.
+    #[error("the origin refused: {0}")]
+    Refused(String),
+}
+
+impl RelayService {
+    /// On the edge, before a viewer of `room` is added: when nobody it would watch is here
+    /// and the room's home is another node, asks the home for a relay of the publisher and
+    /// publishes it here, so the viewer is served as by a local publisher. Whatever fails is
+    /// logged and the viewer added all the same, waiting as for a publisher to come.
+    pub async fn pull(&self, room: &str, source: Option<&str>) {
+        let (room_name, wanted) = (room.to_owned(), source.map(str::to_owned));
+        let needed = self
+            .signaling
+            .ask_room(room, move |worker, _| {
+                worker.core.needs_relay(&room_name, wanted.as_deref())
+            })
+            .await;
+        if needed != Ok(true) {
+            return;
+        }
+        let Some(home) = self.member.home_elsewhere(room).await else {
+            return;
+        };
+        if let Err(failed) = self.pull_from(&home.url, room, source).await {
+            tracing::warn!(room, home = %home.node, %failed, "no relay from the room's home");
+        }
+    }
+
+    async fn pull_from(&self, url: &str, room: &str, source: Option<&str>) -> Result<(), PullError> {
+        let request = RelayRequest {
+            room: room.to_owned(),
+            source: source.map(str::to_owned),
+            relay: self.relay,
+            nonce: nonce(),
+            at_ms: unix_ms(),
+        };
+        let body = serde_json::to_vec(&request).map_err(|e| PullError::Io(e.to_string()))?;
+        let (tag, body) = tokio::time::timeout(ANSWER_TIMEOUT, post_signed(url, &self.secret, body))
+            .await
+            .map_err(|_| PullError::Io("timed out".into()))??;
+        verify(&self.secret, &body, &tag).map_err(|e| PullError::Refused(e.to_string()))?;
+        let answer: RelayAnswer =
+            serde_json::from_slice(&body).map_err(|e| PullError::Refused(e.to_string()))?;
+        let offer = answer
+            .offer()
+            .map_err(|e| PullError::Refused(e.to_string()))?;
+        let keys = link_keys(&self.secret, &request.nonce, &answer.nonce, false);
+        let srtp = session(&keys).map_err(|e| PullError::Refused(e.to_string()))?;
+        let (room_name, from) = (room.to_owned(), Remote::Udp(answer.relay));
+        let added = self
+            .signaling
+            .ask_room(room, move |worker, now| {
+                worker
+                    .core
+                    .relay_in(now, &room_name, offer, from, Box::new(srtp))
+            })
+            .await
+            .map_err(|_| PullError::Io("the media loop stopped".into()))?;
+        added.map_err(|e| PullError::Refused(e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// `POST {url}/cluster/relay` with `body` signed: the answer's tag and body.
+async fn post_signed(url: &str, secret: &str, body: Vec<u8>) -> Result<(String, Bytes), PullError> {
+    let host = url
+        .strip_prefix("http://")
+        .map(|rest| rest.trim_end_matches('/'))
+        .filter(|host| !host.contains('/'))
+        .ok_or(PullError::Url)?;
+    let io = |e: &dyn std::fmt::Display| PullError::Io(e.to_string());
+    let stream = TcpStream::connect(host).await.map_err(|e| io(&e))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| io(&e))?;
+    tokio::spawn(connection);
+    let request = Request::post(PATH)
+        .header("host", host)
+        .header("content-type", "application/json")
+        .header(AUTH_HEADER, sign(secret, &body))
+        .body(Body::from(body))
+        .map_err(|e| io(&e))?;
+    let response = sender.send_request(request).await.map_err(|e| io(&e))?;
+    let status = response.status();
+    let tag = response
+        .headers()
+        .get(AUTH_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = to_bytes(Body::new(response.into_body()), MAX_BODY)
+        .await
+        .map_err(|e| io(&e))?;
+    if !status.is_success() {
+        let reason = String::from_utf8_lossy(&body).into_owned();
+        return Err(PullError::Refused(format!("{status}: {reason}")));
+    }
+    Ok((tag, body))
+}
