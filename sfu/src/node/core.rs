@@ -455,6 +455,7 @@ impl NodeCore {
             rembs_sent: router.rembs_sent,
             probe_clusters: router.probe_clusters,
             viewer_stats: self.all_viewer_stats(),
+            media_relay: self.relay_figures(),
             ..Snapshot::default()
         };
         for peer in self.peers.values() {

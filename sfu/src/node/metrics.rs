@@ -1,10 +1,12 @@
 //! What the node counts, and `/metrics` in the Prometheus text exposition format.
 
 mod drop_reason;
+mod media_relay;
 
 use std::fmt::Write;
 
 pub use drop_reason::DropReason;
+pub use media_relay::RelayFigures;
 
 use super::limits::LimitError;
 use super::remote::Transport;
@@ -113,6 +115,8 @@ impl NodeCounters {
 pub struct Snapshot {
     /// Rooms with at least one session.
     pub rooms: usize,
+    /// The media relay between nodes: relays out and in, and what they did.
+    pub media_relay: RelayFigures,
     /// WHIP sessions.
     pub publishers: usize,
     /// WHEP sessions.
@@ -373,6 +377,7 @@ impl Snapshot {
     /// the sums count each once.
     pub fn merge(&mut self, other: Snapshot) {
         self.rooms += other.rooms;
+        self.media_relay.add(&other.media_relay);
         self.publishers += other.publishers;
         self.viewers += other.viewers;
         self.connecting += other.connecting;
@@ -454,6 +459,7 @@ impl Snapshot {
             n.data_bytes_relayed,
         );
         relayed(&mut out, n);
+        self.media_relay.render(&mut out);
         let layers = "Changes of the layer a viewer receives.";
         counter(&mut out, "layer_changes_total", layers, n.layer_changes);
         let estimates = "Bandwidth estimates toward viewers (their REMB, or ours from their transport-wide CC feedback).";

@@ -24,7 +24,7 @@ use super::{CoreError, NodeCore};
 use crate::engine::rtcp::{parse_compound, RtcpFeedback};
 use crate::engine::{StreamIds, TransportId};
 use crate::capture::{classify, PayloadKind};
-use crate::node::metrics::DropReason;
+use crate::node::metrics::{DropReason, RelayFigures};
 use crate::node::peer::{IceCredentials, Join, PeerId, PublishedTrack, Publisher, };
 use crate::node::remote::Remote;
 use crate::node::sdp::{random_ice_credentials, RoomCodec};
@@ -146,6 +146,14 @@ impl NodeCore {
     /// Relays this core is the origin of, and the edge of.
     pub fn relay_count(&self) -> (usize, usize) {
         (self.media_relays.outs.len(), self.media_relays.ins.len())
+    }
+
+    pub(super) fn relay_figures(&self) -> RelayFigures {
+        RelayFigures {
+            out: self.media_relays.outs.len(),
+            into: self.media_relays.ins.len(),
+            counters: self.media_relays.counters,
+        }
     }
 
     /// Starts relaying the publisher a viewer of `room` would watch (the one named `source`,

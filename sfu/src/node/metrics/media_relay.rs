@@ -1,0 +1,60 @@
+//! The media relay between nodes in `/metrics`: the relays this node sends and receives now,
+//! and what they did.
+
+use super::{counter, family, Family};
+use crate::node::core::RelayCounters;
+
+/// One worker's relays, or the node's summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelayFigures {
+    /// Relays this node is the origin of.
+    pub out: usize,
+    /// Relays this node is the edge of.
+    pub into: usize,
+    /// What they did.
+    pub counters: RelayCounters,
+}
+
+impl RelayFigures {
+    /// Another worker's added.
+    pub fn add(&mut self, other: &RelayFigures) {
+        self.out += other.out;
+        self.into += other.into;
+        let (a, b) = (&mut self.counters, other.counters);
+        a.started_out += b.started_out;
+        a.started_in += b.started_in;
+        a.ended_idle += b.ended_idle;
+        a.links_lost += b.links_lost;
+        a.packets_out += b.packets_out;
+        a.resent += b.resent;
+        a.keyframes_asked += b.keyframes_asked;
+    }
+
+    pub(super) fn render(&self, out: &mut String) {
+        let (name, kind) = ("media_relays", "gauge");
+        let help = "Publishers relayed to another node (out) and from another node (in) now.";
+        let samples = [
+            ("{direction=\"out\"}", self.out as u64),
+            ("{direction=\"in\"}", self.into as u64),
+        ];
+        family(out, Family { name, help, kind }, samples);
+        let c = &self.counters;
+        let (name, kind) = ("media_relays_started_total", "counter");
+        let help = "Relays started, to (out) and from (in) another node.";
+        let samples = [
+            ("{direction=\"out\"}", c.started_out),
+            ("{direction=\"in\"}", c.started_in),
+        ];
+        family(out, Family { name, help, kind }, samples);
+        let help = "Relays an edge ended after its linger without a receiving session.";
+        counter(out, "media_relays_ended_idle_total", help, c.ended_idle);
+        let help = "Relays ended because their link was silent past the link timeout.";
+        counter(out, "media_relay_links_lost_total", help, c.links_lost);
+        let help = "RTP packets sent on relay links, NACKed ones again included.";
+        counter(out, "media_relay_packets_out_total", help, c.packets_out);
+        let help = "RTP packets sent again on relay links for an edge's NACK.";
+        counter(out, "media_relay_resent_total", help, c.resent);
+        let help = "Keyframe requests (PLI, FIR) from edges passed to a publisher's throttle.";
+        counter(out, "media_relay_keyframes_asked_total", help, c.keyframes_asked);
+    }
+}
