@@ -12,6 +12,7 @@ mod redis;
 
 mod cluster_http;
 mod cluster_properties;
+mod cluster_relay;
 mod cluster_redis;
 mod cluster_store;
 mod conference;

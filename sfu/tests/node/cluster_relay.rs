@@ -1,0 +1,75 @@
+//! The media relay between two `sfu serve` processes sharing a real redis-server (`redis_*`,
+//! ignored by default: `.ci/run` runs them with `-- --ignored redis_`): a viewer on a node
+//! that is not its room's home has the room's publisher relayed from the home over a link
+//! keyed from the cluster's secret; the link's keepalives hold it while the viewer stays, and
+//! the edge ends it (a BYE the origin must authenticate) after its linger once the viewer
+//! left.
+
+use crate::http_node::{metric, node_with_config, wait_for_metric, Node, SDP};
+use crate::redis::Redis;
+
+const PUBLISHER: &str = include_str!("../../src/node/sdp/fixtures/publisher_av1.sdp");
+const VIEWER: &str = include_str!("../../src/node/sdp/fixtures/chromium156_viewer_recvonly.sdp");
+
+/// A node of the cluster on `redis` with the relay's secret (`secret`), every room's sessions
+/// served where they land.
+fn relaying(redis: &Redis, secret: &str) -> Node {
+    let toml = format!(
+        "redis = \"{}\"\n[cluster]\nsecret = \"{secret}\"\nprefer_home_below_percent = 0\n",
+        redis.url
+    );
+    node_with_config(&toml, &[])
+}
+
+fn relays(node: &Node, direction: &str) -> Option<u64> {
+    metric(&node.http, &format!("strata_media_relays{{direction=\"{direction}\"}}"))
+}
+
+#[test]
+#[ignore = "needs redis-server: .ci/run runs it (-- --ignored redis_)"]
+fn redis_a_viewer_on_another_node_pulls_the_publisher_and_the_relay_ends_after_it_leaves() {
+    let redis = Redis::start();
+    let (a, b) = (relaying(&redis, "s3cret"), relaying(&redis, "s3cret"));
+    wait_for_metric(&a.http, "strata_cluster_serving_nodes", 1);
+    wait_for_metric(&b.http, "strata_cluster_serving_nodes", 1);
+    let published = a.request("POST", "/whip/room", &[SDP], PUBLISHER);
+    assert_eq!(published.status, 201, "{}", published.body);
+
+    let watching = b.request("POST", "/whep/room", &[SDP], VIEWER);
+    assert_eq!(watching.status, 201, "{}", watching.body);
+    assert!(
+        watching.body.contains("AV1"),
+        "negotiated against the relayed publisher's codecs: {}",
+        watching.body
+    );
+    assert_eq!(relays(&a, "out"), Some(1));
+    assert_eq!(relays(&b, "in"), Some(1));
+    assert_eq!(metric(&b.http, "strata_publishers"), Some(1), "the relay-in");
+
+    // Keepalives hold the link over longer than its timeout.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(relays(&a, "out"), Some(1));
+    assert_eq!(relays(&b, "in"), Some(1));
+    assert_eq!(metric(&a.http, "strata_media_relay_links_lost_total"), Some(0));
+
+    let resource = watching.header("location").expect("a resource").to_owned();
+    assert_eq!(b.request("DELETE", &resource, &[], "").status, 200);
+    wait_for_metric(&b.http, "strata_media_relays_ended_idle_total", 1);
+    wait_for_metric(&a.http, "strata_media_relays{direction=\"out\"}", 0);
+    assert_eq!(metric(&a.http, "strata_media_relay_links_lost_total"), Some(0), "a BYE");
+    assert_eq!(metric(&b.http, "strata_publishers"), Some(0));
+}
+
+#[test]
+#[ignore = "needs redis-server: .ci/run runs it (-- --ignored redis_)"]
+fn redis_a_node_with_another_secret_gets_no_relay() {
+    let redis = Redis::start();
+    let (a, b) = (relaying(&redis, "s3cret"), relaying(&redis, "other"));
+    wait_for_metric(&a.http, "strata_cluster_serving_nodes", 1);
+    wait_for_metric(&b.http, "strata_cluster_serving_nodes", 1);
+    assert_eq!(a.request("POST", "/whip/room", &[SDP], PUBLISHER).status, 201);
+    let watching = b.request("POST", "/whep/room", &[SDP], VIEWER);
+    assert_eq!(watching.status, 201, "the viewer waits as for a publisher");
+    assert_eq!(relays(&a, "out"), Some(0));
+    assert_eq!(relays(&b, "in"), Some(0));
+}
