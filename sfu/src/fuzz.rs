@@ -38,6 +38,9 @@ use crate::node::tcp::framing::{self, FrameError};
 use crate::node::testing;
 use crate::sim::{Delivery, LinkConfig, Network};
 
+mod relay_link;
+pub use relay_link::{relay_link, RELAY_NOW_MS, RELAY_SECRET};
+
 /// `capture`: the bytes as a capture file; every record down to its UDP payload, and every
 /// RTP payload through each video codec's descriptor parser.
 pub fn capture(data: &[u8]) {

@@ -16,7 +16,7 @@ type Seeds = Vec<(&'static str, Vec<u8>)>;
 /// A target's name, its body and the seeds it starts from.
 type Target = (&'static str, fn(&[u8]), fn() -> Seeds);
 
-const TARGETS: [Target; 9] = [
+const TARGETS: [Target; 10] = [
     ("sdp_offer", fuzz::sdp_offer, sdp_offer_seeds),
     ("stun_binding", fuzz::stun_binding, stun_binding_seeds),
     ("auth_header", fuzz::auth_header, auth_header_seeds),
@@ -30,7 +30,25 @@ const TARGETS: [Target; 9] = [
     ("dcep", fuzz::dcep, dcep_seeds),
     ("sctp_input", fuzz::sctp_input, sctp_input_seeds),
     ("tcp_framing", fuzz::tcp_framing, tcp_framing_seeds),
+    ("relay_link", fuzz::relay_link, relay_link_seeds),
 ];
+
+/// A relay request in its lifetime and one past it, and an origin's answer of an AV1 track
+/// with its RTX and DD.
+fn relay_link_seeds() -> Seeds {
+    let request = |at_ms: u64| {
+        format!(
+            r#"{{"room":"room","source":null,"relay":"10.0.0.2:50000","nonce":"00ff","at_ms":{at_ms}}}"#
+        )
+        .into_bytes()
+    };
+    let answer = r#"{"relay":"10.0.0.1:50000","nonce":"ab","name":"alice","tracks":[{"mid":"1","codec":"AV1","clock_rate":90000,"streams":[[161,162]],"dd_ext_id":11,"audio_level_ext_id":null,"fmtp":""}],"codecs":[{"codec":"AV1","fmtp":""}]}"#;
+    vec![
+        ("request", request(fuzz::RELAY_NOW_MS)),
+        ("stale_request", request(fuzz::RELAY_NOW_MS - 60_000)),
+        ("answer", answer.as_bytes().to_vec()),
+    ]
+}
 
 /// A binding request and a media packet framed as ICE-TCP carries them, read whole and a
 /// byte at a time; one of them split by a read of 5; a frame longer than the node takes.

@@ -365,4 +365,31 @@ mod tests {
         bad.tracks[0].streams = vec![(1, None); 5];
         assert_eq!(bad.offer().err(), Some(LinkError::BadTrack));
     }
+
+    proptest::proptest! {
+        /// Any answer the origin writes reads back, on the edge, as the offer it was made of.
+        #[test]
+        fn answers_round_trip(
+            ssrcs in proptest::collection::vec((1u32.., proptest::option::of(1u32..)), 1..=4),
+            dd in proptest::option::of(1u8..=14),
+            name in proptest::option::of("[a-z]{1,12}"),
+            fmtp in "[a-z0-9=;-]{0,40}",
+        ) {
+            let mut config = TrackConfig::single(Codec::Av1, ssrcs[0].0);
+            config.streams = ssrcs.iter().map(|&(ssrc, rtx_ssrc)| StreamConfig { ssrc, rtx_ssrc }).collect();
+            config.dd_ext_id = dd;
+            let offer = RelayOffer {
+                name,
+                tracks: vec![PublishedTrack { mid: "0".into(), config, id: None, fmtp: fmtp.clone() }],
+                codecs: vec![RoomCodec { codec: Codec::Av1, fmtp }],
+            };
+            let answer = RelayAnswer::new("10.0.0.1:50000".parse().expect("addr"), nonce(), &offer);
+            let json = serde_json::to_vec(&answer).expect("serializes");
+            let read: RelayAnswer = serde_json::from_slice(&json).expect("parses");
+            proptest::prop_assert_eq!(&read, &answer);
+            let back = read.offer().expect("valid");
+            proptest::prop_assert_eq!(&back.tracks[0].config, &offer.tracks[0].config);
+            proptest::prop_assert_eq!(back.name, offer.name);
+        }
+    }
 }

@@ -182,6 +182,8 @@ impl NodeCore {
             next_keepalive: now,
             sent: VecDeque::with_capacity(RESEND_RING),
         };
+        // With several workers, the edge's datagrams come to this one.
+        self.bind(to);
         self.media_relays.outs.insert(to, relay);
         self.media_relays.counters.started_out += 1;
         self.arm_relay_tick(now);
@@ -395,7 +397,7 @@ impl NodeCore {
         }
         if bye {
             tracing::info!(?from, "the edge ended its relay");
-            self.media_relays.outs.remove(&from);
+            self.end_relay_out(from);
         }
     }
 
@@ -459,7 +461,13 @@ impl NodeCore {
             .collect();
         for to in ended {
             self.send_link_rtcp(to, RTCP_BYE);
-            self.media_relays.outs.remove(&to);
+            self.end_relay_out(to);
+        }
+    }
+
+    fn end_relay_out(&mut self, to: Remote) {
+        if self.media_relays.outs.remove(&to).is_some() {
+            self.unbind(to);
         }
     }
 
@@ -478,7 +486,7 @@ impl NodeCore {
             .collect();
         for to in lost {
             tracing::warn!(?to, "a relay's link went silent");
-            self.media_relays.outs.remove(&to);
+            self.end_relay_out(to);
             self.media_relays.counters.links_lost += 1;
         }
         let due: Vec<Remote> = self

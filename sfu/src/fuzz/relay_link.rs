@@ -1,0 +1,30 @@
+//! The media relay's control channel under fuzzing: the bytes as a request body signed with
+//! the cluster's secret (so reading goes past the signature), as the same body under a wrong
+//! signature, and as an origin's answer the edge would publish.
+
+use crate::node::cluster::relay_link::{read_request, sign, LinkError, RelayAnswer, REQUEST_LIFETIME};
+
+/// The cluster secret the bodies are signed with.
+pub const RELAY_SECRET: &str = "fuzz-cluster-secret";
+/// The time requests are read at, in milliseconds since the Unix epoch.
+pub const RELAY_NOW_MS: u64 = 1_700_000_000_000;
+
+/// `relay_link`: see the module.
+pub fn relay_link(data: &[u8]) {
+    let tag = sign(RELAY_SECRET, data);
+    if let Ok(request) = read_request(RELAY_SECRET, data, &tag, RELAY_NOW_MS) {
+        let lifetime = REQUEST_LIFETIME.as_millis() as u64;
+        assert!(request.at_ms.abs_diff(RELAY_NOW_MS) <= lifetime);
+    }
+    let forged = read_request("another secret", data, &tag, RELAY_NOW_MS);
+    assert_eq!(forged, Err(LinkError::Unauthenticated));
+    let Ok(answer) = serde_json::from_slice::<RelayAnswer>(data) else {
+        return;
+    };
+    if let Ok(offer) = answer.offer() {
+        assert_eq!(offer.tracks.len(), answer.tracks.len());
+        for track in &offer.tracks {
+            assert!((1..=4).contains(&track.config.streams.len()));
+        }
+    }
+}
