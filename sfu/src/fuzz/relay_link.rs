@@ -2,7 +2,9 @@
 //! the cluster's secret (so reading goes past the signature), as the same body under a wrong
 //! signature, and as an origin's answer the edge would publish.
 
-use crate::node::cluster::relay_link::{read_request, sign, LinkError, RelayAnswer, REQUEST_LIFETIME};
+use crate::node::cluster::relay_link::{
+    read_request, sign, LinkError, RelayAnswer, REQUEST_LIFETIME,
+};
 
 /// The cluster secret the bodies are signed with.
 pub const RELAY_SECRET: &str = "fuzz-cluster-secret";

@@ -294,7 +294,10 @@ pub async fn serve_with(
 
 /// Where other nodes' links reach this node's media port: `cluster.relay`, or the address
 /// announced in answers.
-fn relay_address(settings: &ClusterConfig, candidate: SocketAddr) -> Result<SocketAddr, ServeError> {
+fn relay_address(
+    settings: &ClusterConfig,
+    candidate: SocketAddr,
+) -> Result<SocketAddr, ServeError> {
     match &settings.relay {
         Some(relay) => relay
             .parse()

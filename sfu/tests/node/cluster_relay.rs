@@ -22,7 +22,10 @@ fn relaying(redis: &Redis, secret: &str) -> Node {
 }
 
 fn relays(node: &Node, direction: &str) -> Option<u64> {
-    metric(&node.http, &format!("strata_media_relays{{direction=\"{direction}\"}}"))
+    metric(
+        &node.http,
+        &format!("strata_media_relays{{direction=\"{direction}\"}}"),
+    )
 }
 
 #[test]
@@ -44,19 +47,30 @@ fn redis_a_viewer_on_another_node_pulls_the_publisher_and_the_relay_ends_after_i
     );
     assert_eq!(relays(&a, "out"), Some(1));
     assert_eq!(relays(&b, "in"), Some(1));
-    assert_eq!(metric(&b.http, "strata_publishers"), Some(1), "the relay-in");
+    assert_eq!(
+        metric(&b.http, "strata_publishers"),
+        Some(1),
+        "the relay-in"
+    );
 
     // Keepalives hold the link over longer than its timeout.
     std::thread::sleep(std::time::Duration::from_secs(3));
     assert_eq!(relays(&a, "out"), Some(1));
     assert_eq!(relays(&b, "in"), Some(1));
-    assert_eq!(metric(&a.http, "strata_media_relay_links_lost_total"), Some(0));
+    assert_eq!(
+        metric(&a.http, "strata_media_relay_links_lost_total"),
+        Some(0)
+    );
 
     let resource = watching.header("location").expect("a resource").to_owned();
     assert_eq!(b.request("DELETE", &resource, &[], "").status, 200);
     wait_for_metric(&b.http, "strata_media_relays_ended_idle_total", 1);
     wait_for_metric(&a.http, "strata_media_relays{direction=\"out\"}", 0);
-    assert_eq!(metric(&a.http, "strata_media_relay_links_lost_total"), Some(0), "a BYE");
+    assert_eq!(
+        metric(&a.http, "strata_media_relay_links_lost_total"),
+        Some(0),
+        "a BYE"
+    );
     assert_eq!(metric(&b.http, "strata_publishers"), Some(0));
 }
 
@@ -67,7 +81,10 @@ fn redis_a_node_with_another_secret_gets_no_relay() {
     let (a, b) = (relaying(&redis, "s3cret"), relaying(&redis, "other"));
     wait_for_metric(&a.http, "strata_cluster_serving_nodes", 1);
     wait_for_metric(&b.http, "strata_cluster_serving_nodes", 1);
-    assert_eq!(a.request("POST", "/whip/room", &[SDP], PUBLISHER).status, 201);
+    assert_eq!(
+        a.request("POST", "/whip/room", &[SDP], PUBLISHER).status,
+        201
+    );
     let watching = b.request("POST", "/whep/room", &[SDP], VIEWER);
     assert_eq!(watching.status, 201, "the viewer waits as for a publisher");
     assert_eq!(relays(&a, "out"), Some(0));

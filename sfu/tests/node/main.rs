@@ -12,8 +12,8 @@ mod redis;
 
 mod cluster_http;
 mod cluster_properties;
-mod cluster_relay;
 mod cluster_redis;
+mod cluster_relay;
 mod cluster_store;
 mod conference;
 mod fixtures;

@@ -176,16 +176,27 @@ fn each_packet_crosses_once_and_each_edge_viewer_gets_its_layers_with_a_valid_dd
     pair.start(&link);
     assert_eq!(pair.a.core.relay_count(), (1, 0));
     assert_eq!(pair.b.core.relay_count(), (0, 1));
-    assert_eq!(pair.b.core.snapshot().subscriptions, 2, "both viewers served");
+    assert_eq!(
+        pair.b.core.snapshot().subscriptions,
+        2,
+        "both viewers served"
+    );
 
     let packets = l3t3(PUBLISHER_SSRC, 30);
     let relayed = pair.publish(&packets);
     assert_eq!(relayed, packets.len(), "each packet once, for two viewers");
-    assert_eq!(pair.a.core.relay_counters().packets_out, packets.len() as u64);
+    assert_eq!(
+        pair.a.core.relay_counters().packets_out,
+        packets.len() as u64
+    );
 
     let full = pair.b.media_to(addr(6001));
     let spatial = spatial_ids(&full, DD_OUT);
-    assert_eq!(spatial.len(), full.len(), "every packet with a DD that parses");
+    assert_eq!(
+        spatial.len(),
+        full.len(),
+        "every packet with a DD that parses"
+    );
     assert!((0..3).all(|s| spatial.contains(&s)), "{spatial:?}");
     let base = pair.b.media_to(addr(6002));
     let spatial = spatial_ids(&base, DD_OUT);
@@ -237,9 +248,17 @@ fn the_relay_lingers_after_the_last_edge_viewer_then_ends_on_both_nodes() {
         pair.b.core.remove_peer(viewer).expect("a viewer");
     }
     let tick = Duration::from_millis(250);
-    pair.run(tick, (LINGER.as_millis() / tick.as_millis()) as u32 - 2, false);
+    pair.run(
+        tick,
+        (LINGER.as_millis() / tick.as_millis()) as u32 - 2,
+        false,
+    );
     assert_eq!(pair.b.core.relay_count(), (0, 1), "still lingering");
-    assert_eq!(pair.a.core.relay_count(), (1, 0), "kept alive by keepalives");
+    assert_eq!(
+        pair.a.core.relay_count(),
+        (1, 0),
+        "kept alive by keepalives"
+    );
 
     pair.run(tick, 4, false);
     assert_eq!(pair.b.core.relay_count(), (0, 0));
@@ -335,7 +354,12 @@ fn a_packet_lost_on_the_link_is_nacked_by_the_edge_and_sent_again_by_the_origin(
         .and_then(|p| p.role.publisher())
         .and_then(|p| p.tracks[0].id)
         .expect("published on the edge");
-    let counters = pair.b.core.router().receiver_counters(track).expect("a track");
+    let counters = pair
+        .b
+        .core
+        .router()
+        .receiver_counters(track)
+        .expect("a track");
     assert_eq!(counters.nacked, 1);
     assert_eq!(counters.recovered, 1);
 }

@@ -18,8 +18,8 @@ use tokio::net::TcpStream;
 
 use super::member::Member;
 use super::relay_link::{
-    link_keys, nonce, read_request, sign, unix_ms, verify, RelayAnswer, RelayRequest,
-    AUTH_HEADER, MAX_BODY,
+    link_keys, nonce, read_request, sign, unix_ms, verify, RelayAnswer, RelayRequest, AUTH_HEADER,
+    MAX_BODY,
 };
 use crate::node::remote::Remote;
 use crate::node::signaling::Signaling;
@@ -138,7 +138,12 @@ impl RelayService {
         }
     }
 
-    async fn pull_from(&self, url: &str, room: &str, source: Option<&str>) -> Result<(), PullError> {
+    async fn pull_from(
+        &self,
+        url: &str,
+        room: &str,
+        source: Option<&str>,
+    ) -> Result<(), PullError> {
         let request = RelayRequest {
             room: room.to_owned(),
             source: source.map(str::to_owned),
@@ -147,9 +152,10 @@ impl RelayService {
             at_ms: unix_ms(),
         };
         let body = serde_json::to_vec(&request).map_err(|e| PullError::Io(e.to_string()))?;
-        let (tag, body) = tokio::time::timeout(ANSWER_TIMEOUT, post_signed(url, &self.secret, body))
-            .await
-            .map_err(|_| PullError::Io("timed out".into()))??;
+        let (tag, body) =
+            tokio::time::timeout(ANSWER_TIMEOUT, post_signed(url, &self.secret, body))
+                .await
+                .map_err(|_| PullError::Io("timed out".into()))??;
         verify(&self.secret, &body, &tag).map_err(|e| PullError::Refused(e.to_string()))?;
         let answer: RelayAnswer =
             serde_json::from_slice(&body).map_err(|e| PullError::Refused(e.to_string()))?;

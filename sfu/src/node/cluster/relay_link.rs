@@ -125,7 +125,9 @@ pub fn nonce() -> String {
 
 /// Milliseconds since the Unix epoch now.
 pub fn unix_ms() -> u64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -151,7 +153,12 @@ pub fn verify(secret: &str, body: &[u8], tag: &str) -> Result<(), LinkError> {
 }
 
 /// A request's body, read once authenticated, and refused when out of its lifetime.
-pub fn read_request(secret: &str, body: &[u8], tag: &str, now_ms: u64) -> Result<RelayRequest, LinkError> {
+pub fn read_request(
+    secret: &str,
+    body: &[u8],
+    tag: &str,
+    now_ms: u64,
+) -> Result<RelayRequest, LinkError> {
     verify(secret, body, tag)?;
     let request: RelayRequest = serde_json::from_slice(body).map_err(|_| LinkError::Malformed)?;
     let lifetime = REQUEST_LIFETIME.as_millis() as u64;
@@ -198,7 +205,12 @@ impl RelayAnswer {
                 mid: t.mid.clone(),
                 codec: t.config.codec.encoding_name().to_owned(),
                 clock_rate: t.config.clock_rate,
-                streams: t.config.streams.iter().map(|s| (s.ssrc, s.rtx_ssrc)).collect(),
+                streams: t
+                    .config
+                    .streams
+                    .iter()
+                    .map(|s| (s.ssrc, s.rtx_ssrc))
+                    .collect(),
                 dd_ext_id: t.config.dd_ext_id,
                 audio_level_ext_id: t.config.audio_level_ext_id,
                 fmtp: t.fmtp.clone(),
@@ -293,7 +305,10 @@ mod tests {
         let now = unix_ms();
         let body = serde_json::to_vec(&request(now)).expect("serializes");
         let tag = sign("secret", &body);
-        assert_eq!(read_request("secret", &body, &tag, now), Ok(request_of(&body)));
+        assert_eq!(
+            read_request("secret", &body, &tag, now),
+            Ok(request_of(&body))
+        );
         assert_eq!(
             read_request("other", &body, &tag, now),
             Err(LinkError::Unauthenticated)
@@ -303,10 +318,16 @@ mod tests {
             Err(LinkError::Unauthenticated)
         );
         let later = now + REQUEST_LIFETIME.as_millis() as u64 + 1;
-        assert_eq!(read_request("secret", &body, &tag, later), Err(LinkError::Stale));
+        assert_eq!(
+            read_request("secret", &body, &tag, later),
+            Err(LinkError::Stale)
+        );
         let junk = b"{}";
         let tag = sign("secret", junk);
-        assert_eq!(read_request("secret", junk, &tag, now), Err(LinkError::Malformed));
+        assert_eq!(
+            read_request("secret", junk, &tag, now),
+            Err(LinkError::Malformed)
+        );
     }
 
     fn request_of(body: &[u8]) -> RelayRequest {

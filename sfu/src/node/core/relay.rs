@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::{CoreError, NodeCore};
+use crate::capture::{classify, PayloadKind};
 use crate::engine::rtcp::{parse_compound, RtcpFeedback};
 use crate::engine::{StreamIds, TransportId};
-use crate::capture::{classify, PayloadKind};
 use crate::node::metrics::{DropReason, RelayFigures};
-use crate::node::peer::{IceCredentials, Join, PeerId, PublishedTrack, Publisher, };
+use crate::node::peer::{IceCredentials, Join, PeerId, PublishedTrack, Publisher};
 use crate::node::remote::Remote;
 use crate::node::sdp::{random_ice_credentials, RoomCodec};
 use crate::node::srtp::{SrtpContext, MAX_OVERHEAD};
@@ -169,7 +169,12 @@ impl NodeCore {
         srtp: Box<dyn SrtpContext>,
     ) -> Result<RelayOffer, CoreError> {
         let publisher = self.relayed_publisher(room, source)?;
-        if self.media_relays.outs.get(&to).is_some_and(|o| o.publisher != publisher) {
+        if self
+            .media_relays
+            .outs
+            .get(&to)
+            .is_some_and(|o| o.publisher != publisher)
+        {
             return Err(CoreError::RelayBusy);
         }
         let peer = self.peers.get(&publisher).ok_or(CoreError::UnknownPeer)?;
@@ -265,16 +270,21 @@ impl NodeCore {
         from: Remote,
         srtp: Box<dyn SrtpContext>,
     ) -> Result<PeerId, CoreError> {
-        if self.media_relays.ins.values().any(|r| r.from == from) || self.by_addr.contains_key(&from) {
+        if self.media_relays.ins.values().any(|r| r.from == from)
+            || self.by_addr.contains_key(&from)
+        {
             return Err(CoreError::RelayBusy);
         }
         let (local_ufrag, local_pwd) = random_ice_credentials();
         let join = Join {
             name: offer.name,
-            ..Join::new(room, IceCredentials {
-                local_ufrag,
-                local_pwd,
-            })
+            ..Join::new(
+                room,
+                IceCredentials {
+                    local_ufrag,
+                    local_pwd,
+                },
+            )
         };
         let publisher = Publisher {
             tracks: offer.tracks,
@@ -415,7 +425,11 @@ impl NodeCore {
                 }
             }
             Ask::Resend(ssrc, seq) => {
-                let sent = relay.sent.iter().rev().find(|p| rtp_id(p) == Some((ssrc, seq)));
+                let sent = relay
+                    .sent
+                    .iter()
+                    .rev()
+                    .find(|p| rtp_id(p) == Some((ssrc, seq)));
                 if let Some(packet) = sent.cloned() {
                     self.media_relays.counters.resent += 1;
                     self.media_relays.queue.push_back((from, packet));

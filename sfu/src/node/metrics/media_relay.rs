@@ -55,6 +55,11 @@ impl RelayFigures {
         let help = "RTP packets sent again on relay links for an edge's NACK.";
         counter(out, "media_relay_resent_total", help, c.resent);
         let help = "Keyframe requests (PLI, FIR) from edges passed to a publisher's throttle.";
-        counter(out, "media_relay_keyframes_asked_total", help, c.keyframes_asked);
+        counter(
+            out,
+            "media_relay_keyframes_asked_total",
+            help,
+            c.keyframes_asked,
+        );
     }
 }
