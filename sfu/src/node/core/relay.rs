@@ -32,8 +32,8 @@ use crate::node::srtp::{SrtpContext, MAX_OVERHEAD};
 
 /// How often each end of a link sends a keepalive.
 pub const KEEPALIVE: Duration = Duration::from_millis(500);
-/// A link from which nothing authenticated came for this long is lost; with [`TICK`] the
-/// loss is noticed within 2 s.
+/// A link from which nothing authenticated came for this long is lost; the links are looked at
+/// every 250 ms, so a loss is noticed within 2 s.
 pub const LINK_TIMEOUT: Duration = Duration::from_millis(1500);
 /// How long an edge keeps a relay after its room's last receiving session left: a viewer
 /// that reloads finds it still there.
