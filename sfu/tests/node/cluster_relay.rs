@@ -21,6 +21,14 @@ fn relaying(redis: &Redis, secret: &str) -> Node {
     node_with_config(&toml, &[])
 }
 
+/// Two nodes on `redis` under these secrets, each seeing the other.
+fn two_nodes(redis: &Redis, secrets: [&str; 2]) -> (Node, Node) {
+    let (a, b) = (relaying(redis, secrets[0]), relaying(redis, secrets[1]));
+    wait_for_metric(&a.http, "strata_cluster_serving_nodes", 1);
+    wait_for_metric(&b.http, "strata_cluster_serving_nodes", 1);
+    (a, b)
+}
+
 fn relays(node: &Node, direction: &str) -> Option<u64> {
     metric(
         &node.http,
@@ -32,9 +40,7 @@ fn relays(node: &Node, direction: &str) -> Option<u64> {
 #[ignore = "needs redis-server: .ci/run runs it (-- --ignored redis_)"]
 fn redis_a_viewer_on_another_node_pulls_the_publisher_and_the_relay_ends_after_it_leaves() {
     let redis = Redis::start();
-    let (a, b) = (relaying(&redis, "s3cret"), relaying(&redis, "s3cret"));
-    wait_for_metric(&a.http, "strata_cluster_serving_nodes", 1);
-    wait_for_metric(&b.http, "strata_cluster_serving_nodes", 1);
+    let (a, b) = two_nodes(&redis, ["s3cret", "s3cret"]);
     let published = a.request("POST", "/whip/room", &[SDP], PUBLISHER);
     assert_eq!(published.status, 201, "{}", published.body);
 
@@ -78,9 +84,7 @@ fn redis_a_viewer_on_another_node_pulls_the_publisher_and_the_relay_ends_after_i
 #[ignore = "needs redis-server: .ci/run runs it (-- --ignored redis_)"]
 fn redis_a_node_with_another_secret_gets_no_relay() {
     let redis = Redis::start();
-    let (a, b) = (relaying(&redis, "s3cret"), relaying(&redis, "other"));
-    wait_for_metric(&a.http, "strata_cluster_serving_nodes", 1);
-    wait_for_metric(&b.http, "strata_cluster_serving_nodes", 1);
+    let (a, b) = two_nodes(&redis, ["s3cret", "other"]);
     assert_eq!(
         a.request("POST", "/whip/room", &[SDP], PUBLISHER).status,
         201

@@ -162,6 +162,18 @@ fn has_pli(datagram: &[u8]) -> bool {
     false
 }
 
+/// `packet` protected by `srtp`, as RTCP or RTP.
+fn protected(srtp: &mut dyn SrtpContext, mut packet: Vec<u8>, rtcp: bool) -> Vec<u8> {
+    let len = packet.len();
+    packet.resize(len + MAX_OVERHEAD, 0);
+    let len = match rtcp {
+        true => srtp.protect_rtcp(&mut packet, len),
+        false => srtp.protect_rtp(&mut packet, len),
+    };
+    packet.truncate(len.expect("protects"));
+    packet
+}
+
 fn pli(sender: u32, media: u32) -> Vec<u8> {
     let mut packet = vec![0x81, 206, 0, 2];
     packet.extend_from_slice(&sender.to_be_bytes());
@@ -308,28 +320,18 @@ fn link_packets_under_other_keys_or_an_unknown_ssrc_are_counted_and_dropped() {
     pair.start(&link);
     // Protected as the origin would, under an SSRC it never offered.
     let mut origin = session(&pair.link).expect("keys");
-    let mut forged = l3t3(0xBAD, 1).remove(0);
-    let len = forged.len();
-    forged.resize(len + MAX_OVERHEAD, 0);
-    let len = origin.protect_rtp(&mut forged, len).expect("protects");
+    let forged = protected(&mut origin, l3t3(0xBAD, 1).remove(0), false);
     let before = pair.b.core.counters().dropped(DropReason::UnknownSsrc);
-    pair.b.send(ORIGIN, &forged[..len]);
-    assert_eq!(
-        pair.b.core.counters().dropped(DropReason::UnknownSsrc),
-        before + 1
-    );
+    pair.b.send(ORIGIN, &forged);
+    let after = pair.b.core.counters().dropped(DropReason::UnknownSsrc);
+    assert_eq!(after, before + 1);
     // And RTCP to the origin from the edge's address under other keys.
     let mut edge = session(&wrong).expect("keys");
-    let mut rtcp = pli(1, PUBLISHER_SSRC);
-    let len = rtcp.len();
-    rtcp.resize(len + MAX_OVERHEAD, 0);
-    let len = edge.protect_rtcp(&mut rtcp, len).expect("protects");
+    let rtcp = protected(&mut edge, pli(1, PUBLISHER_SSRC), true);
     let before = pair.a.core.counters().dropped(DropReason::SrtpRejected);
-    pair.a.send(EDGE, &rtcp[..len]);
-    assert_eq!(
-        pair.a.core.counters().dropped(DropReason::SrtpRejected),
-        before + 1
-    );
+    pair.a.send(EDGE, &rtcp);
+    let after = pair.a.core.counters().dropped(DropReason::SrtpRejected);
+    assert_eq!(after, before + 1);
     assert_eq!(pair.a.core.relay_counters().keyframes_asked, 0);
 }
 
