@@ -365,3 +365,19 @@ fn a_packet_lost_on_the_link_is_nacked_by_the_edge_and_sent_again_by_the_origin(
     assert_eq!(counters.nacked, 1);
     assert_eq!(counters.recovered, 1);
 }
+
+#[test]
+fn the_publishers_sender_reports_reach_the_edge() {
+    let mut pair = Pair::new();
+    let link = pair.link.mirrored();
+    pair.start(&link);
+    pair.publish(&l3t3(PUBLISHER_SSRC, 3));
+    let before = pair.b.core.router().counters().rtcp_in;
+    // A sender report without blocks: NTP time, RTP time, counts.
+    let mut report = vec![0x80, 200, 0, 6];
+    report.extend_from_slice(&PUBLISHER_SSRC.to_be_bytes());
+    report.extend_from_slice(&[0; 20]);
+    pair.a.send(addr(5000), &report);
+    pair.shuttle();
+    assert_eq!(pair.b.core.router().counters().rtcp_in, before + 1);
+}

@@ -7,7 +7,8 @@
 //! extension ids, so the edge's receivers, selectors and allocation work on the packets as
 //! the origin sent them, and its NACKs, PLIs and receiver reports go back on the link. On the
 //! origin a *relay-out* takes every packet of the publisher that the engine took, unchanged
-//! (every layer, the original sequence numbers and Dependency Descriptor), and answers the
+//! (every layer, the original sequence numbers and Dependency Descriptor), and the
+//! publisher's RTCP (its sender reports) as it came, and answers the
 //! link's NACKs from the packets it sent and its PLIs and FIRs through the track's keyframe
 //! throttle. Each end sends an empty receiver report every [`KEEPALIVE`] and ends the relay
 //! when nothing authenticated came for [`LINK_TIMEOUT`]; the edge ends it with a BYE once the
@@ -334,6 +335,25 @@ impl NodeCore {
             }
             relay.sent.push_back(packet.clone());
             self.media_relays.queue.push_back((to, packet.clone()));
+        }
+    }
+
+    /// The publisher's RTCP (its sender reports, which the edge's receivers align simulcast
+    /// streams and report by) goes out on its links as it came, protected at once: one
+    /// compound packet a second or so.
+    pub(super) fn relay_rtcp(&mut self, transport: TransportId, compound: &[u8]) {
+        let mut buf = Vec::with_capacity(compound.len() + MAX_OVERHEAD);
+        for (&to, relay) in self.media_relays.outs.iter_mut() {
+            if relay.transport != transport {
+                continue;
+            }
+            buf.clear();
+            buf.extend_from_slice(compound);
+            buf.resize(compound.len() + MAX_OVERHEAD, 0);
+            match relay.srtp.protect_rtcp(&mut buf, compound.len()) {
+                Ok(len) => self.handshake_out.push_back((to, buf[..len].to_vec())),
+                Err(_) => self.counters.drop(DropReason::SrtpRejected),
+            }
         }
     }
 

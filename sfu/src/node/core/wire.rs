@@ -202,9 +202,13 @@ impl NodeCore {
             return None;
         };
         // Parsed once; the engine dispatches each item within the session's transport.
-        let _ = self
-            .router
-            .handle_rtcp(now, peer.transport, &self.plain[..len]);
+        let transport = peer.transport;
+        let _ = self.router.handle_rtcp(now, transport, &self.plain[..len]);
+        if self.wants_relay(transport) {
+            let compound = std::mem::take(&mut self.plain);
+            self.relay_rtcp(transport, &compound[..len]);
+            self.plain = compound;
+        }
         Some(len)
     }
 
