@@ -49,7 +49,7 @@ use crate::engine::rtcp::WallClock;
 use crate::engine::{DownTrackId, Event, Router, RouterConfig, TransportId};
 
 pub use self::conference::{Negotiated, ParticipantOffer, Sending, MAX_NAME_BYTES};
-pub use self::relay::{RelayCounters, RelayOffer, KEEPALIVE, LINGER, LINK_TIMEOUT};
+pub use self::relay::{LinkQuality, RelayCounters, RelayOffer, KEEPALIVE, LINGER, LINK_TIMEOUT};
 pub use self::sessions::Resource;
 pub use self::wire::MAX_DATAGRAM;
 

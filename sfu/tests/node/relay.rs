@@ -367,7 +367,7 @@ fn a_packet_lost_on_the_link_is_nacked_by_the_edge_and_sent_again_by_the_origin(
 }
 
 #[test]
-fn the_publishers_sender_reports_reach_the_edge() {
+fn the_publishers_sender_reports_reach_the_edge_and_its_reports_measure_the_link() {
     let mut pair = Pair::new();
     let link = pair.link.mirrored();
     pair.start(&link);
@@ -376,8 +376,26 @@ fn the_publishers_sender_reports_reach_the_edge() {
     // A sender report without blocks: NTP time, RTP time, counts.
     let mut report = vec![0x80, 200, 0, 6];
     report.extend_from_slice(&PUBLISHER_SSRC.to_be_bytes());
-    report.extend_from_slice(&[0; 20]);
+    report.extend_from_slice(&0xE000_0001_8000_0000_u64.to_be_bytes());
+    report.extend_from_slice(&[0; 12]);
     pair.a.send(addr(5000), &report);
     pair.shuttle();
     assert_eq!(pair.b.core.router().counters().rtcp_in, before + 1);
+
+    // The edge's receiver reports of it measure the link on the origin.
+    pair.run(Duration::from_millis(100), 30, false);
+    let links = pair.a.core.snapshot().media_relay.links;
+    let [(peer, quality)] = links.as_slice() else {
+        panic!("one link: {links:?}");
+    };
+    assert_eq!(Remote::Udp(*peer), EDGE);
+    assert_eq!(quality.fraction_lost, Some(0));
+    let round_trip = quality.round_trip.expect("a report of the relayed SR");
+    assert!(
+        round_trip < Duration::from_millis(5),
+        "{round_trip:?}: a link without delay"
+    );
+    let metrics = pair.a.core.snapshot().render();
+    let series = "strata_media_relay_link_loss_percent{peer=\"10.0.0.2:50000\"} 0";
+    assert!(metrics.contains(series), "{metrics}");
 }

@@ -91,7 +91,25 @@ struct RelayOut {
     /// same SRTP index, they encrypt to the same datagram, so no keystream is used twice on
     /// different bytes.
     sent: VecDeque<Bytes>,
+    /// The last sender reports relayed (their compact NTP time) and when: the edge's report
+    /// blocks name one, and the time since, less the delay they state, is the round trip.
+    reports: VecDeque<(u32, Instant)>,
+    /// What the edge's last report said of the link.
+    quality: LinkQuality,
 }
+
+/// A link as the edge's receiver reports show it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkQuality {
+    /// The fraction of packets lost over the last report interval, in 256ths (RFC 3550
+    /// section 6.4.1), the most of any relayed stream.
+    pub fraction_lost: Option<u8>,
+    /// The round trip from a relayed sender report to the edge's report of it.
+    pub round_trip: Option<Duration>,
+}
+
+/// Sender reports kept per link to match the edge's reports against.
+const REPORTS_KEPT: usize = 8;
 
 impl std::fmt::Debug for RelayOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -154,6 +172,12 @@ impl NodeCore {
             out: self.media_relays.outs.len(),
             into: self.media_relays.ins.len(),
             counters: self.media_relays.counters,
+            links: self
+                .media_relays
+                .outs
+                .iter()
+                .map(|(to, r)| (to.addr(), r.quality))
+                .collect(),
         }
     }
 
@@ -187,6 +211,8 @@ impl NodeCore {
             heard: now,
             next_keepalive: now,
             sent: VecDeque::with_capacity(RESEND_RING),
+            reports: VecDeque::with_capacity(REPORTS_KEPT),
+            quality: LinkQuality::default(),
         };
         // With several workers, the edge's datagrams come to this one.
         self.bind(to);
@@ -341,11 +367,23 @@ impl NodeCore {
     /// The publisher's RTCP (its sender reports, which the edge's receivers align simulcast
     /// streams and report by) goes out on its links as it came, protected at once: one
     /// compound packet a second or so.
-    pub(super) fn relay_rtcp(&mut self, transport: TransportId, compound: &[u8]) {
+    pub(super) fn relay_rtcp(&mut self, now: Instant, transport: TransportId, compound: &[u8]) {
+        let mut sent_report = None;
+        let _ = parse_compound(compound, |item| {
+            if let RtcpFeedback::SenderReport(report) = item {
+                sent_report = Some((report.ntp_time >> 16) as u32);
+            }
+        });
         let mut buf = Vec::with_capacity(compound.len() + MAX_OVERHEAD);
         for (&to, relay) in self.media_relays.outs.iter_mut() {
             if relay.transport != transport {
                 continue;
+            }
+            if let Some(ntp) = sent_report {
+                if relay.reports.len() == REPORTS_KEPT {
+                    relay.reports.pop_front();
+                }
+                relay.reports.push_back((ntp, now));
             }
             buf.clear();
             buf.extend_from_slice(compound);
@@ -415,6 +453,14 @@ impl NodeCore {
                 let ssrc = nack.media_ssrc;
                 asks.extend(nack.pairs.lost().map(|seq| Ask::Resend(ssrc, seq)));
             }
+            RtcpFeedback::ReceiverReport(report) => {
+                asks.extend(
+                    report
+                        .blocks
+                        .iter()
+                        .map(|b| Ask::Report(b.fraction_lost, b.last_sr, b.delay_since_last_sr)),
+                );
+            }
             RtcpFeedback::Other(other) if other.packet_type == RTCP_BYE => bye = true,
             _ => {}
         });
@@ -432,10 +478,20 @@ impl NodeCore {
     }
 
     fn answer_edge(&mut self, now: Instant, from: Remote, ask: Ask) {
-        let Some(relay) = self.media_relays.outs.get(&from) else {
+        let Some(relay) = self.media_relays.outs.get_mut(&from) else {
             return;
         };
         match ask {
+            Ask::Report(fraction_lost, last_sr, delay) => {
+                let quality = &mut relay.quality;
+                quality.fraction_lost = Some(fraction_lost);
+                let sent = relay.reports.iter().find(|(ntp, _)| *ntp == last_sr);
+                if let Some(&(_, at)) = sent.filter(|_| last_sr != 0) {
+                    // The delay is in 65536ths of a second.
+                    let held = Duration::from_micros(u64::from(delay) * 1_000_000 / 65_536);
+                    quality.round_trip = now.saturating_duration_since(at).checked_sub(held);
+                }
+            }
             Ask::Keyframe(ssrc) => {
                 let Some(track) = self.router.ssrc_track(relay.transport, ssrc) else {
                     return;
@@ -602,6 +658,8 @@ impl NodeCore {
 /// What an edge asked of the origin in one RTCP packet.
 enum Ask {
     Keyframe(u32),
+    /// A report block: fraction lost, last SR, delay since it.
+    Report(u8, u32, u32),
     Resend(u32, u16),
 }
 

@@ -206,7 +206,7 @@ impl NodeCore {
         let _ = self.router.handle_rtcp(now, transport, &self.plain[..len]);
         if self.wants_relay(transport) {
             let compound = std::mem::take(&mut self.plain);
-            self.relay_rtcp(transport, &compound[..len]);
+            self.relay_rtcp(now, transport, &compound[..len]);
             self.plain = compound;
         }
         Some(len)

@@ -2,10 +2,12 @@
 //! and what they did.
 
 use super::{counter, family, Family};
-use crate::node::core::RelayCounters;
+use std::net::SocketAddr;
+
+use crate::node::core::{LinkQuality, RelayCounters};
 
 /// One worker's relays, or the node's summed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RelayFigures {
     /// Relays this node is the origin of.
     pub out: usize,
@@ -13,6 +15,8 @@ pub struct RelayFigures {
     pub into: usize,
     /// What they did.
     pub counters: RelayCounters,
+    /// Each relay's link, by the edge's address, as the edge's reports show it.
+    pub links: Vec<(SocketAddr, LinkQuality)>,
 }
 
 impl RelayFigures {
@@ -28,6 +32,7 @@ impl RelayFigures {
         a.packets_out += b.packets_out;
         a.resent += b.resent;
         a.keyframes_asked += b.keyframes_asked;
+        self.links.extend_from_slice(&other.links);
     }
 
     pub(super) fn render(&self, out: &mut String) {
@@ -61,5 +66,23 @@ impl RelayFigures {
             help,
             c.keyframes_asked,
         );
+        self.render_links(out);
+    }
+
+    /// Each link's loss and round trip, by the edge's address.
+    fn render_links(&self, out: &mut String) {
+        let per_link = |pick: fn(&LinkQuality) -> Option<u64>| {
+            self.links
+                .iter()
+                .filter_map(move |(peer, q)| Some((format!("{{peer=\"{peer}\"}}"), pick(q)?)))
+        };
+        let (name, kind) = ("media_relay_link_loss_percent", "gauge");
+        let help = "Packets lost toward an edge over its last report interval, in percent.";
+        let loss = |q: &LinkQuality| q.fraction_lost.map(|f| u64::from(f) * 100 / 256);
+        family(out, Family { name, help, kind }, per_link(loss));
+        let name = "media_relay_link_round_trip_ms";
+        let help = "The round trip to an edge, from a relayed sender report to its report of it.";
+        let rtt = |q: &LinkQuality| q.round_trip.map(|d| d.as_millis() as u64);
+        family(out, Family { name, help, kind }, per_link(rtt));
     }
 }
