@@ -237,12 +237,12 @@ pub async fn serve_with(
     let app = match (&member, &config.cluster.secret) {
         (Some(member), Some(secret)) => {
             let relay = relay_address(&config.cluster, candidate)?;
-            let service = Arc::new(RelayService {
-                secret: secret.clone(),
+            let service = Arc::new(RelayService::new(
+                secret.clone(),
                 relay,
-                signaling: signaling.clone(),
-                member: member.clone(),
-            });
+                signaling.clone(),
+                member.clone(),
+            ));
             signaling.set_relay(Arc::downgrade(&service));
             tracing::info!(%relay, "relaying media between nodes");
             app.merge(relay_http::routes(service))

@@ -42,6 +42,9 @@ pub struct RelayService {
     pub signaling: Arc<Signaling>,
     /// This node in the cluster, to find a room's home.
     pub member: Arc<Member>,
+    /// Held through a pull: two viewers arriving together make one relay, not a second
+    /// request that would restart the first under other keys.
+    pulling: tokio::sync::Mutex<()>,
 }
 
 /// The route, its body limited to [`MAX_BODY`].
@@ -115,11 +118,28 @@ pub enum PullError {
 }
 
 impl RelayService {
+    /// The relay of a node of `member`'s cluster, whose media address is `relay`.
+    pub fn new(
+        secret: String,
+        relay: SocketAddr,
+        signaling: Arc<Signaling>,
+        member: Arc<Member>,
+    ) -> Self {
+        Self {
+            secret,
+            relay,
+            signaling,
+            member,
+            pulling: tokio::sync::Mutex::new(()),
+        }
+    }
+
     /// On the edge, before a viewer of `room` is added: when nobody it would watch is here
     /// and the room's home is another node, asks the home for a relay of the publisher and
     /// publishes it here, so the viewer is served as by a local publisher. Whatever fails is
     /// logged and the viewer added all the same, waiting as for a publisher to come.
     pub async fn pull(&self, room: &str, source: Option<&str>) {
+        let _one_at_a_time = self.pulling.lock().await;
         let (room_name, wanted) = (room.to_owned(), source.map(str::to_owned));
         let needed = self
             .signaling
