@@ -108,7 +108,17 @@ impl Member {
     /// the first beat), extends the homes of `live_rooms` (rooms with a session here) this
     /// node holds, and reads the other nodes. Homes of rooms without a session here are
     /// left to expire.
+    ///
+    /// A node fenced by the store registers anew at once, under a new epoch: after the store
+    /// lost its data (a Redis server restarted empty) it is back within one beat.
     pub async fn heartbeat(&self, load: Load, live_rooms: &[String]) -> Result<(), StoreError> {
+        match self.beat(load, live_rooms).await {
+            Err(StoreError::Fenced) => self.beat(load, live_rooms).await,
+            result => result,
+        }
+    }
+
+    async fn beat(&self, load: Load, live_rooms: &[String]) -> Result<(), StoreError> {
         if self.state.lock().left {
             return Ok(());
         }
@@ -178,9 +188,41 @@ impl Member {
             }
             state.homes.retain(|_, until| *until > start);
         }
+        self.claim_unheld(epoch, live_rooms).await?;
         let others = self.store.nodes().await?;
         let me = &self.identity.node;
         self.state.lock().others = others.into_iter().filter(|r| r.node != *me).collect();
+        Ok(())
+    }
+
+    /// Claims the homes of the rooms with a session here that this node holds no home for:
+    /// after a new epoch (its earlier homes are void, or the store lost them) and when their
+    /// home is gone (its node died). A room another live node holds stays its. A draining
+    /// node claims none: it is to hand its rooms over.
+    async fn claim_unheld(&self, epoch: u64, live_rooms: &[String]) -> Result<(), StoreError> {
+        let unheld: Vec<&String> = {
+            let state = self.state.lock();
+            if state.draining {
+                return Ok(());
+            }
+            live_rooms
+                .iter()
+                .filter(|room| !state.homes.contains_key(*room))
+                .collect()
+        };
+        let me = NodeRef {
+            node: self.identity.node.clone(),
+            epoch,
+        };
+        for room in unheld {
+            let start = Instant::now();
+            if self.store.claim_home(room, &me, self.lease).await? == me {
+                let mut state = self.state.lock();
+                if state.epoch == Some(epoch) {
+                    state.homes.insert(room.clone(), start + self.lease);
+                }
+            }
+        }
         Ok(())
     }
 
