@@ -9,7 +9,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::cluster_redis::{clustered_as, metric, open, still_served, wait_for, PUBLISHER, VIEWER};
+use crate::cluster_redis::{
+    clustered_as, metric, open, still_served, wait_for, CAPACITY, PUBLISHER, VIEWER,
+};
 use crate::http_node::{Node, SDP};
 use crate::redis::Redis;
 
@@ -41,6 +43,14 @@ fn redis_a_killed_home_is_gone_within_its_lease_and_the_survivor_takes_its_room(
     let (a, mut b) = two_nodes(&redis);
     open(&b, "/whip/kept", PUBLISHER);
     assert_eq!(home(&redis, "kept"), "1 b");
+    let b_sessions = r#"strata_cluster_node_sessions{node="b"}"#;
+    wait_for(&a, b_sessions, 1);
+    let capacity = metric(&a, r#"strata_cluster_node_capacity{node="b"}"#);
+    assert_eq!(capacity, Some(CAPACITY));
+    assert_eq!(
+        metric(&a, r#"strata_cluster_node_serving{node="b"}"#),
+        Some(1)
+    );
     let sent = a.request("POST", "/whip/kept", &[SDP], PUBLISHER);
     assert_eq!(sent.status, 307, "the room is b's: {}", sent.body);
     let to_b = format!("http://{}/whip/kept", b.http);
@@ -78,6 +88,7 @@ fn redis_a_killed_home_is_gone_within_its_lease_and_the_survivor_takes_its_room(
     assert_eq!(home(&redis, "kept"), "1 a", "the survivor took the home");
     assert_eq!(metric(&a, "strata_publishers"), Some(1));
     wait_for(&a, "strata_cluster_serving_nodes", 0);
+    assert_eq!(metric(&a, b_sessions), None, "b's series went with it");
     println!(
         "b's registration gone {gone:?} after its kill, a's view of it {:?}, \
          a session of its room served on a {served:?}",

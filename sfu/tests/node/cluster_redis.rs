@@ -17,9 +17,15 @@ fn clustered(redis: &Redis) -> Node {
     node_with_config(&format!("redis = \"{}\"\n", redis.url), &[])
 }
 
+/// The sessions a node of [`clustered_as`] takes.
+pub const CAPACITY: u64 = 50;
+
 /// A node of the cluster with this id.
 pub fn clustered_as(redis: &Redis, node: &str) -> Node {
-    let toml = format!("redis = \"{}\"\n[cluster]\nnode = \"{node}\"\n", redis.url);
+    let toml = format!(
+        "redis = \"{}\"\n[limits]\nsessions = {CAPACITY}\n[cluster]\nnode = \"{node}\"\n",
+        redis.url
+    );
     node_with_config(&toml, &[])
 }
 

@@ -375,6 +375,11 @@ impl Member {
         }
     }
 
+    /// The other nodes, as the last heartbeat read them.
+    pub fn peers(&self) -> Vec<Registration> {
+        self.others()
+    }
+
     /// Who this node is to the others.
     pub fn identity(&self) -> &Identity {
         &self.identity
