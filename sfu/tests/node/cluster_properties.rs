@@ -198,14 +198,20 @@ proptest! {
     }
 }
 
+/// Nodes 0 and 1 booted and registered, each seeing the other.
+async fn two_booted() -> Cluster {
+    let mut cluster = cluster();
+    let start = [Step::Boot(0), Step::Boot(1), Step::Beat(0), Step::Beat(1)];
+    cluster.steps(&start).await;
+    cluster
+}
+
 /// The interleaving the lease exists for: a home cut off from the store keeps believing it
 /// is home only until its lease ends, which is before another node can take the room.
 #[test]
 fn a_cut_off_home_gives_up_before_it_can_be_replaced() {
     paused().block_on(async {
-        let mut cluster = cluster();
-        let start = [Step::Boot(0), Step::Boot(1), Step::Beat(0), Step::Beat(1)];
-        cluster.steps(&start).await;
+        let mut cluster = two_booted().await;
         assert_eq!(cluster.request(0, "r0").await, Some(Placement::Here));
         cluster
             .steps(&[Step::Link(0, Link::Down), Step::Wait(2_900), Step::Beat(1)])
@@ -245,9 +251,7 @@ fn a_cut_off_home_gives_up_before_it_can_be_replaced() {
 #[test]
 fn a_node_back_claims_again_the_homes_no_other_node_took() {
     paused().block_on(async {
-        let mut cluster = cluster();
-        let start = [Step::Boot(0), Step::Boot(1), Step::Beat(0), Step::Beat(1)];
-        cluster.steps(&start).await;
+        let mut cluster = two_booted().await;
         for room in ["r0", "r1"] {
             assert_eq!(cluster.request(0, room).await, Some(Placement::Here));
         }
