@@ -7,7 +7,7 @@
 //! The times the issue sets (3 s for a lease, 5 s to take over or come back) are asserted as
 //! such; what each run took is printed (`--nocapture`).
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::cluster_redis::{
     clustered_as, metric, open, still_served, wait_for, CAPACITY, PUBLISHER, VIEWER,
@@ -26,6 +26,18 @@ fn registered(redis: &Redis, node: &str) -> bool {
 /// The room's home as the store holds it (`EPOCH NODE`), or `""`.
 fn home(redis: &Redis, room: &str) -> String {
     redis.cli(&["GET", &format!("strata:home:{room}")])
+}
+
+/// Waits for a time within a heartbeat (1 s), a different one each run, so that what follows
+/// lands anywhere between two beats rather than always just after one: the test then meets
+/// the slowest case too, now and then. Returns how long it waited.
+fn somewhere_in_a_beat() -> Duration {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |t| t.subsec_nanos());
+    let wait = Duration::from_millis(u64::from(nanos % 1_000));
+    std::thread::sleep(wait);
+    wait
 }
 
 /// Two nodes, `a` and `b`, each seeing the other.
@@ -56,6 +68,7 @@ fn redis_a_killed_home_is_gone_within_its_lease_and_the_survivor_takes_its_room(
     let to_b = format!("http://{}/whip/kept", b.http);
     assert_eq!(sent.header("location"), Some(to_b.as_str()));
 
+    let phase = somewhere_in_a_beat();
     b.child.kill().expect("b is killed");
     let killed = Instant::now();
     let (mut gone, mut served) = (None, None);
@@ -90,8 +103,8 @@ fn redis_a_killed_home_is_gone_within_its_lease_and_the_survivor_takes_its_room(
     wait_for(&a, "strata_cluster_serving_nodes", 0);
     assert_eq!(metric(&a, b_sessions), None, "b's series went with it");
     println!(
-        "b's registration gone {gone:?} after its kill, a's view of it {:?}, \
-         a session of its room served on a {served:?}",
+        "killed after a random wait of {phase:?}: b's registration gone {gone:?} after, \
+         a's view of it {:?}, a session of its room served on a {served:?}",
         killed.elapsed()
     );
 }
@@ -111,6 +124,7 @@ fn redis_restarted_empty_every_node_registers_anew_and_claims_its_homes_again() 
         ("1 a".into(), "1 b".into())
     );
 
+    let phase = somewhere_in_a_beat();
     redis.restart_empty();
     let restarted = Instant::now();
     for (node, _, whip, whep) in &sessions {
@@ -143,5 +157,8 @@ fn redis_restarted_empty_every_node_registers_anew_and_claims_its_homes_again() 
         let sent = other.request("POST", &format!("/whip/{room}"), &[SDP], PUBLISHER);
         assert_eq!(sent.status, 307, "{room} is {}'s again", node.http);
     }
-    println!("registered and homes claimed again {took:?} after Redis restarted empty");
+    println!(
+        "Redis restarted empty after a random wait of {phase:?}: registered and homes \
+         claimed again {took:?} after"
+    );
 }
