@@ -288,9 +288,7 @@ impl Member {
         };
         if !stays {
             return match self.store.home(room).await {
-                Ok(home) => {
-                    self.redirect(elsewhere(&self.others(), home.as_ref(), self.home_below))
-                }
+                Ok(home) => self.redirect(elsewhere(&self.peers(), home.as_ref(), self.home_below)),
                 Err(_) => Placement::Unavailable,
             };
         }
@@ -302,7 +300,7 @@ impl Member {
                 Placement::Here
             }
             Ok(home) => {
-                let others = self.others();
+                let others = self.peers();
                 match preferred_home(&others, Some(&home), self.home_below) {
                     Some(home) => Placement::Redirect(home.url.clone()),
                     None => {
@@ -321,7 +319,8 @@ impl Member {
         })
     }
 
-    fn others(&self) -> Vec<Registration> {
+    /// The other nodes, as the last heartbeat read them.
+    pub fn peers(&self) -> Vec<Registration> {
         self.state.lock().others.clone()
     }
 
@@ -373,11 +372,6 @@ impl Member {
             serving_others: state.others.iter().filter(|r| r.takes_sessions()).count(),
             homes: state.homes.values().filter(|until| **until > now).count(),
         }
-    }
-
-    /// The other nodes, as the last heartbeat read them.
-    pub fn peers(&self) -> Vec<Registration> {
-        self.others()
     }
 
     /// Who this node is to the others.
