@@ -270,3 +270,25 @@ fn a_node_back_claims_again_the_homes_no_other_node_took() {
         );
     });
 }
+
+/// A draining node back under a new epoch claims none of its rooms' homes: they are to go to
+/// the nodes that stay.
+#[test]
+fn a_draining_node_back_claims_no_home() {
+    paused().block_on(async {
+        let mut cluster = two_booted().await;
+        assert_eq!(cluster.request(0, "r0").await, Some(Placement::Here));
+        let away = [Step::Link(0, Link::Down), Step::Wait(3_100), Step::Drain(0)];
+        cluster.steps(&away).await;
+        cluster
+            .steps(&[Step::Link(0, Link::Up), Step::Beat(0)])
+            .await;
+        let node_0 = cluster.nodes[0].as_ref().map(|p| &p.member);
+        assert!(node_0.is_some_and(|m| m.status().attached && !m.is_home("r0")));
+        cluster.steps(&[Step::Beat(1)]).await;
+        assert_eq!(cluster.request(1, "r0").await, Some(Placement::Here));
+        assert!(cluster.nodes[1]
+            .as_ref()
+            .is_some_and(|p| p.member.is_home("r0")));
+    });
+}
