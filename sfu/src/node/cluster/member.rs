@@ -52,10 +52,22 @@ struct State {
     /// Left the cluster: no more registrations.
     left: bool,
     load: Load,
-    /// The other nodes, as the last heartbeat read them.
-    others: Vec<Registration>,
+    /// The other nodes, as the last heartbeat read them, each with when its registration
+    /// is gone at the latest (unless refreshed since): a node that died leaves this view
+    /// with its registration, not a heartbeat later.
+    others: Vec<(Registration, Instant)>,
     /// The rooms this node is home of, each until when its home record stands.
     homes: HashMap<String, Instant>,
+}
+
+impl State {
+    /// The other nodes whose registration may still stand at `now`.
+    fn peers(&self, now: Instant) -> impl Iterator<Item = &Registration> {
+        self.others
+            .iter()
+            .filter(move |(_, until)| *until > now)
+            .map(|(registration, _)| registration)
+    }
 }
 
 /// What `/metrics` shows of the member.
@@ -189,9 +201,14 @@ impl Member {
             state.homes.retain(|_, until| *until > start);
         }
         self.claim_unheld(epoch, live_rooms).await?;
+        let asked = Instant::now();
         let others = self.store.nodes().await?;
         let me = &self.identity.node;
-        self.state.lock().others = others.into_iter().filter(|r| r.node != *me).collect();
+        self.state.lock().others = others
+            .into_iter()
+            .filter(|listed| listed.registration.node != *me)
+            .map(|listed| (listed.registration, asked + listed.left))
+            .collect();
         Ok(())
     }
 
@@ -321,7 +338,9 @@ impl Member {
 
     /// The other nodes, as the last heartbeat read them.
     pub fn peers(&self) -> Vec<Registration> {
-        self.state.lock().others.clone()
+        let now = Instant::now();
+        let state = self.state.lock();
+        state.peers(now).cloned().collect()
     }
 
     /// Whether this node is the home of `room` now: it claimed it (or kept it) and the record
@@ -369,7 +388,7 @@ impl Member {
             attached: state.lease_until.is_some_and(|t| t > now),
             draining: state.draining,
             epoch: state.epoch.unwrap_or(0),
-            serving_others: state.others.iter().filter(|r| r.takes_sessions()).count(),
+            serving_others: state.peers(now).filter(|r| r.takes_sessions()).count(),
             homes: state.homes.values().filter(|until| **until > now).count(),
         }
     }
