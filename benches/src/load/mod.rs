@@ -342,7 +342,9 @@ fn signal(
     let query = format!("?spatial={spatial}&temporal={TEMPORAL}");
     loop {
         let joined = Instant::now();
-        match Client::watch_with(http, &room(index % options.rooms), &query, VideoCodec::Av1) {
+        let room = room(index % options.rooms);
+        let transport = options.viewer_transport;
+        match Client::watch_over(http, &room, &query, VideoCodec::Av1, transport) {
             Ok(mut client) => {
                 client.set_recording(false);
                 client.use_kernel_timestamps()?;
