@@ -20,6 +20,16 @@ pub enum Transport {
     Tcp,
 }
 
+impl Transport {
+    /// Its name on the command line and in reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Udp => "udp",
+            Self::Tcp => "tcp",
+        }
+    }
+}
+
 /// A client's open transport.
 #[derive(Debug)]
 pub(crate) struct Link {

@@ -1,6 +1,7 @@
 //! The load test: the node as its own process, one publisher and N viewers in this one, all
 //! WebRTC peers of the independent client crate (`crate::client`), so every session does real
-//! ICE, DTLS, SRTP and RTCP (receiver reports, NACK, transport-wide CC feedback) over loopback.
+//! ICE, DTLS, SRTP and RTCP (receiver reports, NACK, transport-wide CC feedback) over loopback:
+//! UDP, or for the viewers with `--viewer-transport tcp` one ICE-TCP connection each.
 //!
 //! The run: build and start the node; connect the publisher, which streams a generated AV1
 //! L3T3 stream with its Dependency Descriptor and Opus (`source`); connect the viewers, a
