@@ -108,7 +108,8 @@ pub struct Arrival<'a> {
     pub payload: &'a [u8],
 }
 
-/// What came in on the socket: every datagram, and those dropped by the simulated loss.
+/// What came in on the transport: every datagram (over TCP, every frame, its bytes without
+/// the length), and those dropped by the simulated loss.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Traffic {
     pub datagrams: u64,
