@@ -8,23 +8,28 @@
 //! thread can run many clients without a runtime. Video is VP8, or AV1 with the Dependency
 //! Descriptor ([`VideoCodec`]); a load tool turns recording off and takes each packet as it
 //! arrives ([`Client::poll_into`]), and may drop a share of what arrives ([`Client::set_inbound_loss`]).
+//! A viewer's media may go over ICE-TCP instead of UDP ([`Transport`]).
 
 pub mod av1;
 mod conference;
 pub mod http;
 mod sdp;
 mod stamp;
+mod tcp;
+mod transport;
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use selector::scalability::SeededRng;
+use sfu::node::tcp::framing::MAX_FRAME;
 use str0m::change::{SdpAnswer, SdpApi, SdpPendingOffer};
 use str0m::crypto::from_feature_flags;
 use str0m::format::Codec;
 use str0m::media::{Direction, MediaKind, Mid};
-use str0m::net::{Protocol, Receive};
+use str0m::net::Receive;
 use str0m::rtp::{Extension, ExtensionValues, RtpPacket, RtpWrite, SeqNo, Ssrc};
 use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig, RtcError};
 
@@ -32,7 +37,9 @@ pub use av1::Av1Packet;
 use av1::{DdBytes, DdSerializer, DD_EXT_ID, DD_URI};
 use conference::DataChannels;
 use sdp::with_ssrcs;
-use stamp::StampedReceiver;
+use tcp::TcpLink;
+use transport::Link;
+pub use transport::Transport;
 
 /// Why a client could not start or went on no further.
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +108,8 @@ pub struct Arrival<'a> {
     pub payload: &'a [u8],
 }
 
-/// What came in on the socket: every datagram, and those dropped by the simulated loss.
+/// What came in on the transport: every datagram (over TCP, every frame, its bytes without
+/// the length), and those dropped by the simulated loss.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Traffic {
     pub datagrams: u64,
@@ -131,10 +139,10 @@ pub enum Role {
     Participant,
 }
 
-/// One WHIP or WHEP session: the WebRTC state, its UDP socket, the resource the node created.
+/// One WHIP or WHEP session: the WebRTC state, its transport, the resource the node created.
 pub struct Client {
     rtc: Rtc,
-    socket: UdpSocket,
+    link: Link,
     local: SocketAddr,
     node: SocketAddr,
     role: Role,
@@ -164,7 +172,6 @@ pub struct Client {
     nacks: u64,
     traffic: Traffic,
     loss: Option<InboundLoss>,
-    receiver: StampedReceiver,
     /// When the datagram last handed to the WebRTC state arrived.
     arrival: Instant,
     /// The latest instant handed to the WebRTC state, which must never go back.
@@ -234,7 +241,7 @@ impl Client {
         );
         let path = format!("/whip/{room}");
         let role = (Role::Publisher, codec);
-        let mut client = Self::signal(rtc, socket, offer, node, &path, role)?;
+        let mut client = Self::signal(rtc, Some(socket), offer, node, &path, role)?;
         client.video = video;
         client.audio = audio;
         // The offer went out with the SSRCs asked for: the send streams take them too, so what
@@ -264,7 +271,21 @@ impl Client {
         query: &str,
         codec: VideoCodec,
     ) -> Result<Self, ClientError> {
-        let (mut rtc, socket) = rtc_and_socket(codec)?;
+        Self::watch_over(node, room, query, codec, Transport::Udp)
+    }
+
+    /// As [`watch_with`](Self::watch_with), the media over `transport`.
+    pub fn watch_over(
+        node: SocketAddr,
+        room: &str,
+        query: &str,
+        codec: VideoCodec,
+        transport: Transport,
+    ) -> Result<Self, ClientError> {
+        let (mut rtc, socket) = match transport {
+            Transport::Udp => rtc_and_socket(codec).map(|(rtc, s)| (rtc, Some(s)))?,
+            Transport::Tcp => (rtc_config(codec).build(Instant::now()), None),
+        };
         let mut api = rtc.sdp_api();
         let audio = api.add_media(MediaKind::Audio, Direction::RecvOnly, None, None, None);
         let video = api.add_media(MediaKind::Video, Direction::RecvOnly, None, None, None);
@@ -277,16 +298,16 @@ impl Client {
         Ok(client)
     }
 
-    /// Sends the offer, applies the answer.
+    /// Sends the offer, applies the answer. Without a UDP `socket` (an offer without
+    /// candidates) the media goes over TCP, to the candidate the answer names.
     fn signal(
         mut rtc: Rtc,
-        socket: UdpSocket,
+        socket: Option<UdpSocket>,
         (offer, pending): (String, SdpPendingOffer),
         node: SocketAddr,
         path: &str,
         (role, codec): (Role, VideoCodec),
     ) -> Result<Self, ClientError> {
-        let local = socket.local_addr()?;
         let sdp = ("Content-Type", "application/sdp");
         let reply = http::request(node, "POST", path, &[sdp], &offer)?;
         if reply.status != 201 {
@@ -302,6 +323,15 @@ impl Client {
         let answer = SdpAnswer::from_sdp_string(&reply.body)
             .map_err(|e| ClientError::Answer(e.to_string()))?;
         rtc.sdp_api().accept_answer(pending, answer)?;
+        let link = match socket {
+            Some(socket) => Link::udp(socket),
+            None => {
+                let tcp = TcpLink::connect(&reply.body)?;
+                rtc.add_local_candidate(tcp.candidate()?);
+                Link::tcp(tcp)
+            }
+        };
+        let local = link.local_addr().map_err(ClientError::Socket)?;
         let pt = |codec: Codec| {
             rtc.codec_config()
                 .find(|p| p.spec().codec == codec)
@@ -320,7 +350,7 @@ impl Client {
         let opus_pt = pt(Codec::Opus);
         Ok(Self {
             rtc,
-            socket,
+            link,
             local,
             node,
             role,
@@ -341,10 +371,10 @@ impl Client {
             nacks: 0,
             traffic: Traffic::default(),
             loss: None,
-            receiver: StampedReceiver::default(),
             arrival: Instant::now(),
             last_input: Instant::now(),
-            buf: vec![0; 2000],
+            // The longest datagram, or TCP frame, the node sends.
+            buf: vec![0; MAX_FRAME],
         })
     }
 
@@ -359,16 +389,17 @@ impl Client {
     /// alone would not see them.
     pub fn poll_into(&mut self, sink: &mut dyn FnMut(Arrival<'_>)) -> Result<bool, ClientError> {
         let mut emptied = false;
+        self.link.flush().map_err(ClientError::Socket)?;
         // Bounded, so that one client with a full socket does not starve the others.
         for _ in 0..MAX_DATAGRAMS_PER_POLL {
             self.drain(sink)?;
-            let (n, source, arrived) = match self.receiver.recv(&self.socket, &mut self.buf) {
+            let (n, source, arrived) = match self.link.recv(&mut self.buf) {
                 Ok(received) => received,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     emptied = true;
                     break;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(ClientError::Socket(e)),
             };
             self.traffic.datagrams += 1;
             self.traffic.bytes += n as u64;
@@ -383,7 +414,7 @@ impl Client {
                 continue;
             };
             let receive = Receive {
-                proto: Protocol::Udp,
+                proto: self.link.protocol(),
                 source,
                 destination: self.local,
                 contents,
@@ -413,10 +444,10 @@ impl Client {
                     self.wake = at;
                     return Ok(());
                 }
-                Output::Transmit(t) => {
-                    // A datagram the socket will not take is lost like any UDP datagram.
-                    let _ = self.socket.send_to(&t.contents, t.destination);
-                }
+                Output::Transmit(t) => self
+                    .link
+                    .send(&t.contents, t.destination)
+                    .map_err(ClientError::Socket)?,
                 Output::Event(event) => self.event(event, sink),
             }
         }
@@ -491,9 +522,7 @@ impl Client {
     /// busy with other clients does not delay it: for [`Arrival::at`] and for the arrival
     /// times the WebRTC state reports in transport-wide CC feedback.
     pub fn use_kernel_timestamps(&mut self) -> Result<(), ClientError> {
-        self.receiver
-            .use_kernel_stamps(&self.socket)
-            .map_err(ClientError::Socket)
+        self.link.use_kernel_stamps().map_err(ClientError::Socket)
     }
 
     /// The payload type the video's retransmissions go under, when the answer negotiated one
@@ -510,11 +539,6 @@ impl Client {
     /// The instant the WebRTC state wants to be polled by, data or not.
     pub fn next_wake(&self) -> Instant {
         self.wake
-    }
-
-    /// The client's socket (non-blocking), for a caller that waits on readiness.
-    pub fn socket(&self) -> &UdpSocket {
-        &self.socket
     }
 
     /// NACK messages on the video track: sent by a viewer, received by a publisher. Taken
@@ -537,7 +561,7 @@ impl Client {
         &self.resource
     }
 
-    /// This client's UDP address.
+    /// This client's address: its UDP socket's, or its end of the TCP connection.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
     }
@@ -659,6 +683,13 @@ impl Client {
         self.rtc.disconnect();
         let _ = self.flush();
         Ok(http::request(self.node, "DELETE", &self.resource, &[], "")?.status)
+    }
+}
+
+/// The transport's socket (non-blocking), for a caller that waits on readiness.
+impl AsRawFd for Client {
+    fn as_raw_fd(&self) -> RawFd {
+        self.link.as_raw_fd()
     }
 }
 

@@ -417,6 +417,32 @@ fn a_channel_without_retransmissions_loses_what_is_lost() {
     assert_eq!(numbers(&room, 1, channel), got);
 }
 
+/// A channel whose messages live 200 ms (`maxPacketLifeTime`): toward a receiver cut off for
+/// two seconds, what was sent meanwhile is given up (never delivered late, never twice), and
+/// what is sent once it is back arrives.
+#[test]
+fn a_lifetime_limited_channel_gives_up_what_outlived_its_lifetime() {
+    let captions = ChannelConfig {
+        label: "captions".into(),
+        reliability: Reliability::MaxPacketLifetime { lifetime: 200 },
+        ..Default::default()
+    };
+    let (mut room, channel) = lossy_pair(captions, "captions");
+    let numbered = |from: usize| move |i: usize| (from + i).to_string().into_bytes();
+    let arrived = |n: usize| move |r: &DataRoom| numbers(r, 1, channel).len() >= n;
+    assert!(send_until(&mut room, (50, 2), numbered(0), arrived(50)));
+    room.members[1].set_loss(100, 3);
+    let cut = room.now;
+    let two_seconds = |r: &DataRoom| r.now >= cut + std::time::Duration::from_secs(2);
+    assert!(send_until(&mut room, (50, 2), numbered(50), two_seconds));
+    room.members[1].set_loss(0, 3);
+    // Long enough for the node's retransmission timer, backed off over the cut, to fire.
+    assert!(send_until(&mut room, (50, 2), numbered(100), arrived(100)));
+    room.run_until(2_000, |_| false);
+    let expected: Vec<usize> = (0..50).chain(100..150).collect();
+    assert_eq!(numbers(&room, 1, channel), expected);
+}
+
 /// The numbers in the messages `member` got on `channel` (each starts with its number).
 fn numbers(room: &DataRoom, member: usize, channel: ChannelId) -> Vec<usize> {
     room.members[member]

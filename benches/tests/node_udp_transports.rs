@@ -7,15 +7,14 @@
 //! The node runs two media workers, and the two rooms of each test are on different ones:
 //! each worker reads the shared UDP socket and hands the other's datagrams over.
 //!
-//! The node runs in this process, on its own runtime, through the same `serve` the `sfu serve`
-//! command runs (only the flag parsing is left out): a test of another package cannot name the
-//! `sfu` binary cargo builds, and a binary found on disk could be stale.
+//! The node runs in this process (`node/mod.rs`).
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
-use std::sync::{Mutex, PoisonError};
+mod node;
+
 use std::time::{Duration, Instant};
 
 use benches::client::{self, drive_for, drive_until, Client, PublishOptions, Received};
+use node::Node;
 use sfu::node::config::NodeConfig;
 use sfu::node::limits::Limits;
 use sfu::node::shard::worker_for_room;
@@ -32,92 +31,15 @@ const KEY_EVERY: u16 = 10;
 const FRAME: Duration = Duration::from_millis(10);
 const UNKNOWN_SSRC: &str = "strata_dropped_total{reason=\"unknown_ssrc\"}";
 
-/// The node's HTTP address; its runtime stops (and its sockets close) on drop.
-struct Node {
-    http: SocketAddr,
-    runtime: Option<tokio::runtime::Runtime>,
+/// The node under test, with this file's worker count and `limits`.
+fn start_node(limits: Limits) -> Node {
+    Node::start(WORKERS, limits)
 }
 
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("bound").port()
-}
-
-fn free_udp_port() -> u16 {
-    let socket = UdpSocket::bind("127.0.0.1:0").expect("a free port");
-    socket.local_addr().expect("bound").port()
-}
-
-impl Node {
-    fn start() -> Self {
-        Self::start_with(Limits::default())
-    }
-
-    fn start_with(limits: Limits) -> Self {
-        // The node's log, with RUST_LOG set (e.g. `sfu=debug`); the first test to
-        // start a node installs it.
-        let filter = tracing_subscriber::EnvFilter::from_default_env();
-        let log = tracing_subscriber::fmt().with_env_filter(filter);
-        let _ = log.with_test_writer().try_init();
-        // One node starts at a time in this process, from picking its ports until it
-        // answers: a port picked here is free only until someone binds it, and the nodes
-        // of the tests running beside this one would otherwise race for it.
-        static STARTING: Mutex<()> = Mutex::new(());
-        let _one = STARTING.lock().unwrap_or_else(PoisonError::into_inner);
-        let loopback = Ipv4Addr::LOCALHOST.into();
-        let config = NodeConfig {
-            http: SocketAddr::new(loopback, free_port()),
-            udp: SocketAddr::new(loopback, free_udp_port()),
-            workers: WORKERS,
-            limits,
-            ..NodeConfig::default()
-        };
-        let http = config.http;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.spawn(async move {
-            if let Err(e) = sfu::node::server::serve(config).await {
-                eprintln!("the node stopped: {e}");
-            }
-        });
-        // An answer comes once both of its ports are bound.
-        let deadline = Instant::now() + CONNECT;
-        while client::http::request(http, "GET", "/metrics", &[], "").is_err() {
-            assert!(Instant::now() < deadline, "the node answers");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self {
-            http,
-            runtime: Some(runtime),
-        }
-    }
-
-    /// `/metrics`, for a failure's message.
-    fn metrics(&self) -> String {
-        let reply = client::http::request(self.http, "GET", "/metrics", &[], "").expect("metrics");
-        let lines = reply
-            .body
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.ends_with(" 0"));
-        lines.collect::<Vec<_>>().join("\n")
-    }
-
-    fn unknown_ssrc_drops(&self) -> u64 {
-        client::metric(self.http, UNKNOWN_SSRC)
-            .expect("metrics")
-            .expect("the unknown_ssrc series")
-    }
+fn unknown_ssrc_drops(node: &Node) -> u64 {
+    client::metric(node.http, UNKNOWN_SSRC)
+        .expect("metrics")
+        .expect("the unknown_ssrc series")
 }
 
 /// What a packet's body says: which room's publisher wrote it and for what. The node rewrites
@@ -255,7 +177,7 @@ fn only_own_room(viewer: &Client, own: u8, publisher_ssrc: u32) {
 
 #[test]
 fn each_room_gets_its_own_stream_and_a_foreign_ssrc_is_dropped_and_counted() {
-    let node = Node::start();
+    let node = start_node(Limits::default());
     let (ssrc_a, ssrc_b) = (0x0a0a_0000, 0x0b0b_0000);
     let mut clients = two_rooms(&node, ssrc_a, ssrc_b);
     let mut a = Stream::new(ssrc_a, 1000, b'A');
@@ -263,7 +185,7 @@ fn each_room_gets_its_own_stream_and_a_foreign_ssrc_is_dropped_and_counted() {
     flow(&node, &mut clients, &mut a, &mut b);
 
     // Room a's publisher writes under room b's SSRC, its sequence numbers continuing room b's.
-    let dropped = node.unknown_ssrc_drops();
+    let dropped = unknown_ssrc_drops(&node);
     assert_eq!(
         dropped, 0,
         "every packet so far was under an announced SSRC"
@@ -280,7 +202,7 @@ fn each_room_gets_its_own_stream_and_a_foreign_ssrc_is_dropped_and_counted() {
         drive_for(all, Duration::from_millis(2)).expect("the clients run");
     }
     let counted = drive_until(&mut [pub_a, pub_b, view_a, view_b], CONNECT, |_| {
-        node.unknown_ssrc_drops() >= dropped + u64::from(INJECTED)
+        unknown_ssrc_drops(&node) >= dropped + u64::from(INJECTED)
     })
     .expect("the clients run");
     assert!(
@@ -292,7 +214,7 @@ fn each_room_gets_its_own_stream_and_a_foreign_ssrc_is_dropped_and_counted() {
     // taken as room b's, these would be duplicates.
     flow(&node, &mut clients, &mut a, &mut b);
     assert_eq!(
-        node.unknown_ssrc_drops(),
+        unknown_ssrc_drops(&node),
         dropped + u64::from(INJECTED),
         "exactly the forged packets were dropped as unknown_ssrc"
     );
@@ -307,7 +229,7 @@ fn each_room_gets_its_own_stream_and_a_foreign_ssrc_is_dropped_and_counted() {
 
 #[test]
 fn one_ssrc_announced_in_two_rooms_is_two_streams() {
-    let node = Node::start();
+    let node = start_node(Limits::default());
     let ssrc = 0x5555_0000;
     let mut clients = two_rooms(&node, ssrc, ssrc);
     let mut a = Stream::new(ssrc, 100, b'A');
@@ -317,7 +239,7 @@ fn one_ssrc_announced_in_two_rooms_is_two_streams() {
     only_own_room(view_a, b'A', ssrc);
     only_own_room(view_b, b'B', ssrc);
     assert_eq!(
-        node.unknown_ssrc_drops(),
+        unknown_ssrc_drops(&node),
         0,
         "each session's packets are its own announced stream"
     );
@@ -349,7 +271,7 @@ fn frames_for(clients: &mut [Client; 4], a: &mut Stream, b: &mut Stream, period:
 
 #[test]
 fn a_keyframe_request_naming_another_transports_ssrc_reaches_no_one() {
-    let node = Node::start();
+    let node = start_node(Limits::default());
     let (ssrc_a, ssrc_b) = (0x0a0a_0000, 0x0b0b_0000);
     let mut clients = two_rooms(&node, ssrc_a, ssrc_b);
     let mut a = Stream::new(ssrc_a, 1000, b'A');
@@ -393,7 +315,7 @@ fn a_keyframe_request_naming_another_transports_ssrc_reaches_no_one() {
 /// session is refused whichever worker its room is on, and one that leaves makes room.
 #[test]
 fn the_node_wide_session_limit_holds_across_workers() {
-    let node = Node::start_with(Limits {
+    let node = start_node(Limits {
         sessions: 3,
         ..Limits::default()
     });

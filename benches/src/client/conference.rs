@@ -43,7 +43,7 @@ impl Client {
         let offer = take_offer(api)?;
         let path = format!("/rooms/{room}?name={name}");
         let role = (Role::Participant, VideoCodec::Vp8);
-        let mut client = Self::signal(rtc, socket, offer, node, &path, role)?;
+        let mut client = Self::signal(rtc, Some(socket), offer, node, &path, role)?;
         client.data.own = Some(own);
         Ok(client)
     }

@@ -2,9 +2,13 @@
 //! some time after its datagram arrived (it was busy with the others), and a latency, or an
 //! arrival time in transport-wide CC feedback, taken at the read would carry that lag. With
 //! kernel receive timestamps (`SO_TIMESTAMPNS`, Linux) each datagram comes with the instant
-//! the kernel queued it; elsewhere, or when they are off, the read's own instant.
+//! the kernel queued it; elsewhere, or when they are off, the read's own instant. On an
+//! ICE-TCP connection a read may take many packets: the kernel stamps it with the arrival of
+//! the last segment it took.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 /// Reads datagrams with the instant each arrived.
@@ -16,8 +20,8 @@ pub(crate) struct StampedReceiver {
 }
 
 impl StampedReceiver {
-    /// Asks the kernel to stamp every datagram `socket` receives.
-    pub fn use_kernel_stamps(&mut self, socket: &UdpSocket) -> std::io::Result<()> {
+    /// Asks the kernel to stamp everything `socket` (a UDP socket or a TCP stream) receives.
+    pub fn use_kernel_stamps(&mut self, socket: &impl AsRawFd) -> std::io::Result<()> {
         imp::enable(socket, &mut self.cmsg)?;
         self.kernel = true;
         Ok(())
@@ -37,12 +41,24 @@ impl StampedReceiver {
             }
         }
     }
+
+    /// What `stream` has for `buf`: its length, and when its last byte arrived.
+    pub fn read(
+        &mut self,
+        stream: &TcpStream,
+        buf: &mut [u8],
+    ) -> std::io::Result<(usize, Instant)> {
+        match self.kernel {
+            true => imp::read(stream, buf, &mut self.cmsg),
+            false => Ok(((&*stream).read(buf)?, Instant::now())),
+        }
+    }
 }
 
 #[cfg(target_os = "linux")]
 mod imp {
     use std::io::IoSliceMut;
-    use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+    use std::net::{SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
     use std::os::fd::AsRawFd;
     use std::time::{Duration, Instant, SystemTime};
 
@@ -51,7 +67,7 @@ mod imp {
     };
     use nix::sys::time::TimeSpec;
 
-    pub fn enable(socket: &UdpSocket, cmsg: &mut Vec<u8>) -> std::io::Result<()> {
+    pub fn enable(socket: &impl AsRawFd, cmsg: &mut Vec<u8>) -> std::io::Result<()> {
         setsockopt(socket.as_raw_fd(), ReceiveTimestampns, &true)?;
         *cmsg = nix::cmsg_space!(TimeSpec);
         Ok(())
@@ -65,17 +81,32 @@ mod imp {
         let mut iov = [IoSliceMut::new(buf)];
         let msg =
             recvmsg::<SockaddrIn>(socket.as_raw_fd(), &mut iov, Some(cmsg), MsgFlags::empty())?;
-        let read = Instant::now();
-        let stamp = msg.cmsgs().find_map(|c| match c {
-            ControlMessageOwned::ScmTimestampns(ts) => Some(ts),
-            _ => None,
-        });
+        let arrived = arrival(msg.cmsgs());
         let source = msg
             .address
             .map(|a| SocketAddr::V4(SocketAddrV4::from(a)))
             .ok_or_else(|| std::io::Error::other("a datagram without a sender address"))?;
-        let arrived = stamp.map_or(read, |ts| instant_of(ts, read));
         Ok((msg.bytes, source, arrived))
+    }
+
+    pub fn read(
+        stream: &TcpStream,
+        buf: &mut [u8],
+        cmsg: &mut Vec<u8>,
+    ) -> std::io::Result<(usize, Instant)> {
+        let mut iov = [IoSliceMut::new(buf)];
+        let msg = recvmsg::<()>(stream.as_raw_fd(), &mut iov, Some(cmsg), MsgFlags::empty())?;
+        Ok((msg.bytes, arrival(msg.cmsgs())))
+    }
+
+    /// The kernel's stamp among a read's control messages, or the read's own instant.
+    fn arrival(mut cmsgs: impl Iterator<Item = ControlMessageOwned>) -> Instant {
+        let read = Instant::now();
+        let stamp = cmsgs.find_map(|c| match c {
+            ControlMessageOwned::ScmTimestampns(ts) => Some(ts),
+            _ => None,
+        });
+        stamp.map_or(read, |ts| instant_of(ts, read))
     }
 
     /// The kernel stamps with the wall clock; this is the same moment on the monotonic one,
@@ -95,11 +126,21 @@ mod imp {
 
 #[cfg(not(target_os = "linux"))]
 mod imp {
-    use std::net::{SocketAddr, UdpSocket};
+    use std::io::Read;
+    use std::net::{SocketAddr, TcpStream, UdpSocket};
+    use std::os::fd::AsRawFd;
     use std::time::Instant;
 
-    pub fn enable(_: &UdpSocket, _: &mut Vec<u8>) -> std::io::Result<()> {
+    pub fn enable(_: &impl AsRawFd, _: &mut Vec<u8>) -> std::io::Result<()> {
         Err(std::io::ErrorKind::Unsupported.into())
+    }
+
+    pub fn read(
+        stream: &TcpStream,
+        buf: &mut [u8],
+        _: &mut Vec<u8>,
+    ) -> std::io::Result<(usize, Instant)> {
+        Ok(((&*stream).read(buf)?, Instant::now()))
     }
 
     pub fn recv(

@@ -1,6 +1,7 @@
 //! The load test: the node as its own process, one publisher and N viewers in this one, all
 //! WebRTC peers of the independent client crate (`crate::client`), so every session does real
-//! ICE, DTLS, SRTP and RTCP (receiver reports, NACK, transport-wide CC feedback) over loopback.
+//! ICE, DTLS, SRTP and RTCP (receiver reports, NACK, transport-wide CC feedback) over loopback:
+//! UDP, or for the viewers with `--viewer-transport tcp` one ICE-TCP connection each.
 //!
 //! The run: build and start the node; connect the publisher, which streams a generated AV1
 //! L3T3 stream with its Dependency Descriptor and Opus (`source`); connect the viewers, a
@@ -342,7 +343,9 @@ fn signal(
     let query = format!("?spatial={spatial}&temporal={TEMPORAL}");
     loop {
         let joined = Instant::now();
-        match Client::watch_with(http, &room(index % options.rooms), &query, VideoCodec::Av1) {
+        let room = room(index % options.rooms);
+        let transport = options.viewer_transport;
+        match Client::watch_over(http, &room, &query, VideoCodec::Av1, transport) {
             Ok(mut client) => {
                 client.set_recording(false);
                 client.use_kernel_timestamps()?;

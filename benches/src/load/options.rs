@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+use crate::client::Transport;
+
 /// Loads a node with one AV1 L3T3 publisher (a generated stream with its Dependency
 /// Descriptor, plus Opus) and N viewers at a mix of layers, each a WebRTC peer of the
 /// independent client crate (ICE, DTLS, SRTP, RTCP), and reports what the viewers got and what
@@ -27,6 +29,10 @@ pub struct Options {
     /// are up.
     #[arg(long, default_value_t = 20.0)]
     pub warmup: f64,
+    /// What the viewers' media goes over: `udp`, or `tcp` (ICE over TCP: each viewer one
+    /// connection to the node's passive candidate, RFC 4571 framing). The publisher is on UDP.
+    #[arg(long, value_enum, default_value = "udp")]
+    pub viewer_transport: Transport,
     /// Rooms, each with its own publisher; the viewers are dealt out over them in turn. A
     /// room lives on one of the node's workers, so one room measures one worker.
     #[arg(long, default_value_t = 1)]
@@ -154,6 +160,10 @@ mod tests {
         let options = Options::parse_from(["load", "--viewers", "300", "--loss", "2.5"]);
         assert_eq!((options.viewers, options.loss), (300, 2.5));
         assert_eq!(options.workers, None);
+        assert_eq!(options.viewer_transport, Transport::Udp);
+        let options = Options::parse_from(["load", "--viewer-transport", "tcp"]);
+        assert_eq!(options.viewer_transport, Transport::Tcp);
+        assert!(Options::try_parse_from(["load", "--viewer-transport", "quic"]).is_err());
         let bad = Options::parse_from(["load", "--loss", "120"]);
         assert_eq!(bad.validate(), Err(OptionsError::Loss(120.0)));
         let bad = Options::parse_from(["load", "--seconds", "0"]);

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::client::Transport;
+
 use super::cost::{Cost, Placement, Wire};
 use super::floor::Floor;
 use super::node::ViewerGauges;
@@ -140,6 +142,7 @@ impl Spread {
 #[derive(Debug, Clone)]
 pub struct Report {
     pub viewers: usize,
+    pub viewer_transport: Transport,
     pub rooms: usize,
     pub workers: Option<usize>,
     pub seconds: f64,
@@ -190,6 +193,7 @@ impl Report {
         let sum = |pick: fn(&ViewerReport) -> u64| all.iter().map(|v| pick(v)).sum();
         Self {
             viewers: options.viewers,
+            viewer_transport: options.viewer_transport,
             rooms: options.rooms,
             workers: options.workers,
             seconds: measured.wall.as_secs_f64(),
@@ -215,7 +219,11 @@ impl Report {
             cost: Cost {
                 node_cpu: measured.node_cpu,
                 delivered: sum(|v| v.datagrams),
-                wire: measured.wire,
+                // The node counts its UDP send calls: with the viewers on TCP they carry
+                // the publisher's feedback only, and packets per call would mean nothing.
+                wire: measured
+                    .wire
+                    .filter(|_| options.viewer_transport == Transport::Udp),
                 floor: measured.floor,
                 placement: measured.placement.clone(),
             },
@@ -353,6 +361,7 @@ impl Report {
         });
         // Beside the rest: one more key in the macro above passes its recursion limit.
         out["probe_clusters"] = json!(self.measured.probe_clusters);
+        out["viewer_transport"] = json!(self.viewer_transport.label());
         out
     }
 
@@ -384,8 +393,13 @@ impl Report {
         let workers = self.workers.map_or("default".into(), |n| n.to_string());
         let _ = writeln!(
             out,
-            "load: {} viewers in {} rooms, {:.1} s measured, simulated loss {} %, node workers {workers}",
-            self.viewers, self.rooms, self.seconds, self.simulated_loss_pct
+            "load: {} viewers over {} in {} rooms, {:.1} s measured, simulated loss {} %, node \
+             workers {workers}",
+            self.viewers,
+            self.viewer_transport.label(),
+            self.rooms,
+            self.seconds,
+            self.simulated_loss_pct
         );
         self.table_viewers(&mut out);
         self.table_media(&mut out);

@@ -17,14 +17,14 @@ pub const MIN_TIMER_GAP: Duration = Duration::from_millis(1);
 /// Wakes `poll` with `token` whenever the client's socket has something to read. Readiness
 /// is edge-triggered: the client must be read until its socket is empty.
 pub fn register(poll: &Poll, client: &Client, token: usize) -> std::io::Result<()> {
-    let fd = client.socket().as_raw_fd();
+    let fd = client.as_raw_fd();
     poll.registry()
         .register(&mut SourceFd(&fd), Token(token), Interest::READABLE)
 }
 
 /// Undoes [`register`] (before the client's socket closes).
 pub fn deregister(poll: &Poll, client: &Client) -> std::io::Result<()> {
-    let fd = client.socket().as_raw_fd();
+    let fd = client.as_raw_fd();
     poll.registry().deregister(&mut SourceFd(&fd))
 }
 

@@ -211,6 +211,21 @@ pub(crate) fn by_reason<'a>(
     family(out, Family { name, help, kind }, samples);
 }
 
+/// A gauge family with one sample per value of one label (escaped).
+pub(crate) fn gauge_by<'a>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    label: &str,
+    samples: impl IntoIterator<Item = (&'a str, u64)>,
+) {
+    let samples = samples
+        .into_iter()
+        .map(|(value, n)| (format!("{{{label}=\"{}\"}}", label_value(value)), n));
+    let kind = "gauge";
+    family(out, Family { name, help, kind }, samples);
+}
+
 /// The media socket's buffers and the datagrams the kernel dropped for it.
 fn socket_series(out: &mut String, socket: &SocketView) {
     let help = "Bytes the kernel reserves for the media socket's received datagrams (Linux \

@@ -1,8 +1,9 @@
 //! Debian's redis-server as a real cluster store for the tests: started on a Unix socket of a
 //! fresh directory (so no port is probed and raced for), nothing saved to disk, stopped when
-//! dropped. It can be frozen and thawed to cut the nodes off from it and bring it back.
+//! dropped. It can be frozen and thawed to cut the nodes off from it and bring it back, and
+//! restarted empty as a server without persistence comes back.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -13,6 +14,22 @@ pub struct Redis {
     dir: PathBuf,
     /// The URL that reaches it, `unix:///.../redis.sock`.
     pub url: String,
+}
+
+const SOCKET: &str = "redis.sock";
+
+/// redis-server on `dir`'s socket, saving nothing.
+fn serve(dir: &Path) -> Child {
+    Command::new("redis-server")
+        .args(["--port", "0", "--save", "", "--appendonly", "no"])
+        .arg("--unixsocket")
+        .arg(dir.join(SOCKET))
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server runs (apt-get install redis-server)")
 }
 
 impl Drop for Redis {
@@ -32,38 +49,44 @@ impl Redis {
         let dir = std::env::temp_dir().join(format!("strata-redis-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a directory for redis");
-        let socket = dir.join("redis.sock");
-        let child = Command::new("redis-server")
-            .args(["--port", "0", "--save", "", "--appendonly", "no"])
-            .arg("--unixsocket")
-            .arg(&socket)
-            .arg("--dir")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server runs (apt-get install redis-server)");
         let redis = Self {
-            child,
-            url: format!("unix://{}", socket.display()),
+            child: serve(&dir),
+            url: format!("unix://{}", dir.join(SOCKET).display()),
             dir,
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !redis.answers() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        redis.wait_until_it_answers();
         redis
     }
 
-    fn answers(&self) -> bool {
-        let socket = self.dir.join("redis.sock");
+    fn wait_until_it_answers(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.cli(&["PING"]).starts_with("PONG") {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the server (`SIGKILL`: it saves nothing) and starts a new one, empty, on the same
+    /// socket, as when a Redis server without persistence restarts.
+    pub fn restart_empty(&mut self) {
+        self.thaw();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(self.dir.join(SOCKET));
+        self.child = serve(&self.dir);
+        self.wait_until_it_answers();
+    }
+
+    /// A command run by redis-cli; its reply as the tool prints it, without the last newline
+    /// (`""` when the server did not answer).
+    pub fn cli(&self, args: &[&str]) -> String {
         Command::new("redis-cli")
             .arg("-s")
-            .arg(&socket)
-            .arg("PING")
+            .arg(self.dir.join(SOCKET))
+            .args(args)
             .output()
-            .is_ok_and(|out| out.stdout.starts_with(b"PONG"))
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+            .unwrap_or_default()
     }
 
     /// Stops the server answering (`SIGSTOP`): its clients' requests time out, as across a

@@ -198,14 +198,20 @@ proptest! {
     }
 }
 
+/// Nodes 0 and 1 booted and registered, each seeing the other.
+async fn two_booted() -> Cluster {
+    let mut cluster = cluster();
+    let start = [Step::Boot(0), Step::Boot(1), Step::Beat(0), Step::Beat(1)];
+    cluster.steps(&start).await;
+    cluster
+}
+
 /// The interleaving the lease exists for: a home cut off from the store keeps believing it
 /// is home only until its lease ends, which is before another node can take the room.
 #[test]
 fn a_cut_off_home_gives_up_before_it_can_be_replaced() {
     paused().block_on(async {
-        let mut cluster = cluster();
-        let start = [Step::Boot(0), Step::Boot(1), Step::Beat(0), Step::Beat(1)];
-        cluster.steps(&start).await;
+        let mut cluster = two_booted().await;
         assert_eq!(cluster.request(0, "r0").await, Some(Placement::Here));
         cluster
             .steps(&[Step::Link(0, Link::Down), Step::Wait(2_900), Step::Beat(1)])
@@ -234,6 +240,53 @@ fn a_cut_off_home_gives_up_before_it_can_be_replaced() {
         );
         assert_eq!(cluster.request(1, "r0").await, Some(Placement::Here));
         cluster.check_homes().await;
+        assert!(cluster.nodes[1]
+            .as_ref()
+            .is_some_and(|p| p.member.is_home("r0")));
+    });
+}
+
+/// A node back under a new epoch claims again the homes of the rooms it still has sessions in,
+/// but not one another node took while it was away.
+#[test]
+fn a_node_back_claims_again_the_homes_no_other_node_took() {
+    paused().block_on(async {
+        let mut cluster = two_booted().await;
+        for room in ["r0", "r1"] {
+            assert_eq!(cluster.request(0, room).await, Some(Placement::Here));
+        }
+        let away = [Step::Link(0, Link::Down), Step::Wait(3_100), Step::Beat(1)];
+        cluster.steps(&away).await;
+        assert_eq!(cluster.request(1, "r1").await, Some(Placement::Here));
+        let back = [Step::Link(0, Link::Up), Step::Beat(0), Step::Beat(1)];
+        cluster.steps(&back).await;
+        let node_0 = cluster.nodes[0].as_ref().map(|p| &p.member);
+        assert!(node_0.is_some_and(|m| m.status().epoch == 2), "a new epoch");
+        assert!(node_0.is_some_and(|m| m.is_home("r0")), "claimed again");
+        assert!(node_0.is_some_and(|m| !m.is_home("r1")), "node 1 took it");
+        assert_eq!(
+            cluster.request(1, "r0").await,
+            Some(Placement::Redirect(url(0)))
+        );
+    });
+}
+
+/// A draining node back under a new epoch claims none of its rooms' homes: they are to go to
+/// the nodes that stay.
+#[test]
+fn a_draining_node_back_claims_no_home() {
+    paused().block_on(async {
+        let mut cluster = two_booted().await;
+        assert_eq!(cluster.request(0, "r0").await, Some(Placement::Here));
+        let away = [Step::Link(0, Link::Down), Step::Wait(3_100), Step::Drain(0)];
+        cluster.steps(&away).await;
+        cluster
+            .steps(&[Step::Link(0, Link::Up), Step::Beat(0)])
+            .await;
+        let node_0 = cluster.nodes[0].as_ref().map(|p| &p.member);
+        assert!(node_0.is_some_and(|m| m.status().attached && !m.is_home("r0")));
+        cluster.steps(&[Step::Beat(1)]).await;
+        assert_eq!(cluster.request(1, "r0").await, Some(Placement::Here));
         assert!(cluster.nodes[1]
             .as_ref()
             .is_some_and(|p| p.member.is_home("r0")));

@@ -1,7 +1,8 @@
 //! Two `sfu serve` processes sharing a real redis-server (`redis_*`, ignored by default:
 //! `.ci/run` runs them with `-- --ignored redis_`): a draining node sends new sessions to the
 //! other and exits once its own have ended; a node cut off from Redis refuses new sessions
-//! within 3 s and takes them again, under a new epoch, once Redis is back.
+//! within 3 s, serves the sessions it has meanwhile, and takes new ones again, under a new
+//! epoch, once Redis is back. A node killed and Redis restarted empty: cluster_failures.rs.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -9,18 +10,53 @@ use std::time::{Duration, Instant};
 use crate::http_node::{self, node_with_config, wait_for_metric, Node, SDP};
 use crate::redis::Redis;
 
-const PUBLISHER: &str = include_str!("../../src/node/sdp/fixtures/publisher_av1.sdp");
+pub const PUBLISHER: &str = include_str!("../../src/node/sdp/fixtures/publisher_av1.sdp");
+pub const VIEWER: &str = include_str!("../../src/node/sdp/fixtures/viewer_recvonly.sdp");
 
 fn clustered(redis: &Redis) -> Node {
     node_with_config(&format!("redis = \"{}\"\n", redis.url), &[])
 }
 
-fn metric(node: &Node, series: &str) -> Option<u64> {
+/// The sessions a node of [`clustered_as`] takes.
+pub const CAPACITY: u64 = 50;
+
+/// A node of the cluster with this id.
+pub fn clustered_as(redis: &Redis, node: &str) -> Node {
+    let toml = format!(
+        "redis = \"{}\"\n[limits]\nsessions = {CAPACITY}\n[cluster]\nnode = \"{node}\"\n",
+        redis.url
+    );
+    node_with_config(&toml, &[])
+}
+
+pub fn metric(node: &Node, series: &str) -> Option<u64> {
     http_node::metric(&node.http, series)
 }
 
-fn wait_for(node: &Node, series: &str, value: u64) {
+pub fn wait_for(node: &Node, series: &str, value: u64) {
     wait_for_metric(&node.http, series, value);
+}
+
+/// A session opened on `node`: its resource.
+pub fn open(node: &Node, path: &str, offer: &str) -> String {
+    let reply = node.request("POST", path, &[SDP], offer);
+    assert_eq!(reply.status, 201, "{path}: {}", reply.body);
+    reply.header("location").expect("a resource").to_owned()
+}
+
+/// The sessions made by [`open`] still answer on `node`: a viewer's state and layer choice,
+/// a publisher's trickle.
+pub fn still_served(node: &Node, whip: &str, whep: &str) {
+    let state = node.request("GET", whep, &[], "");
+    assert_eq!(state.status, 200, "the viewer's state: {}", state.body);
+    let json = ("Content-Type", "application/json");
+    let layer = node.request("PATCH", whep, &[json], r#"{"spatial":0,"temporal":0}"#);
+    assert_eq!(layer.status, 204, "a layer choice: {}", layer.body);
+    let trickle = ("Content-Type", "application/trickle-ice-sdpfrag");
+    let patch = node.request("PATCH", whip, &[trickle], "a=mid:0\r\n");
+    assert_eq!(patch.status, 204, "a trickle: {}", patch.body);
+    assert_eq!(metric(node, "strata_publishers"), Some(1));
+    assert_eq!(metric(node, "strata_subscribers"), Some(1));
 }
 
 #[test]
@@ -63,10 +99,8 @@ fn redis_a_node_cut_off_refuses_within_3_s_and_returns_with_a_new_epoch() {
     let a = clustered(&redis);
     wait_for(&a, "strata_cluster_attached", 1);
     assert_eq!(metric(&a, "strata_cluster_epoch"), Some(1));
-    assert_eq!(
-        a.request("POST", "/whip/before", &[SDP], PUBLISHER).status,
-        201
-    );
+    let whip = open(&a, "/whip/before", PUBLISHER);
+    let whep = open(&a, "/whep/before", VIEWER);
     redis.freeze();
     let cut = Instant::now();
     let refused = a.request("POST", "/whip/during", &[SDP], PUBLISHER);
@@ -77,16 +111,21 @@ fn redis_a_node_cut_off_refuses_within_3_s_and_returns_with_a_new_epoch() {
         "refused after {:?}",
         cut.elapsed()
     );
+    still_served(&a, &whip, &whep);
     wait_for(&a, "strata_cluster_attached", 0);
+    still_served(&a, &whip, &whep);
+    let refused = a.request("POST", "/whep/before", &[SDP], VIEWER);
+    assert_eq!(
+        refused.status, 503,
+        "a viewer of a room it has: {}",
+        refused.body
+    );
     redis.thaw();
     wait_for(&a, "strata_cluster_attached", 1);
     // Requests for an epoch sent while Redis was frozen run when it thaws: any later one.
     let epoch = metric(&a, "strata_cluster_epoch");
     assert!(epoch.is_some_and(|e| e > 1), "a new epoch: {epoch:?}");
-    assert_eq!(
-        a.request("POST", "/whip/after", &[SDP], PUBLISHER).status,
-        201
-    );
+    open(&a, "/whip/after", PUBLISHER);
     assert_eq!(
         metric(&a, "strata_publishers"),
         Some(2),

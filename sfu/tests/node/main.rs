@@ -10,6 +10,7 @@ mod coturn;
 #[path = "../common/redis.rs"]
 mod redis;
 
+mod cluster_failures;
 mod cluster_http;
 mod cluster_properties;
 mod cluster_redis;

@@ -53,10 +53,13 @@ struct Meter {
 const TICKS_PER_SECOND: u64 = 100;
 
 impl Meter {
+    /// A meter whose first reading measures no CPU: the first beat comes at once, and the
+    /// kernel's ticks over no time say nothing (one tick over a millisecond would read as
+    /// several cores busy).
     fn new(now: Instant) -> Self {
         Self {
             at: now,
-            cpu_ticks: cpu_ticks(),
+            cpu_ticks: None,
             bytes_out: 0,
             cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
         }
@@ -77,7 +80,10 @@ impl Meter {
         Load {
             sessions: u32::try_from(sessions).unwrap_or(u32::MAX),
             capacity,
-            cpu_percent: u32::try_from(cpu_ms * 100 / (elapsed_ms * self.cores)).unwrap_or(100),
+            // CPU time comes in whole ticks, so a short beat may read a tick more than it
+            // had: never more than all the cores.
+            cpu_percent: u32::try_from(cpu_ms * 100 / (elapsed_ms * self.cores))
+                .map_or(100, |p| p.min(100)),
             // bytes per millisecond * 8 = kbit/s
             outbound_kbps: bytes * 8 / elapsed_ms,
         }
@@ -112,6 +118,7 @@ mod tests {
         snapshot.node.bytes_out = 250_000;
         let load = meter.load(start + Duration::from_secs(2), &snapshot, 10);
         assert_eq!((load.sessions, load.capacity), (6, 10));
+        assert_eq!(load.cpu_percent, 0, "not measured on the first beat");
         assert_eq!(load.outbound_kbps, 1_000, "250 kB over 2 s");
         snapshot.node.bytes_out = 375_000;
         let load = meter.load(start + Duration::from_secs(3), &snapshot, 10);

@@ -18,9 +18,10 @@ use axum::response::{IntoResponse, Response};
 
 use super::member::Member;
 use super::placement::Placement;
+use super::store::Registration;
 use crate::node::auth::Grant;
 use crate::node::http::caller;
-use crate::node::metrics::{by_reason, counter, gauge};
+use crate::node::metrics::{by_reason, counter, gauge, gauge_by};
 use crate::node::signaling::Signaling;
 
 /// What the placement layer needs: the member, signaling (to authorize), and the
@@ -135,11 +136,85 @@ pub fn render(member: &Member, out: &mut String) {
     );
     let epochs = "Boot epochs taken (the first registration and each after a lapse).";
     counter(out, "cluster_epochs_total", epochs, load(&c.epochs));
+    peers(&member.peers(), out);
+}
+
+/// Each other node's state and load as its registration said when last read: one label set
+/// per node of the cluster.
+fn peers(peers: &[Registration], out: &mut String) {
+    type Field = fn(&Registration) -> u64;
+    let series: [(&str, &str, Field); 5] = [
+        (
+            "cluster_node_serving",
+            "1 while another node takes sessions (serving, not full), as last read.",
+            |r| u64::from(r.takes_sessions()),
+        ),
+        (
+            "cluster_node_sessions",
+            "Sessions on another node, as its last heartbeat said.",
+            |r| u64::from(r.load.sessions),
+        ),
+        (
+            "cluster_node_capacity",
+            "Sessions another node takes at most (its limits.sessions).",
+            |r| u64::from(r.load.capacity),
+        ),
+        (
+            "cluster_node_cpu_percent",
+            "Another node's CPU time over its last heartbeat, in percent of its cores.",
+            |r| u64::from(r.load.cpu_percent),
+        ),
+        (
+            "cluster_node_outbound_kbps",
+            "What another node sent over its last heartbeat, kbit/s.",
+            |r| r.load.outbound_kbps,
+        ),
+    ];
+    for (name, help, field) in series {
+        let samples = peers.iter().map(|r| (r.node.as_str(), field(r)));
+        gauge_by(out, name, help, "node", samples);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::cluster::{Load, NodeState};
+
+    #[test]
+    fn each_peer_has_its_series() {
+        let peer = |node: &str, state| Registration {
+            node: node.to_owned(),
+            epoch: 1,
+            url: format!("http://{node}.test"),
+            relay: None,
+            state,
+            load: Load {
+                sessions: 3,
+                capacity: 10,
+                cpu_percent: 40,
+                outbound_kbps: 2_500,
+            },
+        };
+        let mut out = String::new();
+        peers(
+            &[
+                peer("b", NodeState::Serving),
+                peer("c\"", NodeState::Draining),
+            ],
+            &mut out,
+        );
+        for line in [
+            "strata_cluster_node_serving{node=\"b\"} 1",
+            "strata_cluster_node_serving{node=\"c\\\"\"} 0",
+            "strata_cluster_node_sessions{node=\"b\"} 3",
+            "strata_cluster_node_capacity{node=\"b\"} 10",
+            "strata_cluster_node_cpu_percent{node=\"b\"} 40",
+            "strata_cluster_node_outbound_kbps{node=\"c\\\"\"} 2500",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} in {out}");
+        }
+    }
 
     #[test]
     fn only_posts_that_open_a_session_are_placed() {

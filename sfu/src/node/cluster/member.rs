@@ -52,10 +52,22 @@ struct State {
     /// Left the cluster: no more registrations.
     left: bool,
     load: Load,
-    /// The other nodes, as the last heartbeat read them.
-    others: Vec<Registration>,
+    /// The other nodes, as the last heartbeat read them, each with when its registration
+    /// is gone at the latest (unless refreshed since): a node that died leaves this view
+    /// with its registration, not a heartbeat later.
+    others: Vec<(Registration, Instant)>,
     /// The rooms this node is home of, each until when its home record stands.
     homes: HashMap<String, Instant>,
+}
+
+impl State {
+    /// The other nodes whose registration may still stand at `now`.
+    fn peers(&self, now: Instant) -> impl Iterator<Item = &Registration> {
+        self.others
+            .iter()
+            .filter(move |(_, until)| *until > now)
+            .map(|(registration, _)| registration)
+    }
 }
 
 /// What `/metrics` shows of the member.
@@ -108,7 +120,17 @@ impl Member {
     /// the first beat), extends the homes of `live_rooms` (rooms with a session here) this
     /// node holds, and reads the other nodes. Homes of rooms without a session here are
     /// left to expire.
+    ///
+    /// A node fenced by the store registers anew at once, under a new epoch: after the store
+    /// lost its data (a Redis server restarted empty) it is back within one beat.
     pub async fn heartbeat(&self, load: Load, live_rooms: &[String]) -> Result<(), StoreError> {
+        match self.beat(load, live_rooms).await {
+            Err(StoreError::Fenced) => self.beat(load, live_rooms).await,
+            result => result,
+        }
+    }
+
+    async fn beat(&self, load: Load, live_rooms: &[String]) -> Result<(), StoreError> {
         if self.state.lock().left {
             return Ok(());
         }
@@ -178,9 +200,46 @@ impl Member {
             }
             state.homes.retain(|_, until| *until > start);
         }
+        self.claim_unheld(epoch, live_rooms).await?;
+        let asked = Instant::now();
         let others = self.store.nodes().await?;
         let me = &self.identity.node;
-        self.state.lock().others = others.into_iter().filter(|r| r.node != *me).collect();
+        self.state.lock().others = others
+            .into_iter()
+            .filter(|listed| listed.registration.node != *me)
+            .map(|listed| (listed.registration, asked + listed.left))
+            .collect();
+        Ok(())
+    }
+
+    /// Claims the homes of the rooms with a session here that this node holds no home for:
+    /// after a new epoch (its earlier homes are void, or the store lost them) and when their
+    /// home is gone (its node died). A room another live node holds stays its. A draining
+    /// node claims none: it is to hand its rooms over.
+    async fn claim_unheld(&self, epoch: u64, live_rooms: &[String]) -> Result<(), StoreError> {
+        let unheld: Vec<&String> = {
+            let state = self.state.lock();
+            if state.draining {
+                return Ok(());
+            }
+            live_rooms
+                .iter()
+                .filter(|room| !state.homes.contains_key(*room))
+                .collect()
+        };
+        let me = NodeRef {
+            node: self.identity.node.clone(),
+            epoch,
+        };
+        for room in unheld {
+            let start = Instant::now();
+            if self.store.claim_home(room, &me, self.lease).await? == me {
+                let mut state = self.state.lock();
+                if state.epoch == Some(epoch) {
+                    state.homes.insert(room.clone(), start + self.lease);
+                }
+            }
+        }
         Ok(())
     }
 
@@ -246,9 +305,7 @@ impl Member {
         };
         if !stays {
             return match self.store.home(room).await {
-                Ok(home) => {
-                    self.redirect(elsewhere(&self.others(), home.as_ref(), self.home_below))
-                }
+                Ok(home) => self.redirect(elsewhere(&self.peers(), home.as_ref(), self.home_below)),
                 Err(_) => Placement::Unavailable,
             };
         }
@@ -260,7 +317,7 @@ impl Member {
                 Placement::Here
             }
             Ok(home) => {
-                let others = self.others();
+                let others = self.peers();
                 match preferred_home(&others, Some(&home), self.home_below) {
                     Some(home) => Placement::Redirect(home.url.clone()),
                     None => {
@@ -279,15 +336,18 @@ impl Member {
         })
     }
 
-    fn others(&self) -> Vec<Registration> {
-        self.state.lock().others.clone()
+    /// The other nodes, as the last heartbeat read them.
+    pub fn peers(&self) -> Vec<Registration> {
+        let now = Instant::now();
+        let state = self.state.lock();
+        state.peers(now).cloned().collect()
     }
 
     /// The registration of `room`'s home when it is another node, as the last heartbeat
     /// read the others: where the media relay pulls the room's publishers from.
     pub async fn home_elsewhere(&self, room: &str) -> Option<Registration> {
         let home = self.store.home(room).await.ok()??;
-        self.others().into_iter().find(|r| r.node_ref() == home)
+        self.peers().into_iter().find(|r| r.node_ref() == home)
     }
 
     /// Whether this node is the home of `room` now: it claimed it (or kept it) and the record
@@ -335,7 +395,7 @@ impl Member {
             attached: state.lease_until.is_some_and(|t| t > now),
             draining: state.draining,
             epoch: state.epoch.unwrap_or(0),
-            serving_others: state.others.iter().filter(|r| r.takes_sessions()).count(),
+            serving_others: state.peers(now).filter(|r| r.takes_sessions()).count(),
             homes: state.homes.values().filter(|until| **until > now).count(),
         }
     }

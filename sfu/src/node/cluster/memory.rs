@@ -11,7 +11,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::store::{ClusterStore, NodeRef, Registration, StoreError, StoreFuture};
+use super::store::{ClusterStore, Listed, NodeRef, Registration, StoreError, StoreFuture};
 
 /// The shared state, and this connection's link to it.
 #[derive(Debug, Default)]
@@ -137,8 +137,14 @@ impl ClusterStore for MemoryStore {
         })
     }
 
-    fn nodes(&self) -> StoreFuture<'_, Vec<Registration>> {
-        self.apply(|shared, _| Ok(shared.nodes.values().map(|(r, _)| r.clone()).collect()))
+    fn nodes(&self) -> StoreFuture<'_, Vec<Listed>> {
+        self.apply(|shared, now| {
+            let listed = shared.nodes.values().map(|(registration, until)| Listed {
+                registration: registration.clone(),
+                left: until.saturating_duration_since(now),
+            });
+            Ok(listed.collect())
+        })
     }
 
     fn claim_home<'a>(

@@ -27,4 +27,4 @@ pub mod store;
 
 pub use member::Member;
 pub use settings::ClusterConfig;
-pub use store::{ClusterStore, Load, NodeRef, NodeState, Registration, StoreError};
+pub use store::{ClusterStore, Listed, Load, NodeRef, NodeState, Registration, StoreError};

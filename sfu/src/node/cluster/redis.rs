@@ -3,7 +3,8 @@
 //!
 //! - `epoch:{node}`: the node's boot epoch counter (`INCR`);
 //! - `node:{node}`: its registration as JSON, with the lease as the key's expiry;
-//! - `nodes`: the set of node ids, pruned of those whose registration expired;
+//! - `nodes`: the set of node ids, pruned of those whose registration expired (read with each
+//!   registration's time to live);
 //! - `home:{room}`: `EPOCH NODE`, the room's home, with an expiry the home's heartbeat extends.
 //!
 //! The scripts read registrations by names they build, so the store is a single Redis server
@@ -14,7 +15,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 
-use super::store::{ClusterStore, NodeRef, Registration, StoreError, StoreFuture};
+use super::store::{ClusterStore, Listed, NodeRef, Registration, StoreError, StoreFuture};
 
 const PREFIX: &str = "strata:";
 const NODES: &str = "strata:nodes";
@@ -65,14 +66,15 @@ if home and live(home) then return home end
 return false
 ";
 
-/// Every registration, pruning the set of ids whose registration expired. KEYS: the set.
-/// ARGV: the prefix.
+/// Every registration with its time to live (ms), pruning the set of ids whose registration
+/// expired. KEYS: the set. ARGV: the prefix.
 const NODES_SCRIPT: &str = r"
 local found = {}
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local registration = redis.call('GET', ARGV[1] .. 'node:' .. id)
+  local key = ARGV[1] .. 'node:' .. id
+  local registration = redis.call('GET', key)
   if registration then
-    found[#found + 1] = registration
+    found[#found + 1] = {registration, redis.call('PTTL', key)}
   else
     redis.call('SREM', KEYS[1], id)
   end
@@ -200,16 +202,26 @@ impl ClusterStore for RedisStore {
         })
     }
 
-    fn nodes(&self) -> StoreFuture<'_, Vec<Registration>> {
+    fn nodes(&self) -> StoreFuture<'_, Vec<Listed>> {
         Box::pin(async move {
-            let found: Vec<String> = self
+            let found: Vec<(String, i64)> = self
                 .nodes
                 .key(NODES)
                 .arg(PREFIX)
                 .invoke_async(&mut self.connection())
                 .await
                 .map_err(unavailable)?;
-            found.iter().map(|json| parse_registration(json)).collect()
+            found
+                .iter()
+                .map(|(json, ttl_ms)| {
+                    Ok(Listed {
+                        registration: parse_registration(json)?,
+                        // Every registration is written with a time to live: none (-1) would
+                        // be another writer's, and is taken as gone.
+                        left: Duration::from_millis(u64::try_from(*ttl_ms).unwrap_or(0)),
+                    })
+                })
+                .collect()
         })
     }
 

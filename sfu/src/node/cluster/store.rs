@@ -36,8 +36,8 @@ pub trait ClusterStore: Send + Sync + fmt::Debug {
         ttl: Duration,
     ) -> StoreFuture<'a, Vec<bool>>;
 
-    /// Every node registered now.
-    fn nodes(&self) -> StoreFuture<'_, Vec<Registration>>;
+    /// Every node registered now, each with the time its registration has left.
+    fn nodes(&self) -> StoreFuture<'_, Vec<Listed>>;
 
     /// Makes `claimant` the home of `room` for `ttl` unless a live node other than it holds
     /// it; the home after the call. [`StoreError::NotRegistered`] when the claimant is not
@@ -119,6 +119,16 @@ impl Registration {
     pub fn takes_sessions(&self) -> bool {
         self.state == NodeState::Serving && !self.load.full()
     }
+}
+
+/// A registration as read from the store, and how long it had left to live then: a reader
+/// that asked at `t` knows it is gone by `t + left` at the latest, unless refreshed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The registration.
+    pub registration: Registration,
+    /// Its time to live when it was read.
+    pub left: Duration,
 }
 
 /// Whether a node takes new sessions.
