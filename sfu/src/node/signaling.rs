@@ -128,7 +128,7 @@ impl From<CoreError> for SignalError {
             }
             CoreError::NoSuchParticipant | CoreError::UnknownTrack => Self::Missing(e.to_string()),
             CoreError::NotOwner => Self::Forbidden,
-            CoreError::SsrcInUse | CoreError::RelayBusy => Self::Conflict,
+            CoreError::SsrcInUse | CoreError::RelayRefused(_) => Self::Conflict,
             CoreError::NameTaken => Self::NameTaken,
             CoreError::BadName => {
                 Self::BadBody("a name is 1 to 64 bytes without control characters")

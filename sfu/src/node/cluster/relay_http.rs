@@ -21,6 +21,7 @@ use super::relay_link::{
     link_keys, nonce, read_request, sign, unix_ms, verify, RelayAnswer, RelayRequest, AUTH_HEADER,
     MAX_BODY,
 };
+use crate::node::core::{CoreError, NewLink, RelayRefusal};
 use crate::node::remote::Remote;
 use crate::node::signaling::Signaling;
 use crate::node::srtp::session;
@@ -79,27 +80,51 @@ pub async fn route(
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     let to = Remote::Udp(request.relay);
-    let (room, source) = (request.room.clone(), request.source.clone());
+    let link = NewLink {
+        id: origin_nonce,
+        srtp: Box::new(srtp),
+    };
+    let RelayRequest {
+        room,
+        source,
+        links,
+        ..
+    } = request;
+    let room_name = room.clone();
     let offer = service
         .signaling
-        .ask_room(&request.room, move |worker, now| {
+        .ask_room(&room, move |worker, now| {
             let source = source.as_deref();
             worker
                 .core
-                .relay_out(now, &room, source, to, Box::new(srtp))
+                .relay_out(now, &room_name, source, to, &links, link)
         })
         .await;
-    let offer = match offer {
-        Ok(Ok(offer)) => offer,
-        Ok(Err(refused)) => return (StatusCode::CONFLICT, refused.to_string()).into_response(),
+    let (offer, link) = match offer {
+        Ok(Ok(relayed)) => relayed,
+        Ok(Err(refused)) => return refusal(&refused).into_response(),
         Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
     };
-    let answer = RelayAnswer::new(service.relay, origin_nonce, &offer);
+    let answer = RelayAnswer::new(service.relay, link, &offer);
     let Ok(body) = serde_json::to_vec(&answer) else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     let tag = sign(&service.secret, &body);
     ([(AUTH_HEADER, tag)], body).into_response()
+}
+
+/// The status of a relay the origin's core refused: `503` at a limit (the edge may ask
+/// again later), `404` for a publisher not here, `409` for an SSRC another relay of the link
+/// has or a link on another worker.
+fn refusal(refused: &CoreError) -> (StatusCode, String) {
+    let status = match refused {
+        CoreError::RelayRefused(RelayRefusal::LinkFull | RelayRefusal::TooManyLinks) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        CoreError::NoSuchParticipant | CoreError::UnknownPeer => StatusCode::NOT_FOUND,
+        _ => StatusCode::CONFLICT,
+    };
+    (status, refused.to_string())
 }
 
 /// Why an edge got no relay.
@@ -164,11 +189,17 @@ impl RelayService {
         room: &str,
         source: Option<&str>,
     ) -> Result<(), PullError> {
+        let links = self
+            .signaling
+            .ask_room(room, |worker, _| worker.core.links_in())
+            .await
+            .map_err(|_| PullError::Io("the media loop stopped".into()))?;
         let request = RelayRequest {
             room: room.to_owned(),
             source: source.map(str::to_owned),
             relay: self.relay,
             nonce: nonce(),
+            links,
             at_ms: unix_ms(),
         };
         let body = serde_json::to_vec(&request).map_err(|e| PullError::Io(e.to_string()))?;
@@ -184,13 +215,15 @@ impl RelayService {
             .map_err(|e| PullError::Refused(e.to_string()))?;
         let keys = link_keys(&self.secret, &request.nonce, &answer.nonce, false);
         let srtp = session(&keys).map_err(|e| PullError::Refused(e.to_string()))?;
+        let link = NewLink {
+            id: answer.nonce,
+            srtp: Box::new(srtp),
+        };
         let (room_name, from) = (room.to_owned(), Remote::Udp(answer.relay));
         let added = self
             .signaling
             .ask_room(room, move |worker, now| {
-                worker
-                    .core
-                    .relay_in(now, &room_name, offer, from, Box::new(srtp))
+                worker.core.relay_in(now, &room_name, offer, from, link)
             })
             .await
             .map_err(|_| PullError::Io("the media loop stopped".into()))?;

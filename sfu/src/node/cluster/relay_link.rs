@@ -20,7 +20,7 @@ use sha2::Sha256;
 use smallvec::SmallVec;
 
 use crate::engine::{StreamConfig, StreamIds, TrackConfig};
-use crate::node::core::RelayOffer;
+use crate::node::core::{RelayOffer, LINKS_PER_NODE};
 use crate::node::peer::PublishedTrack;
 use crate::node::sdp::RoomCodec;
 use crate::node::srtp::{SrtpKeys, SrtpProfile};
@@ -66,8 +66,13 @@ pub struct RelayRequest {
     pub source: Option<String>,
     /// The edge's media address: where the origin sends.
     pub relay: SocketAddr,
-    /// The edge's nonce for the link's keys, in hex.
+    /// The edge's nonce for the link's keys, in hex: a new link's, should the relay not go
+    /// on one of `links`.
     pub nonce: String,
+    /// The ids of the links the edge receives relays on: the origin's link to it among them
+    /// carries this relay too.
+    #[serde(default)]
+    pub links: Vec<String>,
     /// When the edge asked, in milliseconds since the Unix epoch.
     pub at_ms: u64,
 }
@@ -78,7 +83,8 @@ pub struct RelayRequest {
 pub struct RelayAnswer {
     /// The origin's media address: where the edge sends, and whence the media comes.
     pub relay: SocketAddr,
-    /// The origin's nonce for the link's keys, in hex.
+    /// The origin's nonce for the link's keys, in hex, which is also the link's id: the
+    /// edge's link of that id carries the relay, or else a new one keyed from both nonces.
     pub nonce: String,
     /// The publisher's name in its room.
     pub name: Option<String>,
@@ -161,6 +167,9 @@ pub fn read_request(
 ) -> Result<RelayRequest, LinkError> {
     verify(secret, body, tag)?;
     let request: RelayRequest = serde_json::from_slice(body).map_err(|_| LinkError::Malformed)?;
+    if request.links.len() > LINKS_PER_NODE {
+        return Err(LinkError::Malformed);
+    }
     let lifetime = REQUEST_LIFETIME.as_millis() as u64;
     if request.at_ms.abs_diff(now_ms) > lifetime {
         return Err(LinkError::Stale);
@@ -296,6 +305,7 @@ mod tests {
             source: None,
             relay: "10.0.0.2:50000".parse().expect("an address"),
             nonce: nonce(),
+            links: Vec::new(),
             at_ms,
         }
     }
