@@ -51,7 +51,7 @@ use crate::engine::{DownTrackId, Event, Router, RouterConfig, TransportId};
 
 pub use self::conference::{Negotiated, ParticipantOffer, Sending, MAX_NAME_BYTES};
 pub use self::relay::{
-    LinkQuality, NewLink, RelayCounters, RelayOffer, RelayRefusal, KEEPALIVE, LINGER,
+    LinkQuality, NewLink, RelayCounters, RelayOffer, RelayRefusal, RoomRelays, KEEPALIVE, LINGER,
     LINKS_PER_NODE, LINK_TIMEOUT, RELAYS_PER_LINK,
 };
 pub use self::sessions::Resource;

@@ -12,7 +12,7 @@ use selector::Layer;
 
 use super::auth::{Auth, AuthError, Grant};
 use super::cluster::relay_http::RelayService;
-use super::core::{CoreError, Resource};
+use super::core::{CoreError, Resource, RoomRelays};
 use super::ice_servers::{IceServer, IceServerConfig};
 use super::limits::{LimitError, Limits, RoomNameError};
 use super::media_loop::{LoopGone, MediaLoopHandle, Worker};
@@ -314,7 +314,7 @@ impl Signaling {
         caller: Caller<'_>,
     ) -> Result<(PeerId, String, Vec<String>), SignalError> {
         let offer = self.parse_offer(offer)?;
-        if let Some(relay) = self.relay.get().and_then(Weak::upgrade) {
+        if let Some(relay) = self.relay() {
             relay.pull(room, source).await;
         }
         let join = self.join(room, &offer, caller);
@@ -458,6 +458,24 @@ impl Signaling {
             names.extend(part);
         }
         Ok(names)
+    }
+
+    /// Every room on this node as the media relay follows it.
+    pub async fn relay_rooms(&self) -> Result<Vec<RoomRelays>, SignalError> {
+        let mut rooms = Vec::new();
+        for media_loop in &self.loops {
+            rooms.extend(
+                media_loop
+                    .ask(|worker, _| worker.core.relay_rooms())
+                    .await?,
+            );
+        }
+        Ok(rooms)
+    }
+
+    /// The media relay between nodes, when this node has one.
+    pub fn relay(&self) -> Option<Arc<RelayService>> {
+        self.relay.get().and_then(Weak::upgrade)
     }
 
     /// The worker that serves `room`.

@@ -44,8 +44,11 @@ pub struct RelayService {
     /// This node in the cluster, to find a room's home.
     pub member: Arc<Member>,
     /// Held through a pull: two viewers arriving together make one relay, not a second
-    /// request that would restart the first under other keys.
-    pulling: tokio::sync::Mutex<()>,
+    /// request that would restart the first.
+    pub(super) pulling: tokio::sync::Mutex<()>,
+    /// Held while the directory is followed: a heartbeat finding the last one still at work
+    /// leaves it be.
+    pub(super) following: tokio::sync::Mutex<()>,
 }
 
 /// The route, its body limited to [`MAX_BODY`].
@@ -156,15 +159,39 @@ impl RelayService {
             signaling,
             member,
             pulling: tokio::sync::Mutex::new(()),
+            following: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// On the edge, before a viewer of `room` is added: when nobody it would watch is here
-    /// and the room's home is another node, asks the home for a relay of the publisher and
-    /// publishes it here, so the viewer is served as by a local publisher. Whatever fails is
-    /// logged and the viewer added all the same, waiting as for a publisher to come.
+    /// On the edge, before a viewer of `room` is added: when nobody it would watch is here,
+    /// asks the node that hosts the publisher (the directory's, or else the room's home) for
+    /// a relay of it and publishes it here, so the viewer is served as by a local publisher.
+    /// Whatever fails is logged and the viewer added all the same, waiting as for a
+    /// publisher to come.
     pub async fn pull(&self, room: &str, source: Option<&str>) {
         let _one_at_a_time = self.pulling.lock().await;
+        if !self.needs_relay(room, source).await {
+            return;
+        }
+        let hosted = self.member.hosted_elsewhere(room, &[]).await;
+        let listed = hosted
+            .unwrap_or_default()
+            .into_iter()
+            .find(|(_, name)| source.is_none_or(|wanted| wanted == name));
+        let (origin, source) = match listed {
+            Some((origin, name)) => (origin, Some(name)),
+            None => match self.member.home_elsewhere(room).await {
+                Some(home) => (home, source.map(str::to_owned)),
+                None => return,
+            },
+        };
+        if let Err(failed) = self.pull_from(&origin.url, room, source.as_deref()).await {
+            tracing::warn!(room, origin = %origin.node, %failed, "no relay");
+        }
+    }
+
+    /// Whether a viewer of `room` watching `source` would find nobody here.
+    pub(super) async fn needs_relay(&self, room: &str, source: Option<&str>) -> bool {
         let (room_name, wanted) = (room.to_owned(), source.map(str::to_owned));
         let needed = self
             .signaling
@@ -172,18 +199,10 @@ impl RelayService {
                 worker.core.needs_relay(&room_name, wanted.as_deref())
             })
             .await;
-        if needed != Ok(true) {
-            return;
-        }
-        let Some(home) = self.member.home_elsewhere(room).await else {
-            return;
-        };
-        if let Err(failed) = self.pull_from(&home.url, room, source).await {
-            tracing::warn!(room, home = %home.node, %failed, "no relay from the room's home");
-        }
+        needed == Ok(true)
     }
 
-    async fn pull_from(
+    pub(super) async fn pull_from(
         &self,
         url: &str,
         room: &str,

@@ -78,6 +78,21 @@ impl RelayOffer {
     }
 }
 
+/// A room as the relay follows it, for the cluster's directory and pulls.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RoomRelays {
+    /// The room.
+    pub room: String,
+    /// The named publishers with tracks it hosts here (relayed ones left out): the directory
+    /// lists them.
+    pub hosted: Vec<String>,
+    /// The names of its publishers here, relayed in or not: those hosted elsewhere and not
+    /// among them are pulled.
+    pub present: Vec<String>,
+    /// Whether a viewer or a participant here receives it.
+    pub receiving: bool,
+}
+
 /// A link to make, should the relay not join one its two ends hold: its id (the origin's
 /// nonce, which both ends name it by) and its keys.
 pub struct NewLink {
@@ -381,16 +396,43 @@ impl NodeCore {
             .is_some_and(|p| !p.tracks.is_empty())
     }
 
-    /// The names of `room`'s publishers here, relayed in or not: an edge pulls the others.
-    pub fn publisher_names(&self, room: &str) -> Vec<String> {
-        let Some(members) = self.rooms.get(room) else {
-            return Vec::new();
-        };
-        let names = members.names.iter();
-        names
-            .filter(|(_, id)| members.publishers.contains(id))
-            .map(|(name, _)| name.clone())
+    /// Each room here as the relay follows it: the publishers it hosts, those it has, and
+    /// whether anyone receives it.
+    pub fn relay_rooms(&self) -> Vec<RoomRelays> {
+        let rooms = self.rooms.iter();
+        rooms
+            .map(|(room, members)| self.relays_of(room, members))
             .collect()
+    }
+
+    /// `room` as the relay follows it (empty when nobody is in it here).
+    pub fn relay_room(&self, room: &str) -> RoomRelays {
+        match self.rooms.get(room) {
+            Some(members) => self.relays_of(room, members),
+            None => RoomRelays {
+                room: room.to_owned(),
+                ..RoomRelays::default()
+            },
+        }
+    }
+
+    fn relays_of(&self, room: &str, members: &super::room::Room) -> RoomRelays {
+        let named = members
+            .names
+            .iter()
+            .filter(|(_, id)| members.publishers.contains(id));
+        let mut view = RoomRelays {
+            room: room.to_owned(),
+            receiving: !members.viewers.is_empty() || !members.participants.is_empty(),
+            ..RoomRelays::default()
+        };
+        for (name, id) in named {
+            view.present.push(name.clone());
+            if !self.media_relays.in_peers.contains_key(id) && self.has_tracks(id) {
+                view.hosted.push(name.clone());
+            }
+        }
+        view
     }
 
     /// The publisher named `source` in `room`, or the room's first with tracks; never one
