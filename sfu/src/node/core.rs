@@ -21,6 +21,7 @@ mod dtls;
 #[cfg(test)]
 mod dtls_tests;
 mod relay;
+mod relay_renew;
 mod relay_wire;
 mod room;
 mod sessions;

@@ -3,12 +3,15 @@
 //! ends on its own, and the link with the last; the link's limits refuse, counted.
 
 use selector::Layer;
+use sfu::engine::{StreamConfig, StreamIds, TrackConfig};
 use sfu::node::core::{CoreError, RelayCounters, RelayRefusal, LINKS_PER_NODE, RELAYS_PER_LINK};
+use sfu::node::metrics::DropReason;
 use sfu::node::peer::{Join, PeerId, Viewer};
 use sfu::node::remote::Remote;
 use sfu::node::srtp::SrtpProfile;
 use sfu::node::testing::{av1_track, av1_viewer, keys, publisher, Harness};
 
+use crate::common::with_rid;
 use crate::fixtures::{addr, harness, l3t3, DD_IN, DD_OUT};
 use crate::relay::{new_link, Pair, EDGE};
 
@@ -17,6 +20,11 @@ const BOB: u32 = 0xB1;
 
 /// A publisher named `name` in "room", connected from `port`.
 fn named(h: &mut Harness, name: &str, ssrc: u32, port: u16) -> PeerId {
+    named_with(h, name, av1_track(ssrc, DD_IN), port)
+}
+
+/// A publisher of `track` named `name` in "room", connected from `port`.
+fn named_with(h: &mut Harness, name: &str, track: TrackConfig, port: u16) -> PeerId {
     let ice = h.next_credentials();
     let join = Join {
         name: Some(name.to_owned()),
@@ -24,7 +32,7 @@ fn named(h: &mut Harness, name: &str, ssrc: u32, port: u16) -> PeerId {
     };
     let id = h
         .core
-        .add_publisher(h.now, join, publisher([av1_track(ssrc, DD_IN)]))
+        .add_publisher(h.now, join, publisher([track]))
         .expect("a publisher");
     h.connect(id, &ice, addr(port));
     id
@@ -149,14 +157,14 @@ fn a_relay_whose_ssrcs_another_on_the_link_has_is_refused_and_counted() {
             new_link("x", &pair.link),
         )
         .expect("the origin restarts its relay of alice on a new link");
+    // Under another name (a publisher of its own to the edge), not a renewal of alice's.
+    let mut offer = offer;
+    offer.name = Some("mallory".to_owned());
     let edge = new_link("origin-nonce", &link);
-    let refused = pair.b.core.relay_in(
-        pair.b.now,
-        "room",
-        offer.clone(),
-        crate::relay::ORIGIN,
-        edge,
-    );
+    let refused = pair
+        .b
+        .core
+        .relay_in(pair.b.now, "room", offer, crate::relay::ORIGIN, edge);
     assert!(
         matches!(
             refused,
@@ -198,4 +206,111 @@ fn an_origin_holds_at_most_its_links_and_counts_the_one_refused() {
     );
     assert_eq!(pair.a.core.relay_counters().refused[1], 1);
     assert!(RELAYS_PER_LINK >= 2, "a link carries several relays");
+}
+
+/// `units` temporal units of an L3T3 stream under `ssrc` with a keyframe every third: an edge
+/// viewer served midway gets one soon.
+fn keyframes_often(ssrc: u32, units: usize) -> Vec<Vec<u8>> {
+    use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
+    let config = GeneratorConfig {
+        ssrc,
+        keyframe_interval_tus: 3,
+        ..GeneratorConfig::default()
+    };
+    let mut generator = StreamGenerator::new(ScalabilityMode::L3T3, config);
+    let structure = generator.structure().clone();
+    let mut packets = Vec::new();
+    let mut done = 0;
+    while done < units {
+        let packet = generator.next().expect("endless");
+        done += usize::from(packet.marker);
+        packets.push(packet.rtp_bytes(DD_IN, &structure));
+    }
+    packets
+}
+
+/// A simulcast track of two streams ("q", "f") whose SSRCs their first packets bind.
+fn unbound_simulcast() -> TrackConfig {
+    let mut config = av1_track(0, DD_IN);
+    config.streams = (0..2)
+        .map(|_| StreamConfig {
+            ssrc: 0,
+            rtx_ssrc: None,
+        })
+        .collect();
+    config.stream_ids = StreamIds::Rids {
+        rids: ["q", "f"].map(String::from).into_iter().collect(),
+        rid_ext: 12,
+        repaired_rid_ext: Some(13),
+        announced: Default::default(),
+    };
+    config
+}
+
+#[test]
+fn a_stream_bound_after_the_relay_started_is_announced_and_relayed_once_the_edge_asks_again() {
+    let mut a = harness();
+    let mut b = harness();
+    b.now = a.now;
+    named_with(&mut a, "alice", unbound_simulcast(), 5000);
+    let viewers = [
+        b.viewer("room", viewer_of("alice", 0x10), addr(6001)),
+        b.viewer(
+            "room",
+            av1_viewer(0x20, Some(DD_OUT), Layer::MAX),
+            addr(6002),
+        ),
+    ];
+    let link = keys(SrtpProfile::AeadAes128Gcm, 7);
+    let mut pair = Pair {
+        a,
+        b,
+        viewers,
+        link,
+    };
+    let edge_keys = pair.link.mirrored();
+    pair.relay(Some("alice"), &edge_keys)
+        .expect("alice relayed, unbound");
+
+    // Stream f binds on the origin; the edge cannot place it yet.
+    let packets: Vec<Vec<u8>> = keyframes_often(0x5151, 12)
+        .iter()
+        .map(|p| with_rid(p, 12, b"f"))
+        .collect();
+    let (first, rest) = packets.split_at(20);
+    let unknown = |pair: &Pair| pair.b.core.counters().dropped(DropReason::UnknownSsrc);
+    let before = unknown(&pair);
+    pair.publish(first);
+    assert!(
+        unknown(&pair) > before,
+        "relayed, but under an SSRC the edge was not offered"
+    );
+    assert!(pair.b.media_to(addr(6001)).is_empty());
+    assert!(pair.b.core.relay_room("room").renew.is_empty());
+
+    // The origin's keepalive tells the edge, whose node asks again on the same link.
+    pair.run(std::time::Duration::from_millis(250), 3, false);
+    assert_eq!(
+        pair.b.core.relay_room("room").renew,
+        vec!["alice".to_owned()]
+    );
+    pair.relay(Some("alice"), &edge_keys)
+        .expect("alice relayed again");
+    assert_eq!(pair.b.core.relay_count(), (0, 1), "the relay-in replaced");
+    assert_eq!(pair.a.core.relay_count(), (1, 0));
+    assert_eq!(pair.b.core.link_count(), (0, 1), "on the same link");
+    assert!(pair.b.core.relay_room("room").renew.is_empty());
+
+    let unknown_before = unknown(&pair);
+    assert_eq!(pair.publish(rest), rest.len());
+    assert_eq!(unknown(&pair), unknown_before, "every packet placed");
+    assert!(
+        !pair.b.media_to(addr(6001)).is_empty(),
+        "alice's viewer served"
+    );
+    pair.run(std::time::Duration::from_millis(250), 3, false);
+    assert!(
+        pair.b.core.relay_room("room").renew.is_empty(),
+        "nothing changed since"
+    );
 }

@@ -2,7 +2,8 @@
 //! every heartbeat, a node lists the publishers it hosts, and pulls into each room someone
 //! here receives the publishers other nodes host there and this node lacks; a participant
 //! joining pulls them at once. So a conference spread over nodes has every participant
-//! receive every other, a publisher arriving later on another node within two heartbeats.
+//! receive every other, a publisher arriving later on another node within two heartbeats. A
+//! relay whose origin said its track set changed is pulled again at the next beat.
 //!
 //! The directory is polled rather than subscribed to: the heartbeat already talks to the
 //! store once a beat, a poll needs no connection held open nor a feed to resume after a
@@ -32,7 +33,9 @@ impl RelayService {
                 tracing::warn!(%failed, "the room directory was not written");
             }
             for room in rooms.iter().filter(|r| r.receiving) {
-                service.pull_missing(&room.room, &room.present).await;
+                service
+                    .pull_missing(&room.room, &room.present, &room.renew)
+                    .await;
             }
         });
     }
@@ -46,14 +49,20 @@ impl RelayService {
             .ask_room(room, move |worker, _| worker.core.relay_room(&name).present)
             .await;
         if let Ok(here) = here {
-            self.pull_missing(room, &here).await;
+            self.pull_missing(room, &here, &[]).await;
         }
     }
 
     /// Pulls each publisher of `room` another node hosts and `here` lacks, each checked again
-    /// under the pull's lock (a viewer may have pulled it meanwhile).
-    async fn pull_missing(&self, room: &str, here: &[String]) {
-        let wanted = match self.member.hosted_elsewhere(room, here).await {
+    /// under the pull's lock (a viewer may have pulled it meanwhile), and again those of
+    /// `renew` (relayed here, their track set changed since).
+    async fn pull_missing(&self, room: &str, here: &[String], renew: &[String]) {
+        let here: Vec<String> = here
+            .iter()
+            .filter(|n| !renew.contains(n))
+            .cloned()
+            .collect();
+        let wanted = match self.member.hosted_elsewhere(room, &here).await {
             Ok(wanted) => wanted,
             Err(failed) => {
                 tracing::warn!(room, %failed, "the room directory was not read");
@@ -62,7 +71,7 @@ impl RelayService {
         };
         for (origin, name) in wanted {
             let _one_at_a_time = self.pulling.lock().await;
-            if !self.needs_relay(room, Some(&name)).await {
+            if !renew.contains(&name) && !self.needs_relay(room, Some(&name)).await {
                 continue;
             }
             if let Err(failed) = self.pull_from(&origin.url, room, Some(&name)).await {

@@ -92,6 +92,10 @@ pub struct RelayAnswer {
     pub tracks: Vec<WireTrack>,
     /// What its answer accepted, for the edge's viewers to negotiate against.
     pub codecs: Vec<WireCodec>,
+    /// The relay's tag on its link, which the origin names it by when its track set
+    /// changed.
+    #[serde(default)]
+    pub tag: u32,
 }
 
 /// A relayed track: what the edge publishes it with.
@@ -239,6 +243,7 @@ impl RelayAnswer {
             name: offer.name.clone(),
             tracks,
             codecs,
+            tag: offer.tag,
         }
     }
 
@@ -290,6 +295,7 @@ impl RelayAnswer {
             name: self.name.clone(),
             tracks,
             codecs,
+            tag: self.tag,
         })
     }
 }
@@ -381,6 +387,7 @@ mod tests {
                 codec: Codec::Vp8,
                 fmtp: String::new(),
             }],
+            tag: 3,
         };
         let answer = RelayAnswer::new("10.0.0.1:50000".parse().expect("addr"), nonce(), &offer);
         let json = serde_json::to_vec(&answer).expect("serializes");
@@ -388,6 +395,7 @@ mod tests {
         let back = read.offer().expect("valid");
         assert_eq!(back.name, offer.name);
         assert_eq!(back.codecs, offer.codecs);
+        assert_eq!(back.tag, 3);
         assert_eq!(back.tracks[0].config, offer.tracks[0].config);
         let mut bad = read.clone();
         bad.tracks[0].codec = "XYZ".into();
@@ -413,6 +421,7 @@ mod tests {
                 name,
                 tracks: vec![PublishedTrack { mid: "0".into(), config, id: None, fmtp: fmtp.clone() }],
                 codecs: vec![RoomCodec { codec: Codec::Av1, fmtp }],
+                tag: 1,
             };
             let answer = RelayAnswer::new("10.0.0.1:50000".parse().expect("addr"), nonce(), &offer);
             let json = serde_json::to_vec(&answer).expect("serializes");

@@ -22,7 +22,7 @@
 //!
 //! The datagrams of links are in `relay_wire.rs`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -64,6 +64,8 @@ pub struct RelayOffer {
     pub tracks: Vec<PublishedTrack>,
     /// What its answer accepted: the edge's viewers negotiate against it.
     pub codecs: Vec<RoomCodec>,
+    /// The relay's tag on its link, by which the origin names it when its track set changed.
+    pub tag: u32,
 }
 
 impl RelayOffer {
@@ -91,6 +93,8 @@ pub struct RoomRelays {
     pub present: Vec<String>,
     /// Whether a viewer or a participant here receives it.
     pub receiving: bool,
+    /// Its relayed publishers whose origin said their track set changed: pulled again.
+    pub renew: Vec<String>,
 }
 
 /// A link to make, should the relay not join one its two ends hold: its id (the origin's
@@ -175,6 +179,8 @@ pub(super) struct LinkOut {
     pub heard: Instant,
     pub next_keepalive: Instant,
     pub relays: Vec<RelayOut>,
+    /// The tag the next relay on the link takes.
+    pub next_tag: u32,
     /// What the edge's last report said of the link.
     pub quality: LinkQuality,
 }
@@ -182,6 +188,7 @@ pub(super) struct LinkOut {
 /// One publisher relayed on a link.
 pub(super) struct RelayOut {
     pub publisher: PeerId,
+    pub tag: u32,
     pub transport: TransportId,
     pub ssrcs: Vec<u32>,
     /// The last packets sent, to answer NACKs with the same bytes: protected again under the
@@ -213,6 +220,10 @@ pub(super) struct LinkIn {
     pub relays: HashMap<PeerId, Option<Instant>>,
     /// Whose each SSRC on the link is.
     pub by_ssrc: HashMap<u32, PeerId>,
+    /// Whose each tag on the link is.
+    pub by_tag: HashMap<u32, PeerId>,
+    /// The relay-ins whose origin said their track set changed: their node asks again.
+    pub changed: HashSet<PeerId>,
 }
 
 impl std::fmt::Debug for LinkIn {
@@ -309,7 +320,7 @@ impl NodeCore {
     ) -> Result<(RelayOffer, String), CoreError> {
         let publisher = self.relayed_publisher(room, source)?;
         let peer = self.peers.get(&publisher).ok_or(CoreError::UnknownPeer)?;
-        let (transport, offer) = (peer.transport, self.offer_of(peer));
+        let (transport, mut offer) = (peer.transport, self.offer_of(peer));
         let ssrcs = offer.ssrcs();
         let joined = self
             .media_relays
@@ -335,6 +346,7 @@ impl NodeCore {
                 heard: now,
                 next_keepalive: now,
                 relays: Vec::new(),
+                next_tag: 1,
                 quality: LinkQuality::default(),
             };
             self.media_relays.outs.insert(to, fresh);
@@ -347,8 +359,11 @@ impl NodeCore {
             .get_mut(&to)
             .ok_or(CoreError::UnknownPeer)?;
         out.relays.retain(|r| r.publisher != publisher);
+        offer.tag = out.next_tag;
+        out.next_tag = out.next_tag.wrapping_add(1).max(1);
         out.relays.push(RelayOut {
             publisher,
+            tag: offer.tag,
             transport,
             ssrcs,
             sent: VecDeque::with_capacity(RESEND_RING),
@@ -428,6 +443,9 @@ impl NodeCore {
         };
         for (name, id) in named {
             view.present.push(name.clone());
+            if self.relay_changed(*id) {
+                view.renew.push(name.clone());
+            }
             if !self.media_relays.in_peers.contains_key(id) && self.has_tracks(id) {
                 view.hosted.push(name.clone());
             }
@@ -453,7 +471,7 @@ impl NodeCore {
 
     /// A publisher's tracks as the engine has them now (simulcast streams with the SSRCs
     /// their packets bound), for an edge to publish.
-    fn offer_of(&self, peer: &crate::node::peer::Peer) -> RelayOffer {
+    pub(super) fn offer_of(&self, peer: &crate::node::peer::Peer) -> RelayOffer {
         let publisher = peer.role.publisher();
         let tracks = publisher.iter().flat_map(|p| p.tracks.iter());
         let tracks = tracks
@@ -477,6 +495,7 @@ impl NodeCore {
             name: peer.identity.as_ref().map(|i| i.name.clone()),
             tracks,
             codecs: publisher.map(|p| p.codecs.clone()).unwrap_or_default(),
+            tag: 0,
         }
     }
 
@@ -492,7 +511,10 @@ impl NodeCore {
         from: Remote,
         link: NewLink,
     ) -> Result<PeerId, CoreError> {
-        let ssrcs = offer.ssrcs();
+        let (ssrcs, tag) = (offer.ssrcs(), offer.tag);
+        if let Some(old) = self.renewed(room, &offer, from, &link.id) {
+            self.retire_relay_in(from, old);
+        }
         let (new, replaced) = match self.media_relays.ins.get(&from) {
             Some(held) if held.id == link.id => {
                 if held.relays.len() >= RELAYS_PER_LINK {
@@ -522,6 +544,8 @@ impl NodeCore {
                 next_keepalive: now,
                 relays: HashMap::new(),
                 by_ssrc: HashMap::new(),
+                by_tag: HashMap::new(),
+                changed: HashSet::new(),
             };
             self.media_relays.ins.insert(from, fresh);
             self.bind(from);
@@ -538,6 +562,7 @@ impl NodeCore {
         };
         held.relays.insert(id, None);
         held.by_ssrc.extend(ssrcs.into_iter().map(|s| (s, id)));
+        held.by_tag.insert(tag, id);
         self.media_relays.in_peers.insert(id, from);
         self.media_relays.counters.started_in += 1;
         self.arm_relay_tick(now);
@@ -609,6 +634,8 @@ impl NodeCore {
         link.relays.remove(&id);
         let named = link.by_ssrc.iter().find(|(_, &p)| p == id).map(|(&s, _)| s);
         link.by_ssrc.retain(|_, p| *p != id);
+        link.by_tag.retain(|_, p| *p != id);
+        link.changed.remove(&id);
         if let Some(ssrc) = named {
             self.send_bye(from, false, ssrc);
         }

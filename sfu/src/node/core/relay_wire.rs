@@ -31,6 +31,9 @@ const EDGE_SSRC: u32 = 0x5354_4c45;
 /// RTCP packet types (RFC 3550 section 12.1).
 const RTCP_RR: u8 = 201;
 const RTCP_BYE: u8 = 203;
+const RTCP_APP: u8 = 204;
+/// The name of the APP packet an origin tells a relay's changed track set with.
+const CHANGED: [u8; 4] = *b"STRC";
 
 /// What an edge asked of the origin in one RTCP packet.
 enum Ask {
@@ -129,6 +132,11 @@ impl NodeCore {
                 let _ = self.remove_peer(id);
             }
             return;
+        }
+        for tag in changed_tags(compound) {
+            if let Some(&id) = link.by_tag.get(&tag) {
+                link.changed.insert(id);
+            }
         }
         let sender = compound
             .get(4..8)
@@ -367,6 +375,7 @@ impl NodeCore {
             .collect();
         for to in due {
             self.send_link_rtcp(to, true, None);
+            self.announce_changes(to);
         }
         let ins: Vec<Remote> = self.media_relays.ins.keys().copied().collect();
         for from in ins {
@@ -428,21 +437,36 @@ impl NodeCore {
 
     /// A BYE of the relay `ssrc` names, from the origin's end or the edge's.
     pub(super) fn send_bye(&mut self, to: Remote, origin: bool, ssrc: u32) {
-        self.send_link_rtcp(to, origin, Some(ssrc));
+        self.send_link_rtcp(to, origin, Some((RTCP_BYE, ssrc)));
+    }
+
+    /// The origin's word that the track set of the relay tagged `tag` changed: the edge
+    /// asks for it again.
+    pub(super) fn send_changed(&mut self, to: Remote, tag: u32) {
+        self.send_link_rtcp(to, true, Some((RTCP_APP, tag)));
     }
 
     /// The link's own RTCP: an empty receiver report under this end's link SSRC (a
-    /// keepalive), and a BYE of `bye` after it, protected at once under the link's keys and
-    /// sent with the handshakes.
-    fn send_link_rtcp(&mut self, to: Remote, origin: bool, bye: Option<u32>) {
+    /// keepalive), and a BYE or a "changed" APP packet of an SSRC after it, protected at once
+    /// under the link's keys and sent with the handshakes.
+    fn send_link_rtcp(&mut self, to: Remote, origin: bool, then: Option<(u8, u32)>) {
         let relays = &mut self.media_relays;
         let (srtp, own) = match origin {
             true => (relays.outs.get_mut(&to).map(|l| &mut l.srtp), ORIGIN_SSRC),
             false => (relays.ins.get_mut(&to).map(|l| &mut l.srtp), EDGE_SSRC),
         };
         let mut packet = link_rtcp(RTCP_RR, 0, own).to_vec();
-        if let Some(ssrc) = bye {
-            packet.extend_from_slice(&link_rtcp(RTCP_BYE, 1, ssrc));
+        match then {
+            Some((RTCP_APP, ssrc)) => {
+                let mut app = link_rtcp(RTCP_APP, 0, ssrc);
+                app[3] = 2;
+                packet.extend_from_slice(&app);
+                packet.extend_from_slice(&CHANGED);
+            }
+            Some((packet_type, ssrc)) => {
+                packet.extend_from_slice(&link_rtcp(packet_type, 1, ssrc));
+            }
+            None => {}
         }
         let len = packet.len();
         packet.resize(len + MAX_OVERHEAD, 0);
@@ -479,24 +503,38 @@ fn rtp_id(packet: &[u8]) -> Option<(u32, u16)> {
     Some((ssrc, seq))
 }
 
+/// The packets of a compound RTCP packet, each as long as its header says; those past a bad
+/// length are not read.
+fn rtcp_packets(compound: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = compound;
+    std::iter::from_fn(move || {
+        let header = rest.get(..4)?;
+        let len = (usize::from(u16::from_be_bytes([header[2], header[3]])) + 1) * 4;
+        let packet = rest.get(..len)?;
+        rest = &rest[len..];
+        Some(packet)
+    })
+}
+
 /// The SSRCs the BYEs of a compound RTCP packet name (RFC 3550 section 6.6), as many as its
-/// bytes hold; the packets past a bad length are not read.
+/// bytes hold.
 pub fn bye_ssrcs(compound: &[u8]) -> SmallVec<[u32; 4]> {
     let mut named = SmallVec::new();
-    let mut rest = compound;
-    while let Some(header) = rest.get(..4) {
-        let len = (usize::from(u16::from_be_bytes([header[2], header[3]])) + 1) * 4;
-        let Some(packet) = rest.get(..len) else {
-            break;
-        };
-        if packet[1] == RTCP_BYE {
-            let count = usize::from(packet[0] & 0x1f);
-            let ssrcs = packet[4..].chunks_exact(4).take(count);
-            named.extend(ssrcs.map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])));
-        }
-        rest = &rest[len..];
+    for packet in rtcp_packets(compound).filter(|p| p[1] == RTCP_BYE) {
+        let count = usize::from(packet[0] & 0x1f);
+        let ssrcs = packet[4..].chunks_exact(4).take(count);
+        named.extend(ssrcs.map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])));
     }
     named
+}
+
+/// The relays' tags the link's "changed" APP packets of a compound name (RFC 3550 section
+/// 6.7: in the SSRC's place, then the name): relays whose publisher's track set changed.
+pub fn changed_tags(compound: &[u8]) -> SmallVec<[u32; 4]> {
+    let apps = rtcp_packets(compound).filter(|p| p[1] == RTCP_APP);
+    apps.filter(|p| p.get(8..12) == Some(CHANGED.as_slice()))
+        .map(|p| u32::from_be_bytes([p[4], p[5], p[6], p[7]]))
+        .collect()
 }
 
 #[cfg(test)]
@@ -517,11 +555,25 @@ mod tests {
         assert!(bye_ssrcs(&[]).is_empty());
     }
 
+    #[test]
+    fn a_changed_app_packet_names_its_relay_and_another_app_nothing() {
+        let mut compound = link_rtcp(RTCP_RR, 0, 1).to_vec();
+        let mut app = link_rtcp(RTCP_APP, 0, 0xA1);
+        app[3] = 2;
+        compound.extend_from_slice(&app);
+        compound.extend_from_slice(&CHANGED);
+        assert_eq!(changed_tags(&compound).as_slice(), &[0xA1]);
+        let other = compound.len() - 4;
+        compound[other..].copy_from_slice(b"XXXX");
+        assert!(changed_tags(&compound).is_empty());
+    }
+
     proptest::proptest! {
         /// Whatever the bytes, the reader neither panics nor names more SSRCs than they hold.
         #[test]
         fn any_bytes_read_without_panic(bytes in proptest::collection::vec(0u8.., 0..256)) {
             proptest::prop_assert!(bye_ssrcs(&bytes).len() <= bytes.len() / 4);
+            proptest::prop_assert!(changed_tags(&bytes).len() <= bytes.len() / 12);
         }
     }
 }
