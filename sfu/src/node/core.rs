@@ -55,6 +55,7 @@ pub use self::relay::{
     LinkQuality, NewLink, RelayCounters, RelayOffer, RelayRefusal, RoomRelays, KEEPALIVE, LINGER,
     LINKS_PER_NODE, LINK_TIMEOUT, RELAYS_PER_LINK,
 };
+pub use self::relay_wire::{bye_ssrcs, changed_tags};
 pub use self::sessions::Resource;
 pub use self::wire::MAX_DATAGRAM;
 

@@ -1,6 +1,6 @@
 //! The media relay over HTTP between nodes: the origin's route (`POST /cluster/relay`), and
-//! the edge's request to it when a viewer comes for a room whose publisher is on the room's
-//! home. See [`relay_link`](super::relay_link) for what they carry and how it is
+//! the edge's request to it when a viewer comes for a room whose publisher is on another node
+//! (the one the room directory names, or else the room's home). See [`relay_link`](super::relay_link) for what they carry and how it is
 //! authenticated, and the core's `relay` module for the link itself.
 
 use std::net::SocketAddr;
