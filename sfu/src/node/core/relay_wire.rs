@@ -19,10 +19,10 @@ use super::NodeCore;
 use crate::capture::{classify, PayloadKind};
 use crate::engine::rtcp::{parse_compound, RtcpFeedback};
 use crate::engine::TransportId;
-use crate::node::metrics::DropReason;
+use crate::node::metrics::{DropReason, NodeCounters};
 use crate::node::peer::PeerId;
 use crate::node::remote::Remote;
-use crate::node::srtp::MAX_OVERHEAD;
+use crate::node::srtp::{SrtpContext, MAX_OVERHEAD};
 
 /// The SSRC an origin's own RTCP on a link (keepalives, BYEs) is sent under.
 const ORIGIN_SSRC: u32 = 0x5354_4c4f;
@@ -109,10 +109,8 @@ impl NodeCore {
         let Some(link) = self.media_relays.ins.get_mut(&from) else {
             return;
         };
-        self.plain.clear();
-        self.plain.extend_from_slice(data);
-        let Ok(len) = link.srtp.unprotect_rtcp(&mut self.plain) else {
-            self.counters.drop(DropReason::SrtpRejected);
+        let srtp = link.srtp.as_mut();
+        let Some(len) = unprotect_rtcp(srtp, &mut self.plain, data, &mut self.counters) else {
             return;
         };
         link.heard = now;
@@ -154,10 +152,8 @@ impl NodeCore {
             self.counters.drop(DropReason::UnknownSource);
             return;
         };
-        self.plain.clear();
-        self.plain.extend_from_slice(data);
-        let Ok(len) = link.srtp.unprotect_rtcp(&mut self.plain) else {
-            self.counters.drop(DropReason::SrtpRejected);
+        let srtp = link.srtp.as_mut();
+        let Some(len) = unprotect_rtcp(srtp, &mut self.plain, data, &mut self.counters) else {
             return;
         };
         link.heard = now;
@@ -478,6 +474,23 @@ impl NodeCore {
             _ => self.counters.drop(DropReason::SrtpRejected),
         }
     }
+}
+
+/// `data` unprotected under `srtp` into `plain`: its length, or nothing (counted) when it
+/// does not authenticate.
+fn unprotect_rtcp(
+    srtp: &mut dyn SrtpContext,
+    plain: &mut Vec<u8>,
+    data: &[u8],
+    counters: &mut NodeCounters,
+) -> Option<usize> {
+    plain.clear();
+    plain.extend_from_slice(data);
+    let unprotected = srtp.unprotect_rtcp(plain);
+    if unprotected.is_err() {
+        counters.drop(DropReason::SrtpRejected);
+    }
+    unprotected.ok()
 }
 
 /// An RTCP header with no body past one SSRC: a receiver report without blocks (of its
