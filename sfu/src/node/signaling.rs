@@ -462,15 +462,19 @@ impl Signaling {
 
     /// Every room on this node as the media relay follows it.
     pub async fn relay_rooms(&self) -> Result<Vec<RoomRelays>, SignalError> {
-        let mut rooms = Vec::new();
+        self.ask_every(|worker, _| worker.core.relay_rooms()).await
+    }
+
+    /// What `request` answers on every worker, one after the other, gathered.
+    pub async fn ask_every<T: Send + 'static>(
+        &self,
+        request: impl Fn(&mut Worker, Instant) -> Vec<T> + Clone + Send + 'static,
+    ) -> Result<Vec<T>, SignalError> {
+        let mut gathered = Vec::new();
         for media_loop in &self.loops {
-            rooms.extend(
-                media_loop
-                    .ask(|worker, _| worker.core.relay_rooms())
-                    .await?,
-            );
+            gathered.extend(media_loop.ask(request.clone()).await?);
         }
-        Ok(rooms)
+        Ok(gathered)
     }
 
     /// The media relay between nodes, when this node has one.

@@ -208,9 +208,11 @@ impl RelayService {
         room: &str,
         source: Option<&str>,
     ) -> Result<(), PullError> {
+        // Every worker's: a link another worker holds is named, so the origin does not take
+        // it for one this node forgot.
         let links = self
             .signaling
-            .ask_room(room, |worker, _| worker.core.links_in())
+            .ask_every(|worker, _| worker.core.links_in())
             .await
             .map_err(|_| PullError::Io("the media loop stopped".into()))?;
         let request = RelayRequest {
@@ -239,6 +241,7 @@ impl RelayService {
             srtp: Box::new(srtp),
         };
         let (room_name, from) = (room.to_owned(), Remote::Udp(answer.relay));
+        let (link_id, named) = (link.id.clone(), offer.ssrcs().first().copied());
         let added = self
             .signaling
             .ask_room(room, move |worker, now| {
@@ -246,6 +249,16 @@ impl RelayService {
             })
             .await
             .map_err(|_| PullError::Io("the media loop stopped".into()))?;
+        if let (Err(CoreError::RelayRefused(RelayRefusal::OtherWorker)), Some(ssrc)) =
+            (&added, named)
+        {
+            // The origin put the relay on the link another worker holds: it ends there.
+            let ended = self.signaling.ask_every(move |worker, _| {
+                worker.core.end_relay_on_link(from, &link_id, ssrc);
+                Vec::<()>::new()
+            });
+            let _ = ended.await;
+        }
         added.map_err(|e| PullError::Refused(e.to_string()))?;
         Ok(())
     }

@@ -379,17 +379,38 @@ impl NodeCore {
     /// Refuses a new link past [`LINKS_PER_NODE`] (`held` that way now, one to replace not
     /// counted), or at an address another worker's link steers.
     fn check_new_link(&mut self, at: Remote, held: usize) -> Result<(), CoreError> {
-        let counters = &mut self.media_relays.counters;
         let replaces = self.media_relays.outs.contains_key(&at);
-        if held - usize::from(replaces) >= LINKS_PER_NODE {
-            return Err(counters.refuse(RelayRefusal::TooManyLinks));
-        }
-        if let (Some((worker, steering)), Remote::Udp(addr)) = (&self.steering, at) {
-            if steering.owner_of(addr).is_some_and(|w| w != *worker) {
-                return Err(counters.refuse(RelayRefusal::OtherWorker));
+        let refused = if held - usize::from(replaces) >= LINKS_PER_NODE {
+            RelayRefusal::TooManyLinks
+        } else if self.steered_elsewhere(at) {
+            RelayRefusal::OtherWorker
+        } else {
+            return Ok(());
+        };
+        Err(self.media_relays.counters.refuse(refused))
+    }
+
+    /// Whether datagrams from `at` go to another worker than this core's.
+    fn steered_elsewhere(&self, at: Remote) -> bool {
+        match (&self.steering, at) {
+            (Some((worker, steering)), Remote::Udp(addr)) => {
+                steering.owner_of(addr).is_some_and(|w| w != *worker)
             }
+            _ => false,
         }
-        Ok(())
+    }
+
+    /// On the edge: the relay named by `ssrc` on the link from `from` named `link`, if this
+    /// core holds that link, ended with a BYE (its relay-in was refused on another worker).
+    pub fn end_relay_on_link(&mut self, from: Remote, link: &str, ssrc: u32) {
+        if self
+            .media_relays
+            .ins
+            .get(&from)
+            .is_some_and(|l| l.id == link)
+        {
+            self.send_bye(from, false, ssrc);
+        }
     }
 
     /// Whether a viewer of `room` watching `source` (or the room's first publisher) would find
@@ -514,6 +535,14 @@ impl NodeCore {
         let (ssrcs, tag) = (offer.ssrcs(), offer.tag);
         if let Some(old) = self.renewed(room, &offer, from, &link.id) {
             self.retire_relay_in(from, old);
+        }
+        let held_here = self
+            .media_relays
+            .ins
+            .get(&from)
+            .is_some_and(|l| l.id == link.id);
+        if !held_here && self.steered_elsewhere(from) {
+            return Err(self.media_relays.counters.refuse(RelayRefusal::OtherWorker));
         }
         let (new, replaced) = match self.media_relays.ins.get(&from) {
             Some(held) if held.id == link.id => {
