@@ -1,10 +1,12 @@
 //! The media relay's control channel under fuzzing: the bytes as a request body signed with
 //! the cluster's secret (so reading goes past the signature), as the same body under a wrong
-//! signature, and as an origin's answer the edge would publish.
+//! signature, as an origin's answer the edge would publish, and as the link's own RTCP (its
+//! BYEs and "changed" packets) an end reads.
 
 use crate::node::cluster::relay_link::{
     read_request, sign, LinkError, RelayAnswer, REQUEST_LIFETIME,
 };
+use crate::node::core::{bye_ssrcs, changed_tags};
 
 /// The cluster secret the bodies are signed with.
 pub const RELAY_SECRET: &str = "fuzz-cluster-secret";
@@ -13,6 +15,9 @@ pub const RELAY_NOW_MS: u64 = 1_700_000_000_000;
 
 /// `relay_link`: see the module.
 pub fn relay_link(data: &[u8]) {
+    // The link's own RTCP as an end reads it once authenticated: BYEs and "changed" packets.
+    assert!(bye_ssrcs(data).len() <= data.len() / 4);
+    assert!(changed_tags(data).len() <= data.len() / 12);
     let tag = sign(RELAY_SECRET, data);
     if let Ok(request) = read_request(RELAY_SECRET, data, &tag, RELAY_NOW_MS) {
         let lifetime = REQUEST_LIFETIME.as_millis() as u64;

@@ -21,6 +21,8 @@ mod dtls;
 #[cfg(test)]
 mod dtls_tests;
 mod relay;
+mod relay_renew;
+mod relay_wire;
 mod room;
 mod sessions;
 mod speakers;
@@ -49,7 +51,11 @@ use crate::engine::rtcp::WallClock;
 use crate::engine::{DownTrackId, Event, Router, RouterConfig, TransportId};
 
 pub use self::conference::{Negotiated, ParticipantOffer, Sending, MAX_NAME_BYTES};
-pub use self::relay::{LinkQuality, RelayCounters, RelayOffer, KEEPALIVE, LINGER, LINK_TIMEOUT};
+pub use self::relay::{
+    LinkQuality, NewLink, RelayCounters, RelayOffer, RelayRefusal, RoomRelays, KEEPALIVE, LINGER,
+    LINKS_PER_NODE, LINK_TIMEOUT, RELAYS_PER_LINK,
+};
+pub use self::relay_wire::{bye_ssrcs, changed_tags};
 pub use self::sessions::Resource;
 pub use self::wire::MAX_DATAGRAM;
 
@@ -103,10 +109,9 @@ pub enum CoreError {
     /// fingerprint, the sections already there): why.
     #[error("the offer does not match the session: {0}")]
     OfferMismatch(String),
-    /// A relay between this node and the one asking exists already for another publisher:
-    /// one relay per pair of nodes at a time.
-    #[error("a relay with that node exists already")]
-    RelayBusy,
+    /// A relay refused at one of its limits, or for an SSRC another relay on its link has.
+    #[error(transparent)]
+    RelayRefused(#[from] RelayRefusal),
     /// A limit of the node, a room or a client refused the session.
     #[error(transparent)]
     Limit(#[from] LimitError),

@@ -12,7 +12,7 @@ use selector::Layer;
 
 use super::auth::{Auth, AuthError, Grant};
 use super::cluster::relay_http::RelayService;
-use super::core::{CoreError, Resource};
+use super::core::{CoreError, Resource, RoomRelays};
 use super::ice_servers::{IceServer, IceServerConfig};
 use super::limits::{LimitError, Limits, RoomNameError};
 use super::media_loop::{LoopGone, MediaLoopHandle, Worker};
@@ -128,7 +128,7 @@ impl From<CoreError> for SignalError {
             }
             CoreError::NoSuchParticipant | CoreError::UnknownTrack => Self::Missing(e.to_string()),
             CoreError::NotOwner => Self::Forbidden,
-            CoreError::SsrcInUse | CoreError::RelayBusy => Self::Conflict,
+            CoreError::SsrcInUse | CoreError::RelayRefused(_) => Self::Conflict,
             CoreError::NameTaken => Self::NameTaken,
             CoreError::BadName => {
                 Self::BadBody("a name is 1 to 64 bytes without control characters")
@@ -314,7 +314,7 @@ impl Signaling {
         caller: Caller<'_>,
     ) -> Result<(PeerId, String, Vec<String>), SignalError> {
         let offer = self.parse_offer(offer)?;
-        if let Some(relay) = self.relay.get().and_then(Weak::upgrade) {
+        if let Some(relay) = self.relay() {
             relay.pull(room, source).await;
         }
         let join = self.join(room, &offer, caller);
@@ -458,6 +458,28 @@ impl Signaling {
             names.extend(part);
         }
         Ok(names)
+    }
+
+    /// Every room on this node as the media relay follows it.
+    pub async fn relay_rooms(&self) -> Result<Vec<RoomRelays>, SignalError> {
+        self.ask_every(|worker, _| worker.core.relay_rooms()).await
+    }
+
+    /// What `request` answers on every worker, one after the other, gathered.
+    pub async fn ask_every<T: Send + 'static>(
+        &self,
+        request: impl Fn(&mut Worker, Instant) -> Vec<T> + Clone + Send + 'static,
+    ) -> Result<Vec<T>, SignalError> {
+        let mut gathered = Vec::new();
+        for media_loop in &self.loops {
+            gathered.extend(media_loop.ask(request.clone()).await?);
+        }
+        Ok(gathered)
+    }
+
+    /// The media relay between nodes, when this node has one.
+    pub fn relay(&self) -> Option<Arc<RelayService>> {
+        self.relay.get().and_then(Weak::upgrade)
     }
 
     /// The worker that serves `room`.

@@ -94,3 +94,44 @@ fn redis_a_node_with_another_secret_gets_no_relay() {
     assert_eq!(relays(&a, "out"), Some(0));
     assert_eq!(relays(&b, "in"), Some(0));
 }
+
+/// The AV1 publisher's offer under SSRCs of its own (`n` apart from the fixture's).
+fn participant_offer(n: u32) -> String {
+    ["1502939553", "2831756498", "3126541231"]
+        .iter()
+        .fold(PUBLISHER.to_owned(), |offer, ssrc| {
+            let moved = ssrc.parse::<u32>().expect("an SSRC") + n;
+            offer.replace(ssrc, &moved.to_string())
+        })
+}
+
+#[test]
+#[ignore = "needs redis-server: .ci/run runs it (-- --ignored redis_)"]
+fn redis_a_conference_of_four_on_two_nodes_relays_each_nodes_two_to_the_other_on_one_link() {
+    let redis = Redis::start();
+    let (a, b) = two_nodes(&redis, ["s3cret", "s3cret"]);
+    let joins = [(&a, "alice"), (&b, "bob"), (&a, "carol"), (&b, "dave")];
+    for (n, (node, name)) in joins.into_iter().enumerate() {
+        let path = format!("/rooms/call?name={name}");
+        let joined = node.request("POST", &path, &[SDP], &participant_offer(n as u32));
+        assert_eq!(joined.status, 201, "{name}: {}", joined.body);
+    }
+    // Each node pulls the other's two participants (the later ones within two heartbeats),
+    // over one link each way.
+    for node in [&a, &b] {
+        wait_for_metric(&node.http, "strata_media_relays{direction=\"in\"}", 2);
+        wait_for_metric(&node.http, "strata_media_relays{direction=\"out\"}", 2);
+        let links = |direction: &str| {
+            metric(
+                &node.http,
+                &format!("strata_media_relay_links{{direction=\"{direction}\"}}"),
+            )
+        };
+        assert_eq!((links("in"), links("out")), (Some(1), Some(1)));
+        assert_eq!(
+            metric(&node.http, "strata_publishers"),
+            Some(2),
+            "the relay-ins"
+        );
+    }
+}

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use sfu::node::cluster::directory::Hosted;
 use sfu::node::cluster::memory::MemoryStore;
 use sfu::node::cluster::redis::RedisStore;
 use sfu::node::cluster::{ClusterStore, Load, NodeRef, NodeState, Registration, StoreError};
@@ -175,6 +176,57 @@ async fn a_node_that_leaves_takes_its_homes(store: &dyn ClusterStore) {
     assert_eq!(store.claim_home("r", &b, LEASE).await, Ok(b));
 }
 
+/// The room directory: each node's entry read while it stands and its node lives with the
+/// epoch that wrote it; a reboot voids the entries of the boot before, an empty list removes
+/// the node's, and an entry not written again lapses.
+async fn the_directory_lists_live_boots_entries_only(store: &dyn ClusterStore) {
+    let (a, b) = two_nodes(store).await;
+    let hosted = |node: &NodeRef, names: &[&str]| Hosted {
+        node: node.clone(),
+        publishers: rooms(names),
+    };
+    store
+        .set_hosted("r", &a, &rooms(&["alice"]), LEASE)
+        .await
+        .expect("written");
+    store
+        .set_hosted("r", &b, &rooms(&["bob", "carol"]), LEASE)
+        .await
+        .expect("written");
+    let mut read = store.hosted("r").await.expect("read");
+    read.sort_by(|x, y| x.node.node.cmp(&y.node.node));
+    assert_eq!(
+        read,
+        vec![hosted(&a, &["alice"]), hosted(&b, &["bob", "carol"])]
+    );
+    assert_eq!(store.hosted("other").await, Ok(vec![]));
+
+    // b boots again: its entry of the boot before is void at once.
+    assert_eq!(store.next_epoch("b").await, Ok(2));
+    register(store, "b", 2, &[]).await;
+    assert_eq!(store.hosted("r").await, Ok(vec![hosted(&a, &["alice"])]));
+
+    store
+        .set_hosted("r", &a, &[], LEASE)
+        .await
+        .expect("cleared");
+    assert_eq!(store.hosted("r").await, Ok(vec![]));
+    let b2 = boot("b", 2);
+    store
+        .set_hosted("r", &b2, &rooms(&["bob"]), LEASE)
+        .await
+        .expect("written");
+    register(store, "a", 1, &[]).await;
+    tokio::time::sleep(LEASE / 2).await;
+    register(store, "b", 2, &[]).await;
+    tokio::time::sleep(LEASE * 3 / 4).await;
+    assert_eq!(
+        store.hosted("r").await,
+        Ok(vec![]),
+        "not written again, lapsed"
+    );
+}
+
 /// Each behaviour against a fresh store of each kind.
 macro_rules! against_both {
     ($($name:ident, $redis_name:ident;)*) => {$(
@@ -203,5 +255,6 @@ mod both {
         a_reboot_voids_the_homes_of_the_boot_before, redis_a_reboot_voids_the_homes_of_the_boot_before;
         a_heartbeat_extends_the_homes_it_holds, redis_a_heartbeat_extends_the_homes_it_holds;
         a_node_that_leaves_takes_its_homes, redis_a_node_that_leaves_takes_its_homes;
+        the_directory_lists_live_boots_entries_only, redis_the_directory_lists_live_boots_entries_only;
     }
 }

@@ -25,6 +25,7 @@ mod https;
 mod ice_servers;
 mod participants;
 mod relay;
+mod relay_mux;
 mod rooms;
 mod sessions;
 mod tcp;

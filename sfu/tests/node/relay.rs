@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rtp_ext::rtp::RtpPacket;
 use selector::Layer;
-use sfu::node::core::{LINGER, LINK_TIMEOUT};
+use sfu::node::core::{CoreError, NewLink, LINGER, LINK_TIMEOUT};
 use sfu::node::metrics::DropReason;
 use sfu::node::peer::PeerId;
 use sfu::node::remote::Remote;
@@ -17,12 +17,12 @@ use sfu::node::testing::{av1_track, av1_viewer, keys, publisher, Harness};
 use crate::fixtures::{addr, harness, l3t3, spatial_ids, DD_IN, DD_OUT};
 
 /// The origin's media address, as the edge sees it.
-const ORIGIN: Remote = Remote::Udp(SocketAddr::new(
+pub(crate) const ORIGIN: Remote = Remote::Udp(SocketAddr::new(
     std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)),
     50_000,
 ));
 /// The edge's media address, as the origin sees it.
-const EDGE: Remote = Remote::Udp(SocketAddr::new(
+pub(crate) const EDGE: Remote = Remote::Udp(SocketAddr::new(
     std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2)),
     50_000,
 ));
@@ -30,11 +30,11 @@ const PUBLISHER_SSRC: u32 = 0xA1;
 
 /// Two cores on one clock, a publisher on the origin (`a`), and two viewers on the edge
 /// (`b`): one of every layer, one of the base spatial layer.
-struct Pair {
-    a: Harness,
-    b: Harness,
-    viewers: [PeerId; 2],
-    link: SrtpKeys,
+pub(crate) struct Pair {
+    pub(crate) a: Harness,
+    pub(crate) b: Harness,
+    pub(crate) viewers: [PeerId; 2],
+    pub(crate) link: SrtpKeys,
 }
 
 impl Pair {
@@ -68,29 +68,38 @@ impl Pair {
         }
     }
 
-    /// The relay started as the edge asks for it: the origin's offer, published on the edge
-    /// under `edge_keys` (the origin's mirrored, unless a test breaks them).
-    fn start(&mut self, edge_keys: &SrtpKeys) -> PeerId {
-        let origin_srtp = Box::new(session(&self.link).expect("keys"));
-        let offer = self
+    /// The relay of the room's first publisher started as the edge asks for it.
+    pub(crate) fn start(&mut self, edge_keys: &SrtpKeys) -> PeerId {
+        self.relay(None, edge_keys)
+            .expect("a publisher to relay, a place on the link")
+    }
+
+    /// The relay of `source` started as the edge asks for it: the origin's offer, on the
+    /// link the edge names or a new one, published on the edge under `edge_keys` (the
+    /// origin's mirrored, unless a test breaks them) when the link is new.
+    pub(crate) fn relay(
+        &mut self,
+        source: Option<&str>,
+        edge_keys: &SrtpKeys,
+    ) -> Result<PeerId, CoreError> {
+        let link = new_link("origin-nonce", &self.link);
+        let known = self.b.core.links_in();
+        let (offer, id) = self
             .a
             .core
-            .relay_out(self.a.now, "room", None, EDGE, origin_srtp)
-            .expect("a publisher to relay");
-        let edge_srtp = Box::new(session(edge_keys).expect("keys"));
-        let relayed = self
-            .b
-            .core
-            .relay_in(self.b.now, "room", offer, ORIGIN, edge_srtp)
-            .expect("no relay yet");
+            .relay_out(self.a.now, "room", source, EDGE, &known, link)?;
+        let relayed =
+            self.b
+                .core
+                .relay_in(self.b.now, "room", offer, ORIGIN, new_link(&id, edge_keys))?;
         self.b.drain();
         self.shuttle();
-        relayed
+        Ok(relayed)
     }
 
     /// Carries what each core sent the other until nothing is left: the RTP datagrams that
     /// went from the origin to the edge.
-    fn shuttle(&mut self) -> usize {
+    pub(crate) fn shuttle(&mut self) -> usize {
         let mut media = 0;
         loop {
             let to_b = self.a.sent.remove(&EDGE).unwrap_or_default();
@@ -109,7 +118,7 @@ impl Pair {
     }
 
     /// The publisher's packets into the origin, carried across: how many went on the link.
-    fn publish(&mut self, packets: &[Vec<u8>]) -> usize {
+    pub(crate) fn publish(&mut self, packets: &[Vec<u8>]) -> usize {
         let mut relayed = 0;
         for packet in packets {
             self.a.send(addr(5000), packet);
@@ -120,7 +129,7 @@ impl Pair {
 
     /// Both clocks moved by `step`, `steps` times, each core's due timers run and the link
     /// carried (unless `cut`).
-    fn run(&mut self, step: Duration, steps: u32, cut: bool) {
+    pub(crate) fn run(&mut self, step: Duration, steps: u32, cut: bool) {
         for _ in 0..steps {
             for h in [&mut self.a, &mut self.b] {
                 h.now += step;
@@ -142,6 +151,14 @@ impl Pair {
     fn plis_to_publisher(&self) -> usize {
         let sent = self.a.sent.get(&Remote::Udp(addr(5000)));
         sent.into_iter().flatten().filter(|d| has_pli(d)).count()
+    }
+}
+
+/// A new link named `id` under `keys`.
+pub(crate) fn new_link(id: &str, keys: &SrtpKeys) -> NewLink {
+    NewLink {
+        id: id.to_owned(),
+        srtp: Box::new(session(keys).expect("keys")),
     }
 }
 

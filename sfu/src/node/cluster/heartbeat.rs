@@ -1,7 +1,8 @@
 //! The heartbeat: every `heartbeat_ms`, the node's load is measured (sessions from its
 //! workers, CPU time from the kernel, bytes sent from its counters) and its registration
 //! refreshed with it. A drain beginning sends a beat at once, so the others stop sending
-//! sessions here within a round trip rather than a heartbeat.
+//! sessions here within a round trip rather than a heartbeat. With the media relay, each beat
+//! also has the relay follow the node's rooms (see [`relay_follow`](super::relay_follow)).
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -31,10 +32,18 @@ pub async fn run(member: Arc<Member>, signaling: Weak<Signaling>, capacity: u32,
         else {
             return;
         };
+        let relay = signaling.relay();
+        let followed = match &relay {
+            Some(_) => signaling.relay_rooms().await.ok(),
+            None => None,
+        };
         drop(signaling);
         let load = meter.load(Instant::now(), &snapshot, capacity);
         if let Err(e) = member.heartbeat(load, &rooms).await {
             tracing::warn!("cluster heartbeat: {e}");
+        }
+        if let (Some(relay), Some(followed)) = (relay, followed) {
+            relay.follow(followed);
         }
     }
 }

@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::directory::to_pull;
 use super::placement::{elsewhere, preferred_home, Placement};
 use super::store::{ClusterStore, Load, NodeRef, NodeState, Registration, StoreError};
 
@@ -58,6 +59,8 @@ struct State {
     others: Vec<(Registration, Instant)>,
     /// The rooms this node is home of, each until when its home record stands.
     homes: HashMap<String, Instant>,
+    /// The rooms whose publishers this node last listed in the directory.
+    listed: Vec<String>,
 }
 
 impl State {
@@ -348,6 +351,59 @@ impl Member {
     pub async fn home_elsewhere(&self, room: &str) -> Option<Registration> {
         let home = self.store.home(room).await.ok()??;
         self.peers().into_iter().find(|r| r.node_ref() == home)
+    }
+
+    /// Lists in the directory the publishers this node hosts in each room of `hosted`
+    /// (standing for a lease), and clears the rooms it listed last time and hosts none in
+    /// now. Nothing while the node is not registered.
+    pub async fn list_hosted(&self, hosted: &[(String, Vec<String>)]) -> Result<(), StoreError> {
+        let Some(me) = self.me() else {
+            return Ok(());
+        };
+        let gone: Vec<String> = {
+            let state = self.state.lock();
+            let listed = state.listed.iter();
+            listed
+                .filter(|room| !hosted.iter().any(|(r, _)| r == *room))
+                .cloned()
+                .collect()
+        };
+        for room in &gone {
+            self.store.set_hosted(room, &me, &[], self.lease).await?;
+        }
+        for (room, names) in hosted {
+            self.store.set_hosted(room, &me, names, self.lease).await?;
+        }
+        self.state.lock().listed = hosted.iter().map(|(room, _)| room.clone()).collect();
+        Ok(())
+    }
+
+    /// The publishers of `room` another live node hosts and `here` (the names of the room's
+    /// publishers on this node) lacks, each with its node's registration: what the relay
+    /// pulls, and from where.
+    pub async fn hosted_elsewhere(
+        &self,
+        room: &str,
+        here: &[String],
+    ) -> Result<Vec<(Registration, String)>, StoreError> {
+        let entries = self.store.hosted(room).await?;
+        let peers = self.peers();
+        let wanted = to_pull(&entries, &self.identity.node, here).into_iter();
+        Ok(wanted
+            .filter_map(|(node, name)| {
+                let registration = peers.iter().find(|r| r.node_ref() == node)?;
+                Some((registration.clone(), name))
+            })
+            .collect())
+    }
+
+    /// This boot, while its lease holds.
+    fn me(&self) -> Option<NodeRef> {
+        let epoch = self.current_epoch(Instant::now())?;
+        Some(NodeRef {
+            node: self.identity.node.clone(),
+            epoch,
+        })
     }
 
     /// Whether this node is the home of `room` now: it claimed it (or kept it) and the record

@@ -11,6 +11,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+use super::directory::{Hosted, Table};
 use super::store::{ClusterStore, Listed, NodeRef, Registration, StoreError, StoreFuture};
 
 /// The shared state, and this connection's link to it.
@@ -37,6 +38,7 @@ struct Shared {
     epochs: HashMap<String, u64>,
     nodes: HashMap<String, (Registration, Instant)>,
     homes: HashMap<String, (NodeRef, Instant)>,
+    directory: Table,
 }
 
 impl MemoryStore {
@@ -196,5 +198,24 @@ impl ClusterStore for MemoryStore {
             }
             Ok(())
         })
+    }
+
+    fn set_hosted<'a>(
+        &'a self,
+        room: &'a str,
+        node: &'a NodeRef,
+        publishers: &'a [String],
+        ttl: Duration,
+    ) -> StoreFuture<'a, ()> {
+        let (room, node, publishers) = (room.to_owned(), node.clone(), publishers.to_vec());
+        self.apply(move |shared, now| {
+            shared.directory.set(&room, &node, &publishers, now + ttl);
+            Ok(())
+        })
+    }
+
+    fn hosted<'a>(&'a self, room: &'a str) -> StoreFuture<'a, Vec<Hosted>> {
+        let room = room.to_owned();
+        self.apply(move |shared, now| Ok(shared.directory.get(&room, now, |n| shared.live(n))))
     }
 }

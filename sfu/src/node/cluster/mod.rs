@@ -10,9 +10,12 @@
 //! - [`heartbeat`]: the task that measures the load and refreshes the registration.
 //! - [`drain`]: `SIGTERM` on a clustered node: no new sessions, exit once they have ended.
 //! - [`http`]: new sessions' requests placed (`307`, `503`), and the cluster's metrics.
+//! - [`directory`]: which node hosts which publisher of a room, for the relay to pull from.
 //! - [`relay_link`]: the media relay's control channel: its requests, answers and link keys;
-//!   [`relay_http`]: the origin's route and the edge's request to it.
+//!   [`relay_http`]: the origin's route and the edge's request to it; [`relay_follow`]: the
+//!   rooms followed through the directory, conference participants' pulls.
 
+pub mod directory;
 pub mod drain;
 pub mod heartbeat;
 pub mod http;
@@ -20,6 +23,7 @@ pub mod member;
 pub mod memory;
 pub mod placement;
 pub mod redis;
+pub mod relay_follow;
 pub mod relay_http;
 pub mod relay_link;
 pub mod settings;

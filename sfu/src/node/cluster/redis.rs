@@ -5,7 +5,9 @@
 //! - `node:{node}`: its registration as JSON, with the lease as the key's expiry;
 //! - `nodes`: the set of node ids, pruned of those whose registration expired (read with each
 //!   registration's time to live);
-//! - `home:{room}`: `EPOCH NODE`, the room's home, with an expiry the home's heartbeat extends.
+//! - `home:{room}`: `EPOCH NODE`, the room's home, with an expiry the home's heartbeat extends;
+//! - `dir:{room}`: the room's directory, a hash of the publishers each node hosts there (see
+//!   [`directory`](super::directory)).
 //!
 //! The scripts read registrations by names they build, so the store is a single Redis server
 //! (or a primary with replicas), not a Redis Cluster.
@@ -15,6 +17,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 
+use super::directory::{directory_key, Entry, Hosted, HOSTED, SET_HOSTED};
 use super::store::{ClusterStore, Listed, NodeRef, Registration, StoreError, StoreFuture};
 
 const PREFIX: &str = "strata:";
@@ -102,6 +105,8 @@ pub struct RedisStore {
     home: Script,
     nodes: Script,
     deregister: Script,
+    set_hosted: Script,
+    hosted: Script,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -130,6 +135,8 @@ impl RedisStore {
             home: Script::new(&format!("{LIVE}{HOME}")),
             nodes: Script::new(NODES_SCRIPT),
             deregister: Script::new(DEREGISTER),
+            set_hosted: Script::new(SET_HOSTED),
+            hosted: Script::new(HOSTED),
         })
     }
 
@@ -273,6 +280,47 @@ impl ClusterStore for RedisStore {
                 .await
                 .map_err(unavailable)?;
             Ok(())
+        })
+    }
+
+    fn set_hosted<'a>(
+        &'a self,
+        room: &'a str,
+        node: &'a NodeRef,
+        publishers: &'a [String],
+        ttl: Duration,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let json = match publishers.is_empty() {
+                true => String::new(),
+                false => Entry::json(node, publishers)?,
+            };
+            let _: u8 = self
+                .set_hosted
+                .key(directory_key(PREFIX, room))
+                .arg(&node.node)
+                .arg(json)
+                .arg(millis(ttl))
+                .invoke_async(&mut self.connection())
+                .await
+                .map_err(unavailable)?;
+            Ok(())
+        })
+    }
+
+    fn hosted<'a>(&'a self, room: &'a str) -> StoreFuture<'a, Vec<Hosted>> {
+        Box::pin(async move {
+            let found: Vec<(String, String)> = self
+                .hosted
+                .key(directory_key(PREFIX, room))
+                .arg(PREFIX)
+                .invoke_async(&mut self.connection())
+                .await
+                .map_err(unavailable)?;
+            found
+                .into_iter()
+                .map(|(node, json)| Entry::read(node, &json))
+                .collect()
         })
     }
 }

@@ -1,6 +1,6 @@
 //! The media relay over HTTP between nodes: the origin's route (`POST /cluster/relay`), and
-//! the edge's request to it when a viewer comes for a room whose publisher is on the room's
-//! home. See [`relay_link`](super::relay_link) for what they carry and how it is
+//! the edge's request to it when a viewer comes for a room whose publisher is on another node
+//! (the one the room directory names, or else the room's home). See [`relay_link`](super::relay_link) for what they carry and how it is
 //! authenticated, and the core's `relay` module for the link itself.
 
 use std::net::SocketAddr;
@@ -21,6 +21,7 @@ use super::relay_link::{
     link_keys, nonce, read_request, sign, unix_ms, verify, RelayAnswer, RelayRequest, AUTH_HEADER,
     MAX_BODY,
 };
+use crate::node::core::{CoreError, NewLink, RelayRefusal};
 use crate::node::remote::Remote;
 use crate::node::signaling::Signaling;
 use crate::node::srtp::session;
@@ -43,8 +44,11 @@ pub struct RelayService {
     /// This node in the cluster, to find a room's home.
     pub member: Arc<Member>,
     /// Held through a pull: two viewers arriving together make one relay, not a second
-    /// request that would restart the first under other keys.
-    pulling: tokio::sync::Mutex<()>,
+    /// request that would restart the first.
+    pub(super) pulling: tokio::sync::Mutex<()>,
+    /// Held while the directory is followed: a heartbeat finding the last one still at work
+    /// leaves it be.
+    pub(super) following: tokio::sync::Mutex<()>,
 }
 
 /// The route, its body limited to [`MAX_BODY`].
@@ -79,27 +83,51 @@ pub async fn route(
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     let to = Remote::Udp(request.relay);
-    let (room, source) = (request.room.clone(), request.source.clone());
+    let link = NewLink {
+        id: origin_nonce,
+        srtp: Box::new(srtp),
+    };
+    let RelayRequest {
+        room,
+        source,
+        links,
+        ..
+    } = request;
+    let room_name = room.clone();
     let offer = service
         .signaling
-        .ask_room(&request.room, move |worker, now| {
+        .ask_room(&room, move |worker, now| {
             let source = source.as_deref();
             worker
                 .core
-                .relay_out(now, &room, source, to, Box::new(srtp))
+                .relay_out(now, &room_name, source, to, &links, link)
         })
         .await;
-    let offer = match offer {
-        Ok(Ok(offer)) => offer,
-        Ok(Err(refused)) => return (StatusCode::CONFLICT, refused.to_string()).into_response(),
+    let (offer, link) = match offer {
+        Ok(Ok(relayed)) => relayed,
+        Ok(Err(refused)) => return refusal(&refused).into_response(),
         Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
     };
-    let answer = RelayAnswer::new(service.relay, origin_nonce, &offer);
+    let answer = RelayAnswer::new(service.relay, link, &offer);
     let Ok(body) = serde_json::to_vec(&answer) else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     let tag = sign(&service.secret, &body);
     ([(AUTH_HEADER, tag)], body).into_response()
+}
+
+/// The status of a relay the origin's core refused: `503` at a limit (the edge may ask
+/// again later), `404` for a publisher not here, `409` for an SSRC another relay of the link
+/// has or a link on another worker.
+fn refusal(refused: &CoreError) -> (StatusCode, String) {
+    let status = match refused {
+        CoreError::RelayRefused(RelayRefusal::LinkFull | RelayRefusal::TooManyLinks) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        CoreError::NoSuchParticipant | CoreError::UnknownPeer => StatusCode::NOT_FOUND,
+        _ => StatusCode::CONFLICT,
+    };
+    (status, refused.to_string())
 }
 
 /// Why an edge got no relay.
@@ -131,15 +159,39 @@ impl RelayService {
             signaling,
             member,
             pulling: tokio::sync::Mutex::new(()),
+            following: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// On the edge, before a viewer of `room` is added: when nobody it would watch is here
-    /// and the room's home is another node, asks the home for a relay of the publisher and
-    /// publishes it here, so the viewer is served as by a local publisher. Whatever fails is
-    /// logged and the viewer added all the same, waiting as for a publisher to come.
+    /// On the edge, before a viewer of `room` is added: when nobody it would watch is here,
+    /// asks the node that hosts the publisher (the directory's, or else the room's home) for
+    /// a relay of it and publishes it here, so the viewer is served as by a local publisher.
+    /// Whatever fails is logged and the viewer added all the same, waiting as for a
+    /// publisher to come.
     pub async fn pull(&self, room: &str, source: Option<&str>) {
         let _one_at_a_time = self.pulling.lock().await;
+        if !self.needs_relay(room, source).await {
+            return;
+        }
+        let hosted = self.member.hosted_elsewhere(room, &[]).await;
+        let listed = hosted
+            .unwrap_or_default()
+            .into_iter()
+            .find(|(_, name)| source.is_none_or(|wanted| wanted == name));
+        let (origin, source) = match listed {
+            Some((origin, name)) => (origin, Some(name)),
+            None => match self.member.home_elsewhere(room).await {
+                Some(home) => (home, source.map(str::to_owned)),
+                None => return,
+            },
+        };
+        if let Err(failed) = self.pull_from(&origin.url, room, source.as_deref()).await {
+            tracing::warn!(room, origin = %origin.node, %failed, "no relay");
+        }
+    }
+
+    /// Whether a viewer of `room` watching `source` would find nobody here.
+    pub(super) async fn needs_relay(&self, room: &str, source: Option<&str>) -> bool {
         let (room_name, wanted) = (room.to_owned(), source.map(str::to_owned));
         let needed = self
             .signaling
@@ -147,28 +199,28 @@ impl RelayService {
                 worker.core.needs_relay(&room_name, wanted.as_deref())
             })
             .await;
-        if needed != Ok(true) {
-            return;
-        }
-        let Some(home) = self.member.home_elsewhere(room).await else {
-            return;
-        };
-        if let Err(failed) = self.pull_from(&home.url, room, source).await {
-            tracing::warn!(room, home = %home.node, %failed, "no relay from the room's home");
-        }
+        needed == Ok(true)
     }
 
-    async fn pull_from(
+    pub(super) async fn pull_from(
         &self,
         url: &str,
         room: &str,
         source: Option<&str>,
     ) -> Result<(), PullError> {
+        // Every worker's: a link another worker holds is named, so the origin does not take
+        // it for one this node forgot.
+        let links = self
+            .signaling
+            .ask_every(|worker, _| worker.core.links_in())
+            .await
+            .map_err(|_| PullError::Io("the media loop stopped".into()))?;
         let request = RelayRequest {
             room: room.to_owned(),
             source: source.map(str::to_owned),
             relay: self.relay,
             nonce: nonce(),
+            links,
             at_ms: unix_ms(),
         };
         let body = serde_json::to_vec(&request).map_err(|e| PullError::Io(e.to_string()))?;
@@ -184,16 +236,29 @@ impl RelayService {
             .map_err(|e| PullError::Refused(e.to_string()))?;
         let keys = link_keys(&self.secret, &request.nonce, &answer.nonce, false);
         let srtp = session(&keys).map_err(|e| PullError::Refused(e.to_string()))?;
+        let link = NewLink {
+            id: answer.nonce,
+            srtp: Box::new(srtp),
+        };
         let (room_name, from) = (room.to_owned(), Remote::Udp(answer.relay));
+        let (link_id, named) = (link.id.clone(), offer.ssrcs().first().copied());
         let added = self
             .signaling
             .ask_room(room, move |worker, now| {
-                worker
-                    .core
-                    .relay_in(now, &room_name, offer, from, Box::new(srtp))
+                worker.core.relay_in(now, &room_name, offer, from, link)
             })
             .await
             .map_err(|_| PullError::Io("the media loop stopped".into()))?;
+        if let (Err(CoreError::RelayRefused(RelayRefusal::OtherWorker)), Some(ssrc)) =
+            (&added, named)
+        {
+            // The origin put the relay on the link another worker holds: it ends there.
+            let ended = self.signaling.ask_every(move |worker, _| {
+                worker.core.end_relay_on_link(from, &link_id, ssrc);
+                Vec::<()>::new()
+            });
+            let _ = ended.await;
+        }
         added.map_err(|e| PullError::Refused(e.to_string()))?;
         Ok(())
     }

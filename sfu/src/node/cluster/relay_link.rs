@@ -20,7 +20,7 @@ use sha2::Sha256;
 use smallvec::SmallVec;
 
 use crate::engine::{StreamConfig, StreamIds, TrackConfig};
-use crate::node::core::RelayOffer;
+use crate::node::core::{RelayOffer, LINKS_PER_NODE};
 use crate::node::peer::PublishedTrack;
 use crate::node::sdp::RoomCodec;
 use crate::node::srtp::{SrtpKeys, SrtpProfile};
@@ -66,8 +66,13 @@ pub struct RelayRequest {
     pub source: Option<String>,
     /// The edge's media address: where the origin sends.
     pub relay: SocketAddr,
-    /// The edge's nonce for the link's keys, in hex.
+    /// The edge's nonce for the link's keys, in hex: a new link's, should the relay not go
+    /// on one of `links`.
     pub nonce: String,
+    /// The ids of the links the edge receives relays on: the origin's link to it among them
+    /// carries this relay too.
+    #[serde(default)]
+    pub links: Vec<String>,
     /// When the edge asked, in milliseconds since the Unix epoch.
     pub at_ms: u64,
 }
@@ -78,7 +83,8 @@ pub struct RelayRequest {
 pub struct RelayAnswer {
     /// The origin's media address: where the edge sends, and whence the media comes.
     pub relay: SocketAddr,
-    /// The origin's nonce for the link's keys, in hex.
+    /// The origin's nonce for the link's keys, in hex, which is also the link's id: the
+    /// edge's link of that id carries the relay, or else a new one keyed from both nonces.
     pub nonce: String,
     /// The publisher's name in its room.
     pub name: Option<String>,
@@ -86,6 +92,10 @@ pub struct RelayAnswer {
     pub tracks: Vec<WireTrack>,
     /// What its answer accepted, for the edge's viewers to negotiate against.
     pub codecs: Vec<WireCodec>,
+    /// The relay's tag on its link, which the origin names it by when its track set
+    /// changed.
+    #[serde(default)]
+    pub tag: u32,
 }
 
 /// A relayed track: what the edge publishes it with.
@@ -161,6 +171,9 @@ pub fn read_request(
 ) -> Result<RelayRequest, LinkError> {
     verify(secret, body, tag)?;
     let request: RelayRequest = serde_json::from_slice(body).map_err(|_| LinkError::Malformed)?;
+    if request.links.len() > LINKS_PER_NODE {
+        return Err(LinkError::Malformed);
+    }
     let lifetime = REQUEST_LIFETIME.as_millis() as u64;
     if request.at_ms.abs_diff(now_ms) > lifetime {
         return Err(LinkError::Stale);
@@ -230,6 +243,7 @@ impl RelayAnswer {
             name: offer.name.clone(),
             tracks,
             codecs,
+            tag: offer.tag,
         }
     }
 
@@ -281,6 +295,7 @@ impl RelayAnswer {
             name: self.name.clone(),
             tracks,
             codecs,
+            tag: self.tag,
         })
     }
 }
@@ -296,6 +311,7 @@ mod tests {
             source: None,
             relay: "10.0.0.2:50000".parse().expect("an address"),
             nonce: nonce(),
+            links: Vec::new(),
             at_ms,
         }
     }
@@ -371,6 +387,7 @@ mod tests {
                 codec: Codec::Vp8,
                 fmtp: String::new(),
             }],
+            tag: 3,
         };
         let answer = RelayAnswer::new("10.0.0.1:50000".parse().expect("addr"), nonce(), &offer);
         let json = serde_json::to_vec(&answer).expect("serializes");
@@ -378,6 +395,7 @@ mod tests {
         let back = read.offer().expect("valid");
         assert_eq!(back.name, offer.name);
         assert_eq!(back.codecs, offer.codecs);
+        assert_eq!(back.tag, 3);
         assert_eq!(back.tracks[0].config, offer.tracks[0].config);
         let mut bad = read.clone();
         bad.tracks[0].codec = "XYZ".into();
@@ -403,6 +421,7 @@ mod tests {
                 name,
                 tracks: vec![PublishedTrack { mid: "0".into(), config, id: None, fmtp: fmtp.clone() }],
                 codecs: vec![RoomCodec { codec: Codec::Av1, fmtp }],
+                tag: 1,
             };
             let answer = RelayAnswer::new("10.0.0.1:50000".parse().expect("addr"), nonce(), &offer);
             let json = serde_json::to_vec(&answer).expect("serializes");

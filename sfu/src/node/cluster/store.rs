@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::directory::Hosted;
+
 /// A store operation in flight; `Send`, so a node's tasks can await it.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
@@ -55,6 +57,22 @@ pub trait ClusterStore: Send + Sync + fmt::Debug {
     /// Removes the node's registration and the homes of `rooms` it holds, when `node` is
     /// still its latest epoch (a node leaving the cluster).
     fn deregister<'a>(&'a self, node: &'a NodeRef, rooms: &'a [String]) -> StoreFuture<'a, ()>;
+
+    // The room directory (see [`directory`](super::directory)): which node hosts which
+    // publisher of a room, for the media relay to pull each from its node.
+
+    /// Writes `node`'s entry of `room`: the publishers it hosts there, standing for `ttl`;
+    /// none removes it.
+    fn set_hosted<'a>(
+        &'a self,
+        room: &'a str,
+        node: &'a NodeRef,
+        publishers: &'a [String],
+        ttl: Duration,
+    ) -> StoreFuture<'a, ()>;
+
+    /// The entries of `room` whose node is registered now with the epoch they name.
+    fn hosted<'a>(&'a self, room: &'a str) -> StoreFuture<'a, Vec<Hosted>>;
 }
 
 /// One boot of one node: its id and the epoch it booted with.

@@ -1,6 +1,11 @@
 //! The media relay between nodes of a cluster: a publisher's tracks sent once from the node
 //! that has the publisher (the *origin*) to a node whose sessions receive them (the *edge*),
-//! over one SRTP link between the two nodes' media ports.
+//! over an SRTP link between the two nodes' media ports.
+//!
+//! A *link* is one per origin and edge (two nodes that relay each other's publishers have
+//! two, one each way): its keys, keepalives, loss detection and measures are the pair's. Any
+//! number of *relays* (up to [`RELAYS_PER_LINK`]) share it, told apart by their SSRCs: a relay
+//! carries one publisher, and no two relays of a link may share an SSRC.
 //!
 //! On the edge the relayed publisher is a publishing session like any other (a *relay-in*):
 //! its tracks are published in its engine with the origin's SSRCs, payload types and
@@ -8,28 +13,27 @@
 //! the origin sent them, and its NACKs, PLIs and receiver reports go back on the link. On the
 //! origin a *relay-out* takes every packet of the publisher that the engine took, unchanged
 //! (every layer, the original sequence numbers and Dependency Descriptor), and the
-//! publisher's RTCP (its sender reports) as it came, and answers the
-//! link's NACKs from the packets it sent and its PLIs and FIRs through the track's keyframe
-//! throttle. Each end sends an empty receiver report every [`KEEPALIVE`] and ends the relay
-//! when nothing authenticated came for [`LINK_TIMEOUT`]; the edge ends it with a BYE once the
-//! room has had nobody to receive it for [`LINGER`], the origin when its publisher leaves.
+//! publisher's sender reports as they came, and answers the link's NACKs from the packets it
+//! sent and its PLIs and FIRs through the track's keyframe throttle. Each end of a link sends
+//! an empty receiver report every [`KEEPALIVE`] and ends the link, with every relay on it,
+//! when nothing authenticated came for [`LINK_TIMEOUT`]. A relay ends alone with a BYE that
+//! names one of its SSRCs: the edge's once the room has had nobody to receive it for
+//! [`LINGER`], the origin's when its publisher leaves. A link ends with its last relay.
 //!
-//! One relay per pair of nodes at a time: both ends know the link by the other's address.
+//! The datagrams of links are in `relay_wire.rs`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use super::{CoreError, NodeCore};
-use crate::capture::{classify, PayloadKind};
-use crate::engine::rtcp::{parse_compound, RtcpFeedback};
 use crate::engine::{StreamIds, TransportId};
-use crate::node::metrics::{DropReason, RelayFigures};
+use crate::node::metrics::RelayFigures;
 use crate::node::peer::{IceCredentials, Join, PeerId, PublishedTrack, Publisher};
 use crate::node::remote::Remote;
 use crate::node::sdp::{random_ice_credentials, RoomCodec};
-use crate::node::srtp::{SrtpContext, MAX_OVERHEAD};
+use crate::node::srtp::SrtpContext;
 
 /// How often each end of a link sends a keepalive.
 pub const KEEPALIVE: Duration = Duration::from_millis(500);
@@ -39,15 +43,16 @@ pub const LINK_TIMEOUT: Duration = Duration::from_millis(1500);
 /// How long an edge keeps a relay after its room's last receiving session left: a viewer
 /// that reloads finds it still there.
 pub const LINGER: Duration = Duration::from_secs(3);
+/// Relays one link carries at most: publishers one edge receives from one origin.
+pub const RELAYS_PER_LINK: usize = 32;
+/// Links a core holds at most each way: nodes it relays to, and nodes it relays from.
+pub const LINKS_PER_NODE: usize = 64;
 /// How often the links are looked at.
-const TICK: Duration = Duration::from_millis(250);
+pub(super) const TICK: Duration = Duration::from_millis(250);
 /// Packets a relay-out keeps to answer its link's NACKs: a second of a high-rate stream.
-const RESEND_RING: usize = 1024;
-/// The SSRC a link's own RTCP (keepalives, BYE) is sent under.
-const LINK_SSRC: u32 = 0x5354_4c4b;
-/// RTCP packet types (RFC 3550 section 12.1).
-const RTCP_RR: u8 = 201;
-const RTCP_BYE: u8 = 203;
+pub(super) const RESEND_RING: usize = 1024;
+/// Sender reports kept per relay to match the edge's reports against.
+pub(super) const REPORTS_KEPT: usize = 8;
 
 /// What an origin answers for a relay: the publisher's tracks as the edge publishes them.
 #[derive(Debug, Clone)]
@@ -59,6 +64,71 @@ pub struct RelayOffer {
     pub tracks: Vec<PublishedTrack>,
     /// What its answer accepted: the edge's viewers negotiate against it.
     pub codecs: Vec<RoomCodec>,
+    /// The relay's tag on its link, by which the origin names it when its track set changed.
+    pub tag: u32,
+}
+
+impl RelayOffer {
+    /// Every SSRC the relay carries, media and RTX, bound ones only.
+    pub fn ssrcs(&self) -> Vec<u32> {
+        let streams = self.tracks.iter().flat_map(|t| t.config.streams.iter());
+        streams
+            .flat_map(|s| [Some(s.ssrc), s.rtx_ssrc])
+            .flatten()
+            .filter(|&ssrc| ssrc != 0)
+            .collect()
+    }
+}
+
+/// A room as the relay follows it, for the cluster's directory and pulls.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RoomRelays {
+    /// The room.
+    pub room: String,
+    /// The named publishers with tracks it hosts here (relayed ones left out): the directory
+    /// lists them.
+    pub hosted: Vec<String>,
+    /// The names of its publishers here, relayed in or not: those hosted elsewhere and not
+    /// among them are pulled.
+    pub present: Vec<String>,
+    /// Whether a viewer or a participant here receives it.
+    pub receiving: bool,
+    /// Its relayed publishers whose origin said their track set changed: pulled again.
+    pub renew: Vec<String>,
+}
+
+/// A link to make, should the relay not join one its two ends hold: its id (the origin's
+/// nonce, which both ends name it by) and its keys.
+pub struct NewLink {
+    /// The link's id.
+    pub id: String,
+    /// Its keys, derived from the secret and both nonces.
+    pub srtp: Box<dyn SrtpContext>,
+}
+
+impl std::fmt::Debug for NewLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewLink")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a relay was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RelayRefusal {
+    /// Its link carries [`RELAYS_PER_LINK`] relays already.
+    #[error("the link between these nodes carries its most relays")]
+    LinkFull,
+    /// This node has [`LINKS_PER_NODE`] links that way already.
+    #[error("this node holds its most relay links")]
+    TooManyLinks,
+    /// Another relay of the link has one of its SSRCs: the link could not tell them apart.
+    #[error("an SSRC of the publisher is another relayed publisher's on the link")]
+    SsrcTaken,
+    /// The other node's link is on another worker of this node (its address steers there).
+    #[error("the link to that node is on another worker")]
+    OtherWorker,
 }
 
 /// What the relays did, for `/metrics`.
@@ -70,7 +140,7 @@ pub struct RelayCounters {
     pub started_in: u64,
     /// Relays an edge ended after [`LINGER`] without a receiving session.
     pub ended_idle: u64,
-    /// Relays ended because their link went silent for [`LINK_TIMEOUT`].
+    /// Links lost: silent for [`LINK_TIMEOUT`], each with every relay on it.
     pub links_lost: u64,
     /// Packets sent on links (media and NACKed packets again).
     pub packets_out: u64,
@@ -78,24 +148,18 @@ pub struct RelayCounters {
     pub resent: u64,
     /// PLIs and FIRs from links passed to a publisher's keyframe throttle.
     pub keyframes_asked: u64,
+    /// Relays refused: a link full, too many links, an SSRC taken, another worker's link.
+    pub refused: [u64; 4],
 }
 
-/// The origin's end of a relay.
-struct RelayOut {
-    publisher: PeerId,
-    transport: TransportId,
-    srtp: Box<dyn SrtpContext>,
-    heard: Instant,
-    next_keepalive: Instant,
-    /// The last packets sent, to answer NACKs with the same bytes: protected again under the
-    /// same SRTP index, they encrypt to the same datagram, so no keystream is used twice on
-    /// different bytes.
-    sent: VecDeque<Bytes>,
-    /// The last sender reports relayed (their compact NTP time) and when: the edge's report
-    /// blocks name one, and the time since, less the delay they state, is the round trip.
-    reports: VecDeque<(u32, Instant)>,
-    /// What the edge's last report said of the link.
-    quality: LinkQuality,
+impl RelayCounters {
+    /// The refusals' labels, in [`refused`](Self::refused)'s order.
+    pub const REFUSALS: [&'static str; 4] = ["link_full", "links", "ssrc_taken", "other_worker"];
+
+    fn refuse(&mut self, why: RelayRefusal) -> CoreError {
+        self.refused[why as usize] += 1;
+        CoreError::RelayRefused(why)
+    }
 }
 
 /// A link as the edge's receiver reports show it.
@@ -108,41 +172,86 @@ pub struct LinkQuality {
     pub round_trip: Option<Duration>,
 }
 
-/// Sender reports kept per link to match the edge's reports against.
-const REPORTS_KEPT: usize = 8;
+/// The origin's end of a link: toward one edge.
+pub(super) struct LinkOut {
+    pub id: String,
+    pub srtp: Box<dyn SrtpContext>,
+    pub heard: Instant,
+    pub next_keepalive: Instant,
+    pub relays: Vec<RelayOut>,
+    /// The tag the next relay on the link takes.
+    pub next_tag: u32,
+    /// What the edge's last report said of the link.
+    pub quality: LinkQuality,
+}
 
-impl std::fmt::Debug for RelayOut {
+/// One publisher relayed on a link.
+pub(super) struct RelayOut {
+    pub publisher: PeerId,
+    pub tag: u32,
+    pub transport: TransportId,
+    pub ssrcs: Vec<u32>,
+    /// The last packets sent, to answer NACKs with the same bytes: protected again under the
+    /// same SRTP index, they encrypt to the same datagram, so no keystream is used twice on
+    /// different bytes.
+    pub sent: VecDeque<Bytes>,
+    /// The last sender reports relayed (their compact NTP time) and when: the edge's report
+    /// blocks name one, and the time since, less the delay they state, is the round trip.
+    pub reports: VecDeque<(u32, Instant)>,
+}
+
+impl std::fmt::Debug for LinkOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RelayOut")
-            .field("publisher", &self.publisher)
+        f.debug_struct("LinkOut")
+            .field("id", &self.id)
+            .field("relays", &self.relays.len())
             .field("heard", &self.heard)
             .finish_non_exhaustive()
     }
 }
 
-/// The edge's end of a relay: its publishing session is in the core's tables.
-#[derive(Debug)]
-struct RelayIn {
-    from: Remote,
-    next_keepalive: Instant,
-    /// Since when its room has had nobody to receive it.
-    idle_since: Option<Instant>,
+/// The edge's end of a link: from one origin. Its relay-ins are sessions in the core's tables.
+pub(super) struct LinkIn {
+    pub id: String,
+    pub srtp: Box<dyn SrtpContext>,
+    pub heard: Instant,
+    pub next_keepalive: Instant,
+    /// Each relay-in, and since when its room has had nobody to receive it.
+    pub relays: HashMap<PeerId, Option<Instant>>,
+    /// Whose each SSRC on the link is.
+    pub by_ssrc: HashMap<u32, PeerId>,
+    /// Whose each tag on the link is.
+    pub by_tag: HashMap<u32, PeerId>,
+    /// The relay-ins whose origin said their track set changed: their node asks again.
+    pub changed: HashSet<PeerId>,
 }
 
-/// The core's relays, both ends.
+impl std::fmt::Debug for LinkIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkIn")
+            .field("id", &self.id)
+            .field("relays", &self.relays.len())
+            .field("heard", &self.heard)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The core's links and relays, both ends.
 #[derive(Debug, Default)]
 pub(super) struct Relays {
-    outs: HashMap<Remote, RelayOut>,
-    ins: HashMap<PeerId, RelayIn>,
+    pub outs: HashMap<Remote, LinkOut>,
+    pub ins: HashMap<Remote, LinkIn>,
+    /// Each relay-in's link.
+    pub in_peers: HashMap<PeerId, Remote>,
     /// Packets for links, to be protected as they are polled.
-    queue: VecDeque<(Remote, Bytes)>,
-    next_tick: Option<Instant>,
-    counters: RelayCounters,
+    pub queue: VecDeque<(Remote, Bytes)>,
+    pub next_tick: Option<Instant>,
+    pub counters: RelayCounters,
 }
 
 impl Relays {
     pub fn entries(&self) -> usize {
-        self.outs.len() + self.ins.len() + self.queue.len()
+        self.outs.len() + self.ins.len() + self.in_peers.len() + self.queue.len()
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -150,9 +259,8 @@ impl Relays {
             .filter(|_| !self.outs.is_empty() || !self.ins.is_empty())
     }
 
-    /// Whether packets of the publisher on `transport` go out on a link.
-    fn relays_from(&self, transport: TransportId) -> bool {
-        self.outs.values().any(|o| o.transport == transport)
+    fn relays_out(&self) -> usize {
+        self.outs.values().map(|l| l.relays.len()).sum()
     }
 }
 
@@ -164,102 +272,227 @@ impl NodeCore {
 
     /// Relays this core is the origin of, and the edge of.
     pub fn relay_count(&self) -> (usize, usize) {
+        let relays = &self.media_relays;
+        (relays.relays_out(), relays.in_peers.len())
+    }
+
+    /// Links this core holds toward edges, and from origins.
+    pub fn link_count(&self) -> (usize, usize) {
         (self.media_relays.outs.len(), self.media_relays.ins.len())
     }
 
+    /// The ids of the links this core receives relays on: an edge names them in its request,
+    /// so that the origin puts the new relay on the link they share.
+    pub fn links_in(&self) -> Vec<String> {
+        let ins = self.media_relays.ins.values();
+        ins.map(|link| link.id.clone()).collect()
+    }
+
     pub(super) fn relay_figures(&self) -> RelayFigures {
+        let relays = &self.media_relays;
         RelayFigures {
-            out: self.media_relays.outs.len(),
-            into: self.media_relays.ins.len(),
-            counters: self.media_relays.counters,
-            links: self
-                .media_relays
+            out: relays.relays_out(),
+            into: relays.in_peers.len(),
+            links_out: relays.outs.len(),
+            links_in: relays.ins.len(),
+            counters: relays.counters,
+            links: relays
                 .outs
                 .iter()
-                .map(|(to, r)| (to.addr(), r.quality))
+                .map(|(to, link)| (to.addr(), link.quality))
                 .collect(),
         }
     }
 
     /// Starts relaying the publisher a viewer of `room` would watch (the one named `source`,
-    /// or the room's first that publishes) to the node at `to`, protected by `srtp`: what
-    /// the edge publishes it as. A relay to `to` of the same publisher starts over (the
-    /// edge lost the link); of another, it is refused.
+    /// or the room's first that publishes) to the node at `to`: on the link to it whose id is
+    /// among `known` (the edge's), or on `link`, a new one, which replaces a link to `to`
+    /// the edge no longer knows. The same publisher relayed there already starts over (the
+    /// edge asks again for a changed track set). What the edge publishes, and the link's id.
     pub fn relay_out(
         &mut self,
         now: Instant,
         room: &str,
         source: Option<&str>,
         to: Remote,
-        srtp: Box<dyn SrtpContext>,
-    ) -> Result<RelayOffer, CoreError> {
+        known: &[String],
+        link: NewLink,
+    ) -> Result<(RelayOffer, String), CoreError> {
         let publisher = self.relayed_publisher(room, source)?;
-        if self
+        let peer = self.peers.get(&publisher).ok_or(CoreError::UnknownPeer)?;
+        let (transport, mut offer) = (peer.transport, self.offer_of(peer));
+        let ssrcs = offer.ssrcs();
+        let joined = self
             .media_relays
             .outs
             .get(&to)
-            .is_some_and(|o| o.publisher != publisher)
-        {
-            return Err(CoreError::RelayBusy);
+            .filter(|l| known.contains(&l.id));
+        if let Some(existing) = joined {
+            let others = existing.relays.iter().filter(|r| r.publisher != publisher);
+            if others.clone().count() >= RELAYS_PER_LINK {
+                return Err(self.media_relays.counters.refuse(RelayRefusal::LinkFull));
+            }
+            if others.flat_map(|r| &r.ssrcs).any(|s| ssrcs.contains(s)) {
+                return Err(self.media_relays.counters.refuse(RelayRefusal::SsrcTaken));
+            }
+        } else {
+            self.check_new_link(to, self.media_relays.outs.len())?;
+            if let Some(stale) = self.media_relays.outs.remove(&to) {
+                tracing::info!(?to, relays = stale.relays.len(), "the edge forgot a link");
+            }
+            let fresh = LinkOut {
+                id: link.id,
+                srtp: link.srtp,
+                heard: now,
+                next_keepalive: now,
+                relays: Vec::new(),
+                next_tag: 1,
+                quality: LinkQuality::default(),
+            };
+            self.media_relays.outs.insert(to, fresh);
+            // With several workers, the edge's datagrams come to this one.
+            self.bind(to);
         }
-        let peer = self.peers.get(&publisher).ok_or(CoreError::UnknownPeer)?;
-        let offer = self.offer_of(peer);
-        let relay = RelayOut {
+        let out = self
+            .media_relays
+            .outs
+            .get_mut(&to)
+            .ok_or(CoreError::UnknownPeer)?;
+        out.relays.retain(|r| r.publisher != publisher);
+        offer.tag = out.next_tag;
+        out.next_tag = out.next_tag.wrapping_add(1).max(1);
+        out.relays.push(RelayOut {
             publisher,
-            transport: peer.transport,
-            srtp,
-            heard: now,
-            next_keepalive: now,
+            tag: offer.tag,
+            transport,
+            ssrcs,
             sent: VecDeque::with_capacity(RESEND_RING),
             reports: VecDeque::with_capacity(REPORTS_KEPT),
-            quality: LinkQuality::default(),
-        };
-        // With several workers, the edge's datagrams come to this one.
-        self.bind(to);
-        self.media_relays.outs.insert(to, relay);
+        });
+        let id = out.id.clone();
         self.media_relays.counters.started_out += 1;
         self.arm_relay_tick(now);
-        tracing::info!(room, ?to, "relaying a publisher to another node");
-        Ok(offer)
+        tracing::info!(room, ?to, link = %id, "relaying a publisher to another node");
+        Ok((offer, id))
+    }
+
+    /// Refuses a new link past [`LINKS_PER_NODE`] (`held` that way now, one to replace not
+    /// counted), or at an address another worker's link steers.
+    fn check_new_link(&mut self, at: Remote, held: usize) -> Result<(), CoreError> {
+        let replaces = self.media_relays.outs.contains_key(&at);
+        let refused = if held - usize::from(replaces) >= LINKS_PER_NODE {
+            RelayRefusal::TooManyLinks
+        } else if self.steered_elsewhere(at) {
+            RelayRefusal::OtherWorker
+        } else {
+            return Ok(());
+        };
+        Err(self.media_relays.counters.refuse(refused))
+    }
+
+    /// Whether datagrams from `at` go to another worker than this core's.
+    fn steered_elsewhere(&self, at: Remote) -> bool {
+        match (&self.steering, at) {
+            (Some((worker, steering)), Remote::Udp(addr)) => {
+                steering.owner_of(addr).is_some_and(|w| w != *worker)
+            }
+            _ => false,
+        }
+    }
+
+    /// On the edge: the relay named by `ssrc` on the link from `from` named `link`, if this
+    /// core holds that link, ended with a BYE (its relay-in was refused on another worker).
+    pub fn end_relay_on_link(&mut self, from: Remote, link: &str, ssrc: u32) {
+        if self
+            .media_relays
+            .ins
+            .get(&from)
+            .is_some_and(|l| l.id == link)
+        {
+            self.send_bye(from, false, ssrc);
+        }
     }
 
     /// Whether a viewer of `room` watching `source` (or the room's first publisher) would find
-    /// nobody to watch here, relayed or not: an edge then asks the room's home for a relay.
+    /// nobody to watch here, relayed or not: an edge then asks for a relay.
     pub fn needs_relay(&self, room: &str, source: Option<&str>) -> bool {
         let Some(members) = self.rooms.get(room) else {
             return true;
         };
         match source {
             Some(name) => !members.names.contains_key(name),
-            None => !members.publishers.iter().any(|id| {
-                self.peers
-                    .get(id)
-                    .and_then(|p| p.role.publisher())
-                    .is_some_and(|p| !p.tracks.is_empty())
-            }),
+            None => !members.publishers.iter().any(|id| self.has_tracks(id)),
         }
+    }
+
+    fn has_tracks(&self, id: &PeerId) -> bool {
+        self.peers
+            .get(id)
+            .and_then(|p| p.role.publisher())
+            .is_some_and(|p| !p.tracks.is_empty())
+    }
+
+    /// Each room here as the relay follows it: the publishers it hosts, those it has, and
+    /// whether anyone receives it.
+    pub fn relay_rooms(&self) -> Vec<RoomRelays> {
+        let rooms = self.rooms.iter();
+        rooms
+            .map(|(room, members)| self.relays_of(room, members))
+            .collect()
+    }
+
+    /// `room` as the relay follows it (empty when nobody is in it here).
+    pub fn relay_room(&self, room: &str) -> RoomRelays {
+        match self.rooms.get(room) {
+            Some(members) => self.relays_of(room, members),
+            None => RoomRelays {
+                room: room.to_owned(),
+                ..RoomRelays::default()
+            },
+        }
+    }
+
+    fn relays_of(&self, room: &str, members: &super::room::Room) -> RoomRelays {
+        let named = members
+            .names
+            .iter()
+            .filter(|(_, id)| members.publishers.contains(id));
+        let mut view = RoomRelays {
+            room: room.to_owned(),
+            receiving: !members.viewers.is_empty() || !members.participants.is_empty(),
+            ..RoomRelays::default()
+        };
+        for (name, id) in named {
+            view.present.push(name.clone());
+            if self.relay_changed(*id) {
+                view.renew.push(name.clone());
+            }
+            if !self.media_relays.in_peers.contains_key(id) && self.has_tracks(id) {
+                view.hosted.push(name.clone());
+            }
+        }
+        view
     }
 
     /// The publisher named `source` in `room`, or the room's first with tracks; never one
     /// relayed in from elsewhere (relays do not chain).
     fn relayed_publisher(&self, room: &str, source: Option<&str>) -> Result<PeerId, CoreError> {
         let members = self.rooms.get(room).ok_or(CoreError::NoSuchParticipant)?;
-        let local = |id: &&PeerId| !self.media_relays.ins.contains_key(id);
+        let local = |id: &&PeerId| !self.media_relays.in_peers.contains_key(id);
         let found = match source {
             Some(name) => members.names.get(name).filter(local),
-            None => members.publishers.iter().filter(local).find(|id| {
-                self.peers
-                    .get(id)
-                    .and_then(|p| p.role.publisher())
-                    .is_some_and(|p| !p.tracks.is_empty())
-            }),
+            None => members
+                .publishers
+                .iter()
+                .filter(local)
+                .find(|id| self.has_tracks(id)),
         };
         found.copied().ok_or(CoreError::NoSuchParticipant)
     }
 
     /// A publisher's tracks as the engine has them now (simulcast streams with the SSRCs
     /// their packets bound), for an edge to publish.
-    fn offer_of(&self, peer: &crate::node::peer::Peer) -> RelayOffer {
+    pub(super) fn offer_of(&self, peer: &crate::node::peer::Peer) -> RelayOffer {
         let publisher = peer.role.publisher();
         let tracks = publisher.iter().flat_map(|p| p.tracks.iter());
         let tracks = tracks
@@ -283,25 +516,97 @@ impl NodeCore {
             name: peer.identity.as_ref().map(|i| i.name.clone()),
             tracks,
             codecs: publisher.map(|p| p.codecs.clone()).unwrap_or_default(),
+            tag: 0,
         }
     }
 
-    /// Publishes what the origin at `from` relays as `offer` in `room`, its link protected
-    /// by `srtp`: the room's viewers that wait for a publisher get it at once. One relay
-    /// from a node at a time.
+    /// Publishes what the origin at `from` relays as `offer` in `room`: the room's viewers
+    /// that wait for a publisher get it at once. On the link from `from` named `link.id`, or a
+    /// new one under `link`'s keys (which replaces, with its relays, a link from `from` the
+    /// origin no longer knows).
     pub fn relay_in(
         &mut self,
         now: Instant,
         room: &str,
         offer: RelayOffer,
         from: Remote,
-        srtp: Box<dyn SrtpContext>,
+        link: NewLink,
     ) -> Result<PeerId, CoreError> {
-        if self.media_relays.ins.values().any(|r| r.from == from)
-            || self.by_addr.contains_key(&from)
-        {
-            return Err(CoreError::RelayBusy);
+        let (ssrcs, tag) = (offer.ssrcs(), offer.tag);
+        if let Some(old) = self.renewed(room, &offer, from, &link.id) {
+            self.retire_relay_in(from, old);
         }
+        let held_here = self
+            .media_relays
+            .ins
+            .get(&from)
+            .is_some_and(|l| l.id == link.id);
+        if !held_here && self.steered_elsewhere(from) {
+            return Err(self.media_relays.counters.refuse(RelayRefusal::OtherWorker));
+        }
+        let (new, replaced) = match self.media_relays.ins.get(&from) {
+            Some(held) if held.id == link.id => {
+                if held.relays.len() >= RELAYS_PER_LINK {
+                    return Err(self.media_relays.counters.refuse(RelayRefusal::LinkFull));
+                }
+                if ssrcs.iter().any(|s| held.by_ssrc.contains_key(s)) {
+                    return Err(self.media_relays.counters.refuse(RelayRefusal::SsrcTaken));
+                }
+                (None, false)
+            }
+            held => (Some(link), held.is_some()),
+        };
+        if new.is_some() {
+            let held = self.media_relays.ins.len() - usize::from(replaced);
+            if held >= LINKS_PER_NODE {
+                let counters = &mut self.media_relays.counters;
+                return Err(counters.refuse(RelayRefusal::TooManyLinks));
+            }
+        }
+        if let Some(link) = new {
+            // A name the relays on the forgotten link held is free for the new one.
+            self.end_link_in(from);
+            let fresh = LinkIn {
+                id: link.id,
+                srtp: link.srtp,
+                heard: now,
+                next_keepalive: now,
+                relays: HashMap::new(),
+                by_ssrc: HashMap::new(),
+                by_tag: HashMap::new(),
+                changed: HashSet::new(),
+            };
+            self.media_relays.ins.insert(from, fresh);
+            self.bind(from);
+        }
+        let id = match self.add_relay_in(now, room, offer) {
+            Ok(id) => id,
+            Err(refused) => {
+                self.end_link_if_empty(from);
+                return Err(refused);
+            }
+        };
+        let Some(held) = self.media_relays.ins.get_mut(&from) else {
+            return Err(CoreError::UnknownPeer);
+        };
+        held.relays.insert(id, None);
+        held.by_ssrc.extend(ssrcs.into_iter().map(|s| (s, id)));
+        held.by_tag.insert(tag, id);
+        self.media_relays.in_peers.insert(id, from);
+        self.media_relays.counters.started_in += 1;
+        self.arm_relay_tick(now);
+        tracing::info!(room, ?from, peer = %id, "relaying a publisher from another node");
+        Ok(id)
+    }
+
+    /// The relay-in's session: a publisher, connected from the start (its keys are its
+    /// link's).
+    fn add_relay_in(
+        &mut self,
+        now: Instant,
+        room: &str,
+        offer: RelayOffer,
+    ) -> Result<PeerId, CoreError> {
         let (local_ufrag, local_pwd) = random_ice_credentials();
         let join = Join {
             name: offer.name,
@@ -318,381 +623,111 @@ impl NodeCore {
             codecs: offer.codecs,
         };
         let id = self.add_publisher(now, join, publisher)?;
-        if let Some(peer) = self.peers.get_mut(&id) {
-            peer.addr = Some(from);
-        }
-        self.by_addr.insert(from, id);
-        self.bind(from);
-        self.set_srtp(id, srtp);
-        let relay = RelayIn {
-            from,
-            next_keepalive: now,
-            idle_since: None,
-        };
-        self.media_relays.ins.insert(id, relay);
-        self.media_relays.counters.started_in += 1;
-        self.arm_relay_tick(now);
-        tracing::info!(room, ?from, peer = %id, "relaying a publisher from another node");
+        self.connected_without_keys();
         Ok(id)
     }
 
-    fn arm_relay_tick(&mut self, now: Instant) {
+    pub(super) fn arm_relay_tick(&mut self, now: Instant) {
         self.media_relays.next_tick.get_or_insert(now + TICK);
-    }
-
-    /// Whether `from` is the edge of a relay this core sends: its datagrams are the link's.
-    pub(super) fn is_relay_edge(&self, from: Remote) -> bool {
-        !self.media_relays.outs.is_empty() && self.media_relays.outs.contains_key(&from)
     }
 
     /// Whether session `id` is a relay-in.
     pub(super) fn is_relay_in(&self, id: PeerId) -> bool {
-        !self.media_relays.ins.is_empty() && self.media_relays.ins.contains_key(&id)
+        !self.media_relays.in_peers.is_empty() && self.media_relays.in_peers.contains_key(&id)
     }
 
-    /// A packet the engine took from the publisher on `transport` goes out on its links.
-    pub(super) fn relay_packet(&mut self, transport: TransportId, packet: &Bytes) {
-        for (&to, relay) in self.media_relays.outs.iter_mut() {
-            if relay.transport != transport {
-                continue;
-            }
-            if relay.sent.len() == RESEND_RING {
-                relay.sent.pop_front();
-            }
-            relay.sent.push_back(packet.clone());
-            self.media_relays.queue.push_back((to, packet.clone()));
-        }
-    }
-
-    /// The publisher's RTCP (its sender reports, which the edge's receivers align simulcast
-    /// streams and report by) goes out on its links as it came, protected at once: one
-    /// compound packet a second or so.
-    pub(super) fn relay_rtcp(&mut self, now: Instant, transport: TransportId, compound: &[u8]) {
-        let mut sent_report = None;
-        let _ = parse_compound(compound, |item| {
-            if let RtcpFeedback::SenderReport(report) = item {
-                sent_report = Some((report.ntp_time >> 16) as u32);
-            }
-        });
-        let mut buf = Vec::with_capacity(compound.len() + MAX_OVERHEAD);
-        for (&to, relay) in self.media_relays.outs.iter_mut() {
-            if relay.transport != transport {
-                continue;
-            }
-            if let Some(ntp) = sent_report {
-                if relay.reports.len() == REPORTS_KEPT {
-                    relay.reports.pop_front();
-                }
-                relay.reports.push_back((ntp, now));
-            }
-            buf.clear();
-            buf.extend_from_slice(compound);
-            buf.resize(compound.len() + MAX_OVERHEAD, 0);
-            match relay.srtp.protect_rtcp(&mut buf, compound.len()) {
-                Ok(len) => self.handshake_out.push_back((to, buf[..len].to_vec())),
-                Err(_) => self.counters.drop(DropReason::SrtpRejected),
-            }
-        }
-    }
-
-    /// The decrypted packet to be relayed, when the publisher on `transport` has links.
-    pub(super) fn wants_relay(&self, transport: TransportId) -> bool {
-        !self.media_relays.outs.is_empty() && self.media_relays.relays_from(transport)
-    }
-
-    /// The next packet for a link, protected in `out`.
-    pub(super) fn poll_relayed(&mut self, out: &mut [u8]) -> Option<(Remote, usize)> {
-        while let Some((to, packet)) = self.media_relays.queue.pop_front() {
-            let Some(relay) = self.media_relays.outs.get_mut(&to) else {
-                continue;
-            };
-            let len = packet.len();
-            let fits = len + MAX_OVERHEAD <= out.len();
-            let Some(slot) = out.get_mut(..len).filter(|_| fits) else {
-                self.counters.drop(DropReason::TooLong);
-                continue;
-            };
-            slot.copy_from_slice(&packet);
-            match relay.srtp.protect_rtp(out, len) {
-                Ok(protected) => {
-                    self.counters.bytes_out += protected as u64;
-                    self.media_relays.counters.packets_out += 1;
-                    return Some((to, protected));
-                }
-                Err(_) => self.counters.drop(DropReason::SrtpRejected),
-            }
-        }
-        None
-    }
-
-    /// A datagram from a relay's edge: SRTCP (its NACKs, keyframe requests, keepalives, BYE)
-    /// or nothing.
-    pub(super) fn handle_from_edge(&mut self, now: Instant, from: Remote, data: &[u8]) {
-        let Some(relay) = self.media_relays.outs.get_mut(&from) else {
-            return;
-        };
-        if classify(data) != PayloadKind::Rtcp {
-            self.counters.drop(DropReason::NotAPublisher);
-            return;
-        }
-        self.plain.clear();
-        self.plain.extend_from_slice(data);
-        let Ok(len) = relay.srtp.unprotect_rtcp(&mut self.plain) else {
-            self.counters.drop(DropReason::SrtpRejected);
-            return;
-        };
-        relay.heard = now;
-        let mut asks = Vec::new();
-        let mut bye = false;
-        let parsed = parse_compound(&self.plain[..len], |item| match item {
-            RtcpFeedback::Pli(pli) => asks.push(Ask::Keyframe(pli.media_ssrc)),
-            RtcpFeedback::Fir(fir) => {
-                asks.extend(fir.entries.iter().map(|e| Ask::Keyframe(e.ssrc)));
-            }
-            RtcpFeedback::Nack(nack) => {
-                let ssrc = nack.media_ssrc;
-                asks.extend(nack.pairs.lost().map(|seq| Ask::Resend(ssrc, seq)));
-            }
-            RtcpFeedback::ReceiverReport(report) => {
-                asks.extend(
-                    report
-                        .blocks
-                        .iter()
-                        .map(|b| Ask::Report(b.fraction_lost, b.last_sr, b.delay_since_last_sr)),
-                );
-            }
-            RtcpFeedback::Other(other) if other.packet_type == RTCP_BYE => bye = true,
-            _ => {}
-        });
-        if parsed.is_err() {
-            self.counters.drop(DropReason::MalformedRtcp);
-            return;
-        }
-        for ask in asks {
-            self.answer_edge(now, from, ask);
-        }
-        if bye {
-            tracing::info!(?from, "the edge ended its relay");
-            self.end_relay_out(from);
-        }
-    }
-
-    fn answer_edge(&mut self, now: Instant, from: Remote, ask: Ask) {
-        let Some(relay) = self.media_relays.outs.get_mut(&from) else {
-            return;
-        };
-        match ask {
-            Ask::Report(fraction_lost, last_sr, delay) => {
-                let quality = &mut relay.quality;
-                quality.fraction_lost = Some(fraction_lost);
-                let sent = relay.reports.iter().find(|(ntp, _)| *ntp == last_sr);
-                if let Some(&(_, at)) = sent.filter(|_| last_sr != 0) {
-                    // The delay is in 65536ths of a second.
-                    let held = Duration::from_micros(u64::from(delay) * 1_000_000 / 65_536);
-                    quality.round_trip = now.saturating_duration_since(at).checked_sub(held);
-                }
-            }
-            Ask::Keyframe(ssrc) => {
-                let Some(track) = self.router.ssrc_track(relay.transport, ssrc) else {
-                    return;
-                };
-                if self.router.request_keyframe_of(now, track, ssrc).is_ok() {
-                    self.media_relays.counters.keyframes_asked += 1;
-                }
-            }
-            Ask::Resend(ssrc, seq) => {
-                let sent = relay
-                    .sent
-                    .iter()
-                    .rev()
-                    .find(|p| rtp_id(p) == Some((ssrc, seq)));
-                if let Some(packet) = sent.cloned() {
-                    self.media_relays.counters.resent += 1;
-                    self.media_relays.queue.push_back((from, packet));
-                }
-            }
-        }
-    }
-
-    /// A datagram from the origin of relay-in `id`: its media into the engine, its RTCP too
-    /// unless it is the BYE that ends the relay. Whatever authenticates keeps the link alive.
-    pub(super) fn handle_from_origin(&mut self, now: Instant, id: PeerId, data: &[u8]) {
-        let heard = match classify(data) {
-            PayloadKind::Rtp => self.handle_srtp(now, id, data),
-            PayloadKind::Rtcp => match self.handle_srtcp(now, id, data) {
-                Some(len) if has_bye(&self.plain[..len]) => {
-                    tracing::info!(peer = %id, "the origin ended its relay");
-                    let _ = self.remove_peer(id);
-                    return;
-                }
-                Some(_) => true,
-                None => false,
-            },
-            _ => {
-                self.counters.drop(DropReason::NotWebRtc);
-                false
-            }
-        };
-        if let (true, Some(peer)) = (heard, self.peers.get_mut(&id)) {
-            peer.last_seen = now;
-        }
-    }
-
-    /// A session left: a relay-in's state goes with it, and the relays of a publisher end
-    /// with a BYE to their edges.
+    /// A session left: a relay-in leaves its link with a BYE to its origin (the link ends
+    /// with its last relay), and the relays of a publisher end with a BYE to their edges.
     pub(super) fn forget_relays(&mut self, id: PeerId) {
-        self.media_relays.ins.remove(&id);
-        let ended: Vec<Remote> = self
+        if let Some(from) = self.media_relays.in_peers.remove(&id) {
+            self.leave_link_in(from, id);
+        }
+        let links: Vec<Remote> = self
             .media_relays
             .outs
             .iter()
-            .filter(|(_, r)| r.publisher == id)
+            .filter(|(_, l)| l.relays.iter().any(|r| r.publisher == id))
             .map(|(&to, _)| to)
             .collect();
-        for to in ended {
-            self.send_link_rtcp(to, RTCP_BYE);
-            self.end_relay_out(to);
+        for to in links {
+            self.end_relay_out(to, |r| r.publisher == id, true);
         }
     }
 
-    fn end_relay_out(&mut self, to: Remote) {
-        if self.media_relays.outs.remove(&to).is_some() {
-            self.unbind(to);
-        }
-    }
-
-    /// The links' keepalives, lost links, and relays nobody receives any more.
-    pub(super) fn handle_relay_timeouts(&mut self, now: Instant) {
-        if self.media_relays.next_tick.is_none_or(|at| at > now) {
+    /// Relay-in `id` off its link, with a BYE naming one of its SSRCs; the link ends with
+    /// its last relay.
+    fn leave_link_in(&mut self, from: Remote, id: PeerId) {
+        let Some(link) = self.media_relays.ins.get_mut(&from) else {
             return;
+        };
+        link.relays.remove(&id);
+        let named = link.by_ssrc.iter().find(|(_, &p)| p == id).map(|(&s, _)| s);
+        link.by_ssrc.retain(|_, p| *p != id);
+        link.by_tag.retain(|_, p| *p != id);
+        link.changed.remove(&id);
+        if let Some(ssrc) = named {
+            self.send_bye(from, false, ssrc);
         }
-        self.media_relays.next_tick = Some(now + TICK);
-        let lost: Vec<Remote> = self
+        self.end_link_if_empty(from);
+    }
+
+    fn end_link_if_empty(&mut self, from: Remote) {
+        if self
             .media_relays
-            .outs
+            .ins
+            .get(&from)
+            .is_some_and(|l| l.relays.is_empty())
+        {
+            self.media_relays.ins.remove(&from);
+            self.unbind_link(from);
+        }
+    }
+
+    /// Ends the relays on the link to `to` that `which` picks, each with a BYE (when `bye`)
+    /// naming one of its SSRCs; the link ends with its last relay.
+    pub(super) fn end_relay_out(
+        &mut self,
+        to: Remote,
+        which: impl Fn(&RelayOut) -> bool,
+        bye: bool,
+    ) {
+        let Some(link) = self.media_relays.outs.get_mut(&to) else {
+            return;
+        };
+        let named: Vec<u32> = link
+            .relays
             .iter()
-            .filter(|(_, r)| now.saturating_duration_since(r.heard) > LINK_TIMEOUT)
-            .map(|(&to, _)| to)
+            .filter(|r| which(r))
+            .filter_map(|r| r.ssrcs.first().copied())
             .collect();
-        for to in lost {
-            tracing::warn!(?to, "a relay's link went silent");
-            self.end_relay_out(to);
-            self.media_relays.counters.links_lost += 1;
+        link.relays.retain(|r| !which(r));
+        let empty = link.relays.is_empty();
+        for ssrc in named.into_iter().filter(|_| bye) {
+            self.send_bye(to, true, ssrc);
         }
-        let due: Vec<Remote> = self
-            .media_relays
-            .outs
-            .iter_mut()
-            .filter(|(_, r)| r.next_keepalive <= now)
-            .map(|(&to, r)| {
-                r.next_keepalive = now + KEEPALIVE;
-                to
-            })
-            .collect();
-        for to in due {
-            self.send_link_rtcp(to, RTCP_RR);
-        }
-        let ins: Vec<PeerId> = self.media_relays.ins.keys().copied().collect();
-        for id in ins {
-            self.check_relay_in(now, id);
+        if empty {
+            self.media_relays.outs.remove(&to);
+            self.unbind_link(to);
         }
     }
 
-    fn check_relay_in(&mut self, now: Instant, id: PeerId) {
-        let Some(peer) = self.peers.get(&id) else {
+    /// The link from `from`, with every relay-in on it, gone (lost, or replaced).
+    pub(super) fn end_link_in(&mut self, from: Remote) {
+        let Some(link) = self.media_relays.ins.remove(&from) else {
             return;
         };
-        if now.saturating_duration_since(peer.last_seen) > LINK_TIMEOUT {
-            tracing::warn!(peer = %id, "a relay's link went silent");
-            self.media_relays.counters.links_lost += 1;
+        // Each leaves the tables as any session; its BYE has no link to go on.
+        for id in link.relays.into_keys() {
             let _ = self.remove_peer(id);
-            return;
         }
-        let wanted = self
-            .rooms
-            .get(&peer.room)
-            .is_some_and(|r| !r.viewers.is_empty() || !r.participants.is_empty());
-        let Some(relay) = self.media_relays.ins.get_mut(&id) else {
-            return;
-        };
-        let from = relay.from;
-        if wanted {
-            relay.idle_since = None;
-        } else if now.saturating_duration_since(*relay.idle_since.get_or_insert(now)) >= LINGER {
-            tracing::info!(peer = %id, "nobody receives a relay any more");
-            self.send_link_rtcp(from, RTCP_BYE);
-            self.media_relays.counters.ended_idle += 1;
-            let _ = self.remove_peer(id);
-            return;
-        }
-        if relay.next_keepalive <= now {
-            relay.next_keepalive = now + KEEPALIVE;
-            self.send_link_rtcp(from, RTCP_RR);
-        }
+        self.unbind_link(from);
     }
 
-    /// An RTCP packet of the link's own (an empty receiver report, a BYE) protected at once
-    /// under the link's keys, sent with the handshakes.
-    fn send_link_rtcp(&mut self, to: Remote, packet_type: u8) {
-        let mut packet = vec![0; 8 + MAX_OVERHEAD];
-        let count = u8::from(packet_type == RTCP_BYE);
-        packet[..8].copy_from_slice(&link_rtcp(packet_type, count));
-        let srtp = match self.media_relays.outs.get_mut(&to) {
-            Some(relay) => Some(&mut relay.srtp),
-            None => self
-                .by_addr
-                .get(&to)
-                .and_then(|id| self.peers.get_mut(id))
-                .and_then(|p| p.srtp.as_mut()),
-        };
-        match srtp.map(|s| s.protect_rtcp(&mut packet, 8)) {
-            Some(Ok(len)) => {
-                packet.truncate(len);
-                self.handshake_out.push_back((to, packet));
-            }
-            _ => self.counters.drop(DropReason::SrtpRejected),
+    /// Datagrams from `at` stop coming here unless a link the other way is there still.
+    pub(super) fn unbind_link(&self, at: Remote) {
+        let relays = &self.media_relays;
+        if !relays.outs.contains_key(&at) && !relays.ins.contains_key(&at) {
+            self.unbind(at);
         }
     }
-}
-
-/// What an edge asked of the origin in one RTCP packet.
-enum Ask {
-    Keyframe(u32),
-    /// A report block: fraction lost, last SR, delay since it.
-    Report(u8, u32, u32),
-    Resend(u32, u16),
-}
-
-/// An RTCP header with no body past the sender's SSRC: a receiver report without blocks, or
-/// a BYE of that SSRC.
-fn link_rtcp(packet_type: u8, count: u8) -> [u8; 8] {
-    let ssrc = LINK_SSRC.to_be_bytes();
-    [
-        0x80 | count,
-        packet_type,
-        0,
-        1,
-        ssrc[0],
-        ssrc[1],
-        ssrc[2],
-        ssrc[3],
-    ]
-}
-
-/// An RTP packet's SSRC and sequence number.
-fn rtp_id(packet: &[u8]) -> Option<(u32, u16)> {
-    let seq = u16::from_be_bytes(packet.get(2..4)?.try_into().ok()?);
-    let ssrc = u32::from_be_bytes(packet.get(8..12)?.try_into().ok()?);
-    Some((ssrc, seq))
-}
-
-/// Whether a compound RTCP packet holds a BYE.
-fn has_bye(compound: &[u8]) -> bool {
-    let mut bye = false;
-    let _ = parse_compound(compound, |item| {
-        if let RtcpFeedback::Other(other) = item {
-            bye |= other.packet_type == RTCP_BYE;
-        }
-    });
-    bye
 }

@@ -178,8 +178,10 @@ impl NodeCore {
             self.by_addr.remove(&addr);
             self.unbind(addr);
         }
-        self.admission.left(peer.client, peer.srtp.is_none());
-        if peer.srtp.is_none() {
+        // A relay-in is connected without keys of its own: its link has them.
+        let connecting = peer.srtp.is_none() && !self.is_relay_in(id);
+        self.admission.left(peer.client, connecting);
+        if connecting {
             self.connecting -= 1;
         }
         if let Some(room) = self.rooms.get_mut(&peer.room) {
@@ -214,6 +216,13 @@ impl NodeCore {
         self.serve_waiting(&peer.room);
         self.ask_renegotiation(&peer.room);
         Ok(())
+    }
+
+    /// A session just added that is connected without keys of its own (a relay-in: its
+    /// link has them).
+    pub(super) fn connected_without_keys(&mut self) {
+        self.connecting -= 1;
+        self.admission.connected();
     }
 
     /// The SRTP context the session's DTLS handshake produced: the session is connected, and

@@ -62,18 +62,14 @@ impl NodeCore {
             self.handle_stun(now, from, data);
             return;
         }
-        if self.is_relay_edge(from) {
-            self.handle_from_edge(now, from, data);
+        if self.is_link(from) {
+            self.handle_from_link(now, from, data);
             return;
         }
         let Some(&id) = self.by_addr.get(&from) else {
             self.counters.drop(DropReason::UnknownSource);
             return;
         };
-        if self.is_relay_in(id) {
-            self.handle_from_origin(now, id, data);
-            return;
-        }
         match kind {
             PayloadKind::Dtls => self.handle_dtls(now, id, data),
             PayloadKind::Rtp => {
@@ -281,8 +277,11 @@ impl NodeCore {
         out: &mut [u8],
         len: usize,
     ) -> Option<(Remote, usize)> {
-        let id = self.by_transport.get(&transport)?;
-        let peer = self.peers.get_mut(id)?;
+        let id = *self.by_transport.get(&transport)?;
+        if let Some(sent) = self.protect_on_link(id, rtcp, out, len) {
+            return sent;
+        }
+        let peer = self.peers.get_mut(&id)?;
         let (Some(to), Some(srtp)) = (peer.addr, peer.srtp.as_mut()) else {
             self.counters.drop(DropReason::NotConnected);
             return None;

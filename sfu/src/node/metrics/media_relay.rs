@@ -13,6 +13,10 @@ pub struct RelayFigures {
     pub out: usize,
     /// Relays this node is the edge of.
     pub into: usize,
+    /// Links toward edges.
+    pub links_out: usize,
+    /// Links from origins.
+    pub links_in: usize,
     /// What they did.
     pub counters: RelayCounters,
     /// Each relay's link, by the edge's address, as the edge's reports show it.
@@ -24,6 +28,8 @@ impl RelayFigures {
     pub fn add(&mut self, other: &RelayFigures) {
         self.out += other.out;
         self.into += other.into;
+        self.links_out += other.links_out;
+        self.links_in += other.links_in;
         let (a, b) = (&mut self.counters, other.counters);
         a.started_out += b.started_out;
         a.started_in += b.started_in;
@@ -32,6 +38,9 @@ impl RelayFigures {
         a.packets_out += b.packets_out;
         a.resent += b.resent;
         a.keyframes_asked += b.keyframes_asked;
+        for (a, b) in a.refused.iter_mut().zip(b.refused) {
+            *a += b;
+        }
         self.links.extend_from_slice(&other.links);
     }
 
@@ -43,7 +52,22 @@ impl RelayFigures {
             ("{direction=\"in\"}", self.into as u64),
         ];
         family(out, Family { name, help, kind }, samples);
+        let (name, help) = (
+            "media_relay_links",
+            "Relay links toward (out) and from (in) nodes.",
+        );
+        let samples = [
+            ("{direction=\"out\"}", self.links_out as u64),
+            ("{direction=\"in\"}", self.links_in as u64),
+        ];
+        family(out, Family { name, help, kind }, samples);
         let c = &self.counters;
+        let (name, kind) = ("media_relays_refused_total", "counter");
+        let help = "Relays refused, by reason: a link full, too many links, an SSRC taken, \
+            the link on another worker.";
+        let labels = RelayCounters::REFUSALS.map(|r| format!("{{reason=\"{r}\"}}"));
+        let samples = labels.iter().map(String::as_str).zip(c.refused);
+        family(out, Family { name, help, kind }, samples);
         let (name, kind) = ("media_relays_started_total", "counter");
         let help = "Relays started, to (out) and from (in) another node.";
         let samples = [
@@ -53,7 +77,7 @@ impl RelayFigures {
         family(out, Family { name, help, kind }, samples);
         let help = "Relays an edge ended after its linger without a receiving session.";
         counter(out, "media_relays_ended_idle_total", help, c.ended_idle);
-        let help = "Relays ended because their link was silent past the link timeout.";
+        let help = "Relay links lost: silent past the link timeout, with every relay on them.";
         counter(out, "media_relay_links_lost_total", help, c.links_lost);
         let help = "RTP packets sent on relay links, NACKed ones again included.";
         counter(out, "media_relay_packets_out_total", help, c.packets_out);

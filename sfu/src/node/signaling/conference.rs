@@ -52,6 +52,9 @@ impl Signaling {
             "a participant needs a name: ?name=, or a token with a subject",
         ))?;
         let offer = self.parse_participant_offer(offer)?;
+        if let Some(relay) = self.relay() {
+            relay.pull_room(room).await;
+        }
         let plan = sdp::negotiate_participant(&offer)?;
         let participant = self.participant_offer(&plan, &offer, caller, room)?;
         let join = Join {

@@ -1,0 +1,315 @@
+//! Several relays on one link between two nodes' cores, in memory: two publishers of one room
+//! on the origin, a viewer of each on the edge, both relays told apart by their SSRCs; each
+//! ends on its own, and the link with the last; the link's limits refuse, counted.
+
+use selector::Layer;
+use sfu::engine::{StreamConfig, StreamIds, TrackConfig};
+use sfu::node::core::{CoreError, RelayCounters, RelayRefusal, LINKS_PER_NODE};
+use sfu::node::metrics::DropReason;
+use sfu::node::peer::{Join, PeerId, Viewer};
+use sfu::node::remote::Remote;
+use sfu::node::srtp::SrtpProfile;
+use sfu::node::testing::{av1_track, av1_viewer, keys, publisher, Harness};
+
+use crate::common::with_rid;
+use crate::fixtures::{addr, harness, l3t3, DD_IN, DD_OUT};
+use crate::relay::{new_link, Pair, EDGE};
+
+const ALICE: u32 = 0xA1;
+const BOB: u32 = 0xB1;
+
+/// A publisher named `name` in "room", connected from `port`.
+fn named(h: &mut Harness, name: &str, ssrc: u32, port: u16) -> PeerId {
+    named_with(h, name, av1_track(ssrc, DD_IN), port)
+}
+
+/// A publisher of `track` named `name` in "room", connected from `port`.
+fn named_with(h: &mut Harness, name: &str, track: TrackConfig, port: u16) -> PeerId {
+    let ice = h.next_credentials();
+    let join = Join {
+        name: Some(name.to_owned()),
+        ..Join::new("room", ice.clone())
+    };
+    let id = h
+        .core
+        .add_publisher(h.now, join, publisher([track]))
+        .expect("a publisher");
+    h.connect(id, &ice, addr(port));
+    id
+}
+
+/// A viewer of `source` only.
+fn viewer_of(source: &str, ssrc: u32) -> Viewer {
+    Viewer {
+        source: Some(source.to_owned()),
+        ..av1_viewer(ssrc, Some(DD_OUT), Layer::MAX)
+    }
+}
+
+/// Alice and Bob publishing on the origin, a viewer of each on the edge, nothing relayed yet.
+fn two_publishers() -> (Pair, [PeerId; 2]) {
+    let mut a = harness();
+    let mut b = harness();
+    b.now = a.now;
+    let publishers = [
+        named(&mut a, "alice", ALICE, 5000),
+        named(&mut a, "bob", BOB, 5001),
+    ];
+    let viewers = [
+        b.viewer("room", viewer_of("alice", 0x10), addr(6001)),
+        b.viewer("room", viewer_of("bob", 0x20), addr(6002)),
+    ];
+    let link = keys(SrtpProfile::AeadAes128Gcm, 7);
+    (
+        Pair {
+            a,
+            b,
+            viewers,
+            link,
+        },
+        publishers,
+    )
+}
+
+/// What each edge viewer received of `ssrc`'s packets `from..` (to the 30th) sent from `port`.
+fn burst(pair: &mut Pair, ssrc: u32, port: u16, from: usize) -> [usize; 2] {
+    let before = [6001, 6002].map(|p| pair.b.media_to(addr(p)).len());
+    let packets = l3t3(ssrc, 10);
+    for packet in packets.iter().skip(from).take(30) {
+        pair.a.send(addr(port), packet);
+        pair.shuttle();
+    }
+    let after = [6001, 6002].map(|p| pair.b.media_to(addr(p)).len());
+    [after[0] - before[0], after[1] - before[1]]
+}
+
+#[test]
+fn two_publishers_cross_one_link_each_to_its_viewer_and_each_relay_ends_alone() {
+    let (mut pair, [_, bob]) = two_publishers();
+    let link = pair.link.mirrored();
+    pair.relay(Some("alice"), &link).expect("alice relayed");
+    // Bob's relay joins the link the edge names: under the same keys, whatever new ones the
+    // request brought (the edge's are wrong here, and unused).
+    let unused = keys(SrtpProfile::AeadAes128Gcm, 9);
+    pair.relay(Some("bob"), &unused).expect("bob relayed");
+    assert_eq!(pair.a.core.link_count(), (1, 0), "one link");
+    assert_eq!(pair.b.core.link_count(), (0, 1));
+    assert_eq!(pair.a.core.relay_count(), (2, 0), "two relays on it");
+    assert_eq!(pair.b.core.relay_count(), (0, 2));
+
+    let [to_alices, to_bobs] = burst(&mut pair, ALICE, 5000, 0);
+    assert!(to_alices > 0, "alice's viewer decodes her");
+    assert_eq!(to_bobs, 0, "bob's viewer gets none of alice");
+    let [to_alices, to_bobs] = burst(&mut pair, BOB, 5001, 0);
+    assert_eq!(to_alices, 0);
+    assert!(to_bobs > 0, "bob's viewer decodes him");
+
+    // Bob leaves the origin: his relay ends on both nodes, alice's goes on over the link.
+    pair.a.core.remove_peer(bob).expect("bob");
+    pair.a.drain();
+    pair.shuttle();
+    assert_eq!(pair.a.core.relay_count(), (1, 0));
+    assert_eq!(pair.b.core.relay_count(), (0, 1), "only bob's relay ended");
+    assert_eq!(pair.b.core.link_count(), (0, 1));
+    pair.run(std::time::Duration::from_millis(250), 8, false);
+    assert_eq!(pair.a.core.relay_counters().links_lost, 0);
+    let [to_alices, _] = burst(&mut pair, ALICE, 5000, 30);
+    assert!(to_alices > 0, "alice still relayed");
+}
+
+#[test]
+fn the_last_relay_leaving_ends_the_link_on_both_nodes() {
+    let (mut pair, publishers) = two_publishers();
+    let link = pair.link.mirrored();
+    pair.relay(Some("alice"), &link).expect("alice relayed");
+    pair.relay(Some("bob"), &link).expect("bob relayed");
+    for publisher in publishers {
+        pair.a.core.remove_peer(publisher).expect("a publisher");
+        pair.a.drain();
+        pair.shuttle();
+    }
+    assert_eq!(pair.a.core.link_count(), (0, 0));
+    assert_eq!(pair.b.core.link_count(), (0, 0));
+    assert_eq!(pair.b.core.relay_count(), (0, 0));
+    assert_eq!(
+        pair.a.core.relay_counters().links_lost,
+        0,
+        "BYEs, not silence"
+    );
+    assert_eq!(pair.b.core.relay_counters().links_lost, 0);
+}
+
+#[test]
+fn a_relay_whose_ssrcs_another_on_the_link_has_is_refused_and_counted() {
+    let (mut pair, _) = two_publishers();
+    let link = pair.link.mirrored();
+    pair.relay(Some("alice"), &link).expect("alice relayed");
+    // Alice offered again on the same link, as a second relay: her SSRCs are taken.
+    let (offer, id) = pair
+        .a
+        .core
+        .relay_out(
+            pair.a.now,
+            "room",
+            Some("alice"),
+            EDGE,
+            &[],
+            new_link("x", &pair.link),
+        )
+        .expect("the origin restarts its relay of alice on a new link");
+    // Under another name (a publisher of its own to the edge), not a renewal of alice's.
+    let mut offer = offer;
+    offer.name = Some("mallory".to_owned());
+    let edge = new_link("origin-nonce", &link);
+    let refused = pair
+        .b
+        .core
+        .relay_in(pair.b.now, "room", offer, crate::relay::ORIGIN, edge);
+    assert!(
+        matches!(
+            refused,
+            Err(CoreError::RelayRefused(RelayRefusal::SsrcTaken))
+        ),
+        "{refused:?}"
+    );
+    let taken = RelayCounters::REFUSALS
+        .iter()
+        .position(|r| *r == "ssrc_taken")
+        .expect("a label");
+    assert_eq!(pair.b.core.relay_counters().refused[taken], 1);
+    assert_eq!(id, "x", "the edge named no link: a new one");
+}
+
+#[test]
+fn an_origin_holds_at_most_its_links_and_counts_the_one_refused() {
+    let (mut pair, _) = two_publishers();
+    for port in 0..LINKS_PER_NODE as u16 {
+        let edge = Remote::Udp(std::net::SocketAddr::from(([10, 0, 1, 1], 40_000 + port)));
+        let link = new_link(&format!("link-{port}"), &pair.link);
+        pair.a
+            .core
+            .relay_out(pair.a.now, "room", Some("alice"), edge, &[], link)
+            .expect("a link of its own");
+    }
+    assert_eq!(pair.a.core.link_count(), (LINKS_PER_NODE, 0));
+    let one_more = new_link("one-more", &pair.link);
+    let refused = pair
+        .a
+        .core
+        .relay_out(pair.a.now, "room", Some("alice"), EDGE, &[], one_more);
+    assert!(
+        matches!(
+            refused,
+            Err(CoreError::RelayRefused(RelayRefusal::TooManyLinks))
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(pair.a.core.relay_counters().refused[1], 1);
+}
+
+/// `units` temporal units of an L3T3 stream under `ssrc` with a keyframe every third: an edge
+/// viewer served midway gets one soon.
+fn keyframes_often(ssrc: u32, units: usize) -> Vec<Vec<u8>> {
+    use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
+    let config = GeneratorConfig {
+        ssrc,
+        keyframe_interval_tus: 3,
+        ..GeneratorConfig::default()
+    };
+    let mut generator = StreamGenerator::new(ScalabilityMode::L3T3, config);
+    let structure = generator.structure().clone();
+    let mut packets = Vec::new();
+    let mut done = 0;
+    while done < units {
+        let packet = generator.next().expect("endless");
+        done += usize::from(packet.marker);
+        packets.push(packet.rtp_bytes(DD_IN, &structure));
+    }
+    packets
+}
+
+/// A simulcast track of two streams ("q", "f") whose SSRCs their first packets bind.
+fn unbound_simulcast() -> TrackConfig {
+    let mut config = av1_track(0, DD_IN);
+    config.streams = (0..2)
+        .map(|_| StreamConfig {
+            ssrc: 0,
+            rtx_ssrc: None,
+        })
+        .collect();
+    config.stream_ids = StreamIds::Rids {
+        rids: ["q", "f"].map(String::from).into_iter().collect(),
+        rid_ext: 12,
+        repaired_rid_ext: Some(13),
+        announced: Default::default(),
+    };
+    config
+}
+
+#[test]
+fn a_stream_bound_after_the_relay_started_is_announced_and_relayed_once_the_edge_asks_again() {
+    let mut a = harness();
+    let mut b = harness();
+    b.now = a.now;
+    named_with(&mut a, "alice", unbound_simulcast(), 5000);
+    let viewers = [
+        b.viewer("room", viewer_of("alice", 0x10), addr(6001)),
+        b.viewer(
+            "room",
+            av1_viewer(0x20, Some(DD_OUT), Layer::MAX),
+            addr(6002),
+        ),
+    ];
+    let link = keys(SrtpProfile::AeadAes128Gcm, 7);
+    let mut pair = Pair {
+        a,
+        b,
+        viewers,
+        link,
+    };
+    let edge_keys = pair.link.mirrored();
+    pair.relay(Some("alice"), &edge_keys)
+        .expect("alice relayed, unbound");
+
+    // Stream f binds on the origin; the edge cannot place it yet.
+    let packets: Vec<Vec<u8>> = keyframes_often(0x5151, 12)
+        .iter()
+        .map(|p| with_rid(p, 12, b"f"))
+        .collect();
+    let (first, rest) = packets.split_at(20);
+    let unknown = |pair: &Pair| pair.b.core.counters().dropped(DropReason::UnknownSsrc);
+    let before = unknown(&pair);
+    pair.publish(first);
+    assert!(
+        unknown(&pair) > before,
+        "relayed, but under an SSRC the edge was not offered"
+    );
+    assert!(pair.b.media_to(addr(6001)).is_empty());
+    assert!(pair.b.core.relay_room("room").renew.is_empty());
+
+    // The origin's keepalive tells the edge, whose node asks again on the same link.
+    pair.run(std::time::Duration::from_millis(250), 3, false);
+    assert_eq!(
+        pair.b.core.relay_room("room").renew,
+        vec!["alice".to_owned()]
+    );
+    pair.relay(Some("alice"), &edge_keys)
+        .expect("alice relayed again");
+    assert_eq!(pair.b.core.relay_count(), (0, 1), "the relay-in replaced");
+    assert_eq!(pair.a.core.relay_count(), (1, 0));
+    assert_eq!(pair.b.core.link_count(), (0, 1), "on the same link");
+    assert!(pair.b.core.relay_room("room").renew.is_empty());
+
+    let unknown_before = unknown(&pair);
+    assert_eq!(pair.publish(rest), rest.len());
+    assert_eq!(unknown(&pair), unknown_before, "every packet placed");
+    assert!(
+        !pair.b.media_to(addr(6001)).is_empty(),
+        "alice's viewer served"
+    );
+    pair.run(std::time::Duration::from_millis(250), 3, false);
+    assert!(
+        pair.b.core.relay_room("room").renew.is_empty(),
+        "nothing changed since"
+    );
+}
