@@ -100,7 +100,7 @@ pub fn run(node: &NodeProcess, options: &Options) -> Result<DataReport, LoadErro
     progress(&format!(
         "{connected} of {n} participants connected, {complete} with all {n} channels open"
     ));
-    let relayed_before = node::metric(node.http, "strata_data_messages_relayed_total");
+    let relayed_before = node::metric(&[node.http], "strata_data_messages_relayed_total");
     let node_process = Process::Pid(node.pid());
     let node_cpu = node_process.cpu_time().map_err(LoadError::Io)?;
     let tool_cpu = Process::This.cpu_time().map_err(LoadError::Io)?;
@@ -117,7 +117,7 @@ pub fn run(node: &NodeProcess, options: &Options) -> Result<DataReport, LoadErro
     let node_cpu = (node_process.cpu_time().map_err(LoadError::Io)?).saturating_sub(node_cpu);
     let tool_cpu = (Process::This.cpu_time().map_err(LoadError::Io)?).saturating_sub(tool_cpu);
     run.drive_until(&mut poll, &mut events, Instant::now() + DRAIN, |_| false)?;
-    let relayed = node::metric(node.http, "strata_data_messages_relayed_total");
+    let relayed = node::metric(&[node.http], "strata_data_messages_relayed_total");
     Ok(DataReport {
         participants: n,
         connected,
@@ -133,7 +133,7 @@ pub fn run(node: &NodeProcess, options: &Options) -> Result<DataReport, LoadErro
         node_cpu_percent: percent_of_core(node_cpu, wall),
         tool_cpu_percent: percent_of_core(tool_cpu, wall),
         relayed: relayed.zip(relayed_before).map(|(a, b)| a - b),
-        drops: node::drops(node.http),
+        drops: node::drops(&[node.http]),
     })
 }
 

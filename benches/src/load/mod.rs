@@ -12,8 +12,10 @@
 //! which its CPU figure shows). The node's CPU and memory come from `/proc`. Before the node
 //! starts, the kernel's floor (`floor`): what a datagram costs to send when that is all a
 //! process does, against which the node's CPU per delivered packet is set. With `--pin` the
-//! node and the tool run on cores of their own (`pin`).
+//! node and the tool run on cores of their own (`pin`). With `--nodes N` the node is a cluster
+//! of N on a redis-server of the run's, the viewers spread over them (`cluster`).
 
+pub mod cluster;
 pub mod cost;
 pub mod data;
 pub mod floor;
@@ -22,6 +24,7 @@ pub mod options;
 pub mod pin;
 pub mod procfs;
 pub mod publisher;
+pub mod redis;
 pub mod report;
 pub mod source;
 pub mod stats;
@@ -38,6 +41,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::{Client, ClientError, VideoCodec};
 
+use cluster::Nodes;
 use cost::Placement;
 use floor::{Floor, FloorError, Until};
 use node::NodeProcess;
@@ -96,6 +100,8 @@ pub enum LoadError {
     Io(std::io::Error),
     #[error("the {0} thread panicked")]
     Panicked(&'static str),
+    #[error("the cluster store: {0}")]
+    Redis(String),
 }
 
 /// Where a run is; every thread reads it.
@@ -151,32 +157,33 @@ pub fn run(options: &Options) -> Result<Report, LoadError> {
         pin::pin_this_thread(pinning.tool)?;
     }
     let floor = measure_floor(options, pinning)?;
-    let mut node = start_node(options, pinning)?;
+    let mut nodes = start_nodes(options, pinning)?;
+    let https = nodes.https();
     let placement = Placement {
         pinned: pinning.is_some(),
-        node_cpus: pin::allowed_list(node.pid()).map_err(LoadError::Io)?,
+        node_cpus: pin::allowed_list(nodes.origin().pid()).map_err(LoadError::Io)?,
         tool_cpus: pin::allowed_list(std::process::id()).map_err(LoadError::Io)?,
     };
     let control = Arc::new(Control::default());
     let _stop = StopOnDrop(Arc::clone(&control));
     let epoch = Instant::now();
     let publishers = (0..options.rooms)
-        .map(|index| start_publisher(&node, options, &room(index), epoch, &control))
+        .map(|index| start_publisher(nodes.origin(), options, &room(index), epoch, &control))
         .collect::<Result<Vec<_>, _>>()?;
     std::thread::sleep(STREAM_SETTLE);
-    let rss_before = Process::Pid(node.pid()).rss_kib().map_err(LoadError::Io)?;
+    let rss_before = rss_kib(&nodes.all)?;
     let connected = Arc::new(AtomicUsize::new(0));
     let (senders, workers) = start_viewer_threads(options, epoch, &control, &connected)?;
-    let joining = join_viewers(node.http, options, &senders, &connected);
+    let joining = join_viewers(&https, options, &senders, &connected);
     drop(senders);
     progress(&joining.summary(options.viewers));
-    let warmup = warm_up(node.http, options, &joining);
+    let warmup = warm_up(&https, options, &joining);
     progress(&warmup.summary());
-    let mut measured = measure(&mut node, options, &control, rss_before)?;
+    let mut measured = measure(&mut nodes.all, options, &control, rss_before)?;
     measured.warmup = warmup;
     measured.floor = floor;
     measured.placement = placement;
-    measured.viewer_gauges = node::viewer_gauges(node.http);
+    measured.viewer_gauges = node::viewer_gauges(&https);
     std::thread::sleep(DRAIN);
     control.set(Phase::Stopped);
     let mut reports = Vec::new();
@@ -194,11 +201,11 @@ pub fn run(options: &Options) -> Result<Report, LoadError> {
         }
     }
     let publisher = publisher.ok_or(LoadError::PublisherNotConnected)?;
-    measured.socket_drops = socket_drops(node.udp.port(), &reports, &ports);
-    measured.node_drops = node::drops(node.http);
-    measured.keyframe_requests_sent =
-        node::metric(node.http, "strata_keyframe_requests_sent_total");
-    measured.probe_clusters = node::metric(node.http, "strata_probe_clusters_total");
+    let node_ports: Vec<u16> = nodes.all.iter().map(|n| n.udp.port()).collect();
+    measured.socket_drops = socket_drops(&node_ports, &reports, &ports);
+    measured.node_drops = node::drops(&https);
+    measured.keyframe_requests_sent = node::metric(&https, "strata_keyframe_requests_sent_total");
+    measured.probe_clusters = node::metric(&https, "strata_probe_clusters_total");
     Ok(Report::new(
         options, &joining, &measured, &reports, &publisher,
     ))
@@ -208,8 +215,8 @@ pub fn run(options: &Options) -> Result<Report, LoadError> {
 /// channel messages.
 pub fn run_data(options: &Options) -> Result<data::DataReport, LoadError> {
     options.validate()?;
-    let node = start_node(options, None)?;
-    data::run(&node, options)
+    let nodes = start_nodes(options, None)?;
+    data::run(nodes.origin(), options)
 }
 
 /// The kernel's floor for as many destinations as viewers, unless `--floor-seconds 0`; its
@@ -233,8 +240,9 @@ fn measure_floor(options: &Options, pinning: Option<Pinning>) -> Result<Option<F
     Ok(Some(floor))
 }
 
-/// The node, built unless `--node` names its binary, up and answering.
-fn start_node(options: &Options, pinning: Option<Pinning>) -> Result<NodeProcess, LoadError> {
+/// The nodes (`--nodes`, one by default), built unless `--node` names their binary, up and
+/// answering (and, a cluster, seeing each other).
+fn start_nodes(options: &Options, pinning: Option<Pinning>) -> Result<Nodes, LoadError> {
     let binary = match &options.node {
         Some(path) => path.clone(),
         None => {
@@ -244,10 +252,12 @@ fn start_node(options: &Options, pinning: Option<Pinning>) -> Result<NodeProcess
     };
     let cpu = pinning.map(|p| p.node);
     let sessions = options.viewers.max(options.participants);
-    let node = node::start(&binary, options.workers, sessions, cpu)?;
-    let (pid, http, udp) = (node.pid(), node.http, node.udp);
-    progress(&format!("node {pid} up on {http} (UDP {udp})"));
-    Ok(node)
+    let nodes = cluster::start(&binary, options, sessions, cpu)?;
+    for node in &nodes.all {
+        let (pid, http, udp) = (node.pid(), node.http, node.udp);
+        progress(&format!("node {pid} up on {http} (UDP {udp})"));
+    }
+    Ok(nodes)
 }
 
 fn start_publisher(
@@ -285,7 +295,7 @@ fn start_viewer_threads(
     control: &Arc<Control>,
     connected: &Arc<AtomicUsize>,
 ) -> Result<(Vec<Sender<ViewerJob>>, Workers), LoadError> {
-    let threads = options.client_threads.min(options.viewers);
+    let threads = cluster::viewer_threads(options.client_threads, options.viewers, options.nodes);
     let mut senders = Vec::new();
     let mut handles = Vec::new();
     for i in 0..threads {
@@ -303,7 +313,7 @@ fn start_viewer_threads(
 /// Signals every viewer (one after another, as a crowd of browsers joining would) and hands
 /// each to a thread that drives its connection; waits until all have connected.
 fn join_viewers(
-    http: SocketAddr,
+    nodes: &[SocketAddr],
     options: &Options,
     senders: &[Sender<ViewerJob>],
     connected: &AtomicUsize,
@@ -312,7 +322,10 @@ fn join_viewers(
     let deadline = start + Duration::from_secs_f64(options.connect_timeout);
     let mut joining = Joining::default();
     for index in 0..options.viewers {
-        let spatial = options.layer.unwrap_or((index % 3) as u8);
+        let spatial = options
+            .layer
+            .unwrap_or(Nodes::spatial_of(nodes.len(), index));
+        let http = nodes[Nodes::of_viewer(nodes.len(), index)];
         match signal(http, options, index, spatial, deadline) {
             Ok(job) => {
                 joining.accepted += 1;
@@ -371,12 +384,12 @@ fn signal(
 
 /// Waits until the node sends each viewer the spatial layer it asked for (and a moment more),
 /// or `--warmup` seconds.
-fn warm_up(http: SocketAddr, options: &Options, joining: &Joining) -> Warmup {
+fn warm_up(nodes: &[SocketAddr], options: &Options, joining: &Joining) -> Warmup {
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(options.warmup);
     let wanted = wanted_layers(&joining.spatial);
     loop {
-        let sent = node::viewer_gauges(http).spatial_sent;
+        let sent = node::viewer_gauges(nodes).spatial_sent;
         if sent == wanted {
             std::thread::sleep(WARMUP_SETTLE);
             return Warmup {
@@ -405,18 +418,18 @@ fn wanted_layers(spatial: &[u8]) -> [usize; 3] {
     wanted
 }
 
-/// Counts the node's and this process's CPU over the measured seconds, and the node's sends
-/// (its `/metrics` read outside the CPU counts: rendering it is no part of the load); starts
+/// Counts the nodes' and this process's CPU over the measured seconds, and the nodes' sends
+/// (their `/metrics` read outside the CPU counts: rendering it is no part of the load); starts
 /// the drain.
 fn measure(
-    node: &mut NodeProcess,
+    nodes: &mut [NodeProcess],
     options: &Options,
     control: &Control,
     rss_before: u64,
 ) -> Result<Measured, LoadError> {
-    let node_process = Process::Pid(node.pid());
-    let wire_before = node::wire(node.http);
-    let node_cpu = node_process.cpu_time().map_err(LoadError::Io)?;
+    let https: Vec<SocketAddr> = nodes.iter().map(|n| n.http).collect();
+    let wire_before = node::wire(&https);
+    let node_cpu = cpu_times(nodes)?;
     let tool_cpu = Process::This.cpu_time().map_err(LoadError::Io)?;
     let (busy, cores) = procfs::machine_busy().map_err(LoadError::Io)?;
     let start = Instant::now();
@@ -424,9 +437,11 @@ fn measure(
     progress(&format!("measuring for {} s", options.seconds));
     let end = start + Duration::from_secs_f64(options.seconds);
     while Instant::now() < end {
-        if let Some(status) = node.exited() {
-            let log = node.log_tail();
-            return Err(LoadError::NodeExited { status, log });
+        for node in nodes.iter_mut() {
+            if let Some(status) = node.exited() {
+                let log = node.log_tail();
+                return Err(LoadError::NodeExited { status, log });
+            }
         }
         std::thread::sleep(
             end.saturating_duration_since(Instant::now())
@@ -434,31 +449,53 @@ fn measure(
         );
     }
     let wall = start.elapsed();
-    let node_cpu = (node_process.cpu_time().map_err(LoadError::Io)?).saturating_sub(node_cpu);
+    let per_node_cpu: Vec<Duration> = cpu_times(nodes)?
+        .iter()
+        .zip(&node_cpu)
+        .map(|(after, before)| after.saturating_sub(*before))
+        .collect();
+    let node_cpu: Duration = per_node_cpu.iter().sum();
     let tool_cpu = (Process::This.cpu_time().map_err(LoadError::Io)?).saturating_sub(tool_cpu);
     let busy = (procfs::machine_busy().map_err(LoadError::Io)?.0).saturating_sub(busy);
     // The viewers' counts end with the CPU's: what they receive is set against it.
     control.set(Phase::Draining);
     let wire = wire_before
-        .zip(node::wire(node.http))
+        .zip(node::wire(&https))
         .map(|(before, after)| before.since(after));
     Ok(Measured {
         wall,
         node_cpu,
+        per_node_cpu,
         tool_cpu,
         others_cpu: busy.saturating_sub(node_cpu + tool_cpu),
         cores,
         rss_before_kib: rss_before,
-        rss_after_kib: node_process.rss_kib().map_err(LoadError::Io)?,
+        rss_after_kib: rss_kib(nodes)?,
         wire,
         ..Measured::default()
     })
 }
 
+/// Each node's CPU time so far.
+fn cpu_times(nodes: &[NodeProcess]) -> Result<Vec<Duration>, LoadError> {
+    nodes
+        .iter()
+        .map(|n| Process::Pid(n.pid()).cpu_time().map_err(LoadError::Io))
+        .collect()
+}
+
+/// The nodes' resident memory, all told.
+fn rss_kib(nodes: &[NodeProcess]) -> Result<u64, LoadError> {
+    nodes
+        .iter()
+        .map(|n| Process::Pid(n.pid()).rss_kib().map_err(LoadError::Io))
+        .sum()
+}
+
 /// What the run's sockets dropped for a full receive buffer: the node's, the viewers', the
 /// publisher's (none when `/proc/net/udp` cannot be read).
 fn socket_drops(
-    node_port: u16,
+    node_ports: &[u16],
     workers: &[WorkerReport],
     publishers: &[u16],
 ) -> Option<SocketDrops> {
@@ -472,7 +509,7 @@ fn socket_drops(
     };
     let viewers = workers.iter().flat_map(|w| &w.viewers);
     Some(SocketDrops {
-        node: of(node_port),
+        node: node_ports.iter().map(|&p| of(p)).sum(),
         viewers: viewers.map(|v| of(v.port)).sum(),
         publisher: publishers.iter().map(|&p| of(p)).sum(),
     })

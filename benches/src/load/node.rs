@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::http;
 
+use super::cluster::Seat;
 use super::cost::Wire;
 use super::pin::spawning_on;
 use super::LoadError;
@@ -93,12 +94,14 @@ pub fn build() -> Result<PathBuf, LoadError> {
 }
 
 /// Starts `binary serve` on free loopback ports, with `--workers` only when asked for, on
-/// `cpu` alone when given, and waits until its HTTP answers.
+/// `cpu` alone when given, a member of a cluster when `seat` says which, and waits until its
+/// HTTP answers.
 pub fn start(
     binary: &Path,
     workers: Option<usize>,
     viewers: usize,
     cpu: Option<usize>,
+    seat: Option<&Seat>,
 ) -> Result<NodeProcess, LoadError> {
     let http = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), free_tcp_port()?);
     let udp = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), free_udp_port()?);
@@ -109,7 +112,11 @@ pub fn start(
     ));
     std::fs::create_dir_all(&dir).map_err(LoadError::Io)?;
     let config = dir.join("node.toml");
-    std::fs::write(&config, limits_toml(viewers)).map_err(LoadError::Io)?;
+    let toml = match seat {
+        Some(seat) => seat.toml(&limits_toml(viewers)),
+        None => limits_toml(viewers),
+    };
+    std::fs::write(&config, toml).map_err(LoadError::Io)?;
     let log = File::create(dir.join("node.log")).map_err(LoadError::Io)?;
     let mut command = Command::new(binary);
     command.arg("serve").arg("--config").arg(&config).args([
@@ -193,8 +200,21 @@ fn log_tail(path: &Path) -> String {
     lines[start..].join("\n")
 }
 
-/// Every nonzero `strata_dropped_total{reason=...}` of the node's `/metrics`, by reason.
-pub fn drops(node: SocketAddr) -> Vec<(String, u64)> {
+/// Every nonzero `strata_dropped_total{reason=...}` of the nodes' `/metrics`, by reason, summed
+/// over the nodes.
+pub fn drops(nodes: &[SocketAddr]) -> Vec<(String, u64)> {
+    let mut all: Vec<(String, u64)> = Vec::new();
+    for (reason, n) in nodes.iter().flat_map(|&node| drops_of(node)) {
+        match all.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, sum)) => *sum += n,
+            None => all.push((reason, n)),
+        }
+    }
+    all
+}
+
+/// Every nonzero `strata_dropped_total{reason=...}` of one node's `/metrics`, by reason.
+pub fn drops_of(node: SocketAddr) -> Vec<(String, u64)> {
     let Ok(reply) = http::request(node, "GET", "/metrics", &[], "") else {
         return Vec::new();
     };
@@ -219,12 +239,20 @@ pub struct ViewerGauges {
     pub spatial_sent: [usize; 3],
 }
 
-/// The node's view of its viewers now.
-pub fn viewer_gauges(node: SocketAddr) -> ViewerGauges {
-    match http::request(node, "GET", "/metrics", &[], "") {
-        Ok(reply) => parse_viewer_gauges(&reply.body),
-        Err(_) => ViewerGauges::default(),
+/// The nodes' view of their viewers now, all together.
+pub fn viewer_gauges(nodes: &[SocketAddr]) -> ViewerGauges {
+    let mut all = ViewerGauges::default();
+    for &node in nodes {
+        let Ok(reply) = http::request(node, "GET", "/metrics", &[], "") else {
+            continue;
+        };
+        let one = parse_viewer_gauges(&reply.body);
+        all.estimates.extend(one.estimates);
+        for (sum, n) in all.spatial_sent.iter_mut().zip(one.spatial_sent) {
+            *sum += n;
+        }
     }
+    all
 }
 
 fn parse_viewer_gauges(metrics: &str) -> ViewerGauges {
@@ -249,15 +277,24 @@ fn parse_viewer_gauges(metrics: &str) -> ViewerGauges {
     gauges
 }
 
-/// The node's send counters now, when its `/metrics` has them.
-pub fn wire(node: SocketAddr) -> Option<Wire> {
-    let reply = http::request(node, "GET", "/metrics", &[], "").ok()?;
-    Wire::parse(&reply.body)
+/// The nodes' send counters now, summed, when every node's `/metrics` has them.
+pub fn wire(nodes: &[SocketAddr]) -> Option<Wire> {
+    nodes.iter().try_fold(Wire::default(), |sum, &node| {
+        let reply = http::request(node, "GET", "/metrics", &[], "").ok()?;
+        let one = Wire::parse(&reply.body)?;
+        Some(Wire {
+            packets_out: sum.packets_out + one.packets_out,
+            send_calls: sum.send_calls + one.send_calls,
+        })
+    })
 }
 
-/// One series of the node's `/metrics` (no labels), when it has it.
-pub fn metric(node: SocketAddr, series: &str) -> Option<u64> {
-    crate::client::metric(node, series).ok().flatten()
+/// One series of the nodes' `/metrics` (no labels), summed over those that have it.
+pub fn metric(nodes: &[SocketAddr], series: &str) -> Option<u64> {
+    nodes
+        .iter()
+        .filter_map(|&node| crate::client::metric(node, series).ok().flatten())
+        .reduce(|a, b| a + b)
 }
 
 #[cfg(test)]

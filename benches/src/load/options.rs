@@ -58,6 +58,15 @@ pub struct Options {
     /// lowest); the floor's sender on the node's, its reader on the tool's.
     #[arg(long)]
     pub pin: bool,
+    /// Nodes, each its own process with `--workers` of its own: above 1 they form a cluster on
+    /// a redis-server started for the run, the publishers on the first node and the viewers
+    /// dealt out over all of them in turn, so the others get the stream through the media
+    /// relay; each node is reported apart.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
+    /// The Redis server a run across nodes starts.
+    #[arg(long, default_value = "redis-server")]
+    pub redis_server: PathBuf,
     /// The node's binary; by default the tool builds it (release) beside itself.
     #[arg(long)]
     pub node: Option<PathBuf>,
@@ -106,6 +115,10 @@ pub enum OptionsError {
     Participants,
     #[error("--data-rate must be a positive number of messages a second")]
     DataRate,
+    #[error("--nodes must be from 1 to --viewers")]
+    Nodes,
+    #[error("--{0} runs one node: not with --nodes above 1")]
+    OneNode(&'static str),
 }
 
 impl Options {
@@ -145,6 +158,19 @@ impl Options {
         if !positive(self.data_rate) {
             return Err(OptionsError::DataRate);
         }
+        self.validate_nodes()
+    }
+
+    fn validate_nodes(&self) -> Result<(), OptionsError> {
+        if self.nodes == 0 || self.nodes > self.viewers {
+            return Err(OptionsError::Nodes);
+        }
+        if self.nodes > 1 && self.pin {
+            return Err(OptionsError::OneNode("pin"));
+        }
+        if self.nodes > 1 && self.participants > 0 {
+            return Err(OptionsError::OneNode("participants"));
+        }
         Ok(())
     }
 }
@@ -179,6 +205,23 @@ mod tests {
         assert_eq!(options.validate(), Ok(()));
         let bad = Options::parse_from(["load", "--floor-seconds=-1"]);
         assert_eq!(bad.validate(), Err(OptionsError::Seconds("floor-seconds")));
+    }
+
+    #[test]
+    fn a_run_across_nodes_is_unpinned_media() {
+        let options = Options::parse_from(["load"]);
+        assert_eq!(options.nodes, 1);
+        assert_eq!(options.redis_server, PathBuf::from("redis-server"));
+        let options = Options::parse_from(["load", "--nodes", "3", "--viewers", "240"]);
+        assert_eq!(options.validate(), Ok(()));
+        let bad = Options::parse_from(["load", "--nodes", "0"]);
+        assert_eq!(bad.validate(), Err(OptionsError::Nodes));
+        let bad = Options::parse_from(["load", "--nodes", "3", "--viewers", "2"]);
+        assert_eq!(bad.validate(), Err(OptionsError::Nodes));
+        let bad = Options::parse_from(["load", "--nodes", "2", "--pin"]);
+        assert_eq!(bad.validate(), Err(OptionsError::OneNode("pin")));
+        let bad = Options::parse_from(["load", "--nodes", "2", "--participants", "4"]);
+        assert_eq!(bad.validate(), Err(OptionsError::OneNode("participants")));
     }
 
     #[test]

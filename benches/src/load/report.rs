@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use crate::client::Transport;
 
+use super::cluster::{NodeShare, RelayCost};
 use super::cost::{Cost, Placement, Wire};
 use super::floor::Floor;
 use super::node::ViewerGauges;
@@ -86,7 +87,10 @@ pub struct SocketDrops {
 #[derive(Debug, Clone, Default)]
 pub struct Measured {
     pub wall: Duration,
+    /// All the nodes' CPU.
     pub node_cpu: Duration,
+    /// Each node's CPU (one node: one entry).
+    pub per_node_cpu: Vec<Duration>,
     pub tool_cpu: Duration,
     /// What the rest of the machine took meanwhile (other processes, interrupts): a run
     /// beside a busy neighbour measures the neighbour too.
@@ -167,6 +171,8 @@ pub struct Report {
     pub cost: Cost,
     pub publisher: PublisherReport,
     pub errors: Vec<String>,
+    /// Each node's part of a run across nodes (empty for one node).
+    pub nodes: Vec<NodeShare>,
 }
 
 impl Report {
@@ -232,6 +238,10 @@ impl Report {
                 .iter()
                 .filter_map(|v| Some(format!("viewer {}: {}", v.index, v.error.as_ref()?)))
                 .collect(),
+            nodes: match measured.per_node_cpu.len() {
+                0 | 1 => Vec::new(),
+                _ => NodeShare::of_run(&measured.per_node_cpu, measured.wall, workers),
+            },
         }
     }
 
@@ -310,6 +320,13 @@ impl Report {
                 self.errors.len()
             ));
         }
+        for node in self.nodes.iter().filter(|n| n.loss_pct() >= max_loss_pct) {
+            failures.push(format!(
+                "node {}: loss after retransmission {:.3} % is not below {max_loss_pct} %",
+                node.index,
+                node.loss_pct()
+            ));
+        }
         failures
     }
 
@@ -362,6 +379,10 @@ impl Report {
         // Beside the rest: one more key in the macro above passes its recursion limit.
         out["probe_clusters"] = json!(self.measured.probe_clusters);
         out["viewer_transport"] = json!(self.viewer_transport.label());
+        if let Some(relay) = RelayCost::of(&self.nodes) {
+            out["nodes"] = self.nodes.iter().map(NodeShare::json).collect();
+            out["relay"] = relay.json();
+        }
         out
     }
 
@@ -404,6 +425,10 @@ impl Report {
         self.table_viewers(&mut out);
         self.table_media(&mut out);
         self.table_costs(&mut out);
+        if let Some(relay) = RelayCost::of(&self.nodes) {
+            self.nodes.iter().for_each(|n| n.row(&mut out));
+            relay.row(&mut out);
+        }
         out
     }
 
@@ -597,7 +622,7 @@ fn spread_text(spread: Option<Spread>, unit: &str) -> String {
     }
 }
 
-fn latency_json(h: &Histogram) -> Value {
+pub(super) fn latency_json(h: &Histogram) -> Value {
     json!({
         "p50": h.quantile(0.5).map(ms),
         "p99": h.quantile(0.99).map(ms),
@@ -606,7 +631,7 @@ fn latency_json(h: &Histogram) -> Value {
     })
 }
 
-fn latency_text(h: &Histogram) -> String {
+pub(super) fn latency_text(h: &Histogram) -> String {
     let q = |q| {
         h.quantile(q)
             .map_or("-".into(), |d| format!("{:.2}", ms(d)))
