@@ -1,14 +1,15 @@
 //! A room as its members and `GET /rooms/{room}` see it: who is in it, what each publishes
 //! (codec, simulcast streams, the layers measured and what each costs), how many receive
-//! each track, and who speaks.
+//! each track, and who speaks. A participant's view reads back from its JSON too: the nodes
+//! of a clustered room hand each other their participants so (see `cluster::room_feed`).
 
 use rtp_ext::codec::{Codec, MediaKind};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::datachannel::dcep::Reliability;
 use super::datachannel::relay::ChannelInfo;
 use super::participant::ParticipantId;
-use super::stats::{codec_name, kind_name};
+use super::stats::{codec_by_name, codec_name, kind_by_name, kind_name};
 
 /// The room's state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -24,14 +25,14 @@ pub struct RoomView {
 }
 
 /// One member that publishes or receives on a peer connection of its own.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParticipantView {
     /// Its id in the room: what events and other members name it by.
     pub id: ParticipantId,
     /// The name it goes by, unique in the room.
     pub name: String,
-    /// `participant` (publishes and receives) or `whip` (publishes only).
-    pub kind: &'static str,
+    /// Whether it takes part in the conference or only publishes.
+    pub kind: ParticipantKind,
     /// What it publishes.
     pub tracks: Vec<TrackView>,
     /// Tracks of the room it receives now.
@@ -40,8 +41,30 @@ pub struct ParticipantView {
     pub channels: Vec<ChannelView>,
 }
 
+/// What kind of member a [`ParticipantView`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParticipantKind {
+    /// A conference participant: publishes and receives.
+    Participant,
+    /// A WHIP publisher: publishes only.
+    Whip,
+}
+
+/// How a data channel delivers, as the room's state names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelReliability {
+    /// Every message, retransmitted until it arrives.
+    Reliable,
+    /// Retransmitted at most `limit` times.
+    MaxRetransmits,
+    /// Retransmitted for at most `limit` milliseconds.
+    MaxLifetime,
+}
+
 /// A participant's data channel, as the room's state and events show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelView {
     /// Whose channel.
     pub participant: ParticipantId,
@@ -50,9 +73,9 @@ pub struct ChannelView {
     /// Whether its messages arrive in order.
     pub ordered: bool,
     /// `"reliable"`, `"max_retransmits"` or `"max_lifetime"`.
-    pub reliability: &'static str,
+    pub reliability: ChannelReliability,
     /// The retransmissions or milliseconds of a partially reliable channel.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
     /// Its subprotocol, as its owner gave it.
     pub protocol: String,
@@ -62,9 +85,9 @@ impl ChannelView {
     /// The view of a relay's channel.
     pub fn of(info: &ChannelInfo) -> Self {
         let (reliability, limit) = match info.params.reliability {
-            Reliability::Reliable => ("reliable", None),
-            Reliability::MaxRetransmits(n) => ("max_retransmits", Some(n)),
-            Reliability::MaxLifetimeMs(ms) => ("max_lifetime", Some(ms)),
+            Reliability::Reliable => (ChannelReliability::Reliable, None),
+            Reliability::MaxRetransmits(n) => (ChannelReliability::MaxRetransmits, Some(n)),
+            Reliability::MaxLifetimeMs(ms) => (ChannelReliability::MaxLifetime, Some(ms)),
         };
         Self {
             participant: info.owner,
@@ -78,17 +101,17 @@ impl ChannelView {
 }
 
 /// A published track.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrackView {
     /// The track's id in this room: what a subscription change names.
     pub id: u32,
     /// Whose it is.
     pub participant: ParticipantId,
     /// `"audio"` or `"video"`.
-    #[serde(serialize_with = "kind_name")]
+    #[serde(serialize_with = "kind_name", deserialize_with = "kind_by_name")]
     pub kind: MediaKind,
     /// The codec it is published in, by its SDP encoding name.
-    #[serde(serialize_with = "codec_name")]
+    #[serde(serialize_with = "codec_name", deserialize_with = "codec_by_name")]
     pub codec: Codec,
     /// Simulcast streams (1 without simulcast).
     pub streams: usize,
@@ -99,7 +122,7 @@ pub struct TrackView {
 }
 
 /// One layer and its rate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LayerRate {
     /// The spatial layer (simulcast stream or SVC spatial layer), from 0.
     pub spatial: u8,

@@ -5,7 +5,11 @@
 //! - `node:{node}`: its registration as JSON, with the lease as the key's expiry;
 //! - `nodes`: the set of node ids, pruned of those whose registration expired (read with each
 //!   registration's time to live);
-//! - `home:{room}`: `EPOCH NODE`, the room's home, with an expiry the home's heartbeat extends.
+//! - `home:{room}`: `EPOCH NODE`, the room's home, with an expiry the home's heartbeat extends;
+//! - `part:{room}:{node}`: the node's part of the room's state, `EPOCH NODE` of the home it was
+//!   written under, a line break, then the part, with the part's lease as the key's expiry;
+//! - `parts:{room}`: the set of node ids with a part of the room (pruned when read), which
+//!   lives as long as the last part written.
 //!
 //! The scripts read registrations by names they build, so the store is a single Redis server
 //! (or a primary with replicas), not a Redis Cluster.
@@ -15,7 +19,9 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 
-use super::store::{ClusterStore, Listed, NodeRef, Registration, StoreError, StoreFuture};
+use super::store::{
+    ClusterStore, Listed, NodeRef, Registration, RoomParts, StoreError, StoreFuture,
+};
 
 const PREFIX: &str = "strata:";
 const NODES: &str = "strata:nodes";
@@ -94,6 +100,32 @@ end
 return 1
 ";
 
+/// A node's part of a room written under the room's live home, and every part under that
+/// home read back: the home, then node id and part in turn; false without a live home. KEYS:
+/// the home, the set of parts, this node's part. ARGV: the prefix, the node id, the part, the
+/// lease (ms), the room.
+const EXCHANGE: &str = r"
+local home = redis.call('GET', KEYS[1])
+if not home or not live(home) then return false end
+redis.call('SET', KEYS[3], home .. '\n' .. ARGV[3], 'PX', ARGV[4])
+redis.call('SADD', KEYS[2], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+local found = {home}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  local part = redis.call('GET', ARGV[1] .. 'part:' .. ARGV[5] .. ':' .. id)
+  if not part then
+    redis.call('SREM', KEYS[2], id)
+  else
+    local at = string.find(part, '\n', 1, true)
+    if at and string.sub(part, 1, at - 1) == home then
+      found[#found + 1] = id
+      found[#found + 1] = string.sub(part, at + 1)
+    end
+  end
+end
+return found
+";
+
 /// The store on one Redis server, through a connection that reconnects on its own.
 pub struct RedisStore {
     connection: ConnectionManager,
@@ -102,6 +134,7 @@ pub struct RedisStore {
     home: Script,
     nodes: Script,
     deregister: Script,
+    exchange: Script,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -130,6 +163,7 @@ impl RedisStore {
             home: Script::new(&format!("{LIVE}{HOME}")),
             nodes: Script::new(NODES_SCRIPT),
             deregister: Script::new(DEREGISTER),
+            exchange: Script::new(&format!("{LIVE}{EXCHANGE}")),
         })
     }
 
@@ -152,6 +186,10 @@ fn node_key(node: &str) -> String {
 
 fn home_key(room: &str) -> String {
     format!("{PREFIX}home:{room}")
+}
+
+fn part_key(room: &str, node: &str) -> String {
+    format!("{PREFIX}part:{room}:{node}")
 }
 
 fn millis(ttl: Duration) -> u64 {
@@ -273,6 +311,41 @@ impl ClusterStore for RedisStore {
                 .await
                 .map_err(unavailable)?;
             Ok(())
+        })
+    }
+
+    fn exchange_part<'a>(
+        &'a self,
+        room: &'a str,
+        node: &'a str,
+        part: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<RoomParts>> {
+        Box::pin(async move {
+            let found: Option<Vec<String>> = self
+                .exchange
+                .key(home_key(room))
+                .key(format!("{PREFIX}parts:{room}"))
+                .key(part_key(room, node))
+                .arg(PREFIX)
+                .arg(node)
+                .arg(part)
+                .arg(millis(ttl))
+                .arg(room)
+                .invoke_async(&mut self.connection())
+                .await
+                .map_err(unavailable)?;
+            let Some((home, parts)) = found.as_deref().and_then(<[String]>::split_first) else {
+                return Ok(None);
+            };
+            let parts = parts
+                .chunks_exact(2)
+                .map(|pair| (pair[0].clone(), pair[1].clone()))
+                .collect();
+            Ok(Some(RoomParts {
+                home: NodeRef::from_value(home)?,
+                parts,
+            }))
         })
     }
 }

@@ -223,7 +223,9 @@ impl NodeCore {
         if self
             .rooms
             .get(room)
-            .is_some_and(|r| r.names.contains_key(name))
+            .is_some_and(|r| {
+                r.names.contains_key(name) || r.followed.as_ref().is_some_and(|f| f.has_name(name))
+            })
         {
             return Err(CoreError::NameTaken);
         }

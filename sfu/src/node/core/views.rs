@@ -8,22 +8,28 @@ use selector::Layer;
 use super::NodeCore;
 use crate::engine::{TrackId, MEASURED_LAYERS};
 use crate::node::peer::{PeerId, Role};
-use crate::node::room_view::{ChannelView, LayerRate, ParticipantView, RoomView, TrackView};
+use crate::node::room_view::{
+    ChannelView, LayerRate, ParticipantKind, ParticipantView, RoomView, TrackView,
+};
 use crate::node::session_events::SessionEvent;
 
 impl NodeCore {
     /// The room's state; `None` for a room with nobody in it.
     pub fn room_view(&self, room: &str, now: Instant) -> Option<RoomView> {
         let members = self.rooms.get(room)?;
+        let followed = members.followed.as_ref();
+        // A clustered room shows its relayed publishers once: as their origin's.
+        let local = members
+            .publishers
+            .iter()
+            .filter(|&&id| followed.is_none() || !self.is_relay_in(id))
+            .filter_map(|&id| self.participant_view(id, now));
+        let (before, after) = followed.map_or((&[][..], &[][..]), |f| (&f.before, &f.after));
         Some(RoomView {
             room: room.to_owned(),
-            participants: members
-                .publishers
-                .iter()
-                .filter_map(|&id| self.participant_view(id, now))
-                .collect(),
-            viewers: members.viewers.len(),
-            dominant_speaker: members.speaker,
+            participants: before.iter().cloned().chain(local).chain(after.iter().cloned()).collect(),
+            viewers: members.viewers.len() + followed.map_or(0, |f| f.viewers),
+            dominant_speaker: followed.map_or(members.speaker, |f| f.speaker),
         })
     }
 
@@ -46,9 +52,9 @@ impl NodeCore {
         let (kind, receiving) = match &peer.role {
             Role::Participant(p) => {
                 let receiving = p.sections.iter().filter(|s| s.source.is_some()).count();
-                ("participant", receiving)
+                (ParticipantKind::Participant, receiving)
             }
-            Role::Publisher(_) => ("whip", 0),
+            Role::Publisher(_) => (ParticipantKind::Whip, 0),
             Role::Viewer(_) => return None,
         };
         Some(ParticipantView {
