@@ -12,7 +12,7 @@ use serde_json::Value;
 use sfu::node::cluster::memory::MemoryStore;
 
 use crate::cluster_http::InProcess;
-use crate::http_node::request_to;
+use crate::http_node::{request_to, SDP};
 
 const PUBLISHER: &str = include_str!("../../src/node/sdp/fixtures/publisher_av1.sdp");
 const VIEWER: &str = include_str!("../../src/node/sdp/fixtures/viewer_recvonly.sdp");
@@ -36,15 +36,16 @@ fn two_nodes() -> (InProcess, InProcess) {
     (a, b)
 }
 
-/// Joins `room` on `node` as `name`: the participant's resource.
-fn join(node: &InProcess, name: &str, offer: &str) -> String {
-    let reply = node.post(&format!("/rooms/call?name={name}"), offer);
+/// Joins room `call` on the node at `http` as `name`: the participant's resource.
+pub fn join(http: &str, name: &str, offer: &str) -> String {
+    let path = format!("/rooms/call?name={name}");
+    let reply = request_to(http, "POST", &path, &[SDP], offer);
     assert_eq!(reply.status, 201, "{name}: {}", reply.body);
     reply.header("location").expect("a resource").to_owned()
 }
 
-fn room(node: &InProcess) -> Option<Value> {
-    let reply = request_to(&node.http, "GET", "/rooms/call", &[], "");
+fn room(http: &str) -> Option<Value> {
+    let reply = request_to(http, "GET", "/rooms/call", &[], "");
     (reply.status == 200).then(|| serde_json::from_str(&reply.body).expect("JSON"))
 }
 
@@ -53,8 +54,9 @@ fn names(room: &Value) -> Vec<&str> {
     participants.iter().filter_map(|p| p["name"].as_str()).collect()
 }
 
-/// Waits until every node answers the same room, with these participants in some order.
-fn same_room(nodes: &[&InProcess], expected: &[&str]) -> Value {
+/// Waits until every node (by HTTP address) answers the same room `call`, with these
+/// participants in some order.
+pub fn same_room(nodes: &[&str], expected: &[&str]) -> Value {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let rooms: Vec<Option<Value>> = nodes.iter().map(|n| room(n)).collect();
@@ -139,13 +141,13 @@ fn named(name: &'static str) -> impl Fn(&Value) -> bool {
 #[test]
 fn participants_on_two_nodes_share_one_room_and_its_events() {
     let (a, b) = two_nodes();
-    let alice = join(&a, "alice", PUBLISHER);
-    let _bob = join(&a, "bob", VIEWER);
+    let alice = join(&a.http, "alice", PUBLISHER);
+    let _bob = join(&a.http, "bob", VIEWER);
     let mut alices = Events::open(&a.http, &alice);
     alices.wait_for("state", |_| true);
-    let carol = join(&b, "carol", PUBLISHER);
+    let carol = join(&b.http, "carol", PUBLISHER);
     let mut carols = Events::open(&b.http, &carol);
-    let dave = join(&b, "dave", VIEWER);
+    let dave = join(&b.http, "dave", VIEWER);
 
     // Alice, on a, hears of carol and her tracks, then of dave, both on b.
     let joined = alices.wait_for("participant_joined", named("carol"));
@@ -157,7 +159,7 @@ fn participants_on_two_nodes_share_one_room_and_its_events() {
     alices.wait_for("participant_joined", named("dave"));
 
     // Both nodes answer the same room: every participant, its tracks, the viewers' counts.
-    let room = same_room(&[&a, &b], &["alice", "bob", "carol", "dave"]);
+    let room = same_room(&[&a.http, &b.http], &["alice", "bob", "carol", "dave"]);
     let tracks: usize = room["participants"]
         .as_array()
         .expect("participants")
@@ -180,7 +182,7 @@ fn participants_on_two_nodes_share_one_room_and_its_events() {
     // Dave leaves b: alice hears it on a, and both nodes answer the room without him.
     assert_eq!(request_to(&b.http, "DELETE", &dave, &[], "").status, 200);
     alices.wait_for("participant_left", named("dave"));
-    same_room(&[&a, &b], &["alice", "bob", "carol"]);
+    same_room(&[&a.http, &b.http], &["alice", "bob", "carol"]);
     // Alice leaves a: carol hears of her tracks and of her on b.
     assert_eq!(request_to(&a.http, "DELETE", &alice, &[], "").status, 200);
     carols.seen = 0;
@@ -191,17 +193,17 @@ fn participants_on_two_nodes_share_one_room_and_its_events() {
         .expect("alice");
     carols.wait_for("track_removed", |d| d["participant"] == alices_id);
     carols.wait_for("participant_left", named("alice"));
-    same_room(&[&a, &b], &["bob", "carol"]);
+    same_room(&[&a.http, &b.http], &["bob", "carol"]);
 }
 
 #[test]
 fn a_dead_homes_participants_leave_the_other_nodes_room_within_its_lease() {
     let (a, b) = two_nodes();
-    let _alice = join(&a, "alice", PUBLISHER);
-    let _bob = join(&a, "bob", VIEWER);
-    let carol = join(&b, "carol", PUBLISHER);
-    let _dave = join(&b, "dave", VIEWER);
-    same_room(&[&a, &b], &["alice", "bob", "carol", "dave"]);
+    let _alice = join(&a.http, "alice", PUBLISHER);
+    let _bob = join(&a.http, "bob", VIEWER);
+    let carol = join(&b.http, "carol", PUBLISHER);
+    let _dave = join(&b.http, "dave", VIEWER);
+    same_room(&[&a.http, &b.http], &["alice", "bob", "carol", "dave"]);
     let mut carols = Events::open(&b.http, &carol);
     carols.wait_for("state", |_| true);
     assert_eq!(a.metric("strata_cluster_homes"), Some(1), "a is the room's home");
@@ -212,6 +214,6 @@ fn a_dead_homes_participants_leave_the_other_nodes_room_within_its_lease() {
     carols.wait_for("participant_left", named("bob"));
     // Gone with the registration's lease (1.5 s), give or take a feed and a heartbeat.
     eprintln!("a's participants left b's room {:?} after a died", died.elapsed());
-    same_room(&[&b], &["carol", "dave"]);
+    same_room(&[&b.http], &["carol", "dave"]);
     b.wait_for("strata_cluster_homes", 1);
 }

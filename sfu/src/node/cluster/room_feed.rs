@@ -290,3 +290,137 @@ Some(home) => self
         self.dominant.current
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::cluster::member::Identity;
+    use crate::node::cluster::memory::MemoryStore;
+    use crate::node::cluster::placement::Placement;
+    use crate::node::cluster::store::Load;
+    use crate::node::room_view::ParticipantKind;
+
+    const LEASE: Duration = Duration::from_secs(3);
+
+    /// A registered member of the cluster of `store`, with its own connection.
+    async fn member(store: &MemoryStore, node: &str) -> (Member, Arc<MemoryStore>) {
+        let connection = Arc::new(store.connection());
+        let identity = Identity {
+            node: node.to_owned(),
+            url: format!("http://{node}"),
+            relay: None,
+        };
+        let member = Member::new(connection.clone(), identity, LEASE, 0);
+        let load = Load {
+            capacity: 10,
+            ..Load::default()
+        };
+        member.heartbeat(load, &[]).await.expect("registered");
+        (member, connection)
+    }
+
+    fn alone(id: u64, name: &str, level: f32) -> LocalPart {
+        let participant = ParticipantView {
+            id: ParticipantId(id),
+            name: name.to_owned(),
+            kind: ParticipantKind::Participant,
+            tracks: Vec::new(),
+            receiving: 0,
+            channels: Vec::new(),
+        };
+        LocalPart {
+            room: "call".to_owned(),
+            participants: vec![participant],
+            viewers: 1,
+            candidate: Some((ParticipantId(id), level)),
+        }
+    }
+
+    /// One feed tick on each node, `one` first, with ada's and bo's levels: what each shows.
+    async fn both(
+        feeds: &mut [(RoomFeed, Arc<MemoryStore>); 2],
+        levels: (f32, f32),
+        now: Instant,
+    ) -> [Option<Followed>; 2] {
+        let [(one, at_one), (two, at_two)] = feeds;
+        let parts = vec![alone(1, "ada", levels.0)];
+        let mut shown_one = one.tick(at_one.as_ref(), parts, &["two".into()], now).await;
+        let parts = vec![alone(2, "bo", levels.1)];
+        let mut shown_two = two.tick(at_two.as_ref(), parts, &["one".into()], now).await;
+        [shown_one.remove(0).1, shown_two.remove(0).1]
+    }
+
+    #[tokio::test]
+    async fn the_home_decides_the_rooms_speaker_and_every_node_shows_it() {
+        let store = MemoryStore::new();
+        let (one, at_one) = member(&store, "one").await;
+        let (_two, at_two) = member(&store, "two").await;
+        assert_eq!(one.place("call").await, Placement::Here, "one is home");
+        let mut feeds = [
+            (RoomFeed::new("one".into(), LEASE), at_one),
+            (RoomFeed::new("two".into(), LEASE), at_two),
+        ];
+        let start = Instant::now();
+        let at = |step: u32| start + FEED_INTERVAL * step;
+        let [first, _] = both(&mut feeds, (70.0, 90.0), at(0)).await;
+        assert_eq!(first, None, "one had nobody else's part yet: alone");
+        // Bo, on two, is louder by more than the margin: the home picks him, once he has
+        // spoken for 300 ms over a quiet room, and two shows what one decided.
+        let mut shown = [None, None];
+        for step in 1..=6 {
+            shown = both(&mut feeds, (70.0, 90.0), at(step)).await;
+        }
+        let [on_one, on_two] = shown.clone().map(|f| f.expect("two nodes' parts"));
+        assert_eq!(on_one.speaker, Some(ParticipantId(2)));
+        assert_eq!(on_two.speaker, Some(ParticipantId(2)));
+        // The room's order is the same on both: nodes by id ("one" before "two").
+        assert_eq!((on_one.before.len(), on_one.after.len()), (0, 1));
+        assert_eq!((on_two.before.len(), on_two.after.len()), (1, 0));
+        assert_eq!(on_one.after[0].name, "bo");
+        assert_eq!(on_two.before[0].name, "ada");
+        assert_eq!((on_one.viewers, on_two.viewers), (1, 1));
+        // Ada louder, but not by the margin: bo keeps it. Then bo falls quiet: ada takes it.
+        for step in 7..=14 {
+            shown = both(&mut feeds, (93.0, 90.0), at(step)).await;
+        }
+        assert!(shown.iter().all(|f| f.as_ref().unwrap().speaker == Some(ParticipantId(2))));
+        for step in 15..=20 {
+            shown = both(&mut feeds, (80.0, 0.0), at(step)).await;
+        }
+        assert!(shown.iter().all(|f| f.as_ref().unwrap().speaker == Some(ParticipantId(1))));
+    }
+
+    #[tokio::test]
+    async fn parts_under_a_home_that_is_gone_are_void_and_a_room_left_is_written_empty() {
+        let store = MemoryStore::new();
+        let (one, at_one) = member(&store, "one").await;
+        let (two, at_two) = member(&store, "two").await;
+        assert_eq!(one.place("call").await, Placement::Here);
+        let mut feeds = [
+            (RoomFeed::new("one".into(), LEASE), at_one),
+            (RoomFeed::new("two".into(), LEASE), at_two),
+        ];
+        let now = Instant::now();
+        both(&mut feeds, (0.0, 0.0), now).await;
+        let [_, on_two] = both(&mut feeds, (0.0, 0.0), now).await;
+        assert_eq!(on_two.expect("one's part").before[0].name, "ada");
+        // One leaves the cluster: its home and part are void; two has nobody else's.
+        one.leave().await.expect("left");
+        let [(_, _), (feed_two, at_two)] = &mut feeds;
+        let shown = feed_two.tick(at_two.as_ref(), vec![alone(2, "bo", 0.0)], &[], now).await;
+        assert_eq!(shown[0].1, None);
+        // Two takes the room over; one's part under the old home stays void.
+        two.heartbeat(Load::default(), &["call".into()]).await.expect("beat");
+        assert!(two.is_home("call"));
+        let shown = feed_two.tick(at_two.as_ref(), vec![alone(2, "bo", 0.0)], &[], now).await;
+        assert_eq!(shown[0].1, None);
+        // Two's room empties: its part is written once more, empty, and then forgotten.
+        assert!(feed_two.tick(at_two.as_ref(), Vec::new(), &[], now).await.is_empty());
+        let parts = at_two.exchange_part("call", "three", "{}", LEASE).await;
+        let parts = parts.expect("the store").expect("two's home").parts;
+        let empty = parts.iter().find(|(node, _)| node == "two").expect("two's part");
+        let empty: Part = serde_json::from_str(&empty.1).expect("a part");
+        assert!(empty.participants.is_empty());
+        assert!(feed_two.rooms.is_empty());
+    }
+}
