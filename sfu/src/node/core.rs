@@ -18,9 +18,9 @@
 mod conference;
 mod data;
 mod dtls;
-mod followed;
 #[cfg(test)]
 mod dtls_tests;
+mod followed;
 mod relay;
 mod room;
 mod sessions;
@@ -49,8 +49,8 @@ use crate::engine::id_map::IdMap;
 use crate::engine::rtcp::WallClock;
 use crate::engine::{DownTrackId, Event, Router, RouterConfig, TransportId};
 
-pub use self::followed::{Followed, LocalPart};
 pub use self::conference::{Negotiated, ParticipantOffer, Sending, MAX_NAME_BYTES};
+pub use self::followed::{Followed, LocalPart};
 pub use self::relay::{LinkQuality, RelayCounters, RelayOffer, KEEPALIVE, LINGER, LINK_TIMEOUT};
 pub use self::sessions::Resource;
 pub use self::speakers::SPEAKER_INTERVAL;
@@ -298,8 +298,7 @@ impl NodeCore {
 
     fn arm_sweep(&mut self, now: Instant) {
         self.next_sweep.get_or_insert(now + SWEEP_INTERVAL);
-        self.next_speakers
-            .get_or_insert(now + SPEAKER_INTERVAL);
+        self.next_speakers.get_or_insert(now + SPEAKER_INTERVAL);
     }
 
     /// The engine's timers, and the sweep of silent sessions once a second.

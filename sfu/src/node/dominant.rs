@@ -89,7 +89,11 @@ mod tests {
         assert_eq!(dominant.pick(&louder, at(1_400)), None, "not yet a second");
         assert_eq!(dominant.pick(&louder, at(1_500)), Some(2));
         assert_eq!(dominant.current, Some(2));
-        assert_eq!(dominant.pick(&[(1, 70.0)], at(1_600)), None, "2 is gone: quiet");
+        assert_eq!(
+            dominant.pick(&[(1, 70.0)], at(1_600)),
+            None,
+            "2 is gone: quiet"
+        );
         assert_eq!(dominant.pick(&[(1, 70.0)], at(1_900)), Some(1));
     }
 }

@@ -31,36 +31,15 @@ pub struct ParticipantView {
     pub id: ParticipantId,
     /// The name it goes by, unique in the room.
     pub name: String,
-    /// Whether it takes part in the conference or only publishes.
-    pub kind: ParticipantKind,
+    /// `participant` (publishes and receives) or `whip` (publishes only).
+    #[serde(deserialize_with = "participant_kind")]
+    pub kind: Name,
     /// What it publishes.
     pub tracks: Vec<TrackView>,
     /// Tracks of the room it receives now.
     pub receiving: usize,
     /// The data channels it opened, relayed to the others.
     pub channels: Vec<ChannelView>,
-}
-
-/// What kind of member a [`ParticipantView`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ParticipantKind {
-    /// A conference participant: publishes and receives.
-    Participant,
-    /// A WHIP publisher: publishes only.
-    Whip,
-}
-
-/// How a data channel delivers, as the room's state names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChannelReliability {
-    /// Every message, retransmitted until it arrives.
-    Reliable,
-    /// Retransmitted at most `limit` times.
-    MaxRetransmits,
-    /// Retransmitted for at most `limit` milliseconds.
-    MaxLifetime,
 }
 
 /// A participant's data channel, as the room's state and events show it.
@@ -73,7 +52,8 @@ pub struct ChannelView {
     /// Whether its messages arrive in order.
     pub ordered: bool,
     /// `"reliable"`, `"max_retransmits"` or `"max_lifetime"`.
-    pub reliability: ChannelReliability,
+    #[serde(deserialize_with = "channel_reliability")]
+    pub reliability: Name,
     /// The retransmissions or milliseconds of a partially reliable channel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
@@ -85,9 +65,9 @@ impl ChannelView {
     /// The view of a relay's channel.
     pub fn of(info: &ChannelInfo) -> Self {
         let (reliability, limit) = match info.params.reliability {
-            Reliability::Reliable => (ChannelReliability::Reliable, None),
-            Reliability::MaxRetransmits(n) => (ChannelReliability::MaxRetransmits, Some(n)),
-            Reliability::MaxLifetimeMs(ms) => (ChannelReliability::MaxLifetime, Some(ms)),
+            Reliability::Reliable => ("reliable", None),
+            Reliability::MaxRetransmits(n) => ("max_retransmits", Some(n)),
+            Reliability::MaxLifetimeMs(ms) => ("max_lifetime", Some(ms)),
         };
         Self {
             participant: info.owner,
@@ -131,4 +111,25 @@ pub struct LayerRate {
     /// What a subscriber sent this layer receives, bits per second, measured over the last
     /// seconds.
     pub bps: u64,
+}
+
+/// One of a few names the node writes (a kind, a reliability), read back as the same static
+/// string. An alias, so that reading a view borrows nothing from its JSON: serde would take a
+/// field spelled `&'static str` to borrow from the input for good.
+pub type Name = &'static str;
+
+/// Reads a participant's `kind` back: one of the names the node writes.
+fn participant_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+    one_of(d, &["participant", "whip"])
+}
+
+/// Reads a channel's `reliability` back: one of the names the node writes.
+fn channel_reliability<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+    one_of(d, &["reliable", "max_retransmits", "max_lifetime"])
+}
+
+fn one_of<'de, D: serde::Deserializer<'de>>(d: D, names: &[Name]) -> Result<Name, D::Error> {
+    let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+    let found = names.iter().find(|n| **n == name).copied();
+    found.ok_or_else(|| serde::de::Error::custom(format!("not one of {names:?}")))
 }

@@ -155,7 +155,10 @@ fn redis_a_room_on_two_nodes_reads_the_same_on_both() {
     assert_eq!(b.request("DELETE", &dave, &[], "").status, 200);
     same_room(&[&a.http, &b.http], &["alice", "bob", "carol"]);
     assert_eq!(
-        metric(&a, "strata_cluster_room_feed_failures_total{reason=\"unreadable_part\"}"),
+        metric(
+            &a,
+            "strata_cluster_room_feed_failures_total{reason=\"unreadable_part\"}"
+        ),
         Some(0)
     );
 }

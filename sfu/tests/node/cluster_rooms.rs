@@ -51,7 +51,10 @@ fn room(http: &str) -> Option<Value> {
 
 fn names(room: &Value) -> Vec<&str> {
     let participants = room["participants"].as_array().expect("participants");
-    participants.iter().filter_map(|p| p["name"].as_str()).collect()
+    participants
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect()
 }
 
 /// Waits until every node (by HTTP address) answers the same room `call`, with these
@@ -154,8 +157,8 @@ fn participants_on_two_nodes_share_one_room_and_its_events() {
     assert_eq!(joined["kind"], "participant");
     assert_eq!(joined["tracks"].as_array().map(Vec::len), Some(2));
     let hers = |data: &Value| data["participant"] == joined["id"];
-    alices.wait_for("track_added", &hers);
-    alices.wait_for("track_added", &hers);
+    alices.wait_for("track_added", hers);
+    alices.wait_for("track_added", hers);
     alices.wait_for("participant_joined", named("dave"));
 
     // Both nodes answer the same room: every participant, its tracks, the viewers' counts.
@@ -170,7 +173,10 @@ fn participants_on_two_nodes_share_one_room_and_its_events() {
     // Carol, on b, has alice and bob in her room, from her stream's first event or after it.
     let state = carols.wait_for("state", |_| true);
     let in_state = names(&state["room"]);
-    for other in ["alice", "bob"].into_iter().filter(|n| !in_state.contains(n)) {
+    for other in ["alice", "bob"]
+        .into_iter()
+        .filter(|n| !in_state.contains(n))
+    {
         carols.seen = 0;
         carols.wait_for("participant_joined", named(other));
     }
@@ -206,14 +212,21 @@ fn a_dead_homes_participants_leave_the_other_nodes_room_within_its_lease() {
     same_room(&[&a.http, &b.http], &["alice", "bob", "carol", "dave"]);
     let mut carols = Events::open(&b.http, &carol);
     carols.wait_for("state", |_| true);
-    assert_eq!(a.metric("strata_cluster_homes"), Some(1), "a is the room's home");
+    assert_eq!(
+        a.metric("strata_cluster_homes"),
+        Some(1),
+        "a is the room's home"
+    );
 
     drop(a);
     let died = Instant::now();
     carols.wait_for("participant_left", named("alice"));
     carols.wait_for("participant_left", named("bob"));
     // Gone with the registration's lease (1.5 s), give or take a feed and a heartbeat.
-    eprintln!("a's participants left b's room {:?} after a died", died.elapsed());
+    eprintln!(
+        "a's participants left b's room {:?} after a died",
+        died.elapsed()
+    );
     same_room(&[&b.http], &["carol", "dave"]);
     b.wait_for("strata_cluster_homes", 1);
 }

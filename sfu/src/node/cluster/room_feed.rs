@@ -9,7 +9,7 @@
 //! The home holds the room's state: it decides the room's dominant speaker from the
 //! candidates every node reports, with the same hysteresis a node applies to its own
 //! publishers ([`Dominant`]), and writes it in its own part, which the others show. Parts are
-//! kept under the home's [`NodeRef`](super::NodeRef): once the home's registration is gone (it
+//! kept under the home's [`NodeRef`]: once the home's registration is gone (it
 //! died) or its node booted again, its parts are void, the node that takes the room over
 //! starts a new set, and the dead node's participants leave the other nodes' view (within the
 //! registration's lease).
@@ -77,7 +77,9 @@ pub async fn run(
             return;
         };
         let live: Vec<String> = member.peers().into_iter().map(|r| r.node).collect();
-        let followed = feed.tick(store.as_ref(), parts, &live, Instant::now()).await;
+        let followed = feed
+            .tick(store.as_ref(), parts, &live, Instant::now())
+            .await;
         for (room, followed) in followed {
             if signaling.follow_room(room, followed).await.is_err() {
                 return;
@@ -183,10 +185,9 @@ impl RoomFeed {
         let part = Part {
             participants: local.participants,
             viewers: local.viewers,
-            candidate: local.candidate.map(|(participant, level)| Candidate {
-                participant,
-                level,
-            }),
+            candidate: local
+                .candidate
+                .map(|(participant, level)| Candidate { participant, level }),
             speaker,
         };
         // Views, ids and numbers: nothing in a part that JSON cannot write.
@@ -249,23 +250,24 @@ impl Following {
         }
         let speaker = match &self.home {
             Some(home) if home.node == me => self.decide(mine, now),
-            
-Some(home) => self
+
+            Some(home) => self
                 .others
                 .iter()
                 .find(|(node, ..)| *node == home.node)
                 .and_then(|(_, part, _)| part.speaker),
             None => None,
         };
-        let (before, after): (Vec<_>, Vec<_>) =
-            self.others.iter().partition(|(node, ..)| node.as_str() < me);
-        let participants =
-            |parts: Vec<&(String, Part, Instant)>| -> Vec<ParticipantView> {
-                parts
-                    .into_iter()
-                    .flat_map(|(_, part, _)| part.participants.iter().cloned())
-                    .collect()
-            };
+        let (before, after): (Vec<_>, Vec<_>) = self
+            .others
+            .iter()
+            .partition(|(node, ..)| node.as_str() < me);
+        let participants = |parts: Vec<&(String, Part, Instant)>| -> Vec<ParticipantView> {
+            parts
+                .into_iter()
+                .flat_map(|(_, part, _)| part.participants.iter().cloned())
+                .collect()
+        };
         Some(Followed {
             before: participants(before),
             after: participants(after),
@@ -298,7 +300,6 @@ mod tests {
     use crate::node::cluster::memory::MemoryStore;
     use crate::node::cluster::placement::Placement;
     use crate::node::cluster::store::Load;
-    use crate::node::room_view::ParticipantKind;
 
     const LEASE: Duration = Duration::from_secs(3);
 
@@ -323,7 +324,7 @@ mod tests {
         let participant = ParticipantView {
             id: ParticipantId(id),
             name: name.to_owned(),
-            kind: ParticipantKind::Participant,
+            kind: "participant",
             tracks: Vec::new(),
             receiving: 0,
             channels: Vec::new(),
@@ -383,11 +384,15 @@ mod tests {
         for step in 7..=14 {
             shown = both(&mut feeds, (93.0, 90.0), at(step)).await;
         }
-        assert!(shown.iter().all(|f| f.as_ref().unwrap().speaker == Some(ParticipantId(2))));
+        assert!(shown
+            .iter()
+            .all(|f| f.as_ref().unwrap().speaker == Some(ParticipantId(2))));
         for step in 15..=20 {
             shown = both(&mut feeds, (80.0, 0.0), at(step)).await;
         }
-        assert!(shown.iter().all(|f| f.as_ref().unwrap().speaker == Some(ParticipantId(1))));
+        assert!(shown
+            .iter()
+            .all(|f| f.as_ref().unwrap().speaker == Some(ParticipantId(1))));
     }
 
     #[tokio::test]
@@ -407,18 +412,30 @@ mod tests {
         // One leaves the cluster: its home and part are void; two has nobody else's.
         one.leave().await.expect("left");
         let [(_, _), (feed_two, at_two)] = &mut feeds;
-        let shown = feed_two.tick(at_two.as_ref(), vec![alone(2, "bo", 0.0)], &[], now).await;
+        let shown = feed_two
+            .tick(at_two.as_ref(), vec![alone(2, "bo", 0.0)], &[], now)
+            .await;
         assert_eq!(shown[0].1, None);
         // Two takes the room over; one's part under the old home stays void.
-        two.heartbeat(Load::default(), &["call".into()]).await.expect("beat");
+        two.heartbeat(Load::default(), &["call".into()])
+            .await
+            .expect("beat");
         assert!(two.is_home("call"));
-        let shown = feed_two.tick(at_two.as_ref(), vec![alone(2, "bo", 0.0)], &[], now).await;
+        let shown = feed_two
+            .tick(at_two.as_ref(), vec![alone(2, "bo", 0.0)], &[], now)
+            .await;
         assert_eq!(shown[0].1, None);
         // Two's room empties: its part is written once more, empty, and then forgotten.
-        assert!(feed_two.tick(at_two.as_ref(), Vec::new(), &[], now).await.is_empty());
+        assert!(feed_two
+            .tick(at_two.as_ref(), Vec::new(), &[], now)
+            .await
+            .is_empty());
         let parts = at_two.exchange_part("call", "three", "{}", LEASE).await;
         let parts = parts.expect("the store").expect("two's home").parts;
-        let empty = parts.iter().find(|(node, _)| node == "two").expect("two's part");
+        let empty = parts
+            .iter()
+            .find(|(node, _)| node == "two")
+            .expect("two's part");
         let empty: Part = serde_json::from_str(&empty.1).expect("a part");
         assert!(empty.participants.is_empty());
         assert!(feed_two.rooms.is_empty());

@@ -136,7 +136,10 @@ fn changes(old: &[&ParticipantView], new: &[&ParticipantView]) -> Vec<SessionEve
             }
             Some(then) => {
                 events.extend(removed(then, &now.tracks));
-                let added = now.tracks.iter().filter(|t| !then.tracks.iter().any(|o| o.id == t.id));
+                let added = now
+                    .tracks
+                    .iter()
+                    .filter(|t| !then.tracks.iter().any(|o| o.id == t.id));
                 events.extend(added.cloned().map(SessionEvent::TrackAdded));
             }
         }

@@ -8,9 +8,7 @@ use selector::Layer;
 use super::NodeCore;
 use crate::engine::{TrackId, MEASURED_LAYERS};
 use crate::node::peer::{PeerId, Role};
-use crate::node::room_view::{
-    ChannelView, LayerRate, ParticipantKind, ParticipantView, RoomView, TrackView,
-};
+use crate::node::room_view::{ChannelView, LayerRate, ParticipantView, RoomView, TrackView};
 use crate::node::session_events::SessionEvent;
 
 impl NodeCore {
@@ -27,7 +25,12 @@ impl NodeCore {
         let (before, after) = followed.map_or((&[][..], &[][..]), |f| (&f.before, &f.after));
         Some(RoomView {
             room: room.to_owned(),
-            participants: before.iter().cloned().chain(local).chain(after.iter().cloned()).collect(),
+            participants: before
+                .iter()
+                .cloned()
+                .chain(local)
+                .chain(after.iter().cloned())
+                .collect(),
             viewers: members.viewers.len() + followed.map_or(0, |f| f.viewers),
             dominant_speaker: followed.map_or(members.speaker, |f| f.speaker),
         })
@@ -52,9 +55,9 @@ impl NodeCore {
         let (kind, receiving) = match &peer.role {
             Role::Participant(p) => {
                 let receiving = p.sections.iter().filter(|s| s.source.is_some()).count();
-                (ParticipantKind::Participant, receiving)
+                ("participant", receiving)
             }
-            Role::Publisher(_) => (ParticipantKind::Whip, 0),
+            Role::Publisher(_) => ("whip", 0),
             Role::Viewer(_) => return None,
         };
         Some(ParticipantView {
