@@ -49,6 +49,30 @@ pub struct Part {
     pub speaker: Option<ParticipantId>,
 }
 
+impl Part {
+    /// A part as another node wrote it: its JSON, with a finite level (a level past what an
+    /// `f32` holds would read as infinite, and the hysteresis would never let go of it).
+    pub fn read(json: &[u8]) -> Result<Self, PartError> {
+        let part: Self = serde_json::from_slice(json).map_err(|_| PartError::NotJson)?;
+        let finite = |c: &Candidate| c.level.is_finite();
+        if !part.candidate.as_ref().is_none_or(finite) {
+            return Err(PartError::BadLevel);
+        }
+        Ok(part)
+    }
+}
+
+/// Why another node's part was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PartError {
+    /// Not a part's JSON.
+    #[error("not a part's JSON")]
+    NotJson,
+    /// A candidate's level that is not a finite number.
+    #[error("a level that is not a finite number")]
+    BadLevel,
+}
+
 /// A node's dominant speaker, which the home weighs against the other nodes'.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Candidate {
@@ -220,7 +244,7 @@ impl Following {
         let mut unreadable = 0;
         self.others.clear();
         for (node, json) in parts.parts.into_iter().filter(|(node, _)| node != me) {
-            match serde_json::from_str::<Part>(&json) {
+            match Part::read(json.as_bytes()) {
                 Ok(part) => self.others.push((node, part, until)),
                 Err(e) => {
                     tracing::warn!(%node, "a room's part does not read: {e}");
@@ -295,6 +319,8 @@ impl Following {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
     use crate::node::cluster::member::Identity;
     use crate::node::cluster::memory::MemoryStore;
@@ -439,5 +465,62 @@ mod tests {
         let empty: Part = serde_json::from_str(&empty.1).expect("a part");
         assert!(empty.participants.is_empty());
         assert!(feed_two.rooms.is_empty());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_part_reads_back_as_written(
+            people in proptest::collection::vec(
+                (any::<u64>(), ".{0,16}", any::<bool>(), proptest::collection::vec(
+                    (any::<u32>(), 0..8usize, 1..4usize, any::<(u8, u8, u64)>()), 0..3)),
+                0..4),
+            viewers in 0..1000usize,
+            candidate in proptest::option::of((any::<u64>(), 0.0f32..130.0)),
+            speaker in proptest::option::of(any::<u64>()),
+        ) {
+            use rtp_ext::codec::Codec;
+            use crate::node::room_view::{ChannelView, LayerRate, TrackView};
+            let codecs = ["AV1", "VP9", "VP8", "H264", "opus", "PCMU", "PCMA", "G722"];
+            let participants = people.into_iter().map(|(id, name, whip, tracks)| {
+                let id = ParticipantId(id);
+                let tracks = tracks.into_iter().map(|(track, codec, streams, (s, t, bps))| {
+                    let codec = Codec::from_encoding_name(codecs[codec]).expect("a codec");
+                    TrackView {
+                        id: track, participant: id, kind: codec.kind(), codec, streams,
+                        layers: vec![LayerRate { spatial: s, temporal: t, bps }],
+                        viewers: streams,
+                    }
+                });
+                let channel = ChannelView {
+                    participant: id, label: name.clone(), ordered: whip,
+                    reliability: if whip { "max_lifetime" } else { "reliable" },
+                    limit: whip.then_some(250), protocol: String::new(),
+                };
+                ParticipantView {
+                    id, name, kind: if whip { "whip" } else { "participant" },
+                    tracks: tracks.collect(), receiving: viewers, channels: vec![channel],
+                }
+            });
+            let part = Part {
+                participants: participants.collect(),
+                viewers,
+                candidate: candidate.map(|(id, level)| Candidate {
+                    participant: ParticipantId(id), level,
+                }),
+                speaker: speaker.map(ParticipantId),
+            };
+            let json = serde_json::to_vec(&part).expect("JSON");
+            prop_assert_eq!(Part::read(&json), Ok(part));
+        }
+    }
+
+    #[test]
+    fn a_part_that_is_not_one_is_refused() {
+        assert_eq!(Part::read(b"{}"), Err(PartError::NotJson));
+        let infinite = br#"{"participants":[],"viewers":0,"speaker":null,
+            "candidate":{"participant":"0000000000000001","level":1e39}}"#;
+        assert_eq!(Part::read(infinite), Err(PartError::BadLevel));
+        let bad_id = br#"{"participants":[],"viewers":0,"candidate":null,"speaker":"12"}"#;
+        assert_eq!(Part::read(bad_id), Err(PartError::NotJson));
     }
 }
