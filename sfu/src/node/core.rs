@@ -13,7 +13,7 @@
 //! `viewers.rs` subscribes WHEP viewers to their room's tracks; `conference.rs` does the same
 //! for conference participants; `speakers.rs` picks who speaks; `wire.rs` and `dtls.rs` are
 //! the datagrams in and out; `views.rs` and `stats.rs` read the state for signaling and
-//! `/metrics`.
+//! `/metrics`; `followed.rs` holds a clustered room's parts on the other nodes, as handed in.
 
 mod conference;
 mod data;

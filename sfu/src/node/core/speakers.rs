@@ -1,7 +1,8 @@
 //! Who speaks in each room. The dominant speaker is picked from each publisher's audio level
-//! (RFC 6464, smoothed by the engine) with the hysteresis of [`Dominant`]. It is told to the room's
-//! participants and its video gets the first share of every viewer's estimate. With a limit
-//! set, while more publishers speak at once than the limit, only the loudest are forwarded.
+//! (RFC 6464, smoothed by the engine) with the hysteresis of [`Dominant`]. It is told to the
+//! room's participants and its video gets the first share of every viewer's estimate. With a
+//! limit set, while more publishers speak at once than the limit, only the loudest are
+//! forwarded.
 
 use std::time::{Duration, Instant};
 
