@@ -13,13 +13,14 @@
 //! `viewers.rs` subscribes WHEP viewers to their room's tracks; `conference.rs` does the same
 //! for conference participants; `speakers.rs` picks who speaks; `wire.rs` and `dtls.rs` are
 //! the datagrams in and out; `views.rs` and `stats.rs` read the state for signaling and
-//! `/metrics`.
+//! `/metrics`; `followed.rs` holds a clustered room's parts on the other nodes, as handed in.
 
 mod conference;
 mod data;
 mod dtls;
 #[cfg(test)]
 mod dtls_tests;
+mod followed;
 mod relay;
 mod relay_renew;
 mod relay_wire;
@@ -51,12 +52,14 @@ use crate::engine::rtcp::WallClock;
 use crate::engine::{DownTrackId, Event, Router, RouterConfig, TransportId};
 
 pub use self::conference::{Negotiated, ParticipantOffer, Sending, MAX_NAME_BYTES};
+pub use self::followed::{Followed, LocalPart};
 pub use self::relay::{
     LinkQuality, NewLink, RelayCounters, RelayOffer, RelayRefusal, RoomRelays, KEEPALIVE, LINGER,
     LINKS_PER_NODE, LINK_TIMEOUT, RELAYS_PER_LINK,
 };
 pub use self::relay_wire::{bye_ssrcs, changed_tags};
 pub use self::sessions::Resource;
+pub use self::speakers::SPEAKER_INTERVAL;
 pub use self::wire::MAX_DATAGRAM;
 
 /// How often sessions are checked for silence.
@@ -300,8 +303,7 @@ impl NodeCore {
 
     fn arm_sweep(&mut self, now: Instant) {
         self.next_sweep.get_or_insert(now + SWEEP_INTERVAL);
-        self.next_speakers
-            .get_or_insert(now + speakers::SPEAKER_INTERVAL);
+        self.next_speakers.get_or_insert(now + SPEAKER_INTERVAL);
     }
 
     /// The engine's timers, and the sweep of silent sessions once a second.

@@ -14,7 +14,8 @@
 //! - [`relays`]: the configured TURN servers' addresses, to count relayed sessions.
 //! - [`participant`]: a conference participant: publishing and receiving on one peer
 //!   connection, renegotiated in place.
-//! - [`core`]: the sessions and the engine behind one UDP port, sans-IO.
+//! - [`core`]: the sessions and the engine behind one UDP port, sans-IO; [`dominant`]: who
+//!   speaks, with a hysteresis.
 //! - [`remote`]: where a packet comes from and goes: a UDP address or an ICE-TCP connection.
 //! - [`tcp`]: ICE over TCP: the listener, its limits, each connection's framing and queue.
 //! - [`media_loop`]: the task that owns the core, the socket and the clock.
@@ -42,6 +43,7 @@ pub mod cluster;
 pub mod config;
 pub mod core;
 pub mod datachannel;
+pub mod dominant;
 pub mod dtls;
 pub mod event_queue;
 pub mod forwarded;

@@ -41,6 +41,18 @@ impl serde::Serialize for ParticipantId {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for ParticipantId {
+    /// Reads the 16 hex digits it is written as.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let hex = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+        let bad = || serde::de::Error::custom("not a participant id");
+        if hex.len() != 16 {
+            return Err(bad());
+        }
+        u64::from_str_radix(&hex, 16).map(Self).map_err(|_| bad())
+    }
+}
+
 /// What a participant chose for one of the room's tracks: a layer ceiling, and whether it is
 /// paused (nothing forwarded while it is not shown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

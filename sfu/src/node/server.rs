@@ -16,7 +16,7 @@ use super::cluster::http::Door;
 use super::cluster::member::Identity;
 use super::cluster::redis::RedisStore;
 use super::cluster::relay_http::{self, RelayService};
-use super::cluster::{drain, heartbeat, ClusterConfig, ClusterStore, Member};
+use super::cluster::{drain, heartbeat, room_feed, ClusterConfig, ClusterStore, Member};
 use super::config::{ConfigError, NodeConfig};
 use super::core::NodeCore;
 use super::dtls::{DtlsCertificate, DtlsConfig};
@@ -336,7 +336,7 @@ fn join_cluster(
     tracing::info!(node = %identity.node, url = %identity.url, "joining the cluster");
     let lease = settings.lease();
     let member = Arc::new(Member::new(
-        store,
+        store.clone(),
         identity,
         lease,
         settings.prefer_home_below_percent,
@@ -347,6 +347,12 @@ fn join_cluster(
         Arc::downgrade(signaling),
         capacity,
         settings.heartbeat(),
+    ));
+    tokio::spawn(room_feed::run(
+        member.clone(),
+        store,
+        Arc::downgrade(signaling),
+        lease,
     ));
     Ok(member)
 }

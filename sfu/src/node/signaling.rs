@@ -25,6 +25,7 @@ use super::shard::{mark_ufrag, worker_for_room, WorkerId};
 use super::socket::{receive_overflows, SocketBuffers};
 
 mod conference;
+mod followed;
 mod offer_memo;
 mod offer_rate;
 mod publisher;

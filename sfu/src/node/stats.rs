@@ -106,6 +106,21 @@ pub fn codec_name<S: serde::Serializer>(codec: &Codec, s: S) -> Result<S::Ok, S:
     s.serialize_str(codec.encoding_name())
 }
 
+/// Reads a media kind back from its [`kind_label`].
+pub fn kind_by_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<MediaKind, D::Error> {
+    let name = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+    [MediaKind::Audio, MediaKind::Video]
+        .into_iter()
+        .find(|&kind| kind_label(kind) == name)
+        .ok_or_else(|| serde::de::Error::custom("not a media kind"))
+}
+
+/// Reads a codec back from its SDP encoding name.
+pub fn codec_by_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Codec, D::Error> {
+    let name = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+    Codec::from_encoding_name(&name).ok_or_else(|| serde::de::Error::custom("not a codec"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

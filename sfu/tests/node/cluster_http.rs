@@ -17,21 +17,31 @@ const PUBLISHER: &str = include_str!("../../src/node/sdp/fixtures/publisher_av1.
 const VIEWER: &str = include_str!("../../src/node/sdp/fixtures/viewer_recvonly.sdp");
 
 /// A node served by its own runtime in this process, stopped when dropped.
-struct InProcess {
-    http: String,
-    store: Arc<MemoryStore>,
+pub struct InProcess {
+    pub http: String,
+    pub store: Arc<MemoryStore>,
     _runtime: tokio::runtime::Runtime,
 }
 
 impl InProcess {
     /// A node of the cluster of `shared` taking `capacity` sessions, beating every 100 ms
     /// with a lease of 1.5 s (long beside a beat, even on a busy machine).
-    fn start(shared: &MemoryStore, capacity: usize) -> Self {
+    pub fn start(shared: &MemoryStore, capacity: usize) -> Self {
         Self::start_with(shared, capacity, &[])
     }
 
     /// The same, taking only these bearer tokens.
     fn start_with(shared: &MemoryStore, capacity: usize, tokens: &[&str]) -> Self {
+        Self::start_tuned(shared, capacity, tokens, |_| {})
+    }
+
+    /// The same, with `tune` applied to its settings last.
+    pub fn start_tuned(
+        shared: &MemoryStore,
+        capacity: usize,
+        tokens: &[&str],
+        tune: impl FnOnce(&mut NodeConfig),
+    ) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -51,6 +61,7 @@ impl InProcess {
         config.cluster.heartbeat_ms = 100;
         config.cluster.lease_ms = 1_500;
         config.cluster.url = Some(format!("http://{http}"));
+        tune(&mut config);
         let store = Arc::new(shared.connection());
         runtime.spawn(serve_with(config, listener, Some(store.clone())));
         Self {
@@ -60,21 +71,21 @@ impl InProcess {
         }
     }
 
-    fn post(&self, path: &str, offer: &str) -> Reply {
+    pub fn post(&self, path: &str, offer: &str) -> Reply {
         request_to(&self.http, "POST", path, &[SDP], offer)
     }
 
-    fn metric(&self, series: &str) -> Option<u64> {
+    pub fn metric(&self, series: &str) -> Option<u64> {
         metric(&self.http, series)
     }
 
     /// Waits until the node is registered and sees `others` other nodes taking sessions.
-    fn wait_until_attached(&self, others: u64) {
+    pub fn wait_until_attached(&self, others: u64) {
         self.wait_for("strata_cluster_attached", 1);
         self.wait_for("strata_cluster_serving_nodes", others);
     }
 
-    fn wait_for(&self, series: &str, value: u64) {
+    pub fn wait_for(&self, series: &str, value: u64) {
         wait_for_metric(&self.http, series, value);
     }
 

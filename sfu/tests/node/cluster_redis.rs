@@ -2,11 +2,13 @@
 //! `.ci/run` runs them with `-- --ignored redis_`): a draining node sends new sessions to the
 //! other and exits once its own have ended; a node cut off from Redis refuses new sessions
 //! within 3 s, serves the sessions it has meanwhile, and takes new ones again, under a new
-//! epoch, once Redis is back. A node killed and Redis restarted empty: cluster_failures.rs.
+//! epoch, once Redis is back; a room with participants on both nodes reads the same on
+//! both. A node killed and Redis restarted empty: cluster_failures.rs.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::cluster_rooms::{join, same_room};
 use crate::http_node::{self, node_with_config, wait_for_metric, Node, SDP};
 use crate::redis::Redis;
 
@@ -130,5 +132,33 @@ fn redis_a_node_cut_off_refuses_within_3_s_and_returns_with_a_new_epoch() {
         metric(&a, "strata_publishers"),
         Some(2),
         "the first session was kept"
+    );
+}
+
+#[test]
+#[ignore = "needs redis-server: .ci/run runs it (-- --ignored redis_)"]
+fn redis_a_room_on_two_nodes_reads_the_same_on_both() {
+    let redis = Redis::start();
+    let toml = format!(
+        "redis = \"{}\"\n[cluster]\nprefer_home_below_percent = 0\n",
+        redis.url
+    );
+    let (a, b) = (node_with_config(&toml, &[]), node_with_config(&toml, &[]));
+    wait_for(&a, "strata_cluster_serving_nodes", 1);
+    wait_for(&b, "strata_cluster_serving_nodes", 1);
+    join(&a.http, "alice", PUBLISHER);
+    join(&a.http, "bob", VIEWER);
+    join(&b.http, "carol", PUBLISHER);
+    let dave = join(&b.http, "dave", VIEWER);
+    let room = same_room(&[&a.http, &b.http], &["alice", "bob", "carol", "dave"]);
+    assert_eq!(room["room"], "call");
+    assert_eq!(b.request("DELETE", &dave, &[], "").status, 200);
+    same_room(&[&a.http, &b.http], &["alice", "bob", "carol"]);
+    assert_eq!(
+        metric(
+            &a,
+            "strata_cluster_room_feed_failures_total{reason=\"unreadable_part\"}"
+        ),
+        Some(0)
     );
 }

@@ -227,6 +227,60 @@ async fn the_directory_lists_live_boots_entries_only(store: &dyn ClusterStore) {
     );
 }
 
+/// The parts of room `r` read back after `node` wrote `part`: the home and, by node, each part.
+async fn exchange(
+    store: &dyn ClusterStore,
+    node: &str,
+    part: &str,
+) -> Option<(NodeRef, Vec<(String, String)>)> {
+    let parts = store
+        .exchange_part("r", node, part, LEASE)
+        .await
+        .expect("the store");
+    parts.map(|mut p| {
+        p.parts.sort();
+        (p.home, p.parts)
+    })
+}
+
+fn parts(written: &[(&str, &str)]) -> Vec<(String, String)> {
+    written
+        .iter()
+        .map(|(n, p)| ((*n).to_owned(), (*p).to_owned()))
+        .collect()
+}
+
+async fn a_rooms_parts_live_under_its_home(store: &dyn ClusterStore) {
+    let (a, b) = two_nodes(store).await;
+    assert_eq!(
+        exchange(store, "a", "{}").await,
+        None,
+        "no home: nothing written"
+    );
+    assert_eq!(store.claim_home("r", &a, LEASE).await, Ok(a.clone()));
+    let first = exchange(store, "a", "a1").await;
+    assert_eq!(first, Some((a.clone(), parts(&[("a", "a1")]))));
+    let both = exchange(store, "b", "b1\nwith a line break").await;
+    let written = parts(&[("a", "a1"), ("b", "b1\nwith a line break")]);
+    assert_eq!(both, Some((a.clone(), written)));
+    assert_eq!(
+        exchange(store, "a", "a2").await.map(|(_, p)| p),
+        Some(parts(&[("a", "a2"), ("b", "b1\nwith a line break")])),
+        "written again, in place"
+    );
+    // a dies: its registration, then its home, go; its part is void with its home, and b's
+    // under the new home starts alone.
+    tokio::time::sleep(LEASE / 2).await;
+    register(store, "b", 1, &[]).await;
+    tokio::time::sleep(LEASE * 3 / 4).await;
+    assert_eq!(exchange(store, "b", "b2").await, None, "no live home");
+    assert_eq!(store.claim_home("r", &b, LEASE).await, Ok(b.clone()));
+    assert_eq!(
+        exchange(store, "b", "b3").await,
+        Some((b, parts(&[("b", "b3")])))
+    );
+}
+
 /// Each behaviour against a fresh store of each kind.
 macro_rules! against_both {
     ($($name:ident, $redis_name:ident;)*) => {$(
@@ -256,5 +310,6 @@ mod both {
         a_heartbeat_extends_the_homes_it_holds, redis_a_heartbeat_extends_the_homes_it_holds;
         a_node_that_leaves_takes_its_homes, redis_a_node_that_leaves_takes_its_homes;
         the_directory_lists_live_boots_entries_only, redis_the_directory_lists_live_boots_entries_only;
+        a_rooms_parts_live_under_its_home, redis_a_rooms_parts_live_under_its_home;
     }
 }

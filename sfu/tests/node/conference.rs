@@ -13,9 +13,10 @@ use participants::{sends, speaking_room, Client, Conference, Section, Send, ROOM
 use proptest::prelude::*;
 use rtp_ext::codec::MediaKind;
 use sfu::engine::RouterConfig;
-use sfu::node::core::{CoreError, NodeCore};
+use sfu::node::core::{CoreError, Followed, NodeCore};
 use sfu::node::limits::Limits;
-use sfu::node::participant::Choice;
+use sfu::node::participant::{Choice, ParticipantId};
+use sfu::node::room_view::ParticipantView;
 use sfu::node::sdp::{negotiate_participant, parse_offer};
 use sfu::node::session_events::SessionEvent;
 use sfu::node::signaling::participant_offer;
@@ -297,6 +298,84 @@ fn the_dominant_speaker_takes_over_only_when_clearly_louder_for_a_second() {
     assert_eq!(c.speakers_heard(1), ["participant 1", "participant 3"]);
     let room = c.core.room_view(ROOM, c.now).expect("a room");
     assert_eq!(room.dominant_speaker, c.clients[&3].public);
+}
+
+#[test]
+fn a_clustered_rooms_speaker_is_its_homes_and_the_nodes_own_a_candidate() {
+    let mut c = speaking_room(NodeCore::new(
+        RouterConfig::default(),
+        Duration::from_secs(30),
+    ));
+    let far = ParticipantView {
+        id: ParticipantId(0xfa),
+        name: "far".into(),
+        kind: "participant",
+        tracks: Vec::new(),
+        receiving: 0,
+        channels: Vec::new(),
+    };
+    let followed = Followed {
+        before: vec![far.clone()],
+        after: Vec::new(),
+        viewers: 2,
+        speaker: Some(far.id),
+    };
+    c.core.follow_room(ROOM, Some(followed.clone()));
+    c.settle();
+    // What participant 4 heard of the room's members and speaker (media's events aside).
+    let heard = |c: &Conference| -> Vec<SessionEvent> {
+        let room_events = c.events[&4].iter().filter(|e| {
+            matches!(
+                e,
+                SessionEvent::ParticipantJoined(_)
+                    | SessionEvent::ParticipantLeft { .. }
+                    | SessionEvent::DominantSpeaker { .. }
+            )
+        });
+        room_events.cloned().collect()
+    };
+    assert_eq!(
+        heard(&c)[heard(&c).len() - 2..],
+        [
+            SessionEvent::ParticipantJoined(far.clone()),
+            SessionEvent::DominantSpeaker {
+                participant: far.id
+            }
+        ]
+    );
+    let told = heard(&c).len();
+    // Participant 1 speaks: the node's own speaker, its candidate for the home, not the room's.
+    c.speak(Duration::from_secs(1), &[(1, 30), (3, 100), (4, 100)]);
+    c.settle();
+    assert_eq!(heard(&c).len(), told, "{:?}", &heard(&c)[told..]);
+    let part = c.core.local_parts(c.now).remove(0);
+    let (candidate, level) = part.candidate.expect("a candidate");
+    assert_eq!(Some(candidate), c.clients[&1].public);
+    assert!(level > 67.0, "speaking: {level}");
+    assert_eq!(
+        part.participants.len(),
+        3,
+        "the node's own participants only"
+    );
+    let room = c.core.room_view(ROOM, c.now).expect("a room");
+    assert_eq!(room.participants[0], far, "nodes in the room's order");
+    assert_eq!((room.participants.len(), room.viewers), (4, 2));
+    assert_eq!(room.dominant_speaker, Some(far.id));
+    // Far's node is gone: far leaves, and the node's own speaker is the room's again.
+    c.core.follow_room(ROOM, None);
+    c.settle();
+    assert_eq!(
+        heard(&c)[told..],
+        [
+            SessionEvent::ParticipantLeft {
+                participant: far.id,
+                name: far.name.clone()
+            },
+            SessionEvent::DominantSpeaker {
+                participant: candidate
+            }
+        ]
+    );
 }
 
 #[test]

@@ -16,7 +16,7 @@ type Seeds = Vec<(&'static str, Vec<u8>)>;
 /// A target's name, its body and the seeds it starts from.
 type Target = (&'static str, fn(&[u8]), fn() -> Seeds);
 
-const TARGETS: [Target; 10] = [
+const TARGETS: [Target; 11] = [
     ("sdp_offer", fuzz::sdp_offer, sdp_offer_seeds),
     ("stun_binding", fuzz::stun_binding, stun_binding_seeds),
     ("auth_header", fuzz::auth_header, auth_header_seeds),
@@ -31,7 +31,24 @@ const TARGETS: [Target; 10] = [
     ("sctp_input", fuzz::sctp_input, sctp_input_seeds),
     ("tcp_framing", fuzz::tcp_framing, tcp_framing_seeds),
     ("relay_link", fuzz::relay_link, relay_link_seeds),
+    ("room_part", fuzz::room_part, room_part_seeds),
 ];
+
+/// A node's part of a room: a participant publishing AV1 with its layers, a data channel,
+/// its candidate; the home's, with the room's speaker; a WHIP publisher of audio.
+fn room_part_seeds() -> Seeds {
+    let participant = r#"{"id":"00000000000000ab","name":"ada","kind":"participant","tracks":[{"id":3,"participant":"00000000000000ab","kind":"video","codec":"AV1","streams":1,"layers":[{"spatial":0,"temporal":0,"bps":120000}],"viewers":2}],"receiving":1,"channels":[{"participant":"00000000000000ab","label":"chat","ordered":false,"reliability":"max_retransmits","limit":3,"protocol":""}]}"#;
+    let part = format!(
+        r#"{{"participants":[{participant}],"viewers":1,"candidate":{{"participant":"00000000000000ab","level":80.5}},"speaker":null}}"#
+    );
+    let home = r#"{"participants":[],"viewers":0,"candidate":null,"speaker":"00000000000000ab"}"#;
+    let whip = r#"{"participants":[{"id":"00000000000000cd","name":"cam","kind":"whip","tracks":[{"id":1,"participant":"00000000000000cd","kind":"audio","codec":"opus","streams":1,"layers":[],"viewers":0}],"receiving":0,"channels":[]}],"viewers":3,"candidate":null,"speaker":null}"#;
+    vec![
+        ("part", part.into_bytes()),
+        ("home", home.as_bytes().to_vec()),
+        ("whip", whip.as_bytes().to_vec()),
+    ]
+}
 
 /// A relay request in its lifetime and one past it, and an origin's answer of an AV1 track
 /// with its RTX and DD.

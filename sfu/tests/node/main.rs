@@ -15,6 +15,7 @@ mod cluster_http;
 mod cluster_properties;
 mod cluster_redis;
 mod cluster_relay;
+mod cluster_rooms;
 mod cluster_store;
 mod conference;
 mod fixtures;

@@ -134,6 +134,15 @@ pub fn render(member: &Member, out: &mut String) {
             ("fenced", load(&c.fenced)),
         ],
     );
+    by_reason(
+        out,
+        "cluster_room_feed_failures_total",
+        "Rooms' parts not exchanged: the store unavailable, or another node's part unreadable.",
+        [
+            ("store_unavailable", load(&c.feed_unavailable)),
+            ("unreadable_part", load(&c.parts_unreadable)),
+        ],
+    );
     let epochs = "Boot epochs taken (the first registration and each after a lapse).";
     counter(out, "cluster_epochs_total", epochs, load(&c.epochs));
     peers(&member.peers(), out);

@@ -82,6 +82,10 @@ pub(super) struct Counters {
     pub(super) store_unavailable: AtomicU64,
     pub(super) fenced: AtomicU64,
     pub(super) epochs: AtomicU64,
+    /// The room feed's requests to the store that failed ...
+    pub(super) feed_unavailable: AtomicU64,
+    /// ... and the parts it read that did not read as one.
+    pub(super) parts_unreadable: AtomicU64,
 }
 
 /// The member's state at a glance, for `/metrics`.

@@ -12,7 +12,9 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use super::directory::{Hosted, Table};
-use super::store::{ClusterStore, Listed, NodeRef, Registration, StoreError, StoreFuture};
+use super::store::{
+    ClusterStore, Listed, NodeRef, Registration, RoomParts, StoreError, StoreFuture,
+};
 
 /// The shared state, and this connection's link to it.
 #[derive(Debug, Default)]
@@ -39,6 +41,15 @@ struct Shared {
     nodes: HashMap<String, (Registration, Instant)>,
     homes: HashMap<String, (NodeRef, Instant)>,
     directory: Table,
+    /// Per room, each node's part: under which home, what, until when.
+    parts: HashMap<String, HashMap<String, Part>>,
+}
+
+#[derive(Debug)]
+struct Part {
+    home: NodeRef,
+    value: String,
+    until: Instant,
 }
 
 impl MemoryStore {
@@ -87,6 +98,10 @@ impl Shared {
     fn expire(&mut self, now: Instant) {
         self.nodes.retain(|_, (_, until)| *until > now);
         self.homes.retain(|_, (_, until)| *until > now);
+        for parts in self.parts.values_mut() {
+            parts.retain(|_, part| part.until > now);
+        }
+        self.parts.retain(|_, parts| !parts.is_empty());
     }
 
     /// Registered with that epoch.
@@ -217,5 +232,34 @@ impl ClusterStore for MemoryStore {
     fn hosted<'a>(&'a self, room: &'a str) -> StoreFuture<'a, Vec<Hosted>> {
         let room = room.to_owned();
         self.apply(move |shared, now| Ok(shared.directory.get(&room, now, |n| shared.live(n))))
+    }
+
+    fn exchange_part<'a>(
+        &'a self,
+        room: &'a str,
+        node: &'a str,
+        part: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<RoomParts>> {
+        let (room, node, value) = (room.to_owned(), node.to_owned(), part.to_owned());
+        self.apply(move |shared, now| {
+            let Some((home, _)) = shared.homes.get(&room).filter(|(h, _)| shared.live(h)) else {
+                return Ok(None);
+            };
+            let home = home.clone();
+            let parts = shared.parts.entry(room).or_default();
+            let part = Part {
+                home: home.clone(),
+                value,
+                until: now + ttl,
+            };
+            parts.insert(node, part);
+            let parts = parts
+                .iter()
+                .filter(|(_, part)| part.home == home)
+                .map(|(node, part)| (node.clone(), part.value.clone()))
+                .collect();
+            Ok(Some(RoomParts { home, parts }))
+        })
     }
 }

@@ -11,6 +11,8 @@
 //! - [`drain`]: `SIGTERM` on a clustered node: no new sessions, exit once they have ended.
 //! - [`http`]: new sessions' requests placed (`307`, `503`), and the cluster's metrics.
 //! - [`directory`]: which node hosts which publisher of a room, for the relay to pull from.
+//! - [`room_feed`]: a clustered room's state across its nodes: each node's part written
+//!   under the room's home, the others' read back, the dominant speaker decided by the home.
 //! - [`relay_link`]: the media relay's control channel: its requests, answers and link keys;
 //!   [`relay_http`]: the origin's route and the edge's request to it; [`relay_follow`]: the
 //!   rooms followed through the directory, conference participants' pulls.
@@ -26,9 +28,12 @@ pub mod redis;
 pub mod relay_follow;
 pub mod relay_http;
 pub mod relay_link;
+pub mod room_feed;
 pub mod settings;
 pub mod store;
 
 pub use member::Member;
 pub use settings::ClusterConfig;
-pub use store::{ClusterStore, Listed, Load, NodeRef, NodeState, Registration, StoreError};
+pub use store::{
+    ClusterStore, Listed, Load, NodeRef, NodeState, Registration, RoomParts, StoreError,
+};

@@ -8,6 +8,10 @@
 //! - `home:{room}`: `EPOCH NODE`, the room's home, with an expiry the home's heartbeat extends;
 //! - `dir:{room}`: the room's directory, a hash of the publishers each node hosts there (see
 //!   [`directory`](super::directory)).
+//! - `part:{room}:{node}`: the node's part of the room's state, `EPOCH NODE` of the home it was
+//!   written under, a line break, then the part, with the part's lease as the key's expiry;
+//! - `parts:{room}`: the set of node ids with a part of the room (pruned when read), which
+//!   lives as long as the last part written.
 //!
 //! The scripts read registrations by names they build, so the store is a single Redis server
 //! (or a primary with replicas), not a Redis Cluster.
@@ -18,7 +22,9 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 
 use super::directory::{directory_key, Entry, Hosted, HOSTED, SET_HOSTED};
-use super::store::{ClusterStore, Listed, NodeRef, Registration, StoreError, StoreFuture};
+use super::store::{
+    ClusterStore, Listed, NodeRef, Registration, RoomParts, StoreError, StoreFuture,
+};
 
 const PREFIX: &str = "strata:";
 const NODES: &str = "strata:nodes";
@@ -97,6 +103,32 @@ end
 return 1
 ";
 
+/// A node's part of a room written under the room's live home, and every part under that
+/// home read back: the home, then node id and part in turn; false without a live home. KEYS:
+/// the home, the set of parts, this node's part. ARGV: the prefix, the node id, the part, the
+/// lease (ms), the room.
+const EXCHANGE: &str = r"
+local home = redis.call('GET', KEYS[1])
+if not home or not live(home) then return false end
+redis.call('SET', KEYS[3], home .. '\n' .. ARGV[3], 'PX', ARGV[4])
+redis.call('SADD', KEYS[2], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+local found = {home}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  local part = redis.call('GET', ARGV[1] .. 'part:' .. ARGV[5] .. ':' .. id)
+  if not part then
+    redis.call('SREM', KEYS[2], id)
+  else
+    local at = string.find(part, '\n', 1, true)
+    if at and string.sub(part, 1, at - 1) == home then
+      found[#found + 1] = id
+      found[#found + 1] = string.sub(part, at + 1)
+    end
+  end
+end
+return found
+";
+
 /// The store on one Redis server, through a connection that reconnects on its own.
 pub struct RedisStore {
     connection: ConnectionManager,
@@ -107,6 +139,7 @@ pub struct RedisStore {
     deregister: Script,
     set_hosted: Script,
     hosted: Script,
+    exchange: Script,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -137,6 +170,7 @@ impl RedisStore {
             deregister: Script::new(DEREGISTER),
             set_hosted: Script::new(SET_HOSTED),
             hosted: Script::new(HOSTED),
+            exchange: Script::new(&format!("{LIVE}{EXCHANGE}")),
         })
     }
 
@@ -159,6 +193,10 @@ fn node_key(node: &str) -> String {
 
 fn home_key(room: &str) -> String {
     format!("{PREFIX}home:{room}")
+}
+
+fn part_key(room: &str, node: &str) -> String {
+    format!("{PREFIX}part:{room}:{node}")
 }
 
 fn millis(ttl: Duration) -> u64 {
@@ -321,6 +359,41 @@ impl ClusterStore for RedisStore {
                 .into_iter()
                 .map(|(node, json)| Entry::read(node, &json))
                 .collect()
+        })
+    }
+
+    fn exchange_part<'a>(
+        &'a self,
+        room: &'a str,
+        node: &'a str,
+        part: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<RoomParts>> {
+        Box::pin(async move {
+            let found: Option<Vec<String>> = self
+                .exchange
+                .key(home_key(room))
+                .key(format!("{PREFIX}parts:{room}"))
+                .key(part_key(room, node))
+                .arg(PREFIX)
+                .arg(node)
+                .arg(part)
+                .arg(millis(ttl))
+                .arg(room)
+                .invoke_async(&mut self.connection())
+                .await
+                .map_err(unavailable)?;
+            let Some((home, parts)) = found.as_deref().and_then(<[String]>::split_first) else {
+                return Ok(None);
+            };
+            let parts = parts
+                .chunks_exact(2)
+                .map(|pair| (pair[0].clone(), pair[1].clone()))
+                .collect();
+            Ok(Some(RoomParts {
+                home: NodeRef::from_value(home)?,
+                parts,
+            }))
         })
     }
 }

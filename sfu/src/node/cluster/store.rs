@@ -6,8 +6,8 @@
 //! heartbeat refreshes; it is only written while its epoch is the node's latest, so a node
 //! that booted again voids everything its older boot writes (fencing). And a home per room:
 //! the node id and epoch that hold it, taken by compare-and-set only when no live node holds
-//! it ("live": registered, with that epoch). Following state (a room's participants, relayed
-//! tracks) is to be keyed by the home's [`NodeRef`], so that it too is void with its epoch.
+//! it ("live": registered, with that epoch). A room's state as each of its nodes holds part of
+//! it is kept under the home's [`NodeRef`], so that it too is void with its epoch.
 
 use std::fmt;
 use std::future::Future;
@@ -73,6 +73,33 @@ pub trait ClusterStore: Send + Sync + fmt::Debug {
 
     /// The entries of `room` whose node is registered now with the epoch they name.
     fn hosted<'a>(&'a self, room: &'a str) -> StoreFuture<'a, Vec<Hosted>>;
+
+    // ---- Following a room's state (`room_feed`) ----
+    //
+    // Each node of a clustered room keeps its part of the room's state (its participants,
+    // their tracks, its speaker candidate; the home's part also the room's speaker) in the
+    // store under the room's home, each part under its own lease, and reads the others'.
+
+    /// Writes `part`, what `node` holds of `room`, under the room's live home to live for
+    /// `ttl`, and reads every part under that home that still lives, this one included.
+    /// `None`, and nothing written, when the room has no live home: the parts written under a
+    /// home that died, or whose node booted again, are void with it.
+    fn exchange_part<'a>(
+        &'a self,
+        room: &'a str,
+        node: &'a str,
+        part: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<RoomParts>>;
+}
+
+/// What the nodes of a room hold of it, under its home.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoomParts {
+    /// The room's home, whose parts these are.
+    pub home: NodeRef,
+    /// Each node's part, by node id, as the node wrote it.
+    pub parts: Vec<(String, String)>,
 }
 
 /// One boot of one node: its id and the epoch it booted with.

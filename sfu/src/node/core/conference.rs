@@ -220,11 +220,9 @@ impl NodeCore {
         if name.is_empty() || name.len() > MAX_NAME_BYTES || name.chars().any(char::is_control) {
             return Err(CoreError::BadName);
         }
-        if self
-            .rooms
-            .get(room)
-            .is_some_and(|r| r.names.contains_key(name))
-        {
+        if self.rooms.get(room).is_some_and(|r| {
+            r.names.contains_key(name) || r.followed.as_ref().is_some_and(|f| f.has_name(name))
+        }) {
             return Err(CoreError::NameTaken);
         }
         Ok(())

@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::followed::Followed;
 use super::speakers::Speakers;
 use crate::node::participant::ParticipantId;
 use crate::node::peer::PeerId;
@@ -26,6 +27,8 @@ pub(super) struct Room {
     pub speaker: Option<ParticipantId>,
     /// ... and how it was picked.
     pub speakers: Speakers,
+    /// The room's parts on the other nodes of a cluster, while it has some.
+    pub followed: Option<Followed>,
 }
 
 impl Room {

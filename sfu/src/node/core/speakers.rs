@@ -1,9 +1,8 @@
 //! Who speaks in each room. The dominant speaker is picked from each publisher's audio level
-//! (RFC 6464, smoothed by the engine) with a hysteresis, so it does not flicker between two
-//! people talking over each other: a challenger must be louder by a margin for a second (or
-//! speak while the current speaker is quiet, for a third of one). It is told to the room's
-//! participants and its video gets the first share of every viewer's estimate. With a limit
-//! set, while more publishers speak at once than the limit, only the loudest are forwarded.
+//! (RFC 6464, smoothed by the engine) with the hysteresis of [`Dominant`]. It is told to the
+//! room's participants and its video gets the first share of every viewer's estimate. With a
+//! limit set, while more publishers speak at once than the limit, only the loudest are
+//! forwarded.
 
 use std::time::{Duration, Instant};
 
@@ -11,26 +10,15 @@ use rtp_ext::codec::MediaKind;
 
 use super::NodeCore;
 use crate::engine::TrackId;
+use crate::node::dominant::{Dominant, SPEAKING};
 use crate::node::peer::PeerId;
 use crate::node::session_events::SessionEvent;
 
 /// How often the rooms' speakers are looked at.
 pub const SPEAKER_INTERVAL: Duration = Duration::from_millis(200);
-/// Loudness (dB above silence) from which a track counts as speaking: -60 dBov.
-const SPEAKING: f32 = 67.0;
-/// A challenger must be this much louder than a speaking speaker ...
-const MARGIN_DB: f32 = 6.0;
-/// ... for this long ...
-const TAKE_OVER: Duration = Duration::from_secs(1);
-/// ... or speak this long while the speaker is quiet.
-const TAKE_QUIET: Duration = Duration::from_millis(300);
 
-/// A room's speaker and who is challenging it since when.
-#[derive(Debug, Default)]
-pub(super) struct Speakers {
-    pub current: Option<PeerId>,
-    challenger: Option<(PeerId, Instant)>,
-}
+/// A room's speaker among the node's publishers, and how it was picked.
+pub(super) type Speakers = Dominant<PeerId>;
 
 impl NodeCore {
     /// Looks at every room's speakers, if it is time to.
@@ -51,7 +39,7 @@ impl NodeCore {
 
     /// Each publisher of the room with an audio track: its loudest audio track's loudness,
     /// and its audio tracks.
-    fn loudness(&self, room: &str, now: Instant) -> Vec<(PeerId, f32, Vec<TrackId>)> {
+    pub(super) fn loudness(&self, room: &str, now: Instant) -> Vec<(PeerId, f32, Vec<TrackId>)> {
         let Some(members) = self.rooms.get(room) else {
             return Vec::new();
         };
@@ -79,38 +67,11 @@ impl NodeCore {
         let Some(speakers) = self.rooms.get_mut(room).map(|r| &mut r.speakers) else {
             return;
         };
-        let level = |id: Option<PeerId>| {
-            levels
-                .iter()
-                .find(|(p, ..)| Some(*p) == id)
-                .map_or(0.0, |&(_, l, _)| l)
-        };
-        let current = level(speakers.current);
-        let loudest = levels
-            .iter()
-            .filter(|&&(id, l, _)| Some(id) != speakers.current && l >= SPEAKING)
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|&(id, l, _)| (id, l));
-        let quiet = current < SPEAKING;
-        let challenger = loudest.filter(|&(_, l)| quiet || l >= current + MARGIN_DB);
-        let Some((id, _)) = challenger else {
-            speakers.challenger = None;
-            return;
-        };
-        let since = match speakers.challenger {
-            Some((same, since)) if same == id => since,
-            _ => {
-                speakers.challenger = Some((id, now));
-                now
-            }
-        };
-        let needed = if quiet { TAKE_QUIET } else { TAKE_OVER };
-        if now.saturating_duration_since(since) < needed {
-            return;
+        let levels: Vec<(PeerId, f32)> = levels.iter().map(|&(id, l, _)| (id, l)).collect();
+        let previous = speakers.current;
+        if let Some(id) = speakers.pick(&levels, now) {
+            self.announce_speaker(room, previous, id);
         }
-        let previous = speakers.current.replace(id);
-        speakers.challenger = None;
-        self.announce_speaker(room, previous, id);
     }
 
     /// The room's participants hear of the new speaker; its video is climbed first.
@@ -131,10 +92,16 @@ impl NodeCore {
         else {
             return;
         };
-        if let Some(members) = self.rooms.get_mut(room) {
-            members.speaker = Some(public);
-        }
+        let Some(members) = self.rooms.get_mut(room) else {
+            return;
+        };
+        members.speaker = Some(public);
         tracing::debug!(room, speaker = %public, "dominant speaker");
+        if members.followed.is_some() {
+            // A clustered room's speaker is its home's to decide: this one is the node's
+            // candidate.
+            return;
+        }
         let event = SessionEvent::DominantSpeaker {
             participant: public,
         };

@@ -15,15 +15,24 @@ impl NodeCore {
     /// The room's state; `None` for a room with nobody in it.
     pub fn room_view(&self, room: &str, now: Instant) -> Option<RoomView> {
         let members = self.rooms.get(room)?;
+        let followed = members.followed.as_ref();
+        // A clustered room shows its relayed publishers once: as their origin's.
+        let local = members
+            .publishers
+            .iter()
+            .filter(|&&id| followed.is_none() || !self.is_relay_in(id))
+            .filter_map(|&id| self.participant_view(id, now));
+        let (before, after) = followed.map_or((&[][..], &[][..]), |f| (&f.before, &f.after));
         Some(RoomView {
             room: room.to_owned(),
-            participants: members
-                .publishers
+            participants: before
                 .iter()
-                .filter_map(|&id| self.participant_view(id, now))
+                .cloned()
+                .chain(local)
+                .chain(after.iter().cloned())
                 .collect(),
-            viewers: members.viewers.len(),
-            dominant_speaker: members.speaker,
+            viewers: members.viewers.len() + followed.map_or(0, |f| f.viewers),
+            dominant_speaker: followed.map_or(members.speaker, |f| f.speaker),
         })
     }
 
