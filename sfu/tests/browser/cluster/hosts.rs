@@ -27,7 +27,8 @@ const SEES_THE_OTHERS: Duration = Duration::from_secs(10);
 /// hosts.
 pub struct Cluster {
     nodes: Vec<Node>,
-    pub redis: Redis,
+    /// Kept running for the cluster's life.
+    _redis: Redis,
     hosts: Vec<Netns>,
     redis_host: Netns,
 }
@@ -83,7 +84,7 @@ impl Cluster {
             .collect();
         let cluster = Cluster {
             nodes,
-            redis,
+            _redis: redis,
             hosts,
             redis_host,
         };
