@@ -109,18 +109,7 @@ fn av1_relayed_to_two_nodes_survives_a_killed_node_and_a_full_node_redirects() {
     let took = wait_sizes(&page_2, "node 2's viewers", &expected_2, RAMP_UP);
     println!("node 2's viewers at every layer after {took:?}");
     wait_sizes(&page_3, "node 3's viewers", &expected_3, RAMP_UP);
-    assert_eq!(
-        cluster.metric(1, RELAYS_OUT),
-        Some(2.0),
-        "one relay per node"
-    );
-    for n in [2, 3] {
-        assert_eq!(
-            cluster.metric(n, RELAYS_IN),
-            Some(1.0),
-            "node {n} pulls once"
-        );
-    }
+    assert_one_relay_per_edge(&cluster);
     let marks = [mark(&page_2), mark(&page_3)];
     std::thread::sleep(JUDGED);
     assert_smooth_since(&page_2, &marks[0], "node 2's viewers", &expected_2, MIN_FPS);
@@ -224,23 +213,13 @@ fn vp8_simulcast_relayed_and_a_node_cut_from_redis_refuses_while_its_viewers_go_
         println!("node {n}'s viewers at q and f after {took:?}");
     }
     wait_sizes(&sending, "node 1's viewer", &expected_1, RAMP_UP);
-    assert_eq!(
-        cluster.metric(1, RELAYS_OUT),
-        Some(2.0),
-        "one relay per node"
-    );
+    assert_one_relay_per_edge(&cluster);
 
     let marks = [mark(&pages[0]), mark(&pages[1]), mark(&sending)];
     cluster.cut_from_redis(1);
     let cut = Instant::now();
     let refused = loop {
-        let answer = cluster.request(
-            1,
-            "POST",
-            &format!("/whep/{room}"),
-            &["Content-Type: application/sdp"],
-            OFFER,
-        );
+        let answer = new_viewer(&cluster, room);
         if answer.status == 503 {
             break answer;
         }
@@ -278,14 +257,23 @@ fn vp8_simulcast_relayed_and_a_node_cut_from_redis_refuses_while_its_viewers_go_
 
     cluster.heal(1);
     cluster.wait_metric(1, "strata_cluster_attached", 1.0, Duration::from_secs(10));
-    let answer = cluster.request(
-        1,
-        "POST",
-        &format!("/whep/{room}"),
-        &["Content-Type: application/sdp"],
-        OFFER,
-    );
+    let answer = new_viewer(&cluster, room);
     assert_eq!(answer.status, 201, "back: {}", answer.body);
+}
+
+/// Node 1 relays the publisher to nodes 2 and 3 once each, whatever their viewers.
+fn assert_one_relay_per_edge(cluster: &Cluster) {
+    assert_eq!(cluster.metric(1, RELAYS_OUT), Some(2.0), "a relay per edge");
+    for n in [2, 3] {
+        let pulled = cluster.metric(n, RELAYS_IN);
+        assert_eq!(pulled, Some(1.0), "node {n} pulls once");
+    }
+}
+
+/// A new WHEP viewer of `room` asked of node 1 by the test (it never connects).
+fn new_viewer(cluster: &Cluster, room: &str) -> hosts::Answer {
+    let sdp = ["Content-Type: application/sdp"];
+    cluster.request(1, "POST", &format!("/whep/{room}"), &sdp, OFFER)
 }
 
 /// Viewers of `room` at spatial layers 0, 1 and 2, every temporal layer.
