@@ -100,6 +100,7 @@ fn av1_simulcast_layers_and_switches() {
 #[test]
 #[ignore = "needs chromium in a private network namespace: run .ci/browser-test"]
 fn loss_is_repaired() {
+    // The loss scenario rewrites the firewall: only ever inside a namespace of its own.
     netns::require_private_network(IGNORED);
     // A lost keyframe packet leaves the frames after it unreadable until it is repaired; and
     // the loss rule drops the node's own sends at the socket, which it counts as refused.
@@ -362,8 +363,6 @@ fn node_counters(page: &Page, words: &[&str]) -> String {
     let wanted = |line: &&str| !line.starts_with('#') && words.iter().any(|w| line.contains(w));
     text.lines().filter(wanted).collect::<Vec<_>>().join("\n")
 }
-
-/// The loss scenario rewrites the firewall: only ever inside a namespace of its own.
 
 /// An nftables table dropping one UDP packet in twenty on output (every packet here is on
 /// loopback, so both directions of every leg); removed on drop, even when the test fails.
