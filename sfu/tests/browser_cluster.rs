@@ -145,7 +145,14 @@ fn av1_relayed_to_two_nodes_survives_a_killed_node_and_a_full_node_redirects() {
             "viewer {id} served at {resource}"
         );
     }
-    let expected = at_sizes(&again);
+    // Served by node 1 beside the publisher, no relay between: whether its estimate lets
+    // the top viewer reach 720p there is the single node's matter (browser.rs), so any size
+    // but the base layer's will do; what is judged is that they decode again, smoothly.
+    let expected: Vec<(&str, (f64, f64))> = again
+        .iter()
+        .map(String::as_str)
+        .zip([SIZES[0], judge::ANY_SIZE, judge::ANY_SIZE])
+        .collect();
     wait_sizes(&page_2, "node 2's viewers on node 1", &expected, RAMP_UP);
     let since = mark(&page_2);
     std::thread::sleep(JUDGED);
