@@ -10,6 +10,9 @@ mod chromium;
 #[path = "common/coturn.rs"]
 #[allow(dead_code, reason = "coturn over TLS is for the HTTPS browser tests")]
 mod coturn;
+#[path = "browser/netns.rs"]
+#[allow(dead_code, reason = "the loss scenario needs only the namespace check")]
+mod netns;
 #[path = "browser/node.rs"]
 #[allow(
     dead_code,
@@ -97,7 +100,8 @@ fn av1_simulcast_layers_and_switches() {
 #[test]
 #[ignore = "needs chromium in a private network namespace: run .ci/browser-test"]
 fn loss_is_repaired() {
-    require_private_network();
+    // The loss scenario rewrites the firewall: only ever inside a namespace of its own.
+    netns::require_private_network(IGNORED);
     // A lost keyframe packet leaves the frames after it unreadable until it is repaired; and
     // the loss rule drops the node's own sends at the socket, which it counts as refused.
     scenario(&["unreadable_dd", "out_of_window", "send_failed"], loss);
@@ -358,25 +362,6 @@ fn node_counters(page: &Page, words: &[&str]) -> String {
     let text = text.as_str().unwrap_or_default().to_lowercase();
     let wanted = |line: &&str| !line.starts_with('#') && words.iter().any(|w| line.contains(w));
     text.lines().filter(wanted).collect::<Vec<_>>().join("\n")
-}
-
-/// The loss scenario rewrites the firewall: only ever inside a namespace of its own.
-fn require_private_network() {
-    let out = Command::new("ip")
-        .args(["-o", "link", "show"])
-        .output()
-        .expect("run ip");
-    let links = String::from_utf8_lossy(&out.stdout);
-    let names: Vec<&str> = links
-        .lines()
-        .filter_map(|l| l.split(':').nth(1))
-        .map(str::trim)
-        .collect();
-    assert_eq!(
-        names,
-        ["lo"],
-        "not in a private network namespace: {IGNORED}"
-    );
 }
 
 /// An nftables table dropping one UDP packet in twenty on output (every packet here is on

@@ -239,6 +239,29 @@ impl Netns {
         run("nsenter", &["-t", &pid, "-n", "nft", rules]);
     }
 
+    /// Drops every TCP segment between the namespace and `ip:port` (nftables), both ways, as
+    /// a partition between this host and that service; [`heal`](Self::heal) lifts it.
+    pub fn cut_tcp_to(&self, ip: Ipv4Addr, port: u16) {
+        let rules = format!(
+            "add table inet strata_cut; \
+             add chain inet strata_cut out {{ type filter hook output priority 0; }}; \
+             add rule inet strata_cut out ip daddr {ip} tcp dport {port} drop; \
+             add chain inet strata_cut in {{ type filter hook input priority 0; }}; \
+             add rule inet strata_cut in ip saddr {ip} tcp sport {port} drop"
+        );
+        let pid = self.pid();
+        run("nsenter", &["-t", &pid, "-n", "nft", &rules]);
+    }
+
+    /// Lifts the cut of [`cut_tcp_to`](Self::cut_tcp_to).
+    pub fn heal(&self) {
+        let pid = self.pid();
+        run(
+            "nsenter",
+            &["-t", &pid, "-n", "nft", "delete table inet strata_cut"],
+        );
+    }
+
     /// The shaper's counters (sent, dropped, overlimits, backlog), for the test's output.
     pub fn qdisc_stats(&self) -> String {
         let out = Command::new("tc")
@@ -262,6 +285,23 @@ pub fn require_node_address(ip: &str, how: &str) {
         text.contains(&format!("inet {ip}/")),
         "{ip} is not on this namespace's loopback: {how}"
     );
+}
+
+/// Fails the test unless it runs in a network namespace with loopback alone (one it was
+/// started in, `unshare -n`): the rules, routes and forwarding it sets up are for that
+/// namespace only. `how` says how to run it.
+pub fn require_private_network(how: &str) {
+    let out = Command::new("ip")
+        .args(["-o", "link", "show"])
+        .output()
+        .expect("run ip");
+    let links = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = links
+        .lines()
+        .filter_map(|l| l.split(':').nth(1))
+        .map(str::trim)
+        .collect();
+    assert_eq!(names, ["lo"], "not in a private network namespace: {how}");
 }
 
 /// TSO, GSO and GRO off on `dev`, run through `prefix` (a namespace entry, or nothing).

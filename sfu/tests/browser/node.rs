@@ -6,6 +6,7 @@
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The node's own events; the DTLS crate warns once per unknown extension of every browser hello.
@@ -43,16 +44,40 @@ impl Node {
 
     /// As [`start_on`](Self::start_on), its HTTP side on `http_port`.
     pub fn start_at(ip: &str, http_port: u16, config: Option<&str>, args: &[&str]) -> Node {
+        let udp_port = free_udp_port(ip);
+        Node::start_within(&[], ip, (http_port, udp_port), config, args)
+    }
+
+    /// Starts the node through `prefix` (`nsenter -t PID -n`: inside a host's network
+    /// namespace of its own; nothing for here), serving and announcing `ip` on these HTTP and
+    /// UDP ports, with `config` as its TOML file when given.
+    pub fn start_within(
+        prefix: &[String],
+        ip: &str,
+        (http_port, udp_port): (u16, u16),
+        config: Option<&str>,
+        args: &[&str],
+    ) -> Node {
         let http = format!("{ip}:{http_port}");
-        let udp = format!("{ip}:{}", free_udp_port(ip));
+        let udp = format!("{ip}:{udp_port}");
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
         let stem = std::env::temp_dir().join(format!(
             "strata-node-{}-{}",
             std::process::id(),
-            free_tcp_port(ip)
+            STARTED.fetch_add(1, Ordering::Relaxed)
         ));
         let log = stem.with_extension("log");
         let file = std::fs::File::create(&log).expect("create the node's log file");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_sfu"));
+        // `nsenter` without a PID namespace to enter executes the node in its own place, so
+        // the child is the node itself: a kill reaches it.
+        let mut command = match prefix.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(env!("CARGO_BIN_EXE_sfu"));
+                command
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_sfu")),
+        };
         command.args(["serve", "--http", &http, "--udp", &udp]);
         if ip != "127.0.0.1" {
             command.args(["--public-ip", ip]);
@@ -119,6 +144,12 @@ impl Node {
             .status()
             .expect("run kill");
         assert!(status.success(), "SIGHUP to the node");
+    }
+
+    /// SIGKILL: the node dies at once, as its machine would, leaving nothing behind it.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("kill the node");
+        let _ = self.child.wait();
     }
 
     /// Everything the node has logged so far.

@@ -8,6 +8,10 @@ mod common;
 #[allow(dead_code, reason = "coturn over TLS is for the HTTPS browser tests")]
 mod coturn;
 #[path = "../common/redis.rs"]
+#[allow(
+    dead_code,
+    reason = "Redis on TCP on a host of its own is for the cluster's browser tests"
+)]
 mod redis;
 
 mod cluster_failures;
