@@ -244,7 +244,7 @@ fn start_node(options: &Options, pinning: Option<Pinning>) -> Result<NodeProcess
     };
     let cpu = pinning.map(|p| p.node);
     let sessions = options.viewers.max(options.participants);
-    let node = node::start(&binary, options.workers, sessions, cpu)?;
+    let node = node::start(&binary, options.workers, options.gso, sessions, cpu)?;
     let (pid, http, udp) = (node.pid(), node.http, node.udp);
     progress(&format!("node {pid} up on {http} (UDP {udp})"));
     Ok(node)

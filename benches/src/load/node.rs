@@ -92,11 +92,13 @@ pub fn build() -> Result<PathBuf, LoadError> {
     Ok(target.join("release").join("sfu"))
 }
 
-/// Starts `binary serve` on free loopback ports, with `--workers` only when asked for, on
-/// `cpu` alone when given, and waits until its HTTP answers.
+/// Starts `binary serve` on free loopback ports, with `--workers` only when asked for,
+/// without UDP segmentation when `gso` is false, on `cpu` alone when given, and waits until
+/// its HTTP answers.
 pub fn start(
     binary: &Path,
     workers: Option<usize>,
+    gso: bool,
     viewers: usize,
     cpu: Option<usize>,
 ) -> Result<NodeProcess, LoadError> {
@@ -109,7 +111,7 @@ pub fn start(
     ));
     std::fs::create_dir_all(&dir).map_err(LoadError::Io)?;
     let config = dir.join("node.toml");
-    std::fs::write(&config, limits_toml(viewers)).map_err(LoadError::Io)?;
+    std::fs::write(&config, settings_toml(gso, viewers)).map_err(LoadError::Io)?;
     let log = File::create(dir.join("node.log")).map_err(LoadError::Io)?;
     let mut command = Command::new(binary);
     command.arg("serve").arg("--config").arg(&config).args([
@@ -138,6 +140,13 @@ pub fn start(
     };
     wait_until_listening(&mut node, workers)?;
     Ok(node)
+}
+
+/// The node's settings: segmentation left to the node's default unless turned off (a node
+/// built before the setting takes the file without it), and the limits.
+fn settings_toml(gso: bool, viewers: usize) -> String {
+    let gso = if gso { "" } else { "udp_gso = false\n" };
+    format!("{gso}{}", limits_toml(viewers))
 }
 
 /// The limits a run needs raised: every viewer comes from one address (127.0.0.1), which the
@@ -291,5 +300,10 @@ mod tests {
         assert_eq!(config.limits.participants_per_room, 50);
         let config = sfu::node::config::NodeConfig::from_toml(&limits_toml(80)).expect("TOML");
         assert_eq!(config.limits.participants_per_room, 80);
+        let toml = settings_toml(false, 80);
+        let config = sfu::node::config::NodeConfig::from_toml(&toml).expect("TOML");
+        assert!(!config.udp_gso);
+        assert_eq!(config.limits.participants_per_room, 80);
+        assert_eq!(settings_toml(true, 80), limits_toml(80), "left to the node");
     }
 }
