@@ -563,7 +563,6 @@ mod mmsg {
     }
 }
 
-#[cfg(any(target_os = "linux", test))]
 pub mod segments;
 #[cfg(test)]
 mod tests;
