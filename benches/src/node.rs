@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::net::{SocketAddr, UdpSocket};
 
 use rtp_ext::rtp::RtpPacket;
-use sfu::node::batch::{send_all, Batch};
+use sfu::node::batch::{kernel_segments, send_all, Batch, Segmentation};
 use sfu::node::srtp::{session, SrtpContext, SrtpKeys, SrtpProfile, MAX_OVERHEAD};
 use sfu::node::testing::keys;
 
@@ -182,6 +182,7 @@ fn egress_batched(name: &'static str, peers: usize) -> Case {
     let packet = av1_packet_1200();
     let mut batch = Batch::new(PACKET_LEN + MAX_OVERHEAD);
     let node = UdpSocket::bind("127.0.0.1:0").expect("bind loopback");
+    let segmentation = Segmentation::new(kernel_segments(&node));
     let receivers: Vec<(UdpSocket, SocketAddr)> = (0..peers)
         .map(|_| {
             let (_, peer, target) = loopback();
@@ -196,7 +197,7 @@ fn egress_batched(name: &'static str, peers: usize) -> Case {
         batch.commit(receivers[usize::from(seq) % receivers.len()].1, len);
         if batch.is_full() {
             // As unsent: a full receive buffer drops silently.
-            black_box(send_all(&node, &batch));
+            black_box(send_all(&node, &batch, &segmentation));
             batch.clear();
         }
         black_box(&receivers);

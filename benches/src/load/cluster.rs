@@ -83,7 +83,7 @@ pub fn start(
     cpu: Option<usize>,
 ) -> Result<Nodes, LoadError> {
     if options.nodes == 1 {
-        let node = node::start(binary, options.workers, sessions, cpu, None)?;
+        let node = node::start(binary, options.workers, options.gso, sessions, cpu, None)?;
         return Ok(Nodes {
             all: vec![node],
             _redis: None,
@@ -101,6 +101,7 @@ pub fn start(
         all.push(node::start(
             binary,
             options.workers,
+            options.gso,
             sessions,
             None,
             Some(&seat),

@@ -15,10 +15,16 @@ pub struct Wire {
     pub packets_out: u64,
     /// `strata_udp_send_calls_total`: send calls, each a batch.
     pub send_calls: u64,
+    /// `strata_datagrams_out_total`: UDP datagrams sent (0 from a node that does not say).
+    pub datagrams: u64,
+    /// `strata_udp_send_messages_total`: the messages they left in, a segmented run one.
+    pub messages: u64,
+    /// `strata_udp_gso_datagrams_total`: datagrams that left in segmented messages.
+    pub segmented: u64,
 }
 
 impl Wire {
-    /// Both counters from a `/metrics` text, when it has both.
+    /// The counters from a `/metrics` text, when it has the packets and the calls.
     pub fn parse(metrics: &str) -> Option<Self> {
         let value = |series: &str| {
             metrics
@@ -28,6 +34,9 @@ impl Wire {
         Some(Self {
             packets_out: value("strata_packets_out_total")?,
             send_calls: value("strata_udp_send_calls_total")?,
+            datagrams: value("strata_datagrams_out_total").unwrap_or(0),
+            messages: value("strata_udp_send_messages_total").unwrap_or(0),
+            segmented: value("strata_udp_gso_datagrams_total").unwrap_or(0),
         })
     }
 
@@ -36,7 +45,31 @@ impl Wire {
         Self {
             packets_out: later.packets_out.saturating_sub(self.packets_out),
             send_calls: later.send_calls.saturating_sub(self.send_calls),
+            datagrams: later.datagrams.saturating_sub(self.datagrams),
+            messages: later.messages.saturating_sub(self.messages),
+            segmented: later.segmented.saturating_sub(self.segmented),
         }
+    }
+
+    /// Both nodes' counters together (a run across nodes).
+    pub fn plus(self, other: Self) -> Self {
+        Self {
+            packets_out: self.packets_out + other.packets_out,
+            send_calls: self.send_calls + other.send_calls,
+            datagrams: self.datagrams + other.datagrams,
+            messages: self.messages + other.messages,
+            segmented: self.segmented + other.segmented,
+        }
+    }
+
+    /// Datagrams per message the kernel was given: 1 without segmentation.
+    pub fn datagrams_per_message(&self) -> Option<f64> {
+        per(self.datagrams as f64, self.messages)
+    }
+
+    /// The share of the datagrams that left in segmented messages.
+    pub fn segmented_share(&self) -> Option<f64> {
+        per(self.segmented as f64, self.datagrams)
     }
 
     /// RTP packets per send call (the calls also carry RTCP, DTLS and STUN, so this is a
@@ -126,6 +159,20 @@ impl Cost {
                     wire.send_calls
                 ),
             );
+            row(
+                out,
+                "node datagrams per message",
+                format!(
+                    "{} ({} datagrams in {} messages; {} of them segmented, {})",
+                    wire.datagrams_per_message()
+                        .map_or("-".into(), |p| format!("{p:.2}")),
+                    wire.datagrams,
+                    wire.messages,
+                    wire.segmented,
+                    wire.segmented_share()
+                        .map_or("-".into(), |s| format!("{:.1} %", s * 100.0)),
+                ),
+            );
         }
         let p = &self.placement;
         row(
@@ -157,6 +204,10 @@ impl Cost {
             "node_packets_out": self.wire.map(|w| w.packets_out),
             "node_send_calls": self.wire.map(|w| w.send_calls),
             "node_packets_per_call": self.wire.and_then(|w| w.packets_per_call()),
+            "node_datagrams_out": self.wire.map(|w| w.datagrams),
+            "node_send_messages": self.wire.map(|w| w.messages),
+            "node_segmented_datagrams": self.wire.map(|w| w.segmented),
+            "node_datagrams_per_message": self.wire.and_then(|w| w.datagrams_per_message()),
             "pinned": self.placement.pinned,
             "node_cpus": self.placement.node_cpus,
             "tool_cpus": self.placement.tool_cpus,
@@ -179,18 +230,34 @@ mod tests {
             before,
             Wire {
                 packets_out: 1000,
-                send_calls: 40
-            }
+                send_calls: 40,
+                ..Wire::default()
+            },
+            "a node that does not count messages"
         );
         assert_eq!(Wire::parse("strata_packets_out_total 1\n"), None);
         let after = Wire {
             packets_out: 4200,
             send_calls: 140,
+            datagrams: 3300,
+            messages: 1100,
+            segmented: 2640,
         };
         let window = before.since(after);
         assert_eq!((window.packets_out, window.send_calls), (3200, 100));
         assert_eq!(window.packets_per_call(), Some(32.0));
+        assert_eq!(window.datagrams_per_message(), Some(3.0));
+        assert_eq!(window.segmented_share(), Some(0.8));
         assert_eq!(Wire::default().packets_per_call(), None);
+        let counted = format!(
+            "{metrics}strata_datagrams_out_total 5\nstrata_udp_send_messages_total 4\n\
+             strata_udp_gso_datagrams_total 2\n"
+        );
+        let counted = Wire::parse(&counted).expect("all");
+        assert_eq!(
+            (counted.datagrams, counted.messages, counted.segmented),
+            (5, 4, 2)
+        );
     }
 
     #[test]

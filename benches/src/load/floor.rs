@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use nix::time::{clock_gettime, ClockId};
-use sfu::node::batch::{send_all, Batch, ReceiveBatch, RecvBatch, BATCH_LEN};
+use sfu::node::batch::{send_all, Batch, ReceiveBatch, RecvBatch, Segmentation, BATCH_LEN};
 
 use super::pin::{pin_this_thread, PinError};
 use super::wait::wait_until;
@@ -186,7 +186,8 @@ fn send(addresses: &[SocketAddr], until: Until, progress: &Progress) -> Result<F
             batch.commit(addresses[next], PACKET_LEN);
             next = (next + 1) % addresses.len();
         }
-        let outcome = send_all(&socket, &batch);
+        // Each datagram to the next destination: nothing to segment, one message each.
+        let outcome = send_all(&socket, &batch, &Segmentation::new(false));
         batch.clear();
         floor.sent += outcome.sent as u64;
         floor.lost += outcome.lost as u64;

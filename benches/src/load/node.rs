@@ -93,12 +93,13 @@ pub fn build() -> Result<PathBuf, LoadError> {
     Ok(target.join("release").join("sfu"))
 }
 
-/// Starts `binary serve` on free loopback ports, with `--workers` only when asked for, on
-/// `cpu` alone when given, a member of a cluster when `seat` says which, and waits until its
-/// HTTP answers.
+/// Starts `binary serve` on free loopback ports, with `--workers` only when asked for,
+/// without UDP segmentation when `gso` is false, on `cpu` alone when given, a member of a
+/// cluster when `seat` says which, and waits until its HTTP answers.
 pub fn start(
     binary: &Path,
     workers: Option<usize>,
+    gso: bool,
     viewers: usize,
     cpu: Option<usize>,
     seat: Option<&Seat>,
@@ -113,8 +114,8 @@ pub fn start(
     std::fs::create_dir_all(&dir).map_err(LoadError::Io)?;
     let config = dir.join("node.toml");
     let toml = match seat {
-        Some(seat) => seat.toml(&limits_toml(viewers)),
-        None => limits_toml(viewers),
+        Some(seat) => seat.toml(&settings_toml(gso, viewers)),
+        None => settings_toml(gso, viewers),
     };
     std::fs::write(&config, toml).map_err(LoadError::Io)?;
     let log = File::create(dir.join("node.log")).map_err(LoadError::Io)?;
@@ -145,6 +146,13 @@ pub fn start(
     };
     wait_until_listening(&mut node, workers)?;
     Ok(node)
+}
+
+/// The node's settings: segmentation left to the node's default unless turned off (a node
+/// built before the setting takes the file without it), and the limits.
+fn settings_toml(gso: bool, viewers: usize) -> String {
+    let gso = if gso { "" } else { "udp_gso = false\n" };
+    format!("{gso}{}", limits_toml(viewers))
 }
 
 /// The limits a run needs raised: every viewer comes from one address (127.0.0.1), which the
@@ -281,11 +289,7 @@ fn parse_viewer_gauges(metrics: &str) -> ViewerGauges {
 pub fn wire(nodes: &[SocketAddr]) -> Option<Wire> {
     nodes.iter().try_fold(Wire::default(), |sum, &node| {
         let reply = http::request(node, "GET", "/metrics", &[], "").ok()?;
-        let one = Wire::parse(&reply.body)?;
-        Some(Wire {
-            packets_out: sum.packets_out + one.packets_out,
-            send_calls: sum.send_calls + one.send_calls,
-        })
+        Some(sum.plus(Wire::parse(&reply.body)?))
     })
 }
 
@@ -328,5 +332,10 @@ mod tests {
         assert_eq!(config.limits.participants_per_room, 50);
         let config = sfu::node::config::NodeConfig::from_toml(&limits_toml(80)).expect("TOML");
         assert_eq!(config.limits.participants_per_room, 80);
+        let toml = settings_toml(false, 80);
+        let config = sfu::node::config::NodeConfig::from_toml(&toml).expect("TOML");
+        assert!(!config.udp_gso);
+        assert_eq!(config.limits.participants_per_room, 80);
+        assert_eq!(settings_toml(true, 80), limits_toml(80), "left to the node");
     }
 }

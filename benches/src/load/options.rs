@@ -40,6 +40,10 @@ pub struct Options {
     /// Passed to the node as `--workers N` (not passed when left out).
     #[arg(long)]
     pub workers: Option<usize>,
+    /// `false` turns the node's UDP segmentation offload off (`udp_gso = false` in its
+    /// settings), to measure what it saves with the same binary; `true` leaves the setting out.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub gso: bool,
     /// Percent of the datagrams each viewer drops on arrival once connected (seeded).
     #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
@@ -186,6 +190,8 @@ mod tests {
         let options = Options::parse_from(["load", "--viewers", "300", "--loss", "2.5"]);
         assert_eq!((options.viewers, options.loss), (300, 2.5));
         assert_eq!(options.workers, None);
+        assert!(options.gso, "the node's own setting unless told");
+        assert!(!Options::parse_from(["load", "--gso", "false"]).gso);
         assert_eq!(options.viewer_transport, Transport::Udp);
         let options = Options::parse_from(["load", "--viewer-transport", "tcp"]);
         assert_eq!(options.viewer_transport, Transport::Tcp);

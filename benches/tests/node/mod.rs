@@ -42,6 +42,15 @@ fn free_udp_port() -> u16 {
 impl Node {
     /// A node with `workers` media workers and `limits`, once it answers.
     pub fn start(workers: usize, limits: Limits) -> Self {
+        Self::start_with(NodeConfig {
+            workers,
+            limits,
+            ..NodeConfig::default()
+        })
+    }
+
+    /// A node with the settings of `settings` but its addresses, once it answers.
+    pub fn start_with(settings: NodeConfig) -> Self {
         // The node's log, with RUST_LOG set (e.g. `sfu=debug`); the first test to
         // start a node installs it.
         let filter = tracing_subscriber::EnvFilter::from_default_env();
@@ -56,9 +65,7 @@ impl Node {
         let config = NodeConfig {
             http: SocketAddr::new(loopback, free_port()),
             udp: SocketAddr::new(loopback, free_udp_port()),
-            workers,
-            limits,
-            ..NodeConfig::default()
+            ..settings
         };
         let http = config.http;
         let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -46,6 +46,10 @@ pub struct ServeArgs {
     /// Media workers, each taking whole rooms [default: one per core the node may use].
     #[arg(long, env = "STRATA_WORKERS")]
     workers: Option<usize>,
+    /// UDP segmentation offload, where the kernel has it: `--udp-gso false` sends one
+    /// datagram per message [default: true].
+    #[arg(long, alias = "gso", env = "STRATA_UDP_GSO", action = clap::ArgAction::Set)]
+    udp_gso: Option<bool>,
     /// While more publishers of a room speak at once, forward only this many of the loudest
     /// [default: 0, all].
     #[arg(long, env = "STRATA_LOUDEST_SPEAKERS")]
@@ -83,6 +87,7 @@ impl ServeArgs {
             .unwrap_or(config.keyframe_interval_ms);
         config.log = self.log.unwrap_or(config.log);
         config.workers = self.workers.unwrap_or(config.workers);
+        config.udp_gso = self.udp_gso.unwrap_or(config.udp_gso);
         config.loudest_speakers = self.loudest_speakers.unwrap_or(config.loudest_speakers);
         config.tls_cert = self.tls_cert.or(config.tls_cert);
         config.tls_key = self.tls_key.or(config.tls_key);

@@ -11,6 +11,8 @@
 use std::io;
 use std::net::SocketAddr;
 
+pub use segments::Segmentation;
+
 /// Datagrams per batch: enough that the call's cost is shared thin, few enough that the
 /// message headers fit on the stack (about 6 KiB with their addresses).
 pub const BATCH_LEN: usize = 32;
@@ -80,10 +82,40 @@ impl Batch {
 
 /// A socket that sends a batch's datagrams in order.
 pub trait SendBatch {
-    /// Sends datagrams `start..` of `batch` in order, as many as the socket takes in one go;
-    /// returns how many went. An error is about datagram `start`: a full send buffer
+    /// Sends datagrams `start..` of `batch` in order, as many as the socket takes in one go,
+    /// runs to one destination as one segmented message each while `segmentation` is on;
+    /// says how many went. An error is about datagram `start`: a full send buffer
     /// (`WouldBlock`) or what the host says of its destination.
-    fn send_from(&self, batch: &Batch, start: usize) -> io::Result<usize>;
+    fn send_from(
+        &self,
+        batch: &Batch,
+        start: usize,
+        segmentation: &Segmentation,
+    ) -> io::Result<Taken>;
+}
+
+/// What one send call took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Taken {
+    /// Datagrams.
+    pub datagrams: usize,
+    /// The messages they left in: one a datagram, or one a segmented run.
+    pub messages: usize,
+    /// Those of the datagrams that left in segmented messages.
+    pub segmented: usize,
+    /// Whether the kernel refused a segmented send on the way (and segmentation went off).
+    pub refused: bool,
+}
+
+impl Taken {
+    /// `datagrams` taken one a message.
+    pub fn one_each(datagrams: usize) -> Self {
+        Self {
+            datagrams,
+            messages: datagrams,
+            ..Self::default()
+        }
+    }
 }
 
 /// What became of a batch.
@@ -95,22 +127,31 @@ pub struct Sent {
     pub lost: usize,
     /// Send calls made.
     pub calls: usize,
+    /// Messages the datagrams sent left in (fewer than they when runs left segmented).
+    pub messages: usize,
+    /// Datagrams sent within segmented messages.
+    pub segmented: usize,
+    /// Segmented sends the kernel refused, each turning segmentation off.
+    pub refusals: usize,
 }
 
 /// Sends all of `batch` the socket takes, never waiting for it: a datagram the host refuses
 /// (an unreachable destination) is lost alone and the rest still go; a full send buffer
 /// loses the rest of the batch (NACK repairs media, DTLS and STUN retransmit), as it would
 /// one datagram sent alone. A viewer that does not read is never what the others wait on.
-pub fn send_all(socket: &impl SendBatch, batch: &Batch) -> Sent {
+pub fn send_all(socket: &impl SendBatch, batch: &Batch, segmentation: &Segmentation) -> Sent {
     let mut outcome = Sent::default();
     let mut start = 0;
     while start < batch.len() {
         outcome.calls += 1;
-        match socket.send_from(batch, start) {
-            Ok(0) => break,
-            Ok(n) => {
-                outcome.sent += n;
-                start += n;
+        match socket.send_from(batch, start, segmentation) {
+            Ok(taken) if taken.datagrams == 0 => break,
+            Ok(taken) => {
+                outcome.sent += taken.datagrams;
+                outcome.messages += taken.messages;
+                outcome.segmented += taken.segmented;
+                outcome.refusals += usize::from(taken.refused);
+                start += taken.datagrams;
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(_) => {
@@ -123,12 +164,17 @@ pub fn send_all(socket: &impl SendBatch, batch: &Batch) -> Sent {
     outcome
 }
 
-/// Whether sends to one destination leave segmented (Linux, until the kernel refuses it).
-pub fn segmentation_on() -> bool {
-    #[cfg(target_os = "linux")]
-    return mmsg::segmentation_on();
-    #[cfg(not(target_os = "linux"))]
-    return false;
+/// Whether the kernel knows UDP segmentation on `socket` (Linux 4.18 and later): asked once,
+/// at start, since an older kernel would not refuse the option but ignore it.
+#[cfg(target_os = "linux")]
+pub fn kernel_segments(socket: &impl std::os::fd::AsRawFd) -> bool {
+    mmsg::kernel_segments(socket.as_raw_fd())
+}
+
+/// Nowhere but on Linux.
+#[cfg(not(target_os = "linux"))]
+pub fn kernel_segments<T>(_: &T) -> bool {
+    false
 }
 
 /// Datagrams received in one call, each in a buffer of its own, allocated once.
@@ -209,37 +255,37 @@ pub fn receive_each(
 
 #[cfg(target_os = "linux")]
 impl SendBatch for tokio::net::UdpSocket {
-    fn send_from(&self, batch: &Batch, start: usize) -> io::Result<usize> {
+    fn send_from(&self, batch: &Batch, start: usize, gso: &Segmentation) -> io::Result<Taken> {
         use std::os::fd::AsRawFd;
         // Through the runtime, so a full buffer clears the socket's write readiness as
         // `try_send_to` does.
         self.try_io(tokio::io::Interest::WRITABLE, || {
-            mmsg::send(self.as_raw_fd(), batch, start)
+            mmsg::send(self.as_raw_fd(), batch, start, gso)
         })
     }
 }
 
 #[cfg(target_os = "linux")]
 impl SendBatch for std::net::UdpSocket {
-    fn send_from(&self, batch: &Batch, start: usize) -> io::Result<usize> {
+    fn send_from(&self, batch: &Batch, start: usize, gso: &Segmentation) -> io::Result<Taken> {
         use std::os::fd::AsRawFd;
-        mmsg::send(self.as_raw_fd(), batch, start)
+        mmsg::send(self.as_raw_fd(), batch, start, gso)
     }
 }
 
 #[cfg(not(target_os = "linux"))]
 impl SendBatch for tokio::net::UdpSocket {
-    fn send_from(&self, batch: &Batch, start: usize) -> io::Result<usize> {
+    fn send_from(&self, batch: &Batch, start: usize, _: &Segmentation) -> io::Result<Taken> {
         let (datagram, to) = batch.datagram(start).ok_or(io::ErrorKind::InvalidInput)?;
-        self.try_send_to(datagram, to).map(|_| 1)
+        self.try_send_to(datagram, to).map(|_| Taken::one_each(1))
     }
 }
 
 #[cfg(not(target_os = "linux"))]
 impl SendBatch for std::net::UdpSocket {
-    fn send_from(&self, batch: &Batch, start: usize) -> io::Result<usize> {
+    fn send_from(&self, batch: &Batch, start: usize, _: &Segmentation) -> io::Result<Taken> {
         let (datagram, to) = batch.datagram(start).ok_or(io::ErrorKind::InvalidInput)?;
-        self.send_to(datagram, to).map(|_| 1)
+        self.send_to(datagram, to).map(|_| Taken::one_each(1))
     }
 }
 
@@ -301,21 +347,32 @@ mod mmsg {
     use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
     use std::os::fd::RawFd;
 
-    use std::sync::atomic::{AtomicBool, Ordering};
-
     use smallvec::SmallVec;
     use socket2::SockAddr;
 
-    use super::segments::segment_run;
-    use super::{Batch, RecvBatch, BATCH_LEN};
+    use super::segments::{segment_run, Segmentation};
+    use super::{Batch, RecvBatch, Taken, BATCH_LEN};
 
-    /// `UDP_SEGMENT` (linux/udp.h): the segment size of a send, as a control message.
+    /// `UDP_SEGMENT` (linux/udp.h): the segment size of a send, as a control message, and
+    /// as a socket option.
     const UDP_SEGMENT: libc::c_int = 103;
-    /// Whether the kernel takes segmented sends: until one is refused as unsupported.
-    static SEGMENTATION: AtomicBool = AtomicBool::new(true);
 
-    pub(super) fn segmentation_on() -> bool {
-        SEGMENTATION.load(Ordering::Relaxed)
+    /// Whether the socket knows the `UDP_SEGMENT` option: a kernel that reads the control
+    /// message answers for the option too (its default segment size); an older one refuses.
+    pub(super) fn kernel_segments(fd: RawFd) -> bool {
+        let mut size: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `size` and `len` are alive for the call, `len` says how long `size` is.
+        let answered = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_UDP,
+                UDP_SEGMENT,
+                (&mut size as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        answered == 0
     }
 
     /// Room for one control message holding a `u16`, aligned as the kernel reads it.
@@ -323,11 +380,16 @@ mod mmsg {
     #[repr(C, align(8))]
     struct Control([u8; 32]);
 
-    /// `sendmmsg(2)` of datagrams `start..`: a run that [`segment_run`] finds leaves as one
-    /// message with its segment size, the others one message each. Returns how many
-    /// datagrams the messages the kernel took held.
-    pub(super) fn send(fd: RawFd, batch: &Batch, start: usize) -> io::Result<usize> {
-        let segmented = SEGMENTATION.load(Ordering::Relaxed);
+    /// `sendmmsg(2)` of datagrams `start..`: while `gso` is on, a run that [`segment_run`]
+    /// finds leaves as one message with its segment size, the others one message each.
+    /// Returns what the messages the kernel took held.
+    pub(super) fn send(
+        fd: RawFd,
+        batch: &Batch,
+        start: usize,
+        gso: &Segmentation,
+    ) -> io::Result<Taken> {
+        let segmented = gso.is_on();
         // Per message: its first datagram and how many it holds.
         let mut messages: SmallVec<[(usize, usize); BATCH_LEN]> = SmallVec::new();
         let mut next = start;
@@ -385,17 +447,28 @@ mod mmsg {
                 Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
             );
             if unsupported && messages.first().is_some_and(|&(_, count)| count > 1) {
-                // A kernel or device without segmentation: one datagram per message from now.
-                SEGMENTATION.store(false, Ordering::Relaxed);
-                return send(fd, batch, start);
+                // A device or path without segmentation: one datagram per message from now.
+                let first = gso.refused();
+                if first {
+                    tracing::warn!("UDP segmentation refused ({error}): off for this socket");
+                }
+                let taken = send(fd, batch, start, gso)?;
+                return Ok(Taken {
+                    refused: first,
+                    ..taken
+                });
             }
             return Err(error);
         }
-        Ok(messages
-            .iter()
-            .take(sent as usize)
-            .map(|&(_, count)| count)
-            .sum())
+        let took = &messages[..(sent as usize).min(messages.len())];
+        let datagrams = took.iter().map(|&(_, count)| count).sum();
+        let segmented = took.iter().map(|&(_, c)| c).filter(|&c| c > 1).sum();
+        Ok(Taken {
+            datagrams,
+            messages: took.len(),
+            segmented,
+            refused: false,
+        })
     }
 
     /// Gives `header` one control message: `UDP_SEGMENT` with `size`, in `control`.
@@ -490,7 +563,6 @@ mod mmsg {
     }
 }
 
-#[cfg(any(target_os = "linux", test))]
 pub mod segments;
 #[cfg(test)]
 mod tests;

@@ -71,6 +71,9 @@ pub struct NodeConfig {
     /// Media workers: each takes whole rooms, and they share the UDP port. 0 (the default)
     /// is one per core the node may run on.
     pub workers: usize,
+    /// UDP segmentation offload: a run of datagrams to one destination leaves as one send
+    /// where the kernel has it (Linux 4.18 and later); off, one send per datagram.
+    pub udp_gso: bool,
     /// While more publishers of a room speak at once than this, only the loudest are
     /// forwarded; 0 (the default): all of them.
     pub loudest_speakers: usize,
@@ -127,6 +130,7 @@ impl Default for NodeConfig {
             http_idle_timeout_ms: 30_000,
             viewer_estimation: true,
             workers: 0,
+            udp_gso: true,
             loudest_speakers: 0,
             tls_cert: None,
             tls_key: None,
@@ -293,6 +297,9 @@ mod tests {
         assert_eq!(config.tokens, ["a", "b"]);
         assert_eq!(config.keyframe_interval(), Duration::from_secs(1));
         assert_eq!(config.http, NodeConfig::default().http);
+        assert!(config.udp_gso, "segmentation on unless turned off");
+        let off = NodeConfig::from_toml("udp_gso = false").expect("valid");
+        assert!(!off.udp_gso);
     }
 
     #[test]

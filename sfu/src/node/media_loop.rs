@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
-use super::batch::{self, Batch, RecvBatch};
+use super::batch::{self, Batch, RecvBatch, Segmentation};
 use super::core::{CoreError, NodeCore, MAX_DATAGRAM};
 use super::event_queue::{event_queue, Closed, EventReceiver, EventSender};
 use super::memory;
@@ -144,6 +144,8 @@ fn now() -> Instant {
 pub struct MediaLoop {
     worker: Worker,
     socket: Arc<UdpSocket>,
+    /// Whether the socket's runs to one destination leave segmented.
+    segmentation: Arc<Segmentation>,
     requests: mpsc::Receiver<Request>,
     /// What one flush sends, in as few calls as it fits.
     batch: Batch,
@@ -175,8 +177,8 @@ impl std::fmt::Debug for MediaLoop {
 }
 
 impl MediaLoop {
-    /// The loop around `core`, reading and sending on `socket`, and the handle that sends it
-    /// requests; it anchors the core's wall clock.
+    /// The loop around `core`, reading and sending on `socket` (segmenting runs where the
+    /// kernel can), and the handle that sends it requests; it anchors the core's wall clock.
     pub fn new(core: NodeCore, socket: Arc<UdpSocket>) -> (Self, MediaLoopHandle) {
         let mut core = core;
         // Sender reports carry wall-clock NTP time (RFC 3550 section 6.4.1): the one clock read
@@ -194,6 +196,7 @@ impl MediaLoop {
                 event_streams: HashMap::new(),
                 handoff_lost: None,
             },
+            segmentation: Arc::new(Segmentation::new(batch::kernel_segments(&*socket))),
             socket,
             requests,
             batch: Batch::new(MAX_DATAGRAM),
@@ -210,6 +213,13 @@ impl MediaLoop {
     pub fn with_shard(mut self, shard: Shard) -> Self {
         self.worker.handoff_lost = Some(Arc::clone(&shard.lost));
         self.shard = Some(shard);
+        self
+    }
+
+    /// The same loop segmenting as `segmentation` says, which every worker on the socket
+    /// shares (the node's `udp_gso` setting, and a refusal met by any of them).
+    pub fn with_segmentation(mut self, segmentation: Arc<Segmentation>) -> Self {
+        self.segmentation = segmentation;
         self
     }
 
@@ -329,7 +339,7 @@ impl MediaLoop {
                 break;
             }
             let more = self.batch.is_full();
-            let outcome = batch::send_all(&*self.socket, &self.batch);
+            let outcome = batch::send_all(&*self.socket, &self.batch, &self.segmentation);
             worker.core.count_sent(outcome);
             self.batch.clear();
             if !more {

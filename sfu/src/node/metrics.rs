@@ -24,6 +24,8 @@ pub struct NodeCounters {
     pub rtp_out: u64,
     /// UDP bytes sent.
     pub bytes_out: u64,
+    /// UDP datagrams the socket took, of any kind.
+    pub datagrams_out: u64,
     /// Bytes of the frames received on TCP connections (without their length prefix).
     pub tcp_bytes_in: u64,
     /// Bytes of the frames sent on TCP connections, as the core gave them (without their
@@ -31,6 +33,13 @@ pub struct NodeCounters {
     pub tcp_bytes_out: u64,
     /// UDP send calls made: each sends a batch of datagrams.
     pub send_calls: u64,
+    /// The messages those calls sent: a datagram alone, or a run to one destination
+    /// segmented (UDP GSO).
+    pub send_messages: u64,
+    /// Datagrams sent within segmented messages.
+    pub segmented_datagrams: u64,
+    /// Segmented sends the kernel refused (segmentation is off after the first).
+    pub segmentation_refused: u64,
     /// The engine's events, by kind. A viewer's layer changed.
     pub layer_changes: u64,
     /// A viewer's bandwidth estimate came in (its REMB, or the node's own from its
@@ -89,9 +98,13 @@ impl NodeCounters {
         self.bytes_in += other.bytes_in;
         self.rtp_out += other.rtp_out;
         self.bytes_out += other.bytes_out;
+        self.datagrams_out += other.datagrams_out;
         self.tcp_bytes_in += other.tcp_bytes_in;
         self.tcp_bytes_out += other.tcp_bytes_out;
         self.send_calls += other.send_calls;
+        self.send_messages += other.send_messages;
+        self.segmented_datagrams += other.segmented_datagrams;
+        self.segmentation_refused += other.segmentation_refused;
         self.layer_changes += other.layer_changes;
         self.bandwidth_estimates += other.bandwidth_estimates;
         self.layer_allocations += other.layer_allocations;
@@ -461,8 +474,25 @@ impl Snapshot {
             n.rtp_out,
         );
         counter(&mut out, "bytes_out_total", "UDP bytes sent.", n.bytes_out);
+        let datagrams = "UDP datagrams sent.";
+        counter(&mut out, "datagrams_out_total", datagrams, n.datagrams_out);
         let calls = "UDP send calls made; each sends a batch of datagrams.";
         counter(&mut out, "udp_send_calls_total", calls, n.send_calls);
+        let messages =
+            "UDP messages sent: a datagram alone, or a segmented run to one destination.";
+        counter(
+            &mut out,
+            "udp_send_messages_total",
+            messages,
+            n.send_messages,
+        );
+        let segmented = "UDP datagrams sent within segmented messages (GSO).";
+        let gso = n.segmented_datagrams;
+        counter(&mut out, "udp_gso_datagrams_total", segmented, gso);
+        let refused =
+            "Segmented UDP sends the kernel refused; segmentation is off after the first.";
+        let refusals = n.segmentation_refused;
+        counter(&mut out, "udp_gso_refused_total", refused, refusals);
         let messages = "Data channel messages relayed, one per receiver.";
         let data = n.data_messages_relayed;
         counter(&mut out, "data_messages_relayed_total", messages, data);
@@ -569,6 +599,10 @@ mod tests {
         node.drop(DropReason::SrtpRejected);
         node.drop(DropReason::SrtpRejected);
         node.rtp_out = 41;
+        node.datagrams_out = 45;
+        node.send_messages = 8;
+        node.segmented_datagrams = 30;
+        node.segmentation_refused = 1;
         node.sessions_relayed = 2;
         node.relayed_bytes_in = 300;
         node.relayed_bytes_out = 400;
@@ -585,6 +619,10 @@ mod tests {
         assert_eq!(value(&text, "strata_rooms"), Some(2));
         assert_eq!(value(&text, "strata_tracks"), Some(3));
         assert_eq!(value(&text, "strata_packets_out_total"), Some(41));
+        assert_eq!(value(&text, "strata_datagrams_out_total"), Some(45));
+        assert_eq!(value(&text, "strata_udp_send_messages_total"), Some(8));
+        assert_eq!(value(&text, "strata_udp_gso_datagrams_total"), Some(30));
+        assert_eq!(value(&text, "strata_udp_gso_refused_total"), Some(1));
         let srtp = "strata_dropped_total{reason=\"srtp_rejected\"}";
         assert_eq!(value(&text, srtp), Some(2));
         assert_eq!(value(&text, "strata_keyframe_requests_sent_total"), Some(5));

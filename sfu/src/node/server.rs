@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 
 use super::admission::Admission;
 use super::auth::Auth;
+use super::batch::{self, Segmentation};
 use super::cluster::http::Door;
 use super::cluster::member::Identity;
 use super::cluster::redis::RedisStore;
@@ -128,6 +129,7 @@ pub async fn serve_with(
         keyframe_interval: config.keyframe_interval(),
         ..RouterConfig::default()
     };
+    let segmentation = Arc::new(segmentation(&config, &socket));
     let socket = Arc::new(socket);
     let workers = config.workers();
     // One worker reads the socket itself; several take their datagrams from one reader.
@@ -158,7 +160,8 @@ pub async fn serve_with(
         if let Some(shard) = &shard {
             core = core.with_shard(worker, admission.clone(), shard.steering.clone());
         }
-        let (mut media_loop, handle) = MediaLoop::new(core, socket.clone());
+        let (media_loop, handle) = MediaLoop::new(core, socket.clone());
+        let mut media_loop = media_loop.with_segmentation(segmentation.clone());
         if let Some(shard) = shard {
             media_loop = media_loop.with_shard(shard);
         }
@@ -294,6 +297,19 @@ pub async fn serve_with(
 
 /// Where other nodes' links reach this node's media port: `cluster.relay`, or the address
 /// announced in answers.
+/// Whether the media socket segments runs to one destination: as `udp_gso` says, where the
+/// kernel knows how (said at start).
+fn segmentation(config: &NodeConfig, socket: &tokio::net::UdpSocket) -> Segmentation {
+    let kernel = batch::kernel_segments(socket);
+    let on = config.udp_gso && kernel;
+    match (config.udp_gso, kernel) {
+        (true, false) => tracing::info!("UDP segmentation (GSO): the kernel has none"),
+        (false, _) => tracing::info!("UDP segmentation (GSO): off (udp_gso = false)"),
+        (true, true) => tracing::info!("UDP segmentation (GSO): on"),
+    }
+    Segmentation::new(on)
+}
+
 fn relay_address(
     settings: &ClusterConfig,
     candidate: SocketAddr,

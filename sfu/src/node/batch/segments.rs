@@ -5,8 +5,43 @@
 //! probe cluster, what its pacer lets go at once) then pays it once.
 //!
 //! The kernel's rule: every segment as long as the first, but the last, which may be shorter.
+//!
+//! Whether a socket segments is [`Segmentation`]: as configured (`udp_gso`), if the kernel
+//! knows the option at all (asked once, at start: a kernel before 4.18 would not refuse the
+//! control message but ignore it, and send the run as one long datagram), and until the
+//! kernel refuses a segmented send (a device or path without it), after which every datagram
+//! leaves in a message of its own.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::Batch;
+
+/// Whether one socket's runs to one destination leave segmented. Shared by every worker
+/// sending on the socket: a refusal any of them meets turns it off for all.
+#[derive(Debug)]
+pub struct Segmentation {
+    on: AtomicBool,
+}
+
+impl Segmentation {
+    /// On when `on` (the setting and what the kernel was found to take).
+    pub fn new(on: bool) -> Self {
+        Self {
+            on: AtomicBool::new(on),
+        }
+    }
+
+    /// Whether runs leave segmented now.
+    pub fn is_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// Off for good, as the kernel refused a segmented send; whether this was the refusal
+    /// that turned it off (several workers may meet one at once).
+    pub fn refused(&self) -> bool {
+        self.on.swap(false, Ordering::Relaxed)
+    }
+}
 
 /// Most segments one send may carry (the kernel's `UDP_MAX_SEGMENTS`).
 pub const MAX_SEGMENTS: usize = 64;

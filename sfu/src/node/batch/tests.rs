@@ -41,8 +41,13 @@ impl Fake {
     }
 }
 
+/// Segmentation on: what a socket of a kernel that has it starts with.
+fn on() -> Segmentation {
+    Segmentation::new(true)
+}
+
 impl SendBatch for Fake {
-    fn send_from(&self, batch: &Batch, start: usize) -> io::Result<usize> {
+    fn send_from(&self, batch: &Batch, start: usize, _: &Segmentation) -> io::Result<Taken> {
         let mut taken = self.taken.borrow_mut();
         let mut n = 0;
         for index in start..batch.len() {
@@ -54,20 +59,20 @@ impl SendBatch for Fake {
                 return if n == 0 {
                     Err(io::ErrorKind::WouldBlock.into())
                 } else {
-                    Ok(n)
+                    Ok(Taken::one_each(n))
                 };
             }
             if self.refused.contains(&datagram[0]) {
                 return if n == 0 {
                     Err(io::ErrorKind::HostUnreachable.into())
                 } else {
-                    Ok(n)
+                    Ok(Taken::one_each(n))
                 };
             }
             taken.push(datagram[0]);
             n += 1;
         }
-        Ok(n)
+        Ok(Taken::one_each(n))
     }
 }
 
@@ -98,7 +103,7 @@ fn every_datagram_goes_once_and_in_order_however_few_a_call_takes() {
     for per_call in [1, 5, BATCH_LEN] {
         let batch = numbered(BATCH_LEN);
         let socket = Fake::new(per_call, usize::MAX, &[]);
-        let outcome = send_all(&socket, &batch);
+        let outcome = send_all(&socket, &batch, &on());
         let expected: Vec<u8> = (0..BATCH_LEN as u8).collect();
         assert_eq!(*socket.taken.borrow(), expected, "{per_call} a call");
         assert_eq!(outcome.sent, BATCH_LEN);
@@ -111,14 +116,16 @@ fn every_datagram_goes_once_and_in_order_however_few_a_call_takes() {
 fn a_full_send_buffer_loses_the_rest_counted_and_does_not_wait() {
     let batch = numbered(20);
     let socket = Fake::new(8, 12, &[]);
-    let outcome = send_all(&socket, &batch);
+    let outcome = send_all(&socket, &batch, &on());
     assert_eq!(*socket.taken.borrow(), (0..12).collect::<Vec<u8>>());
     assert_eq!(
         outcome,
         Sent {
             sent: 12,
             lost: 8,
-            calls: 3
+            calls: 3,
+            messages: 12,
+            ..Sent::default()
         }
     );
 }
@@ -127,7 +134,7 @@ fn a_full_send_buffer_loses_the_rest_counted_and_does_not_wait() {
 fn a_refused_destination_loses_its_datagram_alone() {
     let batch = numbered(10);
     let socket = Fake::new(BATCH_LEN, usize::MAX, &[0, 4, 9]);
-    let outcome = send_all(&socket, &batch);
+    let outcome = send_all(&socket, &batch, &on());
     assert_eq!(*socket.taken.borrow(), vec![1, 2, 3, 5, 6, 7, 8]);
     assert_eq!((outcome.sent, outcome.lost), (7, 3));
 }
@@ -149,10 +156,25 @@ fn receive(socket: &UdpSocket, count: usize) -> Vec<Vec<u8>> {
 }
 
 /// Sends `datagrams` (each to the first or the second peer, of its length) through the real
-/// socket a batch at a time: each peer gets exactly its datagrams, whole and in order, and
-/// none is lost.
-fn through_the_socket(datagrams: &[(bool, usize)]) -> Result<(), TestCaseError> {
-    let node = UdpSocket::bind("127.0.0.1:0").expect("bind");
+/// socket a batch at a time, segmenting as `segmentation` says: each peer gets exactly its
+/// datagrams, whole and in order, and none is lost. What the batches came to, summed.
+fn through_the_socket(
+    datagrams: &[(bool, usize)],
+    segmentation: &Segmentation,
+) -> Result<Sent, TestCaseError> {
+    through(
+        &UdpSocket::bind("127.0.0.1:0").expect("bind"),
+        datagrams,
+        segmentation,
+    )
+}
+
+/// [`through_the_socket`] from `node`.
+fn through(
+    node: &UdpSocket,
+    datagrams: &[(bool, usize)],
+    segmentation: &Segmentation,
+) -> Result<Sent, TestCaseError> {
     let peers = [
         UdpSocket::bind("127.0.0.1:0").expect("bind"),
         UdpSocket::bind("127.0.0.1:0").expect("bind"),
@@ -160,7 +182,7 @@ fn through_the_socket(datagrams: &[(bool, usize)]) -> Result<(), TestCaseError> 
     let to = peers.each_ref().map(|p| p.local_addr().expect("bound"));
     let mut expected: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
     let mut batch = Batch::new(1228);
-    let mut sent = 0;
+    let mut sent = Sent::default();
     for (n, &(second, len)) in datagrams.iter().enumerate() {
         let peer = usize::from(second);
         let datagram: Vec<u8> = (0..len).map(|i| (n + i) as u8).collect();
@@ -169,9 +191,13 @@ fn through_the_socket(datagrams: &[(bool, usize)]) -> Result<(), TestCaseError> 
         batch.commit(to[peer], len);
         expected[peer].push(datagram);
         if batch.is_full() || n + 1 == datagrams.len() {
-            let outcome = send_all(&node, &batch);
+            let outcome = send_all(node, &batch, segmentation);
             prop_assert_eq!(outcome.lost, 0);
-            sent += outcome.sent;
+            sent.sent += outcome.sent;
+            sent.calls += outcome.calls;
+            sent.messages += outcome.messages;
+            sent.segmented += outcome.segmented;
+            sent.refusals += outcome.refusals;
             batch.clear();
             // Read each batch before the next, so no receive buffer overflows.
             for (peer, expected) in peers.iter().zip(&mut expected) {
@@ -180,8 +206,8 @@ fn through_the_socket(datagrams: &[(bool, usize)]) -> Result<(), TestCaseError> 
             }
         }
     }
-    prop_assert_eq!(sent, datagrams.len());
-    Ok(())
+    prop_assert_eq!(sent.sent, datagrams.len());
+    Ok(sent)
 }
 
 proptest! {
@@ -193,7 +219,7 @@ proptest! {
     fn through_the_socket_each_destination_gets_its_datagrams_in_order(
         datagrams in proptest::collection::vec((any::<bool>(), 1usize..1200), 1..80),
     ) {
-        through_the_socket(&datagrams)?;
+        through_the_socket(&datagrams, &on())?;
     }
 }
 
@@ -229,13 +255,98 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
 
     /// Through the real socket, runs to one destination leaving segmented: each destination
-    /// still gets exactly its datagrams, whole and in order.
+    /// still gets exactly its datagrams, whole and in order, in fewer messages than datagrams
+    /// wherever a batch held a run.
     #[test]
     fn segmented_runs_arrive_as_the_datagrams_they_were(datagrams in runs()) {
-        through_the_socket(&datagrams)?;
-        #[cfg(target_os = "linux")]
-        prop_assert!(segmentation_on(), "the kernel took the segmented sends");
+        let node = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let segmentation = Segmentation::new(kernel_segments(&node));
+        let sent = through(&node, &datagrams, &segmentation)?;
+        prop_assert_eq!(sent.refusals, 0);
+        prop_assert_eq!(segmentation.is_on(), cfg!(target_os = "linux"), "the kernel took them");
+        let (runs, in_runs) = if segmentation.is_on() { segmented_runs(&datagrams) } else { (0, 0) };
+        prop_assert_eq!(sent.segmented, in_runs);
+        prop_assert_eq!(sent.messages, sent.sent - in_runs + runs);
     }
+
+    /// Segmentation off (`udp_gso = false`): the same datagrams, one a message.
+    #[test]
+    fn unsegmented_runs_leave_one_datagram_a_message(datagrams in runs()) {
+        let sent = through_the_socket(&datagrams, &Segmentation::new(false))?;
+        prop_assert_eq!((sent.messages, sent.segmented), (datagrams.len(), 0));
+    }
+}
+
+/// The runs of more than one datagram that [`segments::segment_run`] finds, batch by batch as
+/// [`through`] sends them, and the datagrams in them.
+fn segmented_runs(datagrams: &[(bool, usize)]) -> (usize, usize) {
+    let mut runs = 0;
+    let mut datagrams_in_runs = 0;
+    for chunk in datagrams.chunks(BATCH_LEN) {
+        let mut batch = Batch::new(1228);
+        for &(second, len) in chunk {
+            batch.next_buffer().expect("room");
+            batch.commit(addr(if second { 2 } else { 1 }), len);
+        }
+        let mut start = 0;
+        while start < batch.len() {
+            let run = segments::segment_run(&batch, start);
+            if run > 1 {
+                runs += 1;
+                datagrams_in_runs += run;
+            }
+            start += run;
+        }
+    }
+    (runs, datagrams_in_runs)
+}
+
+/// A kernel that refuses segmented sends (here because the socket sends without UDP
+/// checksums, which segmentation needs: the kernel answers EINVAL, as it does where it has
+/// no segmentation for the path): the first refusal is counted and turns segmentation off,
+/// and every datagram still arrives, whole and in order, one a message.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_refused_segmented_send_turns_segmentation_off_and_loses_nothing() {
+    use std::os::fd::AsRawFd;
+    let node = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let no_check: libc::c_int = 1;
+    // SAFETY: the option's value is a live c_int, and its length says so.
+    #[allow(unsafe_code)]
+    let set = unsafe {
+        libc::setsockopt(
+            node.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_NO_CHECK,
+            (&no_check as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(set, 0, "{}", io::Error::last_os_error());
+    let segmentation = Segmentation::new(true);
+    let datagrams = [
+        [(false, 1000); 5].as_slice(),
+        &[(true, 700); 3],
+        &[(false, 1000); 40],
+    ]
+    .concat();
+    let sent = through(&node, &datagrams, &segmentation).expect("all arrive in order");
+    assert!(!segmentation.is_on(), "off after the refusal");
+    assert_eq!(sent.refusals, 1, "counted once");
+    assert_eq!((sent.messages, sent.segmented), (datagrams.len(), 0));
+    let again = through(&node, &datagrams, &segmentation).expect("all arrive in order");
+    assert_eq!(again.refusals, 0, "not tried again");
+}
+
+/// The kernel here knows UDP segmentation on a UDP socket; no socket that is not UDP does.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_kernel_is_asked_whether_it_segments() {
+    assert!(kernel_segments(
+        &UdpSocket::bind("127.0.0.1:0").expect("bind")
+    ));
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    assert!(!kernel_segments(&tcp), "a TCP socket has no UDP option");
 }
 
 #[test]

@@ -35,7 +35,11 @@ impl NodeCore {
         for _ in 0..outcome.lost {
             self.counters.drop(DropReason::SendFailed);
         }
+        self.counters.datagrams_out += outcome.sent as u64;
         self.counters.send_calls += outcome.calls as u64;
+        self.counters.send_messages += outcome.messages as u64;
+        self.counters.segmented_datagrams += outcome.segmented as u64;
+        self.counters.segmentation_refused += outcome.refusals as u64;
     }
 
     /// One datagram from the UDP socket.
