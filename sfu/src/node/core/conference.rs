@@ -11,6 +11,8 @@
 use rtp_ext::codec::MediaKind;
 use selector::LayerLimits;
 
+use super::followed::Names;
+use super::room::Room;
 use super::{CoreError, NodeCore};
 use crate::engine::{DownTrackConfig, TrackId};
 use crate::node::participant::{Choice, Identity, Participant, ParticipantId, ReceiveSection};
@@ -74,7 +76,7 @@ impl NodeCore {
         offer: ParticipantOffer,
     ) -> Result<Negotiated, CoreError> {
         let name = join.name.clone().unwrap_or_default();
-        self.check_name(&join.room, &name)?;
+        self.check_name(&join.room, &name, Names::Everywhere)?;
         self.check_participants(&join.room)?;
         self.admit(&join)?;
         let transport = self.router.add_transport();
@@ -215,14 +217,20 @@ impl NodeCore {
         Ok(())
     }
 
-    /// Whether `name` may join `room`: not empty, not too long, printable, and not taken.
-    pub(super) fn check_name(&self, room: &str, name: &str) -> Result<(), CoreError> {
+    /// Whether `name` may join `room`: not empty, not too long, printable, and not taken
+    /// (here, and with [`Names::Everywhere`] on the room's other nodes).
+    pub(super) fn check_name(&self, room: &str, name: &str, names: Names) -> Result<(), CoreError> {
         if name.is_empty() || name.len() > MAX_NAME_BYTES || name.chars().any(char::is_control) {
             return Err(CoreError::BadName);
         }
-        if self.rooms.get(room).is_some_and(|r| {
-            r.names.contains_key(name) || r.followed.as_ref().is_some_and(|f| f.has_name(name))
-        }) {
+        let elsewhere = |r: &Room| {
+            names == Names::Everywhere && r.followed.as_ref().is_some_and(|f| f.has_name(name))
+        };
+        if self
+            .rooms
+            .get(room)
+            .is_some_and(|r| r.names.contains_key(name) || elsewhere(r))
+        {
             return Err(CoreError::NameTaken);
         }
         Ok(())

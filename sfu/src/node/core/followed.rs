@@ -41,6 +41,16 @@ impl Followed {
     }
 }
 
+/// Where a name joining a room must be free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Names {
+    /// Among the room's participants here and on its other nodes: a new participant.
+    Everywhere,
+    /// Among those here only: a relay-in, which goes by its publisher's name on the
+    /// publisher's node.
+    Here,
+}
+
 /// This node's part of one of its rooms, for the room's other nodes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LocalPart {

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::followed::Names;
 use super::{CoreError, NodeCore};
 use crate::engine::{StreamIds, TransportId};
 use crate::node::metrics::RelayFigures;
@@ -622,7 +623,8 @@ impl NodeCore {
             tracks: offer.tracks,
             codecs: offer.codecs,
         };
-        let id = self.add_publisher(now, join, publisher)?;
+        // The relayed publisher goes by its name on its own node: that is no clash.
+        let id = self.add_named_publisher(now, join, publisher, Names::Here)?;
         self.connected_without_keys();
         Ok(id)
     }

@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use super::followed::Names;
 use super::room::Room;
 use super::{CoreError, NodeCore};
 use crate::engine::TransportId;
@@ -122,10 +123,22 @@ impl NodeCore {
         &mut self,
         now: Instant,
         join: Join,
+        publisher: Publisher,
+    ) -> Result<PeerId, CoreError> {
+        self.add_named_publisher(now, join, publisher, Names::Everywhere)
+    }
+
+    /// A publisher whose name is checked against the room's participants here and, with
+    /// [`Names::Everywhere`], on the room's other nodes too.
+    pub(super) fn add_named_publisher(
+        &mut self,
+        now: Instant,
+        join: Join,
         mut publisher: Publisher,
+        names: Names,
     ) -> Result<PeerId, CoreError> {
         if let Some(name) = &join.name {
-            self.check_name(&join.room, name)?;
+            self.check_name(&join.room, name, names)?;
         }
         self.check_participants(&join.room)?;
         self.admit(&join)?;
