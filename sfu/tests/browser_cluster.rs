@@ -73,6 +73,10 @@ const MIN_FPS: f64 = 20.0;
 const LEASE: Duration = Duration::from_secs(4);
 /// A node cut off from Redis refuses new sessions within 3 s.
 const REFUSED_WITHIN: Duration = Duration::from_secs(3);
+/// The browser calls a connection whose node is gone `disconnected` within some seconds of
+/// unanswered consent checks, the page waits 3 s more before it starts it again, then asks
+/// the nodes in turn.
+const RECONNECTED_WITHIN: Duration = Duration::from_secs(45);
 
 const RELAYS_OUT: &str = r#"strata_media_relays{direction="out"}"#;
 const RELAYS_IN: &str = r#"strata_media_relays{direction="in"}"#;
@@ -81,8 +85,9 @@ const OFFER: &str = include_str!("../src/node/sdp/fixtures/viewer_recvonly.sdp")
 /// AV1 L3T3_KEY from Chromium on node 1, decoded at every spatial layer by viewers on nodes
 /// 2 and 3 (each node pulling it once over the relay); node 2 killed: node 3's viewers go on
 /// without a freeze, node 1 ends its relay to node 2, node 3 sees node 2 gone; node 2's
-/// viewers, opened again from node 3's page, are sent by node 3 (full: its three viewers
-/// and the relay feeding them) to node 1 with a `307` that the page follows, and decode.
+/// viewers (opened on node 2 from a page of node 3) find their connections gone and start
+/// again on their own, asking the page's node: node 3, full (its three viewers and the relay
+/// feeding them), sends them to node 1 with a `307` that the page follows, and they decode.
 #[test]
 #[ignore = "needs root, chromium, redis-server, nft and ethtool in a private network namespace: run .ci/browser-test"]
 fn av1_relayed_to_two_nodes_survives_a_killed_node_and_a_full_node_redirects() {
@@ -101,10 +106,11 @@ fn av1_relayed_to_two_nodes_survives_a_killed_node_and_a_full_node_redirects() {
         cluster.browser(&host_2, None),
         cluster.browser(&host_3, None),
     );
-    let page_2 = browser_2.open(&cluster.url(2, "/"));
+    // Node 2's viewers from a page of node 3: the page outlives node 2.
+    let page_2 = browser_2.open(&cluster.url(3, "/"));
     let page_3 = browser_3.open(&cluster.url(3, "/"));
-    let viewers_2 = every_layer(&page_2, room);
-    let viewers_3 = every_layer(&page_3, room);
+    let viewers_2 = every_layer(&page_2, room, Some(&cluster.url(2, "/")));
+    let viewers_3 = every_layer(&page_3, room, None);
     let (expected_2, expected_3) = (at_sizes(&viewers_2), at_sizes(&viewers_3));
     let took = wait_sizes(&page_2, "node 2's viewers", &expected_2, RAMP_UP);
     println!("node 2's viewers at every layer after {took:?}");
@@ -137,9 +143,11 @@ fn av1_relayed_to_two_nodes_survives_a_killed_node_and_a_full_node_redirects() {
         MIN_FPS,
     );
 
-    // Node 2's viewers again, from a page of a live node: node 3 is full and sends them on.
-    page_2.navigate(&cluster.url(3, "/"));
-    let again = every_layer(&page_2, room);
+    // Node 2's viewers start again on their own: node 3 is full and sends them on.
+    wait_reconnected(&page_2, &viewers_2);
+    let reconnected = killed.elapsed();
+    println!("node 2's viewers connected again {reconnected:?} after node 2's death");
+    let again = viewers_2;
     let node_1 = format!("http://{}/", cluster.authority(1));
     for id in &again {
         let resource = judge::location(&page_2, id);
@@ -298,15 +306,33 @@ fn new_viewer(cluster: &Cluster, room: &str) -> hosts::Answer {
 }
 
 /// Viewers of `room` at spatial layers 0, 1 and 2, every temporal layer.
-fn every_layer(page: &Page, room: &str) -> Vec<String> {
+fn every_layer(page: &Page, room: &str, node: Option<&str>) -> Vec<String> {
     (0..3)
         .map(|spatial| {
-            strata::watch(
-                page,
-                json!({ "room": room, "spatial": spatial, "temporal": 2 }),
-            )
+            let options = json!({ "room": room, "spatial": spatial, "temporal": 2, "node": node });
+            strata::watch(page, options)
         })
         .collect()
+}
+
+/// Waits until each of `viewers` started again (the page's own reconnection) and is
+/// connected.
+fn wait_reconnected(page: &Page, viewers: &[String]) {
+    strata::poll_until(
+        page,
+        RECONNECTED_WITHIN,
+        strata::EVERY_SECOND,
+        "node 2's viewers connected again",
+        |s| {
+            viewers
+                .iter()
+                .all(|id| {
+                    s[id]["reconnects"].as_u64() >= Some(1)
+                        && s[id]["connectionState"] == "connected"
+                })
+                .then_some(())
+        },
+    );
 }
 
 /// Each viewer of [`every_layer`] with the size it must decode.

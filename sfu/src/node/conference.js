@@ -5,16 +5,20 @@
 // `renegotiate` with how many receiving sections of each kind the room needs, and the page adds
 // receive-only transceivers up to that and offers again, one negotiation at a time.
 //
-// Uses the main page's helpers: request, gathered, sendingConnection, negotiateDd,
+// Uses the main page's helpers: request, Refused, gathered, camera, sendingConnection, nodeOrigin,
+// keepConnected, negotiateDd,
 // sessions, nextId, report, $.
 
-// Starts a participant: camera and microphone, joined to `room` as `name`.
-async function join({ room, name, codec = 'AV1', scalabilityMode = 'L3T3_KEY', simulcast = false,
-  token, width = 1280, height = 720, frameRate = 30, grid, relay, greeting } = {}) {
-  const { pc, stream } = await sendingConnection({ room, token, relay, codec, scalabilityMode, simulcast, width, height, frameRate });
+// Starts a participant: camera and microphone, joined to `room` as `name` (on the node at
+// `node`, the page's own by default).
+async function join(options = {}) {
+  const { room, name, codec = 'AV1', scalabilityMode = 'L3T3_KEY', simulcast = false, token, grid, greeting, node } = options;
+  const base = nodeOrigin(node);
+  const stream = await camera(options);
+  const pc = await sendingConnection(stream, { ...options, codec, scalabilityMode, simulcast }, base);
   const id = String(nextId++);
   const c = {
-    id, kind: 'conference', room, name, pc, stream, token, label: `${name} ${codec}`,
+    id, kind: 'conference', room, name, pc, stream, token, base, options, label: `${name} ${codec}`,
     participants: new Map(), tracks: new Map(), remote: new Map(), midOwner: new Map(),
     wanted: { audio: 0, video: 0 }, negotiating: false, again: false, ufrags: new Set(),
     renegotiations: 0, you: null, speaker: null,
@@ -33,23 +37,33 @@ async function join({ room, name, codec = 'AV1', scalabilityMode = 'L3T3_KEY', s
   openChannel(c, 'chat', {}, greeting);
   try {
     // What the room has now, so the first offer already receives all of it.
-    const state = await request('GET', `/rooms/${encodeURIComponent(room)}`, undefined, undefined, token);
+    const state = await request('GET', `/rooms/${encodeURIComponent(room)}`, undefined, undefined, token, base);
     if (state.status === 200) wantRoom(c, JSON.parse(state.body));
     ensureReceivers(c);
     await pc.setLocalDescription(await pc.createOffer());
     await gathered(pc);
     noteUfrag(c);
     const path = `/rooms/${encodeURIComponent(room)}?name=${encodeURIComponent(name)}`;
-    const res = await request('POST', path, pc.localDescription.sdp, 'application/sdp', token);
-    if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${res.body}`);
+    const res = await request('POST', path, pc.localDescription.sdp, 'application/sdp', token, base);
+    if (res.status !== 201) throw new Refused(`POST ${path}`, res);
     await pc.setRemoteDescription({ type: 'answer', sdp: res.body });
-    c.location = new URL(res.location, res.url || location.href).href;
+    c.base = new URL(res.url || base).origin;
+    c.location = new URL(res.location, res.url || base).href;
     c.etag = res.etag;
     followEvents(c);
   } catch (e) {
     stop(id);
     throw e;
   }
+  keepConnected(c);
+  return id;
+}
+
+// A participant whose connection failed joins again (see `reconnect`), on the node at `base`,
+// as a new session of the page that says which one it replaces.
+async function rejoin(c, base) {
+  const id = await join({ ...c.options, node: base });
+  sessions.get(id).rejoins = c.id;
   return id;
 }
 

@@ -140,7 +140,7 @@ const EVERY_RESPONSE: [(header::HeaderName, &str); 2] = [
     (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
     (
         header::ACCESS_CONTROL_EXPOSE_HEADERS,
-        "Location, Link, ETag, Warning",
+        "Location, Link, ETag, Warning, Retry-After",
     ),
 ];
 

@@ -206,6 +206,10 @@ fn cors_preflight_is_answered_and_location_exposed() {
         .header("access-control-expose-headers")
         .unwrap_or("");
     assert!(exposed.contains("Location"));
+    assert!(
+        exposed.contains("Retry-After"),
+        "a page reads how long a 503 says to wait"
+    );
 }
 
 #[test]
