@@ -56,6 +56,9 @@ const LATE_JOIN: Duration = Duration::from_secs(3);
 const LEAVE: Duration = Duration::from_secs(2);
 /// Watched for freezes after the last change.
 const AFTER: Duration = Duration::from_secs(5);
+/// A participant whose session ended under it joins again: the browser calls its connection
+/// `disconnected` after some seconds of unanswered consent checks, and the page waits 3 s more.
+const REJOIN: Duration = Duration::from_secs(30);
 
 /// When each participant first decoded each other one (read after `start`), for the report.
 fn note_first_frames(
@@ -256,7 +259,48 @@ fn participants_join_and_leave_a_conference_on_one_connection_each() {
             end[p.name]
         );
     }
+    rejoins_on_its_own(&mut participants);
     println!("[conference] {}", node_summary(&node));
+}
+
+/// The last participant's session ends under it (the page deletes its resource behind its
+/// own back: the node forgets it, as when its node is gone): its connection fails, its page
+/// joins again under the same name on its own, and everyone decodes everyone again.
+fn rejoins_on_its_own(participants: &mut [Participant<'_>]) {
+    let last = participants.len() - 1;
+    let (page, old) = (participants[last].page, participants[last].id.clone());
+    let status = page.eval_json(&format!(
+        "fetch(sessions.get({old:?}).location, {{ method: 'DELETE' }}).then((r) => r.status)"
+    ));
+    assert_eq!(status, 200, "the session's resource deleted");
+    let start = Instant::now();
+    let deadline = start + REJOIN;
+    participants[last].id = loop {
+        let found = page.eval_json(&format!(
+            "([...sessions.values()].find((s) => s.rejoins === {old:?}) || {{}}).id || null"
+        ));
+        if let Some(id) = found.as_str() {
+            break id.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no session joined again for {old} within {REJOIN:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let joined = start.elapsed();
+    until(
+        participants,
+        REJOIN,
+        "the participant that joined again and the others decode each other",
+        |now| everyone_decodes_the_others(participants, now, None),
+    );
+    println!(
+        "[conference] {} joined again on its own after {:.1} s, decoded both ways after {:.1} s",
+        participants[last].name,
+        joined.as_secs_f64(),
+        start.elapsed().as_secs_f64()
+    );
 }
 
 /// The demo page as a PNG at `$STRATA_SCREENSHOT`, when set: to look at the grid.
