@@ -27,7 +27,7 @@ pub enum LinkChannelError {
     /// The protocol does not start with `p`, an id and `:`.
     #[error("the protocol names no participant")]
     NoOwner,
-    /// The participant's id is not a decimal `u64`.
+    /// The participant's id is not 16 hex digits.
     #[error("the participant's id is not a number")]
     BadOwner,
     /// Nothing after the `:`.
@@ -46,11 +46,11 @@ pub fn parse_link_protocol(protocol: &str) -> Result<(ParticipantId, &str), Link
         .strip_prefix('p')
         .and_then(|rest| rest.split_once(':'))
         .ok_or(LinkChannelError::NoOwner)?;
-    let digits = !owner.is_empty() && owner.bytes().all(|b| b.is_ascii_digit());
-    let owner = owner
-        .parse()
+    // As the id is written: 16 hex digits.
+    let hex = owner.len() == 16 && owner.bytes().all(|b| b.is_ascii_hexdigit());
+    let owner = u64::from_str_radix(owner, 16)
         .ok()
-        .filter(|_| digits)
+        .filter(|_| hex)
         .ok_or(LinkChannelError::BadOwner)?;
     if room.is_empty() {
         return Err(LinkChannelError::NoRoom);
