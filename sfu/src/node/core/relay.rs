@@ -307,6 +307,7 @@ impl NodeCore {
             into: relays.in_peers.len(),
             links_out: relays.outs.len(),
             links_in: relays.ins.len(),
+            data_links: self.data.nodes_up(),
             counters: relays.counters,
             links: relays
                 .outs

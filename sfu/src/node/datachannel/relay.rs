@@ -673,7 +673,7 @@ fn relayed_toward(params: &ChannelParams, owner: ParticipantId, link: Option<&st
 
 #[path = "relay_nodes.rs"]
 mod nodes;
-pub use nodes::{parse_link_protocol, LinkChannelError};
+pub use nodes::{link_protocol, parse_link_protocol, LinkChannelError};
 
 #[cfg(test)]
 #[path = "relay_tests.rs"]

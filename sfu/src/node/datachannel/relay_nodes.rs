@@ -36,7 +36,7 @@ pub enum LinkChannelError {
 }
 
 /// The protocol of a channel toward another node: its owner and its room.
-pub(super) fn link_protocol(owner: ParticipantId, room: &str) -> String {
+pub fn link_protocol(owner: ParticipantId, room: &str) -> String {
     format!("p{owner}:{room}")
 }
 
@@ -133,6 +133,12 @@ impl DataRelay {
     /// Whether `id` is another node's association.
     pub fn is_node(&self, id: PeerId) -> bool {
         self.members.get(&id).is_some_and(|m| m.node.is_some())
+    }
+
+    /// Other nodes' associations that are up.
+    pub fn nodes_up(&self) -> usize {
+        let nodes = self.members.values().filter(|m| m.node.is_some());
+        nodes.filter(|m| m.sctp.is_established()).count()
     }
 
     /// The rooms whose participants' channels go onto node association `id`: channels of
