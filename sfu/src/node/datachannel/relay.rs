@@ -656,7 +656,7 @@ impl DataChannelConfig {
 /// association, `link`).
 fn relayed_toward(params: &ChannelParams, owner: ParticipantId, link: Option<&str>) -> Relayed {
     let protocol = match link {
-        Some(room) => nodes::link_protocol(owner, room),
+        Some(room) => link_protocol(owner, room),
         None => format!("p{owner}"),
     };
     Relayed {
