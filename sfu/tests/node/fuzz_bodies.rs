@@ -56,7 +56,9 @@ fn room_part_seeds() -> Seeds {
 fn relay_link_seeds() -> Seeds {
     // An empty receiver report, then an SCTP packet's common header and an INIT's first bytes.
     let mut data = vec![0x80, 201, 0, 1, 0x53, 0x54, 0x4c, 0x45];
-    let sctp = [0x13, 0x88, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 20, 0xAB];
+    let sctp = [
+        0x13, 0x88, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 20, 0xAB,
+    ];
     sfu::node::core::write_link_data(0x5354_4c45, &sctp, &mut data).expect("framed");
     let protocol = sfu::node::datachannel::relay::link_protocol(
         sfu::node::participant::ParticipantId(0xAB),

@@ -22,7 +22,10 @@ fn a_links_association_comes_up_over_its_srtcp_and_ends_with_the_link() {
     // the other end authenticated and decrypted.
     assert_eq!(data_links(&pair), (1, 1), "both ends up");
     let metrics = pair.a.core.snapshot().render();
-    assert!(metrics.contains("strata_media_relay_data_links 1"), "{metrics}");
+    assert!(
+        metrics.contains("strata_media_relay_data_links 1"),
+        "{metrics}"
+    );
     // Keepalives keep it; the association has nothing to say meanwhile.
     pair.run(Duration::from_millis(250), 8, false);
     assert_eq!(data_links(&pair), (1, 1));

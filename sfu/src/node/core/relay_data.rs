@@ -158,7 +158,10 @@ mod tests {
         assert_eq!(read, [Ok(&b"sctp!"[..])]);
         // A subtype of four bytes of padding, more than a word's.
         compound[8] = 0x80 | 4;
-        assert_eq!(link_data(&compound).next(), Some(Err(LinkDataError::Padding)));
+        assert_eq!(
+            link_data(&compound).next(),
+            Some(Err(LinkDataError::Padding))
+        );
         // An APP packet of another name is not data.
         compound[8 + 8..8 + APP_HEADER].copy_from_slice(b"STRC");
         assert_eq!(link_data(&compound).count(), 0);

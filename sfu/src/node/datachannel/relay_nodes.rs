@@ -14,9 +14,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
-use super::{
-    relayed_toward, ChannelParams, DataRelay, Member, Rate, Relayed, SctpAssociation,
-};
+use super::{relayed_toward, ChannelParams, DataRelay, Member, Rate, Relayed, SctpAssociation};
 use crate::node::metrics::DropReason;
 use crate::node::participant::ParticipantId;
 use crate::node::peer::PeerId;
@@ -183,7 +181,11 @@ impl DataRelay {
     /// The channels toward a new member of `room`: its participants' (with the room in
     /// their protocol, toward another node's association), and, toward a participant, those
     /// other nodes opened for the room.
-    pub(super) fn channels_in(&self, room: &str, toward_link: bool) -> Vec<((PeerId, u16), Relayed)> {
+    pub(super) fn channels_in(
+        &self,
+        room: &str,
+        toward_link: bool,
+    ) -> Vec<((PeerId, u16), Relayed)> {
         let mut channels = Vec::new();
         let local = self.rooms.get(room).into_iter().flatten();
         for (&id, member) in local.filter_map(|id| self.members.get_key_value(id)) {
@@ -261,17 +263,14 @@ impl DataRelay {
         let Some(node) = member.node.as_mut() else {
             return;
         };
-        let sender = node
-            .senders
-            .entry((room.clone(), owner))
-            .or_insert(Sender {
-                rate: Rate {
-                    since: now,
-                    messages: 0,
-                    bytes: 0,
-                },
-                channels: 0,
-            });
+        let sender = node.senders.entry((room.clone(), owner)).or_insert(Sender {
+            rate: Rate {
+                since: now,
+                messages: 0,
+                bytes: 0,
+            },
+            channels: 0,
+        });
         if sender.channels >= self.config.channels_per_participant {
             member.sctp.close_channel(stream);
             self.counters.drop(DropReason::DataChannelLimit);
@@ -286,7 +285,11 @@ impl DataRelay {
     /// A channel another node closed on association `id`: closed toward this node's
     /// participants.
     pub(super) fn closed_on_link(&mut self, id: PeerId, stream: u16) {
-        if !self.members.get(&id).is_some_and(|m| m.own.contains_key(&stream)) {
+        if !self
+            .members
+            .get(&id)
+            .is_some_and(|m| m.own.contains_key(&stream))
+        {
             return;
         }
         // Closed while its room is known, which names its receivers.

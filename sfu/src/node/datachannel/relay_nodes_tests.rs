@@ -96,7 +96,10 @@ impl Nodes {
                 .flat_map(|(x, y)| [(x, y), (y, x)])
                 .find(|&(here, _)| here == id);
             let Some((_, there)) = across else {
-                self.clients.get_mut(&id).expect("a client").receive(self.now, packet);
+                self.clients
+                    .get_mut(&id)
+                    .expect("a client")
+                    .receive(self.now, packet);
                 continue;
             };
             self.carried[usize::from(!from_a)] += 1;
@@ -170,7 +173,10 @@ fn lossy() -> ChannelParams {
 #[test]
 fn channels_cross_once_per_node_both_ways_and_close_with_their_link() {
     let mut nodes = Nodes::new();
-    assert!(nodes.carried[0] > 0 && nodes.carried[1] > 0, "both associations up");
+    assert!(
+        nodes.carried[0] > 0 && nodes.carried[1] > 0,
+        "both associations up"
+    );
     open_from_client(nodes.client(A1), 0, &chat());
     open_from_client(nodes.client(A1), 2, &lossy());
     nodes.pump();
@@ -213,7 +219,10 @@ fn channels_cross_once_per_node_both_ways_and_close_with_their_link() {
     assert_eq!(nodes.a.counters().data_link_messages_out, 21);
     assert_eq!(nodes.b.counters().data_messages_relayed, 42);
     let packets = nodes.carried[0] - before;
-    assert!(packets <= 21, "{packets} packets: one a message at most, not one per receiver");
+    assert!(
+        packets <= 21,
+        "{packets} packets: one a message at most, not one per receiver"
+    );
 
     // B1 answers on a channel of its own, which reaches A1 across the link B to A.
     open_from_client(nodes.client(B1), 0, &chat());

@@ -17,8 +17,9 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use sctp_proto::{
-    Association, AssociationHandle, ClientConfig, DatagramEvent, Endpoint, EndpointConfig, Event, Payload,
-    PayloadProtocolIdentifier as Ppid, ReliabilityType, ServerConfig, StreamEvent, TransportConfig,
+    Association, AssociationHandle, ClientConfig, DatagramEvent, Endpoint, EndpointConfig, Event,
+    Payload, PayloadProtocolIdentifier as Ppid, ReliabilityType, ServerConfig, StreamEvent,
+    TransportConfig,
 };
 
 use super::dcep::{ChannelParams, Dcep, DcepError, Reliability};

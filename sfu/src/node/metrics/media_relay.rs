@@ -68,7 +68,11 @@ impl RelayFigures {
             "media_relay_data_links",
             "Relay links whose data channel association is up.",
         );
-        family(out, Family { name, help, kind }, [("", self.data_links as u64)]);
+        family(
+            out,
+            Family { name, help, kind },
+            [("", self.data_links as u64)],
+        );
         let c = &self.counters;
         let (name, kind) = ("media_relays_refused_total", "counter");
         let help = "Relays refused, by reason: a link full, too many links, an SSRC taken, \
