@@ -11,7 +11,7 @@ use super::super::*;
 use super::link_protocol;
 use crate::node::core::{link_data, write_link_data};
 use crate::node::datachannel::dcep::{Dcep, Reliability};
-use crate::node::datachannel::sctp::tests::{chat, client, open_from_client, Client};
+use crate::node::datachannel::sctp::tests::{chat, client, client_reads, open_from_client, Client};
 
 /// A's participant; B's two.
 const A1: PeerId = PeerId(1);
@@ -122,7 +122,7 @@ impl Nodes {
         let client = self.client(id);
         let mut opened = Vec::new();
         for stream in (1..16).step_by(2) {
-            for (ppid, data) in reads(client, stream) {
+            for (ppid, data) in client_reads(client, stream) {
                 if let (Ppid::Dcep, Ok(Dcep::Open(params))) = (ppid, Dcep::parse(&data)) {
                     let mut s = client.association.stream(stream).expect("its stream");
                     s.write_with_ppi(&[0x02], Ppid::Dcep).expect("an ack");
@@ -133,20 +133,6 @@ impl Nodes {
         opened.sort_by(|x, y| x.1.label.cmp(&y.1.label));
         opened
     }
-}
-
-/// Every whole message on `stream` of `client`, none when it has no such stream.
-fn reads(client: &mut Client, stream: u16) -> Vec<(Ppid, Vec<u8>)> {
-    let Ok(mut s) = client.association.stream(stream) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    while let Ok(Some(chunks)) = s.read() {
-        let mut data = vec![0; chunks.len()];
-        chunks.read(&mut data).expect("the message");
-        out.push((chunks.ppi, data));
-    }
-    out
 }
 
 /// The streams the node reset toward `client` since last asked.
@@ -209,9 +195,9 @@ fn channels_cross_once_per_node_both_ways_and_close_with_their_link() {
         .collect();
     for id in [B1, B2] {
         let (chat, lossy) = toward[&id];
-        assert_eq!(reads(nodes.client(id), chat), expected, "in order");
+        assert_eq!(client_reads(nodes.client(id), chat), expected, "in order");
         assert_eq!(
-            reads(nodes.client(id), lossy),
+            client_reads(nodes.client(id), lossy),
             [(Ppid::Binary, b"fast".to_vec())]
         );
     }
@@ -236,7 +222,7 @@ fn channels_cross_once_per_node_both_ways_and_close_with_their_link() {
     s.write_with_ppi(b"back", Ppid::String).unwrap();
     nodes.pump();
     assert_eq!(
-        reads(nodes.client(A1), opened[0].0),
+        client_reads(nodes.client(A1), opened[0].0),
         [(Ppid::String, b"back".to_vec())]
     );
     assert_eq!(nodes.b.counters().data_link_messages_out, 1);
