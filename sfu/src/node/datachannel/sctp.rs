@@ -2,6 +2,8 @@
 //! `sctp-proto` stack, behind the node's own small interface: SCTP packets and `now` in,
 //! packets, a timer and channel events out. The node is the DTLS server, so the channels it
 //! opens take odd stream ids (RFC 8832 section 6); DCEP ([`super::dcep`]) opens them in band.
+//! The same association runs between two nodes over a relay link, the edge's end as the
+//! client ([`SctpAssociation::client`], even stream ids), the origin's as the server.
 //!
 //! Where it allocates: each packet in is copied into one buffer the association keeps, which
 //! it takes back once the stack let go of the packet before (a SACK, a whole message read),
