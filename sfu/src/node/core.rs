@@ -22,6 +22,7 @@ mod dtls;
 mod dtls_tests;
 mod followed;
 mod relay;
+mod relay_data;
 mod relay_renew;
 mod relay_wire;
 mod room;
@@ -57,6 +58,7 @@ pub use self::relay::{
     LinkQuality, NewLink, RelayCounters, RelayOffer, RelayRefusal, RoomRelays, KEEPALIVE, LINGER,
     LINKS_PER_NODE, LINK_TIMEOUT, RELAYS_PER_LINK,
 };
+pub use self::relay_data::{link_data, write_link_data, LinkDataError};
 pub use self::relay_wire::{bye_ssrcs, changed_tags};
 pub use self::sessions::Resource;
 pub use self::speakers::SPEAKER_INTERVAL;

@@ -54,6 +54,11 @@ pub struct NodeCounters {
     pub data_messages_relayed: u64,
     /// Their bytes.
     pub data_bytes_relayed: u64,
+    /// Data channel messages handed to another node's association on a relay link, once per
+    /// node whatever its receivers.
+    pub data_link_messages_out: u64,
+    /// Channels of other nodes' participants closed toward this node's as their link ended.
+    pub data_link_channels_closed: u64,
     /// Sessions whose selected address moved to a configured TURN server's (relayed, as
     /// seen from the node).
     pub sessions_relayed: u64,
@@ -61,8 +66,18 @@ pub struct NodeCounters {
     pub relayed_bytes_in: u64,
     /// UDP bytes sent (SRTP and SRTCP) to a configured TURN server's address.
     pub relayed_bytes_out: u64,
-    dropped: [u64; DropReason::ALL.len()],
+    dropped: Dropped,
     refused: [u64; LimitError::LABELS.len()],
+}
+
+/// The drops by reason: more reasons than the standard library's arrays have a default for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Dropped([u64; DropReason::ALL.len()]);
+
+impl Default for Dropped {
+    fn default() -> Self {
+        Self([0; DropReason::ALL.len()])
+    }
 }
 
 impl NodeCounters {
@@ -84,12 +99,12 @@ impl NodeCounters {
     /// Counts `datagrams` dropped at once for `reason` (what the kernel dropped, a batch that
     /// could not be sent).
     pub fn drop_many(&mut self, reason: DropReason, datagrams: u64) {
-        self.dropped[reason as usize] += datagrams;
+        self.dropped.0[reason as usize] += datagrams;
     }
 
     /// Datagrams dropped for `reason` so far.
     pub fn dropped(&self, reason: DropReason) -> u64 {
-        self.dropped[reason as usize]
+        self.dropped.0[reason as usize]
     }
 
     /// Adds another worker's counters to these.
@@ -111,10 +126,12 @@ impl NodeCounters {
         self.dtls_failures += other.dtls_failures;
         self.data_messages_relayed += other.data_messages_relayed;
         self.data_bytes_relayed += other.data_bytes_relayed;
+        self.data_link_messages_out += other.data_link_messages_out;
+        self.data_link_channels_closed += other.data_link_channels_closed;
         self.sessions_relayed += other.sessions_relayed;
         self.relayed_bytes_in += other.relayed_bytes_in;
         self.relayed_bytes_out += other.relayed_bytes_out;
-        for (sum, n) in self.dropped.iter_mut().zip(other.dropped) {
+        for (sum, n) in self.dropped.0.iter_mut().zip(other.dropped.0) {
             *sum += n;
         }
         for (sum, n) in self.refused.iter_mut().zip(other.refused) {
@@ -503,6 +520,12 @@ impl Snapshot {
             bytes,
             n.data_bytes_relayed,
         );
+        let link = "Data channel messages sent onto other nodes' relay links, once per node.";
+        let onto = n.data_link_messages_out;
+        counter(&mut out, "data_link_messages_total", link, onto);
+        let closed = "Channels of other nodes' participants closed as their relay link ended.";
+        let ended = n.data_link_channels_closed;
+        counter(&mut out, "data_link_channels_closed_total", closed, ended);
         relayed(&mut out, n);
         self.media_relay.render(&mut out);
         let layers = "Changes of the layer a viewer receives.";

@@ -50,9 +50,20 @@ fn room_part_seeds() -> Seeds {
     ]
 }
 
-/// A relay request in its lifetime and one past it, and an origin's answer of an AV1 track
-/// with its RTX and DD.
+/// A relay request in its lifetime and one past it, an origin's answer of an AV1 track with
+/// its RTX and DD, a compound of the link's own with an SCTP packet of its data association,
+/// and the protocol of a channel across the link.
 fn relay_link_seeds() -> Seeds {
+    // An empty receiver report, then an SCTP packet's common header and an INIT's first bytes.
+    let mut data = vec![0x80, 201, 0, 1, 0x53, 0x54, 0x4c, 0x45];
+    let sctp = [
+        0x13, 0x88, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 20, 0xAB,
+    ];
+    sfu::node::core::write_link_data(0x5354_4c45, &sctp, &mut data).expect("framed");
+    let protocol = sfu::node::datachannel::relay::link_protocol(
+        sfu::node::participant::ParticipantId(0xAB),
+        "room",
+    );
     let request = |at_ms: u64| {
         format!(
             r#"{{"room":"room","source":null,"relay":"10.0.0.2:50000","nonce":"00ff","at_ms":{at_ms}}}"#
@@ -64,6 +75,8 @@ fn relay_link_seeds() -> Seeds {
         ("request", request(fuzz::RELAY_NOW_MS)),
         ("stale_request", request(fuzz::RELAY_NOW_MS - 60_000)),
         ("answer", answer.as_bytes().to_vec()),
+        ("data", data),
+        ("protocol", protocol.into_bytes()),
     ]
 }
 

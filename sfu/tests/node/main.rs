@@ -30,6 +30,7 @@ mod https;
 mod ice_servers;
 mod participants;
 mod relay;
+mod relay_data;
 mod relay_mux;
 mod rooms;
 mod sessions;

@@ -38,7 +38,7 @@ pub(crate) struct Pair {
 }
 
 impl Pair {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut a = harness();
         let mut b = harness();
         b.now = a.now;

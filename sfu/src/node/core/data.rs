@@ -70,8 +70,11 @@ impl NodeCore {
 
     /// Sends the relay's packets through each participant's DTLS association and tells the
     /// rooms what opened and closed.
-    fn after_data(&mut self, now: Instant) {
+    pub(super) fn after_data(&mut self, now: Instant) {
         while let Some((id, packet)) = self.data.poll_packet() {
+            if self.data_to_link(id, &packet) {
+                continue;
+            }
             let Some(association) = self.peers.get_mut(&id).and_then(|p| p.dtls.as_mut()) else {
                 self.counters.drop(DropReason::NotConnected);
                 continue;

@@ -184,6 +184,8 @@ pub(super) struct LinkOut {
     pub next_tag: u32,
     /// What the edge's last report said of the link.
     pub quality: LinkQuality,
+    /// The link's SCTP association, in the data channel relay.
+    pub data: PeerId,
 }
 
 /// One publisher relayed on a link.
@@ -225,6 +227,8 @@ pub(super) struct LinkIn {
     pub by_tag: HashMap<u32, PeerId>,
     /// The relay-ins whose origin said their track set changed: their node asks again.
     pub changed: HashSet<PeerId>,
+    /// The link's SCTP association, in the data channel relay.
+    pub data: PeerId,
 }
 
 impl std::fmt::Debug for LinkIn {
@@ -248,11 +252,18 @@ pub(super) struct Relays {
     pub queue: VecDeque<(Remote, Bytes)>,
     pub next_tick: Option<Instant>,
     pub counters: RelayCounters,
+    /// Each link's SCTP association: the link's other end, and whether this end is its
+    /// origin.
+    pub data_links: HashMap<PeerId, (Remote, bool)>,
 }
 
 impl Relays {
     pub fn entries(&self) -> usize {
-        self.outs.len() + self.ins.len() + self.in_peers.len() + self.queue.len()
+        self.outs.len()
+            + self.ins.len()
+            + self.in_peers.len()
+            + self.queue.len()
+            + self.data_links.len()
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -296,6 +307,7 @@ impl NodeCore {
             into: relays.in_peers.len(),
             links_out: relays.outs.len(),
             links_in: relays.ins.len(),
+            data_links: self.data.nodes_up(),
             counters: relays.counters,
             links: relays
                 .outs
@@ -338,9 +350,10 @@ impl NodeCore {
             }
         } else {
             self.check_new_link(to, self.media_relays.outs.len())?;
-            if let Some(stale) = self.media_relays.outs.remove(&to) {
+            if let Some(stale) = self.remove_link_out(to) {
                 tracing::info!(?to, relays = stale.relays.len(), "the edge forgot a link");
             }
+            let data = self.start_data_link(now, to, true);
             let fresh = LinkOut {
                 id: link.id,
                 srtp: link.srtp,
@@ -349,6 +362,7 @@ impl NodeCore {
                 relays: Vec::new(),
                 next_tag: 1,
                 quality: LinkQuality::default(),
+                data,
             };
             self.media_relays.outs.insert(to, fresh);
             // With several workers, the edge's datagrams come to this one.
@@ -371,6 +385,7 @@ impl NodeCore {
             reports: VecDeque::with_capacity(REPORTS_KEPT),
         });
         let id = out.id.clone();
+        self.sync_data_rooms(to);
         self.media_relays.counters.started_out += 1;
         self.arm_relay_tick(now);
         tracing::info!(room, ?to, link = %id, "relaying a publisher to another node");
@@ -567,6 +582,7 @@ impl NodeCore {
         if let Some(link) = new {
             // A name the relays on the forgotten link held is free for the new one.
             self.end_link_in(from);
+            let data = self.start_data_link(now, from, false);
             let fresh = LinkIn {
                 id: link.id,
                 srtp: link.srtp,
@@ -576,9 +592,12 @@ impl NodeCore {
                 by_ssrc: HashMap::new(),
                 by_tag: HashMap::new(),
                 changed: HashSet::new(),
+                data,
             };
             self.media_relays.ins.insert(from, fresh);
             self.bind(from);
+            // The association's INIT goes on the link now there.
+            self.after_data(now);
         }
         let id = match self.add_relay_in(now, room, offer) {
             Ok(id) => id,
@@ -680,7 +699,9 @@ impl NodeCore {
             .get(&from)
             .is_some_and(|l| l.relays.is_empty())
         {
-            self.media_relays.ins.remove(&from);
+            if let Some(link) = self.media_relays.ins.remove(&from) {
+                self.end_data_link(link.data);
+            }
             self.unbind_link(from);
         }
     }
@@ -708,9 +729,18 @@ impl NodeCore {
             self.send_bye(to, true, ssrc);
         }
         if empty {
-            self.media_relays.outs.remove(&to);
-            self.unbind_link(to);
+            self.remove_link_out(to);
+        } else {
+            self.sync_data_rooms(to);
         }
+    }
+
+    /// The link toward `to` gone, with its association.
+    pub(super) fn remove_link_out(&mut self, to: Remote) -> Option<LinkOut> {
+        let link = self.media_relays.outs.remove(&to)?;
+        self.end_data_link(link.data);
+        self.unbind_link(to);
+        Some(link)
     }
 
     /// The link from `from`, with every relay-in on it, gone (lost, or replaced).
@@ -718,6 +748,7 @@ impl NodeCore {
         let Some(link) = self.media_relays.ins.remove(&from) else {
             return;
         };
+        self.end_data_link(link.data);
         // Each leaves the tables as any session; its BYE has no link to go on.
         for id in link.relays.into_keys() {
             let _ = self.remove_peer(id);

@@ -31,7 +31,7 @@ const EDGE_SSRC: u32 = 0x5354_4c45;
 /// RTCP packet types (RFC 3550 section 12.1).
 const RTCP_RR: u8 = 201;
 const RTCP_BYE: u8 = 203;
-const RTCP_APP: u8 = 204;
+pub(super) const RTCP_APP: u8 = 204;
 /// The name of the APP packet an origin tells a relay's changed track set with.
 const CHANGED: [u8; 4] = *b"STRC";
 
@@ -114,6 +114,11 @@ impl NodeCore {
             return;
         };
         link.heard = now;
+        let association = link.data;
+        self.data_from_link(now, association, len);
+        let Some(link) = self.media_relays.ins.get_mut(&from) else {
+            return;
+        };
         let compound = &self.plain[..len];
         let ended: Vec<PeerId> = bye_ssrcs(compound)
             .iter()
@@ -157,6 +162,8 @@ impl NodeCore {
             return;
         };
         link.heard = now;
+        let association = link.data;
+        self.data_from_link(now, association, len);
         let compound = &self.plain[..len];
         let mut asks: Vec<Ask> = bye_ssrcs(compound).into_iter().map(Ask::Bye).collect();
         let parsed = parse_compound(compound, |item| match item {
@@ -355,8 +362,7 @@ impl NodeCore {
             .collect();
         for to in lost {
             tracing::warn!(?to, "a relay link went silent");
-            self.media_relays.outs.remove(&to);
-            self.unbind_link(to);
+            self.remove_link_out(to);
             self.media_relays.counters.links_lost += 1;
         }
         let due: Vec<Remote> = self
@@ -446,12 +452,7 @@ impl NodeCore {
     /// keepalive), and a BYE or a "changed" APP packet of an SSRC after it, protected at once
     /// under the link's keys and sent with the handshakes.
     fn send_link_rtcp(&mut self, to: Remote, origin: bool, then: Option<(u8, u32)>) {
-        let relays = &mut self.media_relays;
-        let (srtp, own) = match origin {
-            true => (relays.outs.get_mut(&to).map(|l| &mut l.srtp), ORIGIN_SSRC),
-            false => (relays.ins.get_mut(&to).map(|l| &mut l.srtp), EDGE_SSRC),
-        };
-        let mut packet = link_rtcp(RTCP_RR, 0, own).to_vec();
+        let mut packet = self.link_compound(origin);
         match then {
             Some((RTCP_APP, ssrc)) => {
                 let mut app = link_rtcp(RTCP_APP, 0, ssrc);
@@ -464,6 +465,31 @@ impl NodeCore {
             }
             None => {}
         }
+        self.send_on_link(to, origin, packet);
+    }
+
+    /// The SSRC of this end's own RTCP on a link: the origin's or the edge's.
+    pub(super) fn link_ssrc(&self, origin: bool) -> u32 {
+        match origin {
+            true => ORIGIN_SSRC,
+            false => EDGE_SSRC,
+        }
+    }
+
+    /// A compound of this end's own on a link: its empty receiver report first, which tells
+    /// the two links between the same addresses apart.
+    pub(super) fn link_compound(&self, origin: bool) -> Vec<u8> {
+        link_rtcp(RTCP_RR, 0, self.link_ssrc(origin)).to_vec()
+    }
+
+    /// `packet`, a compound of this end's own, protected at once under the keys of the link
+    /// to `to` (toward an edge when `origin`) and sent with the handshakes.
+    pub(super) fn send_on_link(&mut self, to: Remote, origin: bool, mut packet: Vec<u8>) {
+        let relays = &mut self.media_relays;
+        let srtp = match origin {
+            true => relays.outs.get_mut(&to).map(|l| &mut l.srtp),
+            false => relays.ins.get_mut(&to).map(|l| &mut l.srtp),
+        };
         let len = packet.len();
         packet.resize(len + MAX_OVERHEAD, 0);
         match srtp.map(|s| s.protect_rtcp(&mut packet, len)) {
@@ -495,7 +521,7 @@ fn unprotect_rtcp(
 
 /// An RTCP header with no body past one SSRC: a receiver report without blocks (of its
 /// sender), or a BYE of that SSRC.
-fn link_rtcp(packet_type: u8, count: u8, ssrc: u32) -> [u8; 8] {
+pub(super) fn link_rtcp(packet_type: u8, count: u8, ssrc: u32) -> [u8; 8] {
     let ssrc = ssrc.to_be_bytes();
     [
         0x80 | count,
@@ -518,7 +544,7 @@ fn rtp_id(packet: &[u8]) -> Option<(u32, u16)> {
 
 /// The packets of a compound RTCP packet, each as long as its header says; those past a bad
 /// length are not read.
-fn rtcp_packets(compound: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(super) fn rtcp_packets(compound: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut rest = compound;
     std::iter::from_fn(move || {
         let header = rest.get(..4)?;

@@ -5,7 +5,8 @@
 //!
 //! - [`dcep`]: the node's own DCEP parser and writer.
 //! - [`sctp`]: one participant's SCTP association, behind the node's own small interface.
-//! - [`relay`]: a room's channels and what each message becomes for each receiver.
+//! - [`relay`]: a room's channels and what each message becomes for each receiver, other
+//!   nodes' associations on the media relay's links among its members (`relay_nodes.rs`).
 
 pub mod dcep;
 pub mod relay;

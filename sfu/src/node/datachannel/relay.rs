@@ -75,8 +75,11 @@ struct Rate {
 
 #[derive(Debug)]
 struct Member {
+    /// A participant's room; none for another node's association.
     room: String,
     public: ParticipantId,
+    /// Set for another node's association on a relay link (see `relay_nodes.rs`).
+    node: Option<Box<nodes::NodeSide>>,
     sctp: SctpAssociation,
     /// Its channels, by its stream.
     own: BTreeMap<u16, ChannelParams>,
@@ -155,21 +158,7 @@ impl DataRelay {
         if self.members.contains_key(&id) {
             return;
         }
-        let mut relayed = HashMap::new();
-        for other in self.rooms.get(room).into_iter().flatten() {
-            for (&stream, params) in self
-                .members
-                .get(other)
-                .map(|m| &m.own)
-                .into_iter()
-                .flatten()
-            {
-                relayed.insert(
-                    (*other, stream),
-                    relayed_toward(params, self.members[other].public),
-                );
-            }
-        }
+        let relayed = self.channels_in(room, false).into_iter().collect();
         let sctp = SctpAssociation::new(now, self.config.max_message_size, remote_max);
         let rate = Rate {
             since: now,
@@ -184,6 +173,7 @@ impl DataRelay {
             relayed,
             by_stream: HashMap::new(),
             rate,
+            node: None,
             timer: None,
             max_message_size: remote_max,
         };
@@ -207,11 +197,15 @@ impl DataRelay {
         if let Some(at) = member.timer {
             self.timers.remove(&(at, id));
         }
-        if let Some(ids) = self.rooms.get_mut(&member.room) {
-            ids.retain(|&m| m != id);
-            if ids.is_empty() {
-                self.rooms.remove(&member.room);
-            }
+        let rooms = match &member.node {
+            Some(node) => node.rooms.iter().cloned().collect(),
+            None => vec![member.room.clone()],
+        };
+        for room in rooms {
+            self.leave_room(&room, id);
+        }
+        if member.node.is_some() {
+            return;
         }
         for (stream, params) in member.own {
             let info = ChannelInfo {
@@ -335,6 +329,10 @@ impl DataRelay {
         let Some(member) = self.members.get_mut(&id) else {
             return;
         };
+        if member.node.is_some() {
+            self.opened_on_link(id, stream, params);
+            return;
+        }
         if member.own.len() >= self.config.channels_per_participant {
             member.sctp.close_channel(stream);
             self.counters.drop(DropReason::DataChannelLimit);
@@ -342,20 +340,33 @@ impl DataRelay {
         }
         member.own.insert(stream, params.clone());
         let (room, public) = (member.room.clone(), member.public);
-        self.for_others(id, |relay, other| {
-            if let Some(receiver) = relay.members.get_mut(&other) {
-                let relayed = relayed_toward(&params, public);
-                receiver.relayed.insert((id, stream), relayed);
-                relay.open_toward(other);
-                relay.collect(other);
-            }
-        });
+        self.relay_opened(id, stream, &params, (&room, public));
         let info = ChannelInfo {
             owner: public,
             stream,
             params,
         };
         self.events.push_back((room, id, RelayEvent::Opened(info)));
+    }
+
+    /// Sets up, toward every other member of `room`, the channel relaying `id`'s `stream`
+    /// (of participant `public`), opened at once where the receiver's association is up.
+    fn relay_opened(
+        &mut self,
+        id: PeerId,
+        stream: u16,
+        params: &ChannelParams,
+        (room, public): (&str, ParticipantId),
+    ) {
+        self.for_others(id, stream, |relay, other| {
+            if let Some(receiver) = relay.members.get_mut(&other) {
+                let link = receiver.node.is_some().then_some(room);
+                let relayed = relayed_toward(params, public, link);
+                receiver.relayed.insert((id, stream), relayed);
+                relay.open_toward(other);
+                relay.collect(other);
+            }
+        });
     }
 
     /// A channel closed by its peer: the owner's closes toward everyone; a relayed one is
@@ -366,6 +377,10 @@ impl DataRelay {
         };
         if let Some(key) = member.by_stream.remove(&stream) {
             member.relayed.remove(&key);
+            return;
+        }
+        if member.node.is_some() {
+            self.closed_on_link(id, stream);
             return;
         }
         let Some(params) = member.own.remove(&stream) else {
@@ -383,7 +398,7 @@ impl DataRelay {
 
     /// Closes the channel relaying `owner`'s `stream` toward each other participant.
     fn close_relays(&mut self, owner: PeerId, stream: u16) {
-        self.for_others(owner, |relay, other| {
+        self.for_others(owner, stream, |relay, other| {
             if let Some(receiver) = relay.members.get_mut(&other) {
                 if let Some(Relayed {
                     stream: Some(s), ..
@@ -408,11 +423,15 @@ impl DataRelay {
             self.counters.drop(DropReason::DataNoChannel);
             return;
         }
-        if !self.config.within_rate(&mut member.rate, now, data.len()) {
+        let rate = match member.node.as_mut() {
+            Some(node) => node.rate_of(stream),
+            None => Some(&mut member.rate),
+        };
+        if !rate.is_some_and(|rate| self.config.within_rate(rate, now, data.len())) {
             self.counters.drop(DropReason::DataRate);
             return;
         }
-        self.for_others(id, |relay, other| {
+        self.for_others(id, stream, |relay, other| {
             let Some(receiver) = relay.members.get_mut(&other) else {
                 return;
             };
@@ -467,10 +486,13 @@ impl DataRelay {
             sctp,
             relayed,
             by_stream,
+            node,
             ..
         } = member;
+        let counters = &mut self.counters;
+        let link = node.is_some();
         relayed.retain(|_, r| {
-            let kept = flush(sctp, r, backlog, &mut self.counters);
+            let kept = flush(sctp, r, (backlog, link), counters);
             if !kept {
                 cut_off(id, r, by_stream);
             }
@@ -487,7 +509,8 @@ impl DataRelay {
         let Some(relayed) = member.relayed.get_mut(&key) else {
             return;
         };
-        if !flush(&mut member.sctp, relayed, backlog, &mut self.counters) {
+        let limits = (backlog, member.node.is_some());
+        if !flush(&mut member.sctp, relayed, limits, &mut self.counters) {
             cut_off(id, relayed, &mut member.by_stream);
             member.relayed.remove(&key);
         }
@@ -515,26 +538,38 @@ impl DataRelay {
         }
     }
 
-    /// Runs `f` for each other participant of `id`'s room. The room's list is lent out
-    /// meanwhile (`f` sees it empty), so a message reaches its receivers with no list made
-    /// for it.
-    fn for_others(&mut self, id: PeerId, mut f: impl FnMut(&mut Self, PeerId)) {
+    /// Runs `f` for each other member of the room of `id`'s channel `stream`: its room's
+    /// participants, and the other nodes' associations that carry the room (none for a
+    /// channel from another node: relays do not chain). The room's list is lent out meanwhile
+    /// (`f` sees it empty), so a message reaches its receivers with no list made for it.
+    fn for_others(&mut self, id: PeerId, stream: u16, mut f: impl FnMut(&mut Self, PeerId)) {
         let Some(member) = self.members.get(&id) else {
             return;
         };
-        let Some(ids) = self.rooms.get_mut(&member.room) else {
+        let from_link = member.node.is_some();
+        let Some(ids) = member.room_of(stream).and_then(|r| self.rooms.get_mut(r)) else {
             return;
         };
         let ids = std::mem::take(ids);
         for &other in ids.iter().filter(|&&m| m != id) {
+            if from_link && self.members.get(&other).is_some_and(|m| m.node.is_some()) {
+                continue;
+            }
             f(self, other);
         }
-        if let Some(slot) = self
-            .members
-            .get(&id)
-            .and_then(|m| self.rooms.get_mut(&m.room))
-        {
+        let room = self.members.get(&id).and_then(|m| m.room_of(stream));
+        if let Some(slot) = room.and_then(|r| self.rooms.get_mut(r)) {
             *slot = ids;
+        }
+    }
+
+    /// Takes member `id` off `room`'s list, and the list away once empty.
+    fn leave_room(&mut self, room: &str, id: PeerId) {
+        if let Some(ids) = self.rooms.get_mut(room) {
+            ids.retain(|&m| m != id);
+            if ids.is_empty() {
+                self.rooms.remove(room);
+            }
         }
     }
 }
@@ -546,7 +581,7 @@ impl DataRelay {
 fn flush(
     sctp: &mut SctpAssociation,
     relayed: &mut Relayed,
-    backlog: usize,
+    (backlog, link): (usize, bool),
     counters: &mut NodeCounters,
 ) -> bool {
     if let (Some(stream), true) = (relayed.stream, relayed.open) {
@@ -556,6 +591,7 @@ fn flush(
             };
             relayed.queued -= data.len() + MESSAGE_COST;
             match sctp.send(stream, kind, &data) {
+                Ok(()) if link => counters.data_link_messages_out += 1,
                 Ok(()) => {
                     counters.data_messages_relayed += 1;
                     counters.data_bytes_relayed += data.len() as u64;
@@ -616,19 +652,28 @@ impl DataChannelConfig {
 }
 
 /// The channel toward a receiver relaying a channel of `owner` with `params`: the same label
-/// and reliability, the protocol naming the sender.
-fn relayed_toward(params: &ChannelParams, owner: ParticipantId) -> Relayed {
+/// and reliability, the protocol naming the sender (and its room, toward another node's
+/// association, `link`).
+fn relayed_toward(params: &ChannelParams, owner: ParticipantId, link: Option<&str>) -> Relayed {
+    let protocol = match link {
+        Some(room) => link_protocol(owner, room),
+        None => format!("p{owner}"),
+    };
     Relayed {
         stream: None,
         open: false,
         params: ChannelParams {
-            protocol: format!("p{owner}"),
+            protocol,
             ..params.clone()
         },
         queue: VecDeque::new(),
         queued: 0,
     }
 }
+
+#[path = "relay_nodes.rs"]
+mod nodes;
+pub use nodes::{link_protocol, parse_link_protocol, LinkChannelError};
 
 #[cfg(test)]
 #[path = "relay_tests.rs"]

@@ -2,6 +2,8 @@
 //! `sctp-proto` stack, behind the node's own small interface: SCTP packets and `now` in,
 //! packets, a timer and channel events out. The node is the DTLS server, so the channels it
 //! opens take odd stream ids (RFC 8832 section 6); DCEP ([`super::dcep`]) opens them in band.
+//! The same association runs between two nodes over a relay link, the edge's end as the
+//! client ([`SctpAssociation::client`], even stream ids), the origin's as the server.
 //!
 //! Where it allocates: each packet in is copied into one buffer the association keeps, which
 //! it takes back once the stack let go of the packet before (a SACK, a whole message read),
@@ -17,8 +19,9 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use sctp_proto::{
-    Association, AssociationHandle, DatagramEvent, Endpoint, EndpointConfig, Event, Payload,
-    PayloadProtocolIdentifier as Ppid, ReliabilityType, ServerConfig, StreamEvent, TransportConfig,
+    Association, AssociationHandle, ClientConfig, DatagramEvent, Endpoint, EndpointConfig, Event,
+    Payload, PayloadProtocolIdentifier as Ppid, ReliabilityType, ServerConfig, StreamEvent,
+    TransportConfig,
 };
 
 use super::dcep::{ChannelParams, Dcep, DcepError, Reliability};
@@ -35,6 +38,25 @@ const PEER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 5000
 const MAX_CHUNK_PAYLOAD: u32 = 900;
 /// The one byte an empty message carries (RFC 8831 section 6.6).
 const EMPTY: &[u8] = &[0];
+
+fn clamp(size: u64) -> u32 {
+    u32::try_from(size).unwrap_or(u32::MAX)
+}
+
+fn endpoint_config() -> Arc<EndpointConfig> {
+    let mut config = EndpointConfig::default();
+    config.max_payload_size(MAX_CHUNK_PAYLOAD);
+    Arc::new(config)
+}
+
+/// A data channel's reliability is per stream; the association never gives up.
+fn transport(max_message_size: u64) -> Arc<TransportConfig> {
+    let transport = TransportConfig::default()
+        .with_max_init_retransmits(None)
+        .with_max_data_retransmits(None)
+        .with_max_receive_message_size(clamp(max_message_size));
+    Arc::new(transport)
+}
 
 /// Why the association refused something.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -143,19 +165,34 @@ impl SctpAssociation {
     /// An association waiting for the peer's INIT, taking messages up to `max_message_size`
     /// and sending the peer messages up to `remote_max_message_size` (`None`: no limit).
     pub fn new(now: Instant, max_message_size: u64, remote_max_message_size: Option<u64>) -> Self {
-        let clamp = |size: u64| u32::try_from(size).unwrap_or(u32::MAX);
-        let mut config = EndpointConfig::default();
-        config.max_payload_size(MAX_CHUNK_PAYLOAD);
-        let transport = TransportConfig::default()
-            // A data channel's reliability is per stream; the association never gives up.
-            .with_max_init_retransmits(None)
-            .with_max_data_retransmits(None)
-            .with_max_receive_message_size(clamp(max_message_size));
+        let transport = transport(max_message_size);
         let mut server = ServerConfig::default();
-        server.transport = Arc::new(transport);
+        server.transport = transport;
+        let endpoint = Endpoint::new(endpoint_config(), Some(Arc::new(server)));
+        Self::over(now, endpoint, None, remote_max_message_size)
+    }
+
+    /// An association that starts itself (its INIT is its first packet), as the client end:
+    /// the edge's end of a relay link between nodes. Its channels take even stream ids.
+    pub fn client(now: Instant, max_message_size: u64) -> Self {
+        let mut endpoint = Endpoint::new(endpoint_config(), None);
+        let mut config = ClientConfig::default();
+        config.transport = transport(max_message_size);
+        let association = endpoint.connect(config, PEER).ok();
+        let mut client = Self::over(now, endpoint, association, None);
+        client.next_stream = 0;
+        client
+    }
+
+    fn over(
+        now: Instant,
+        endpoint: Endpoint,
+        association: Option<(AssociationHandle, Association)>,
+        remote_max_message_size: Option<u64>,
+    ) -> Self {
         Self {
-            endpoint: Endpoint::new(Arc::new(config), Some(Arc::new(server))),
-            association: None,
+            endpoint,
+            association,
             established: false,
             channels: BTreeMap::new(),
             remote_max_message_size: remote_max_message_size.map_or(u32::MAX, clamp),

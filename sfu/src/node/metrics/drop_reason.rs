@@ -77,6 +77,12 @@ pub enum DropReason {
     /// Data channel messages whose PPID is neither a string's nor a binary's (RFC 8831 section
     /// 8) nor DCEP's: not WebRTC messages, not relayed.
     DataUnknownPpid,
+    /// A data channel another node opened on a relay link whose protocol names no
+    /// participant and room (`p<id>:<room>`): closed as it opened.
+    DataLinkChannel,
+    /// An SCTP packet on a relay link (an RTCP APP packet `STDC`) whose framing does not
+    /// read: its padding longer than its data.
+    DataLinkMalformed,
     /// A packet for a TCP connection whose send queue was full: its peer reads slower than
     /// it is sent.
     TcpQueueFull,
@@ -87,7 +93,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub(super) const ALL: [DropReason; 31] = [
+    pub(super) const ALL: [DropReason; 33] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -116,6 +122,8 @@ impl DropReason {
         Self::DataChannelLimit,
         Self::DataNoChannel,
         Self::DataUnknownPpid,
+        Self::DataLinkChannel,
+        Self::DataLinkMalformed,
         Self::TcpQueueFull,
         Self::TcpClosed,
         Self::MalformedRtcp,
@@ -151,6 +159,8 @@ impl DropReason {
             Self::DataChannelLimit => "data_channel_limit",
             Self::DataNoChannel => "data_no_channel",
             Self::DataUnknownPpid => "data_unknown_ppid",
+            Self::DataLinkChannel => "data_link_channel",
+            Self::DataLinkMalformed => "data_link_malformed",
             Self::TcpQueueFull => "tcp_queue_full",
             Self::TcpClosed => "tcp_closed",
             Self::MalformedRtcp => "malformed_rtcp",

@@ -17,6 +17,8 @@ pub struct RelayFigures {
     pub links_out: usize,
     /// Links from origins.
     pub links_in: usize,
+    /// Links whose data channel association is up.
+    pub data_links: usize,
     /// What they did.
     pub counters: RelayCounters,
     /// Each relay's link, by the edge's address, as the edge's reports show it.
@@ -30,6 +32,7 @@ impl RelayFigures {
         self.into += other.into;
         self.links_out += other.links_out;
         self.links_in += other.links_in;
+        self.data_links += other.data_links;
         let (a, b) = (&mut self.counters, other.counters);
         a.started_out += b.started_out;
         a.started_in += b.started_in;
@@ -61,6 +64,15 @@ impl RelayFigures {
             ("{direction=\"in\"}", self.links_in as u64),
         ];
         family(out, Family { name, help, kind }, samples);
+        let (name, help) = (
+            "media_relay_data_links",
+            "Relay links whose data channel association is up.",
+        );
+        family(
+            out,
+            Family { name, help, kind },
+            [("", self.data_links as u64)],
+        );
         let c = &self.counters;
         let (name, kind) = ("media_relays_refused_total", "counter");
         let help = "Relays refused, by reason: a link full, too many links, an SSRC taken, \
