@@ -162,3 +162,63 @@ fn redis_a_room_on_two_nodes_reads_the_same_on_both() {
         Some(0)
     );
 }
+
+/// The calls Redis ran of each command over `idle` (`INFO commandstats` after
+/// `CONFIG RESETSTAT`), commands called by scripts included, by name.
+fn commands_over(redis: &Redis, idle: Duration) -> Vec<(String, u64)> {
+    assert_eq!(redis.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    std::thread::sleep(idle);
+    let stats = redis.cli(&["INFO", "commandstats"]);
+    let calls = stats.lines().filter_map(|line| {
+        let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+        let calls = rest
+            .strip_prefix("calls=")?
+            .split(',')
+            .next()?
+            .parse()
+            .ok()?;
+        Some((name.to_owned(), calls))
+    });
+    calls.collect()
+}
+
+fn calls(stats: &[(String, u64)], command: &str) -> u64 {
+    let found = stats.iter().find(|(name, _)| name == command);
+    found.map_or(0, |(_, calls)| *calls)
+}
+
+#[test]
+#[ignore = "needs redis-server: .ci/run runs it (-- --ignored redis_)"]
+fn redis_a_join_is_noticed_on_the_other_node_and_an_idle_room_publishes_nothing() {
+    let redis = Redis::start();
+    let toml = format!(
+        "redis = \"{}\"\n[cluster]\nprefer_home_below_percent = 0\n",
+        redis.url
+    );
+    let (a, b) = (node_with_config(&toml, &[]), node_with_config(&toml, &[]));
+    wait_for(&a, "strata_cluster_serving_nodes", 1);
+    wait_for(&b, "strata_cluster_serving_nodes", 1);
+    join(&a.http, "alice", PUBLISHER);
+    join(&b.http, "carol", PUBLISHER);
+    same_room(&[&a.http, &b.http], &["alice", "carol"]);
+
+    // Ten seconds of a room on two nodes where nothing happens: each node refreshes its part
+    // once a beat (1 s), beside its heartbeat's own scripts, and tells nobody anything.
+    let idle = commands_over(&redis, Duration::from_secs(10));
+    eprintln!("Redis over 10 s of an idle room on two nodes: {idle:?}");
+    assert_eq!(calls(&idle, "publish"), 0, "{idle:?}");
+
+    // A join on b is noticed on a: a reads the room when told, not at its next refresh.
+    let received = "strata_cluster_room_notices_received_total";
+    let before = metric(&a, received).expect("the notices' counter");
+    let joined = Instant::now();
+    join(&b.http, "dave", VIEWER);
+    same_room(&[&a.http, &b.http], &["alice", "carol", "dave"]);
+    eprintln!(
+        "dave was in a's room {:?} after his join on b",
+        joined.elapsed()
+    );
+    assert!(metric(&a, received) > Some(before), "a was told");
+    let sent = "strata_cluster_room_notices_sent_total";
+    assert!(metric(&b, sent) > Some(0), "b told");
+}
