@@ -566,7 +566,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_idle_room_writes_its_parts_once_a_refresh_and_tells_nobody() {
+    async fn an_idle_room_writes_its_parts_once_a_refresh_and_a_talking_one_once_a_look_at_most() {
         let store = MemoryStore::new();
         let mut nodes = two_nodes(&store).await;
         let start = Instant::now();
@@ -585,6 +585,13 @@ mod tests {
         assert_eq!((writes - before.0, notices - before.1), (2 * 30, 0));
         let speakers = shown.map(|f| f.expect("the other's part").speaker);
         assert_eq!(speakers, [Some(ParticipantId(2)); 2], "as decided before");
+        // 10 s in which bo's level swings by 6 dB at every look: two writes (and tells) at
+        // every feed interval, never more often; one still only refreshes.
+        let before = store.writes();
+        let swings = |step: u32| levels(0.0, if step % 2 == 0 { 80.0 } else { 86.0 });
+        run_for(&mut nodes, start, 155..205, swings).await;
+        let (writes, notices) = store.writes();
+        assert_eq!((writes - before.0, notices - before.1), (50 + 10, 50));
     }
 
     #[tokio::test(start_paused = true)]
