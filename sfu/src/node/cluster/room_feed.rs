@@ -552,7 +552,7 @@ mod tests {
         let mut shown = [None, None];
         for step in steps {
             tokio::time::advance(FEED_INTERVAL).await;
-            if step % 5 == 0 {
+            if step.is_multiple_of(5) {
                 for member in members.iter() {
                     member
                         .heartbeat(load(), &["call".into()])
@@ -588,7 +588,7 @@ mod tests {
         // 10 s in which bo's level swings by 6 dB at every look: two writes (and tells) at
         // every feed interval, never more often; one still only refreshes.
         let before = store.writes();
-        let swings = |step: u32| levels(0.0, if step % 2 == 0 { 80.0 } else { 86.0 });
+        let swings = |step: u32| levels(0.0, if step.is_multiple_of(2) { 80.0 } else { 86.0 });
         run_for(&mut nodes, start, 155..205, swings).await;
         let (writes, notices) = store.writes();
         assert_eq!((writes - before.0, notices - before.1), (50 + 10, 50));
