@@ -3,7 +3,8 @@
 //! other and exits once its own have ended; a node cut off from Redis refuses new sessions
 //! within 3 s, serves the sessions it has meanwhile, and takes new ones again, under a new
 //! epoch, once Redis is back; a room with participants on both nodes reads the same on
-//! both. A node killed and Redis restarted empty: cluster_failures.rs.
+//! both, a join on one is noticed on the other, and an idle room publishes no notice. A node
+//! killed and Redis restarted empty: cluster_failures.rs.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -29,6 +30,19 @@ pub fn clustered_as(redis: &Redis, node: &str) -> Node {
         redis.url
     );
     node_with_config(&toml, &[])
+}
+
+/// Two nodes that serve every session they are sent, whichever node is the room's home, each
+/// seeing the other.
+fn spreading_pair(redis: &Redis) -> (Node, Node) {
+    let toml = format!(
+        "redis = \"{}\"\n[cluster]\nprefer_home_below_percent = 0\n",
+        redis.url
+    );
+    let (a, b) = (node_with_config(&toml, &[]), node_with_config(&toml, &[]));
+    wait_for(&a, "strata_cluster_serving_nodes", 1);
+    wait_for(&b, "strata_cluster_serving_nodes", 1);
+    (a, b)
 }
 
 pub fn metric(node: &Node, series: &str) -> Option<u64> {
@@ -139,13 +153,7 @@ fn redis_a_node_cut_off_refuses_within_3_s_and_returns_with_a_new_epoch() {
 #[ignore = "needs redis-server: .ci/run runs it (-- --ignored redis_)"]
 fn redis_a_room_on_two_nodes_reads_the_same_on_both() {
     let redis = Redis::start();
-    let toml = format!(
-        "redis = \"{}\"\n[cluster]\nprefer_home_below_percent = 0\n",
-        redis.url
-    );
-    let (a, b) = (node_with_config(&toml, &[]), node_with_config(&toml, &[]));
-    wait_for(&a, "strata_cluster_serving_nodes", 1);
-    wait_for(&b, "strata_cluster_serving_nodes", 1);
+    let (a, b) = spreading_pair(&redis);
     join(&a.http, "alice", PUBLISHER);
     join(&a.http, "bob", VIEWER);
     join(&b.http, "carol", PUBLISHER);
@@ -191,13 +199,7 @@ fn calls(stats: &[(String, u64)], command: &str) -> u64 {
 #[ignore = "needs redis-server: .ci/run runs it (-- --ignored redis_)"]
 fn redis_a_join_is_noticed_on_the_other_node_and_an_idle_room_publishes_nothing() {
     let redis = Redis::start();
-    let toml = format!(
-        "redis = \"{}\"\n[cluster]\nprefer_home_below_percent = 0\n",
-        redis.url
-    );
-    let (a, b) = (node_with_config(&toml, &[]), node_with_config(&toml, &[]));
-    wait_for(&a, "strata_cluster_serving_nodes", 1);
-    wait_for(&b, "strata_cluster_serving_nodes", 1);
+    let (a, b) = spreading_pair(&redis);
     join(&a.http, "alice", PUBLISHER);
     join(&b.http, "carol", PUBLISHER);
     same_room(&[&a.http, &b.http], &["alice", "carol"]);
