@@ -3,7 +3,8 @@
 //! other and exits once its own have ended; a node cut off from Redis refuses new sessions
 //! within 3 s, serves the sessions it has meanwhile, and takes new ones again, under a new
 //! epoch, once Redis is back; a room with participants on both nodes reads the same on
-//! both, a join on one is noticed on the other, and an idle room publishes no notice. A node
+//! both, a join on one is noticed on the other (also once Redis restarted empty and the
+//! subscription was made again), and an idle room publishes no notice. A node
 //! killed and Redis restarted empty: cluster_failures.rs.
 
 use std::process::Command;
@@ -223,4 +224,39 @@ fn redis_a_join_is_noticed_on_the_other_node_and_an_idle_room_publishes_nothing(
     assert!(metric(&a, received) > Some(before), "a was told");
     let sent = "strata_cluster_room_notices_sent_total";
     assert!(metric(&b, sent) > Some(0), "b told");
+}
+
+/// Waits until `series` on `node` is past `value`.
+fn wait_past(node: &Node, series: &str, value: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric(node, series).unwrap_or(0) <= value {
+        assert!(Instant::now() < deadline, "{series} stays at {value}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+#[ignore = "needs redis-server: .ci/run runs it (-- --ignored redis_)"]
+fn redis_notices_are_heard_again_once_redis_restarted() {
+    let mut redis = Redis::start();
+    let (a, b) = spreading_pair(&redis);
+    join(&a.http, "alice", PUBLISHER);
+    join(&b.http, "carol", PUBLISHER);
+    same_room(&[&a.http, &b.http], &["alice", "carol"]);
+    redis.restart_empty();
+    let lost = "strata_cluster_room_feed_failures_total{reason=\"subscription_lost\"}";
+    wait_past(&a, lost, 0);
+    // Both registered anew (fenced once: the epochs Redis forgot) and serving.
+    let fenced = "strata_cluster_heartbeat_failures_total{reason=\"fenced\"}";
+    for node in [&a, &b] {
+        wait_past(node, fenced, 0);
+        wait_for(node, "strata_cluster_attached", 1);
+    }
+    same_room(&[&a.http, &b.http], &["alice", "carol"]);
+    // a subscribed again: b's next change reaches it as a notice, not only by its reads.
+    let received = "strata_cluster_room_notices_received_total";
+    let before = metric(&a, received).expect("the notices' counter");
+    join(&b.http, "dave", VIEWER);
+    same_room(&[&a.http, &b.http], &["alice", "carol", "dave"]);
+    wait_past(&a, received, before);
 }
