@@ -224,6 +224,9 @@ fn redis_a_join_is_noticed_on_the_other_node_and_an_idle_room_publishes_nothing(
     assert!(metric(&a, received) > Some(before), "a was told");
     let sent = "strata_cluster_room_notices_sent_total";
     assert!(metric(&b, sent) > Some(0), "b told");
+    // The subscriptions held throughout, their pings answered.
+    let lost = "strata_cluster_room_feed_failures_total{reason=\"subscription_lost\"}";
+    assert_eq!((metric(&a, lost), metric(&b, lost)), (Some(0), Some(0)));
 }
 
 /// Waits until `series` on `node` is past `value`.
