@@ -39,8 +39,10 @@ use crate::node::testing;
 use crate::sim::{Delivery, LinkConfig, Network};
 
 mod relay_link;
+mod room_notice;
 mod room_part;
 pub use relay_link::{relay_link, RELAY_NOW_MS, RELAY_SECRET};
+pub use room_notice::room_notice;
 pub use room_part::room_part;
 
 /// `capture`: the bytes as a capture file; every record down to its UDP payload, and every

@@ -1,7 +1,7 @@
 //! A clustered room's part as another node wrote it to the store, under fuzzing: a part that
 //! reads writes back to the same part.
 
-use crate::node::cluster::room_feed::Part;
+use crate::node::cluster::room_part::Part;
 
 /// `room_part`: see the module.
 pub fn room_part(data: &[u8]) {

@@ -368,7 +368,7 @@ fn join_cluster(
         member.clone(),
         store,
         Arc::downgrade(signaling),
-        lease,
+        (lease, settings.heartbeat()),
     ));
     Ok(member)
 }

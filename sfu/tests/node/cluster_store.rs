@@ -2,6 +2,7 @@
 //! exact) and against a real redis-server (`redis_*`, ignored by default: `.ci/run` runs them
 //! with `-- --ignored redis_`).
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use sfu::node::cluster::directory::Hosted;
@@ -234,7 +235,7 @@ async fn exchange(
     part: &str,
 ) -> Option<(NodeRef, Vec<(String, String)>)> {
     let parts = store
-        .exchange_part("r", node, part, LEASE)
+        .exchange_part("r", node, part, LEASE, false)
         .await
         .expect("the store");
     parts.map(|mut p| {
@@ -281,6 +282,36 @@ async fn a_rooms_parts_live_under_its_home(store: &dyn ClusterStore) {
     );
 }
 
+/// Waits until the store's inbox is told of a room (a real server's subscription takes a
+/// round trip): the rooms told of.
+async fn told(store: &dyn ClusterStore) -> BTreeSet<String> {
+    let told = tokio::time::timeout(Duration::from_secs(5), store.inbox().told()).await;
+    assert!(told.is_ok(), "no notice");
+    store.inbox().take()
+}
+
+async fn a_write_told_reaches_the_rooms_listeners(store: &dyn ClusterStore) {
+    let (a, _b) = two_nodes(store).await;
+    assert_eq!(store.claim_home("r", &a, LEASE).await, Ok(a.clone()));
+    // Listening as b: once subscribed, every room listened to is to be read once.
+    store.inbox().listen("b", &rooms(&["r", "s"]));
+    store.heard();
+    assert_eq!(told(store).await, BTreeSet::from(["r".into(), "s".into()]));
+    // a writes its part twice, telling only the second time: b is told once.
+    exchange(store, "a", "a1").await.expect("a home");
+    let written = store.exchange_part("r", "a", "a2", LEASE, true).await;
+    assert!(written.expect("the store").is_some());
+    assert_eq!(told(store).await, BTreeSet::from(["r".into()]));
+    let counts = store.inbox().take_counts();
+    assert_eq!((counts.received, counts.refused), (1, 0));
+    let read = store.read_parts("r").await.expect("the store");
+    assert_eq!(
+        read.map(|r| (r.home, r.parts)),
+        Some((a, parts(&[("a", "a2")])))
+    );
+    assert_eq!(store.read_parts("s").await, Ok(None), "no home");
+}
+
 /// Each behaviour against a fresh store of each kind.
 macro_rules! against_both {
     ($($name:ident, $redis_name:ident;)*) => {$(
@@ -311,5 +342,6 @@ mod both {
         a_node_that_leaves_takes_its_homes, redis_a_node_that_leaves_takes_its_homes;
         the_directory_lists_live_boots_entries_only, redis_the_directory_lists_live_boots_entries_only;
         a_rooms_parts_live_under_its_home, redis_a_rooms_parts_live_under_its_home;
+        a_write_told_reaches_the_rooms_listeners, redis_a_write_told_reaches_the_rooms_listeners;
     }
 }

@@ -16,7 +16,7 @@ type Seeds = Vec<(&'static str, Vec<u8>)>;
 /// A target's name, its body and the seeds it starts from.
 type Target = (&'static str, fn(&[u8]), fn() -> Seeds);
 
-const TARGETS: [Target; 11] = [
+const TARGETS: [Target; 12] = [
     ("sdp_offer", fuzz::sdp_offer, sdp_offer_seeds),
     ("stun_binding", fuzz::stun_binding, stun_binding_seeds),
     ("auth_header", fuzz::auth_header, auth_header_seeds),
@@ -32,7 +32,18 @@ const TARGETS: [Target; 11] = [
     ("tcp_framing", fuzz::tcp_framing, tcp_framing_seeds),
     ("relay_link", fuzz::relay_link, relay_link_seeds),
     ("room_part", fuzz::room_part, room_part_seeds),
+    ("room_notice", fuzz::room_notice, room_notice_seeds),
 ];
+
+/// A node's notice of a room as Redis delivers it (channel, line break, payload), one whose
+/// channel is another key's, and one whose payload holds a space.
+fn room_notice_seeds() -> Seeds {
+    vec![
+        ("notice", b"strata:notice:call-1\nedge-1:8080".to_vec()),
+        ("other_channel", b"strata:nodes\nedge-1".to_vec()),
+        ("spaced_node", b"strata:notice:call\nedge 1".to_vec()),
+    ]
+}
 
 /// A node's part of a room: a participant publishing AV1 with its layers, a data channel,
 /// its candidate; the home's, with the room's speaker; a WHIP publisher of audio.

@@ -137,11 +137,29 @@ pub fn render(member: &Member, out: &mut String) {
     by_reason(
         out,
         "cluster_room_feed_failures_total",
-        "Rooms' parts not exchanged: the store unavailable, or another node's part unreadable.",
+        "Rooms' parts not exchanged: the store unavailable, another node's part unreadable, \
+         a notice refused, the subscription to notices lost.",
         [
             ("store_unavailable", load(&c.feed_unavailable)),
             ("unreadable_part", load(&c.parts_unreadable)),
+            ("unreadable_notice", load(&c.notices_refused)),
+            ("subscription_lost", load(&c.subscription_lost)),
         ],
+    );
+    let sent = "Notices of a room's change sent to the room's other nodes.";
+    counter(
+        out,
+        "cluster_room_notices_sent_total",
+        sent,
+        load(&c.notices_sent),
+    );
+    let received = "Notices of a room's change received from its other nodes.";
+    let received_n = load(&c.notices_received);
+    counter(
+        out,
+        "cluster_room_notices_received_total",
+        received,
+        received_n,
     );
     let epochs = "Boot epochs taken (the first registration and each after a lapse).";
     counter(out, "cluster_epochs_total", epochs, load(&c.epochs));

@@ -86,6 +86,14 @@ pub(super) struct Counters {
     pub(super) feed_unavailable: AtomicU64,
     /// ... and the parts it read that did not read as one.
     pub(super) parts_unreadable: AtomicU64,
+    /// Notices of rooms' changes sent to their other nodes, ...
+    pub(super) notices_sent: AtomicU64,
+    /// ... received from them, ...
+    pub(super) notices_received: AtomicU64,
+    /// ... and refused (not a room's notice), ...
+    pub(super) notices_refused: AtomicU64,
+    /// ... and the subscription to them failed or lost.
+    pub(super) subscription_lost: AtomicU64,
 }
 
 /// The member's state at a glance, for `/metrics`.

@@ -1,17 +1,19 @@
 //! The cluster store in memory, shared by the in-process nodes of a test. Each node gets its
 //! own [`connection`](MemoryStore::connection), whose link can be cut (requests fail) or made
-//! to lose replies (requests take effect, the node sees a failure), to model partitions.
-//! Leases run on tokio's clock, so tests with paused time control them exactly.
+//! to lose replies (requests take effect, the node sees a failure), to model partitions, or to
+//! lose the notices meant for it. Leases run on tokio's clock, so tests with paused time
+//! control them exactly.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use super::directory::{Hosted, Table};
+use super::notice::{channel, Inbox};
 use super::store::{
     ClusterStore, Listed, NodeRef, Registration, RoomParts, StoreError, StoreFuture,
 };
@@ -20,7 +22,10 @@ use super::store::{
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     shared: Arc<Mutex<Shared>>,
-    link: AtomicU8,
+    /// This connection's number among the store's (the first is 0).
+    id: u64,
+    link: Arc<AtomicU8>,
+    inbox: Arc<Inbox>,
 }
 
 /// What a connection's requests and replies go through.
@@ -33,6 +38,8 @@ pub enum Link {
     Down,
     /// Requests take effect but their replies are lost: the caller sees a failure.
     RepliesLost,
+    /// Requests and replies go through, notices to this connection are lost.
+    NoticesLost,
 }
 
 #[derive(Debug, Default)]
@@ -43,6 +50,19 @@ struct Shared {
     directory: Table,
     /// Per room, each node's part: under which home, what, until when.
     parts: HashMap<String, HashMap<String, Part>>,
+    /// Per connection that subscribed to notices: its link, its inbox, its rooms.
+    listeners: HashMap<u64, Listener>,
+    connections: u64,
+    /// Parts written, and notices published, since the store began.
+    writes: u64,
+    notices: u64,
+}
+
+#[derive(Debug)]
+struct Listener {
+    link: Arc<AtomicU8>,
+    inbox: Weak<Inbox>,
+    rooms: BTreeSet<String>,
 }
 
 #[derive(Debug)]
@@ -58,12 +78,25 @@ impl MemoryStore {
         Self::default()
     }
 
-    /// Another connection to the same store, with its own link (up).
+    /// Another connection to the same store, with its own link (up) and inbox.
     pub fn connection(&self) -> Self {
+        let id = {
+            let mut shared = self.shared.lock();
+            shared.connections += 1;
+            shared.connections
+        };
         Self {
             shared: self.shared.clone(),
-            link: AtomicU8::new(Link::Up as u8),
+            id,
+            link: Arc::default(),
+            inbox: Arc::default(),
         }
+    }
+
+    /// Parts written, and notices published, through every connection so far.
+    pub fn writes(&self) -> (u64, u64) {
+        let shared = self.shared.lock();
+        (shared.writes, shared.notices)
     }
 
     /// Sets this connection's link.
@@ -240,26 +273,83 @@ impl ClusterStore for MemoryStore {
         node: &'a str,
         part: &'a str,
         ttl: Duration,
+        tell: bool,
     ) -> StoreFuture<'a, Option<RoomParts>> {
         let (room, node, value) = (room.to_owned(), node.to_owned(), part.to_owned());
         self.apply(move |shared, now| {
-            let Some((home, _)) = shared.homes.get(&room).filter(|(h, _)| shared.live(h)) else {
+            let Some(home) = shared.live_home(&room) else {
                 return Ok(None);
             };
-            let home = home.clone();
-            let parts = shared.parts.entry(room).or_default();
             let part = Part {
-                home: home.clone(),
+                home,
                 value,
                 until: now + ttl,
             };
-            parts.insert(node, part);
-            let parts = parts
-                .iter()
-                .filter(|(_, part)| part.home == home)
-                .map(|(node, part)| (node.clone(), part.value.clone()))
-                .collect();
-            Ok(Some(RoomParts { home, parts }))
+            let parts = shared.parts.entry(room.clone()).or_default();
+            parts.insert(node.clone(), part);
+            shared.writes += 1;
+            if tell {
+                shared.publish(&room, &node);
+            }
+            Ok(shared.parts_under_home(&room))
         })
+    }
+
+    fn read_parts<'a>(&'a self, room: &'a str) -> StoreFuture<'a, Option<RoomParts>> {
+        let room = room.to_owned();
+        self.apply(move |shared, _| Ok(shared.parts_under_home(&room)))
+    }
+
+    fn inbox(&self) -> &Arc<Inbox> {
+        &self.inbox
+    }
+
+    fn heard(&self) {
+        let listener = Listener {
+            link: self.link.clone(),
+            inbox: Arc::downgrade(&self.inbox),
+            rooms: self.inbox.rooms().into_iter().collect(),
+        };
+        let first = self.shared.lock().listeners.insert(self.id, listener);
+        if first.is_none() {
+            // Subscribed from now on: whatever changed before is read once, as on Redis.
+            self.inbox.tell_all();
+        }
+    }
+}
+
+impl Shared {
+    /// The room's home, when it is live.
+    fn live_home(&self, room: &str) -> Option<NodeRef> {
+        let (home, _) = self.homes.get(room).filter(|(h, _)| self.live(h))?;
+        Some(home.clone())
+    }
+
+    /// The parts of `room` under its live home.
+    fn parts_under_home(&self, room: &str) -> Option<RoomParts> {
+        let home = self.live_home(room)?;
+        let parts = self.parts.get(room).into_iter().flatten();
+        let parts = parts
+            .filter(|(_, part)| part.home == home)
+            .map(|(node, part)| (node.clone(), part.value.clone()))
+            .collect();
+        Some(RoomParts { home, parts })
+    }
+
+    /// `node`'s notice of `room` to every connection listening to it whose link carries it.
+    fn publish(&mut self, room: &str, node: &str) {
+        self.notices += 1;
+        let channel = channel(room);
+        self.listeners.retain(|_, listener| {
+            let Some(inbox) = listener.inbox.upgrade() else {
+                return false;
+            };
+            let link = listener.link.load(Ordering::Relaxed);
+            let carried = link == Link::Up as u8 || link == Link::RepliesLost as u8;
+            if carried && listener.rooms.contains(room) {
+                inbox.deliver(channel.as_bytes(), node.as_bytes());
+            }
+            true
+        });
     }
 }

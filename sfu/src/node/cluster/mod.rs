@@ -12,7 +12,9 @@
 //! - [`http`]: new sessions' requests placed (`307`, `503`), and the cluster's metrics.
 //! - [`directory`]: which node hosts which publisher of a room, for the relay to pull from.
 //! - [`room_feed`]: a clustered room's state across its nodes: each node's part written
-//!   under the room's home, the others' read back, the dominant speaker decided by the home.
+//!   under the room's home when it changed, the others' read back when told ([`notice`]) and
+//!   at a slow pace, the dominant speaker decided by the home; [`room_part`]: a part and when
+//!   it changed; [`redis_notices`]: the Redis store's subscription to the notices.
 //! - [`relay_link`]: the media relay's control channel: its requests, answers and link keys;
 //!   [`relay_http`]: the origin's route and the edge's request to it; [`relay_follow`]: the
 //!   rooms followed through the directory, conference participants' pulls.
@@ -23,12 +25,15 @@ pub mod heartbeat;
 pub mod http;
 pub mod member;
 pub mod memory;
+pub mod notice;
 pub mod placement;
 pub mod redis;
+pub mod redis_notices;
 pub mod relay_follow;
 pub mod relay_http;
 pub mod relay_link;
 pub mod room_feed;
+pub mod room_part;
 pub mod settings;
 pub mod store;
 

@@ -11,17 +11,22 @@
 //! - `part:{room}:{node}`: the node's part of the room's state, `EPOCH NODE` of the home it was
 //!   written under, a line break, then the part, with the part's lease as the key's expiry;
 //! - `parts:{room}`: the set of node ids with a part of the room (pruned when read), which
-//!   lives as long as the last part written.
+//!   lives as long as the last part written;
+//! - the channel `notice:{room}` (pub/sub, no key): a node that wrote its part publishes its
+//!   id there, and the room's other nodes listen (see [`redis_notices`](super::redis_notices)).
 //!
 //! The scripts read registrations by names they build, so the store is a single Redis server
 //! (or a primary with replicas), not a Redis Cluster.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 
 use super::directory::{directory_key, Entry, Hosted, HOSTED, SET_HOSTED};
+use super::notice::{channel, Inbox};
+use super::redis_notices::Notices;
 use super::store::{
     ClusterStore, Listed, NodeRef, Registration, RoomParts, StoreError, StoreFuture,
 };
@@ -103,30 +108,47 @@ end
 return 1
 ";
 
-/// A node's part of a room written under the room's live home, and every part under that
-/// home read back: the home, then node id and part in turn; false without a live home. KEYS:
-/// the home, the set of parts, this node's part. ARGV: the prefix, the node id, the part, the
-/// lease (ms), the room.
+/// Every part of a room written under `home`, pruning the set of parts of those that
+/// expired: the home, then node id and part in turn.
+const PARTS: &str = r"
+local function parts(home, set, prefix, room)
+  local found = {home}
+  for _, id in ipairs(redis.call('SMEMBERS', set)) do
+    local part = redis.call('GET', prefix .. 'part:' .. room .. ':' .. id)
+    if not part then
+      redis.call('SREM', set, id)
+    else
+      local at = string.find(part, '\n', 1, true)
+      if at and string.sub(part, 1, at - 1) == home then
+        found[#found + 1] = id
+        found[#found + 1] = string.sub(part, at + 1)
+      end
+    end
+  end
+  return found
+end
+";
+
+/// A node's part of a room written under the room's live home, a notice published when
+/// asked, and every part under that home read back; false without a live home. KEYS: the
+/// home, the set of parts, this node's part. ARGV: the prefix, the node id, the part, the
+/// lease (ms), the room, the notices' channel (empty: no notice).
 const EXCHANGE: &str = r"
 local home = redis.call('GET', KEYS[1])
 if not home or not live(home) then return false end
 redis.call('SET', KEYS[3], home .. '\n' .. ARGV[3], 'PX', ARGV[4])
 redis.call('SADD', KEYS[2], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
-local found = {home}
-for _, id in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-  local part = redis.call('GET', ARGV[1] .. 'part:' .. ARGV[5] .. ':' .. id)
-  if not part then
-    redis.call('SREM', KEYS[2], id)
-  else
-    local at = string.find(part, '\n', 1, true)
-    if at and string.sub(part, 1, at - 1) == home then
-      found[#found + 1] = id
-      found[#found + 1] = string.sub(part, at + 1)
-    end
-  end
-end
-return found
+if ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[6], ARGV[2]) end
+return parts(home, KEYS[2], ARGV[1], ARGV[5])
+";
+
+/// Every part of a room under its live home; false without one. KEYS: the home, the set of
+/// parts. ARGV: the prefix, the room.
+const READ_PARTS: &str = r"
+local home = redis.call('GET', KEYS[1])
+if not home or not live(home) then return false end
+return parts(home, KEYS[2], ARGV[1], ARGV[2])
 ";
 
 /// The store on one Redis server, through a connection that reconnects on its own.
@@ -140,6 +162,8 @@ pub struct RedisStore {
     set_hosted: Script,
     hosted: Script,
     exchange: Script,
+    read_parts: Script,
+    notices: Notices,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -154,6 +178,7 @@ impl RedisStore {
     /// after `timeout` rather than wait on an unreachable server.
     pub fn open(url: &str, timeout: Duration) -> Result<Self, StoreError> {
         let client = redis::Client::open(url).map_err(unavailable)?;
+        let notices = Notices::new(client.clone(), timeout);
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout))
@@ -170,7 +195,9 @@ impl RedisStore {
             deregister: Script::new(DEREGISTER),
             set_hosted: Script::new(SET_HOSTED),
             hosted: Script::new(HOSTED),
-            exchange: Script::new(&format!("{LIVE}{EXCHANGE}")),
+            exchange: Script::new(&format!("{LIVE}{PARTS}{EXCHANGE}")),
+            read_parts: Script::new(&format!("{LIVE}{PARTS}{READ_PARTS}")),
+            notices,
         })
     }
 
@@ -197,6 +224,25 @@ fn home_key(room: &str) -> String {
 
 fn part_key(room: &str, node: &str) -> String {
     format!("{PREFIX}part:{room}:{node}")
+}
+
+fn parts_key(room: &str) -> String {
+    format!("{PREFIX}parts:{room}")
+}
+
+/// A parts script's answer: the home, then node id and part in turn; `None` without a home.
+fn room_parts(found: Option<Vec<String>>) -> Result<Option<RoomParts>, StoreError> {
+    let Some((home, parts)) = found.as_deref().and_then(<[String]>::split_first) else {
+        return Ok(None);
+    };
+    let parts = parts
+        .chunks_exact(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .collect();
+    Ok(Some(RoomParts {
+        home: NodeRef::from_value(home)?,
+        parts,
+    }))
 }
 
 fn millis(ttl: Duration) -> u64 {
@@ -368,32 +414,47 @@ impl ClusterStore for RedisStore {
         node: &'a str,
         part: &'a str,
         ttl: Duration,
+        tell: bool,
     ) -> StoreFuture<'a, Option<RoomParts>> {
         Box::pin(async move {
             let found: Option<Vec<String>> = self
                 .exchange
                 .key(home_key(room))
-                .key(format!("{PREFIX}parts:{room}"))
+                .key(parts_key(room))
                 .key(part_key(room, node))
                 .arg(PREFIX)
                 .arg(node)
                 .arg(part)
                 .arg(millis(ttl))
                 .arg(room)
+                .arg(if tell { channel(room) } else { String::new() })
                 .invoke_async(&mut self.connection())
                 .await
                 .map_err(unavailable)?;
-            let Some((home, parts)) = found.as_deref().and_then(<[String]>::split_first) else {
-                return Ok(None);
-            };
-            let parts = parts
-                .chunks_exact(2)
-                .map(|pair| (pair[0].clone(), pair[1].clone()))
-                .collect();
-            Ok(Some(RoomParts {
-                home: NodeRef::from_value(home)?,
-                parts,
-            }))
+            room_parts(found)
         })
+    }
+
+    fn read_parts<'a>(&'a self, room: &'a str) -> StoreFuture<'a, Option<RoomParts>> {
+        Box::pin(async move {
+            let found: Option<Vec<String>> = self
+                .read_parts
+                .key(home_key(room))
+                .key(parts_key(room))
+                .arg(PREFIX)
+                .arg(room)
+                .invoke_async(&mut self.connection())
+                .await
+                .map_err(unavailable)?;
+            room_parts(found)
+        })
+    }
+
+    fn inbox(&self) -> &Arc<Inbox> {
+        self.notices.inbox()
+    }
+
+    fn heard(&self) {
+        self.notices.subscribe();
     }
 }

@@ -1,10 +1,17 @@
-//! A clustered room's state across its nodes. Every [`FEED_INTERVAL`], each node writes its
-//! part of each of its rooms (its participants, their names and tracks, its WHEP viewers, and
-//! its own dominant speaker with how loud it is) to the store under the room's home, and reads
-//! the parts of the room's other nodes back in the same request (one script on Redis): a
-//! snapshot each time, so a node that missed a change, or was cut off, has the room whole
-//! again with its next successful read. It hands the other nodes' parts to its media loop,
-//! which shows them in `GET /rooms/{room}` and tells its participants what changed.
+//! A clustered room's state across its nodes. Each node writes its part of each of its rooms
+//! (its participants, their names and tracks, its WHEP viewers, and its own dominant speaker
+//! with how loud it is) to the store under the room's home, and reads the parts of the room's
+//! other nodes back in the same request (one script on Redis): a snapshot each time, so a
+//! node that missed a change, or was cut off, has the room whole again with its next
+//! successful read. It hands the other nodes' parts to its media loop, which shows them in
+//! `GET /rooms/{room}` and tells its participants what changed.
+//!
+//! When: every [`FEED_INTERVAL`] the node looks at its parts. One that changed (see
+//! [`Part::changed_from`]) is written at once, at most once per feed interval, and the room's
+//! other nodes are told with a [`notice`](super::notice); they read the room when told. A
+//! part that did not change is written again only to refresh its lease, every `refresh` (the
+//! heartbeat), which is also when the node reads the others' parts without being told: the
+//! safety read that heals a lost notice. An idle room costs one script per node and beat.
 //!
 //! The home holds the room's state: it decides the room's dominant speaker from the
 //! candidates every node reports, with the same hysteresis a node applies to its own
@@ -16,15 +23,15 @@
 //!
 //! A room on one node only hands nothing in: the node shows it as a lone node would.
 
-use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tokio::time::MissedTickBehavior;
 
 use super::member::Member;
+pub use super::room_part::{Candidate, Part, PartError};
 use super::store::{ClusterStore, NodeRef, RoomParts};
 use crate::node::core::{Followed, LocalPart};
 use crate::node::dominant::Dominant;
@@ -32,68 +39,28 @@ use crate::node::participant::ParticipantId;
 use crate::node::room_view::ParticipantView;
 use crate::node::signaling::Signaling;
 
-/// How often a node writes its parts and reads the others': the period the local dominant
-/// speaker is looked at too, so the home's hysteresis runs at the same pace.
+/// How often a node looks at its parts (and writes those that changed, at most this often):
+/// the period the local dominant speaker is looked at too, so the home's hysteresis runs at
+/// the same pace.
 pub const FEED_INTERVAL: Duration = crate::node::core::SPEAKER_INTERVAL;
 
-/// A node's part of a room, as the store carries it (JSON).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Part {
-    /// Its participants and WHIP publishers, in the order they came.
-    pub participants: Vec<ParticipantView>,
-    /// Its WHEP viewers.
-    pub viewers: usize,
-    /// Its own dominant speaker and how loud it is now.
-    pub candidate: Option<Candidate>,
-    /// The room's dominant speaker: written by the room's home only.
-    pub speaker: Option<ParticipantId>,
-}
-
-impl Part {
-    /// A part as another node wrote it: its JSON, with a finite level (a level past what an
-    /// `f32` holds would read as infinite, and the hysteresis would never let go of it).
-    pub fn read(json: &[u8]) -> Result<Self, PartError> {
-        let part: Self = serde_json::from_slice(json).map_err(|_| PartError::NotJson)?;
-        let finite = |c: &Candidate| c.level.is_finite();
-        if !part.candidate.as_ref().is_none_or(finite) {
-            return Err(PartError::BadLevel);
-        }
-        Ok(part)
-    }
-}
-
-/// Why another node's part was dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum PartError {
-    /// Not a part's JSON.
-    #[error("not a part's JSON")]
-    NotJson,
-    /// A candidate's level that is not a finite number.
-    #[error("a level that is not a finite number")]
-    BadLevel,
-}
-
-/// A node's dominant speaker, which the home weighs against the other nodes'.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Candidate {
-    /// Who.
-    pub participant: ParticipantId,
-    /// Its loudness now, dB above silence (0: quiet).
-    pub level: f32,
-}
-
-/// Runs the feed until the node's signaling is gone (held weakly, as the heartbeat holds it).
+/// Runs the feed until the node's signaling is gone (held weakly, as the heartbeat holds it):
+/// at every feed interval, and whenever a notice tells of a room.
 pub async fn run(
     member: Arc<Member>,
     store: Arc<dyn ClusterStore>,
     signaling: Weak<Signaling>,
-    lease: Duration,
+    (lease, refresh): (Duration, Duration),
 ) {
-    let mut feed = RoomFeed::new(member.identity().node.clone(), lease);
+    let mut feed = RoomFeed::new(member.identity().node.clone(), lease, refresh);
+    let inbox = store.inbox().clone();
     let mut ticks = tokio::time::interval(FEED_INTERVAL);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
-        ticks.tick().await;
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = inbox.told() => {}
+        }
         let Some(signaling) = signaling.upgrade() else {
             return;
         };
@@ -102,7 +69,7 @@ pub async fn run(
         };
         let live: Vec<String> = member.peers().into_iter().map(|r| r.node).collect();
         let followed = feed
-            .tick(store.as_ref(), parts, &live, Instant::now())
+            .look(store.as_ref(), parts, &live, Instant::now())
             .await;
         for (room, followed) in followed {
             if signaling.follow_room(room, followed).await.is_err() {
@@ -110,24 +77,38 @@ pub async fn run(
             }
         }
         let counters = member.counters();
-        counters
-            .feed_unavailable
-            .fetch_add(feed.take_unavailable(), Ordering::Relaxed);
-        counters
-            .parts_unreadable
-            .fetch_add(feed.take_unreadable(), Ordering::Relaxed);
+        let add = |counter: &AtomicU64, n| counter.fetch_add(n, Ordering::Relaxed);
+        let fed = feed.take_counts();
+        add(&counters.feed_unavailable, fed.unavailable);
+        add(&counters.parts_unreadable, fed.unreadable);
+        add(&counters.notices_sent, fed.told);
+        let heard = inbox.take_counts();
+        add(&counters.notices_received, heard.received);
+        add(&counters.notices_refused, heard.refused);
+        add(&counters.subscription_lost, heard.lost_subscription);
     }
 }
 
-/// This node's side of its clustered rooms: what it last read of each, and, for the rooms it
-/// is home of, how their dominant speaker is being decided.
+/// This node's side of its clustered rooms: what it last wrote and read of each, and, for
+/// the rooms it is home of, how their dominant speaker is being decided.
 #[derive(Debug)]
 pub struct RoomFeed {
     node: String,
     lease: Duration,
+    refresh: Duration,
     rooms: HashMap<String, Following>,
-    unavailable: u64,
-    unreadable: u64,
+    counts: Counts,
+}
+
+/// What the feed counted since last asked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Requests to the store that failed.
+    pub unavailable: u64,
+    /// Other nodes' parts that did not read as one (dropped).
+    pub unreadable: u64,
+    /// Parts written with a notice to the room's other nodes.
+    pub told: u64,
 }
 
 /// One room as this node follows it.
@@ -139,28 +120,60 @@ struct Following {
     others: Vec<(String, Part, Instant)>,
     /// The room's speaker being decided here, while this node is its home.
     dominant: Dominant<ParticipantId>,
+    /// This node's part as last written under the home, and when: none until it is (or
+    /// once the home it was written under is gone).
+    written: Option<(Part, Instant)>,
+}
+
+/// What a room's store takes at a look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Due {
+    /// This node's part, written and the others' read back; `tell`: a change, noticed.
+    Write { tell: bool },
+    /// The others' parts read: a notice told of the room.
+    Read,
+    /// Nothing: the room is as last read.
+    Nothing,
 }
 
 impl RoomFeed {
-    /// The feed of node `node`, whose parts live for `lease` unless written again.
-    pub fn new(node: String, lease: Duration) -> Self {
+    /// The feed of node `node`, whose parts live for `lease` unless written again, and are
+    /// written again (the others' read) every `refresh` at least.
+    pub fn new(node: String, lease: Duration, refresh: Duration) -> Self {
         Self {
             node,
             lease,
+            refresh,
             rooms: HashMap::new(),
-            unavailable: 0,
-            unreadable: 0,
+            counts: Counts::default(),
         }
     }
 
-    /// Writes this node's `parts` of its rooms and reads the others' (`live`: the other nodes
-    /// registered now); what each room's media loop is to be handed. A room that left this
-    /// node has its part written empty once, so its participants leave the others' view now
-    /// rather than when the part expires.
+    /// Listens to the notices of the rooms of `parts` (this node's parts of its rooms), then
+    /// [`tick`](Self::tick)s with the rooms told about since the last look.
+    pub async fn look(
+        &mut self,
+        store: &dyn ClusterStore,
+        parts: Vec<LocalPart>,
+        live: &[String],
+        now: Instant,
+    ) -> Vec<(String, Option<Followed>)> {
+        let rooms: Vec<String> = parts.iter().map(|p| p.room.clone()).collect();
+        store.inbox().listen(&self.node, &rooms);
+        store.heard();
+        let told = store.inbox().take();
+        self.tick(store, parts, &told, live, now).await
+    }
+
+    /// Writes this node's `parts` of its rooms that are due, reads the others' where due or
+    /// `told` (`live`: the other nodes registered now); what each room's media loop is to be
+    /// handed. A room that left this node has its part written empty once, so its
+    /// participants leave the others' view now rather than when the part expires.
     pub async fn tick(
         &mut self,
         store: &dyn ClusterStore,
         parts: Vec<LocalPart>,
+        told: &BTreeSet<String>,
         live: &[String],
         now: Instant,
     ) -> Vec<(String, Option<Followed>)> {
@@ -173,74 +186,122 @@ impl RoomFeed {
                 viewers: 0,
                 candidate: None,
             };
-            self.follow(store, empty, live, now).await;
+            self.rooms.entry(room.clone()).or_default().written = None;
+            self.follow(store, empty, false, live, now).await;
             self.rooms.remove(&room);
         }
         let mut followed = Vec::with_capacity(parts.len());
         for part in parts {
             let room = part.room.clone();
-            followed.push((room, self.follow(store, part, live, now).await));
+            let told = told.contains(&room);
+            followed.push((room, self.follow(store, part, told, live, now).await));
         }
         followed
     }
 
-    /// Requests to the store that failed since last asked.
-    pub fn take_unavailable(&mut self) -> u64 {
-        std::mem::take(&mut self.unavailable)
-    }
-
-    /// Parts that did not read as one since last asked (dropped).
-    pub fn take_unreadable(&mut self) -> u64 {
-        std::mem::take(&mut self.unreadable)
+    /// What was counted since last asked.
+    pub fn take_counts(&mut self) -> Counts {
+        std::mem::take(&mut self.counts)
     }
 
     async fn follow(
         &mut self,
         store: &dyn ClusterStore,
         local: LocalPart,
+        told: bool,
         live: &[String],
         now: Instant,
     ) -> Option<Followed> {
+        let me = self.node.as_str();
         let following = self.rooms.entry(local.room.clone()).or_default();
-        let speaker = match &following.home {
-            Some(home) if home.node == self.node => following.dominant.current,
-            _ => None,
-        };
-        let part = Part {
-            participants: local.participants,
-            viewers: local.viewers,
-            candidate: local
-                .candidate
-                .map(|(participant, level)| Candidate { participant, level }),
-            speaker,
-        };
-        // Views, ids and numbers: nothing in a part that JSON cannot write.
-        let json = serde_json::to_string(&part).unwrap_or_default();
-        let read = store
-            .exchange_part(&local.room, &self.node, &json, self.lease)
-            .await;
-        let following = self.rooms.entry(local.room).or_default();
-        match read {
-            Ok(Some(parts)) => {
-                let unreadable = following.read(&self.node, parts, now + self.lease);
-                self.unreadable += unreadable;
+        let part = following.part(me, local.participants, local.viewers, local.candidate);
+        let read = match following.due(&part, told, self.refresh, now) {
+            Due::Write { tell } => {
+                // Views, ids and numbers: nothing in a part that JSON cannot write.
+                let json = serde_json::to_string(&part).unwrap_or_default();
+                let read = store
+                    .exchange_part(&local.room, me, &json, self.lease, tell)
+                    .await;
+                if let Ok(Some(_)) = read {
+                    following.written = Some((part.clone(), now));
+                    self.counts.told += u64::from(tell);
+                }
+                Some(read)
             }
-            Ok(None) => following.homeless(live),
-            Err(_) => self.unavailable += 1,
+            Due::Read => Some(store.read_parts(&local.room).await),
+            Due::Nothing => None,
+        };
+        match read {
+            Some(Ok(Some(parts))) => {
+                let until = now + self.lease;
+                self.counts.unreadable += following.read(me, parts, until);
+            }
+            Some(Ok(None)) => following.homeless(live),
+            Some(Err(_)) => self.counts.unavailable += 1,
+            None => {}
         }
         following.others.retain(|(_, _, until)| *until > now);
-        following.followed(&self.node, &part, now)
+        following.followed(me, &part, now)
     }
 }
 
 impl Following {
+    /// This node's part now; the room's speaker in it while this node is the home.
+    fn part(
+        &self,
+        me: &str,
+        participants: Vec<ParticipantView>,
+        viewers: usize,
+        candidate: Option<(ParticipantId, f32)>,
+    ) -> Part {
+        let speaker = match &self.home {
+            Some(home) if home.node == me => self.dominant.current,
+            _ => None,
+        };
+        Part {
+            participants,
+            viewers,
+            candidate: candidate.map(|(participant, level)| Candidate { participant, level }),
+            speaker,
+        }
+    }
+
+    /// What the store is to do for the room now: write `part` when it changed (at most once
+    /// per feed interval: every write but the first waits half of one since the last, which
+    /// lets one through per tick and none between) or when its lease is to be refreshed; read
+    /// the others' when told.
+    fn due(&self, part: &Part, told: bool, refresh: Duration, now: Instant) -> Due {
+        let read = match told {
+            true => Due::Read,
+            false => Due::Nothing,
+        };
+        let Some((written, at)) = &self.written else {
+            return Due::Write { tell: true };
+        };
+        let since = now.saturating_duration_since(*at);
+        if since < FEED_INTERVAL / 2 {
+            read
+        } else if part.changed_from(written) {
+            Due::Write { tell: true }
+        } else if since >= refresh {
+            Due::Write { tell: false }
+        } else {
+            read
+        }
+    }
+
     /// The parts read under `parts.home`, each standing until `until`; how many did not read.
+    /// This node's own part missing (it was written under another home) is to be written
+    /// again at once.
     fn read(&mut self, me: &str, parts: RoomParts, until: Instant) -> u64 {
         if self.home.as_ref() != Some(&parts.home) {
             // A new home: what was decided under the last one is void.
             self.dominant = Dominant::default();
         }
         self.home = Some(parts.home);
+        if parts.parts.iter().all(|(node, _)| node != me) {
+            self.written = None;
+        }
         let mut unreadable = 0;
         self.others.clear();
         for (node, json) in parts.parts.into_iter().filter(|(node, _)| node != me) {
@@ -258,10 +319,12 @@ impl Following {
 
     /// The room has no live home: its home's node died (or booted again) and nobody has
     /// taken the room over yet. What that node contributed is gone; the parts of nodes still
-    /// registered stay until the next home has them written again.
+    /// registered stay until the next home has them written again. This node's part is to be
+    /// written again under that home.
     fn homeless(&mut self, live: &[String]) {
         let home = self.home.take();
         self.dominant = Dominant::default();
+        self.written = None;
         self.others.retain(|(node, ..)| {
             live.contains(node) && home.as_ref().is_none_or(|h| h.node != *node)
         });
@@ -319,15 +382,14 @@ impl Following {
 
 #[cfg(test)]
 mod tests {
-    use proptest::prelude::*;
-
     use super::*;
     use crate::node::cluster::member::Identity;
-    use crate::node::cluster::memory::MemoryStore;
+    use crate::node::cluster::memory::{Link, MemoryStore};
     use crate::node::cluster::placement::Placement;
     use crate::node::cluster::store::Load;
 
     const LEASE: Duration = Duration::from_secs(3);
+    const REFRESH: Duration = Duration::from_secs(1);
 
     /// A registered member of the cluster of `store`, with its own connection.
     async fn member(store: &MemoryStore, node: &str) -> (Member, Arc<MemoryStore>) {
@@ -338,12 +400,15 @@ mod tests {
             relay: None,
         };
         let member = Member::new(connection.clone(), identity, LEASE, 0);
-        let load = Load {
+        member.heartbeat(load(), &[]).await.expect("registered");
+        (member, connection)
+    }
+
+    fn load() -> Load {
+        Load {
             capacity: 10,
             ..Load::default()
-        };
-        member.heartbeat(load, &[]).await.expect("registered");
-        (member, connection)
+        }
     }
 
     fn alone(id: u64, name: &str, level: f32) -> LocalPart {
@@ -363,39 +428,58 @@ mod tests {
         }
     }
 
-    /// One feed tick on each node, `one` first, with ada's and bo's levels: what each shows.
-    async fn both(
-        feeds: &mut [(RoomFeed, Arc<MemoryStore>); 2],
-        levels: (f32, f32),
-        now: Instant,
-    ) -> [Option<Followed>; 2] {
+    type Feeds = [(RoomFeed, Arc<MemoryStore>); 2];
+
+    /// Nodes one (the home of room `call`) and two on one store, each with its feed.
+    async fn two_nodes(store: &MemoryStore) -> ([Member; 2], Feeds) {
+        let (one, at_one) = member(store, "one").await;
+        let (two, at_two) = member(store, "two").await;
+        assert_eq!(one.place("call").await, Placement::Here, "one is home");
+        let feeds = [
+            (RoomFeed::new("one".into(), LEASE, REFRESH), at_one),
+            (RoomFeed::new("two".into(), LEASE, REFRESH), at_two),
+        ];
+        ([one, two], feeds)
+    }
+
+    /// One look on each node, `one` first, with `parts` of ada's on one and of bo's on two:
+    /// what each shows.
+    async fn both(feeds: &mut Feeds, parts: [LocalPart; 2], now: Instant) -> [Option<Followed>; 2] {
         let [(one, at_one), (two, at_two)] = feeds;
-        let parts = vec![alone(1, "ada", levels.0)];
-        let mut shown_one = one.tick(at_one.as_ref(), parts, &["two".into()], now).await;
-        let parts = vec![alone(2, "bo", levels.1)];
-        let mut shown_two = two.tick(at_two.as_ref(), parts, &["one".into()], now).await;
-        [shown_one.remove(0).1, shown_two.remove(0).1]
+        let [ada, bo] = parts;
+        let mut on_one = one
+            .look(at_one.as_ref(), vec![ada], &["two".into()], now)
+            .await;
+        let mut on_two = two
+            .look(at_two.as_ref(), vec![bo], &["one".into()], now)
+            .await;
+        [on_one.remove(0).1, on_two.remove(0).1]
+    }
+
+    /// ada's and bo's parts with these levels.
+    fn levels(ada: f32, bo: f32) -> [LocalPart; 2] {
+        [alone(1, "ada", ada), alone(2, "bo", bo)]
+    }
+
+    /// The names another node's participants go by, as `followed` shows them.
+    fn names(followed: &Option<Followed>) -> Vec<String> {
+        let others = followed.iter().flat_map(Followed::participants);
+        others.map(|p| p.name.clone()).collect()
     }
 
     #[tokio::test]
     async fn the_home_decides_the_rooms_speaker_and_every_node_shows_it() {
         let store = MemoryStore::new();
-        let (one, at_one) = member(&store, "one").await;
-        let (_two, at_two) = member(&store, "two").await;
-        assert_eq!(one.place("call").await, Placement::Here, "one is home");
-        let mut feeds = [
-            (RoomFeed::new("one".into(), LEASE), at_one),
-            (RoomFeed::new("two".into(), LEASE), at_two),
-        ];
+        let (_members, mut feeds) = two_nodes(&store).await;
         let start = Instant::now();
         let at = |step: u32| start + FEED_INTERVAL * step;
-        let [first, _] = both(&mut feeds, (70.0, 90.0), at(0)).await;
+        let [first, _] = both(&mut feeds, levels(70.0, 90.0), at(0)).await;
         assert_eq!(first, None, "one had nobody else's part yet: alone");
         // Bo, on two, is louder by more than the margin: the home picks him, once he has
         // spoken for 300 ms over a quiet room, and two shows what one decided.
         let mut shown = [None, None];
         for step in 1..=6 {
-            shown = both(&mut feeds, (70.0, 90.0), at(step)).await;
+            shown = both(&mut feeds, levels(70.0, 90.0), at(step)).await;
         }
         let [on_one, on_two] = shown.clone().map(|f| f.expect("two nodes' parts"));
         assert_eq!(on_one.speaker, Some(ParticipantId(2)));
@@ -408,119 +492,137 @@ mod tests {
         assert_eq!((on_one.viewers, on_two.viewers), (1, 1));
         // Ada louder, but not by the margin: bo keeps it. Then bo falls quiet: ada takes it.
         for step in 7..=14 {
-            shown = both(&mut feeds, (93.0, 90.0), at(step)).await;
+            shown = both(&mut feeds, levels(93.0, 90.0), at(step)).await;
         }
-        assert!(shown
-            .iter()
-            .all(|f| f.as_ref().unwrap().speaker == Some(ParticipantId(2))));
+        let speakers = |shown: &[Option<Followed>; 2]| shown.clone().map(|f| f.unwrap().speaker);
+        assert_eq!(speakers(&shown), [Some(ParticipantId(2)); 2]);
         for step in 15..=20 {
-            shown = both(&mut feeds, (80.0, 0.0), at(step)).await;
+            shown = both(&mut feeds, levels(80.0, 0.0), at(step)).await;
         }
-        assert!(shown
-            .iter()
-            .all(|f| f.as_ref().unwrap().speaker == Some(ParticipantId(1))));
+        assert_eq!(speakers(&shown), [Some(ParticipantId(1)); 2]);
     }
 
     #[tokio::test]
     async fn parts_under_a_home_that_is_gone_are_void_and_a_room_left_is_written_empty() {
         let store = MemoryStore::new();
-        let (one, at_one) = member(&store, "one").await;
-        let (two, at_two) = member(&store, "two").await;
-        assert_eq!(one.place("call").await, Placement::Here);
-        let mut feeds = [
-            (RoomFeed::new("one".into(), LEASE), at_one),
-            (RoomFeed::new("two".into(), LEASE), at_two),
-        ];
+        let ([one, two], mut feeds) = two_nodes(&store).await;
         let now = Instant::now();
-        both(&mut feeds, (0.0, 0.0), now).await;
-        let [_, on_two] = both(&mut feeds, (0.0, 0.0), now).await;
-        assert_eq!(on_two.expect("one's part").before[0].name, "ada");
-        // One leaves the cluster: its home and part are void; two has nobody else's.
+        both(&mut feeds, levels(0.0, 0.0), now).await;
+        let [_, on_two] = both(&mut feeds, levels(0.0, 0.0), now).await;
+        assert_eq!(names(&on_two), ["ada"]);
+        // One leaves the cluster: its home and part are void; two, at its next refresh, has
+        // nobody else's.
         one.leave().await.expect("left");
-        let [(_, _), (feed_two, at_two)] = &mut feeds;
-        let shown = feed_two
-            .tick(at_two.as_ref(), vec![alone(2, "bo", 0.0)], &[], now)
-            .await;
+        let [_, (feed_two, at_two)] = &mut feeds;
+        let bo = || vec![alone(2, "bo", 0.0)];
+        let at = |refresh: u32| now + REFRESH * refresh;
+        let shown = feed_two.look(at_two.as_ref(), bo(), &[], at(1)).await;
         assert_eq!(shown[0].1, None);
         // Two takes the room over; one's part under the old home stays void.
-        two.heartbeat(Load::default(), &["call".into()])
-            .await
-            .expect("beat");
+        two.heartbeat(load(), &["call".into()]).await.expect("beat");
         assert!(two.is_home("call"));
-        let shown = feed_two
-            .tick(at_two.as_ref(), vec![alone(2, "bo", 0.0)], &[], now)
-            .await;
+        let shown = feed_two.look(at_two.as_ref(), bo(), &[], at(2)).await;
         assert_eq!(shown[0].1, None);
         // Two's room empties: its part is written once more, empty, and then forgotten.
-        assert!(feed_two
-            .tick(at_two.as_ref(), Vec::new(), &[], now)
-            .await
-            .is_empty());
-        let parts = at_two.exchange_part("call", "three", "{}", LEASE).await;
+        let before = store.writes();
+        let shown = feed_two.look(at_two.as_ref(), Vec::new(), &[], at(2)).await;
+        assert!(shown.is_empty());
+        assert_eq!(
+            store.writes(),
+            (before.0 + 1, before.1 + 1),
+            "written, told"
+        );
+        let parts = at_two.read_parts("call").await;
         let parts = parts.expect("the store").expect("two's home").parts;
-        let empty = parts
-            .iter()
-            .find(|(node, _)| node == "two")
-            .expect("two's part");
-        let empty: Part = serde_json::from_str(&empty.1).expect("a part");
+        let empty = parts.iter().find(|(node, _)| node == "two");
+        let empty: Part = serde_json::from_str(&empty.expect("two's part").1).expect("a part");
         assert!(empty.participants.is_empty());
         assert!(feed_two.rooms.is_empty());
     }
 
-    proptest::proptest! {
-        #[test]
-        fn a_part_reads_back_as_written(
-            people in proptest::collection::vec(
-                (any::<u64>(), ".{0,16}", any::<bool>(), proptest::collection::vec(
-                    (any::<u32>(), 0..8usize, 1..4usize, any::<(u8, u8, u64)>()), 0..3)),
-                0..4),
-            viewers in 0..1000usize,
-            candidate in proptest::option::of((any::<u64>(), 0.0f32..130.0)),
-            speaker in proptest::option::of(any::<u64>()),
-        ) {
-            use rtp_ext::codec::Codec;
-            use crate::node::room_view::{ChannelView, LayerRate, TrackView};
-            let codecs = ["AV1", "VP9", "VP8", "H264", "opus", "PCMU", "PCMA", "G722"];
-            let participants = people.into_iter().map(|(id, name, whip, tracks)| {
-                let id = ParticipantId(id);
-                let tracks = tracks.into_iter().map(|(track, codec, streams, (s, t, bps))| {
-                    let codec = Codec::from_encoding_name(codecs[codec]).expect("a codec");
-                    TrackView {
-                        id: track, participant: id, kind: codec.kind(), codec, streams,
-                        layers: vec![LayerRate { spatial: s, temporal: t, bps }],
-                        viewers: streams,
-                    }
-                });
-                let channel = ChannelView {
-                    participant: id, label: name.clone(), ordered: whip,
-                    reliability: if whip { "max_lifetime" } else { "reliable" },
-                    limit: whip.then_some(250), protocol: String::new(),
-                };
-                ParticipantView {
-                    id, name, kind: if whip { "whip" } else { "participant" },
-                    tracks: tracks.collect(), receiving: viewers, channels: vec![channel],
+    /// Both nodes through `steps` feed intervals after `start` (simulated time), each look
+    /// with `parts` of the step, heartbeats every `REFRESH` keeping their registrations and
+    /// one's home: what each showed last.
+    async fn run_for(
+        (members, feeds): &mut ([Member; 2], Feeds),
+        start: Instant,
+        steps: std::ops::Range<u32>,
+        parts: impl Fn(u32) -> [LocalPart; 2],
+    ) -> [Option<Followed>; 2] {
+        let mut shown = [None, None];
+        for step in steps {
+            tokio::time::advance(FEED_INTERVAL).await;
+            if step.is_multiple_of(5) {
+                for member in members.iter() {
+                    member
+                        .heartbeat(load(), &["call".into()])
+                        .await
+                        .expect("beat");
                 }
-            });
-            let part = Part {
-                participants: participants.collect(),
-                viewers,
-                candidate: candidate.map(|(id, level)| Candidate {
-                    participant: ParticipantId(id), level,
-                }),
-                speaker: speaker.map(ParticipantId),
-            };
-            let json = serde_json::to_vec(&part).expect("JSON");
-            prop_assert_eq!(Part::read(&json), Ok(part));
+            }
+            shown = both(feeds, parts(step), start + FEED_INTERVAL * step).await;
         }
+        shown
     }
 
-    #[test]
-    fn a_part_that_is_not_one_is_refused() {
-        assert_eq!(Part::read(b"{}"), Err(PartError::NotJson));
-        let infinite = br#"{"participants":[],"viewers":0,"speaker":null,
-            "candidate":{"participant":"0000000000000001","level":1e39}}"#;
-        assert_eq!(Part::read(infinite), Err(PartError::BadLevel));
-        let bad_id = br#"{"participants":[],"viewers":0,"candidate":null,"speaker":"12"}"#;
-        assert_eq!(Part::read(bad_id), Err(PartError::NotJson));
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_room_writes_its_parts_once_a_refresh_and_a_talking_one_once_a_look_at_most() {
+        let store = MemoryStore::new();
+        let mut nodes = two_nodes(&store).await;
+        let start = Instant::now();
+        let shown = run_for(&mut nodes, start, 0..5, |_| levels(0.0, 90.0)).await;
+        assert_eq!(
+            shown.clone().map(|f| f.is_some()),
+            [true; 2],
+            "each has the other"
+        );
+        // 30 s in which ada is quiet and bo speaks on, his level never 3 dB from the one
+        // written: each node writes its part once a second, and tells nobody of it.
+        let before = store.writes();
+        let jitter = |step: u32| levels(0.0, 90.0 + (step % 3) as f32);
+        let shown = run_for(&mut nodes, start, 5..155, jitter).await;
+        let (writes, notices) = store.writes();
+        assert_eq!((writes - before.0, notices - before.1), (2 * 30, 0));
+        let speakers = shown.map(|f| f.expect("the other's part").speaker);
+        assert_eq!(speakers, [Some(ParticipantId(2)); 2], "as decided before");
+        // 10 s in which bo's level swings by 6 dB at every look: two writes (and tells) at
+        // every feed interval, never more often; one still only refreshes.
+        let before = store.writes();
+        let swings = |step: u32| levels(0.0, if step.is_multiple_of(2) { 80.0 } else { 86.0 });
+        run_for(&mut nodes, start, 155..205, swings).await;
+        let (writes, notices) = store.writes();
+        assert_eq!((writes - before.0, notices - before.1), (50 + 10, 50));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_is_read_at_the_next_look_and_a_lost_notice_at_the_next_refresh() {
+        let store = MemoryStore::new();
+        let mut nodes = two_nodes(&store).await;
+        let start = Instant::now();
+        run_for(&mut nodes, start, 0..10, |_| levels(0.0, 0.0)).await;
+        // Step 10 is a refresh of both: the next is at step 15. Bo's node gets a second
+        // participant at step 11 and tells one, which reads the room at its next look.
+        let with_cy = |_: u32| {
+            let [ada, mut bo] = levels(0.0, 0.0);
+            bo.participants.extend(alone(3, "cy", 0.0).participants);
+            [ada, bo]
+        };
+        run_for(&mut nodes, start, 10..11, |_| levels(0.0, 0.0)).await;
+        let [on_one, _] = run_for(&mut nodes, start, 11..12, with_cy).await;
+        assert_eq!(names(&on_one), ["bo"], "one looked before two wrote");
+        let [on_one, _] = run_for(&mut nodes, start, 12..13, with_cy).await;
+        assert_eq!(
+            names(&on_one),
+            ["bo", "cy"],
+            "read when told, 3 steps early"
+        );
+        // Notices to one are lost from now on: cy's leaving (step 13) shows there only at
+        // one's next refresh (step 15), not before.
+        nodes.1[0].1.set_link(Link::NoticesLost);
+        let [on_one, on_two] = run_for(&mut nodes, start, 13..15, |_| levels(0.0, 0.0)).await;
+        assert_eq!(names(&on_one), ["bo", "cy"], "not told");
+        assert_eq!(names(&on_two), ["ada"]);
+        let [on_one, _] = run_for(&mut nodes, start, 15..16, |_| levels(0.0, 0.0)).await;
+        assert_eq!(names(&on_one), ["bo"], "the safety read");
     }
 }

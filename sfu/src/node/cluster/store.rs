@@ -12,11 +12,13 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::directory::Hosted;
+use super::notice::Inbox;
 
 /// A store operation in flight; `Send`, so a node's tasks can await it.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -78,19 +80,36 @@ pub trait ClusterStore: Send + Sync + fmt::Debug {
     //
     // Each node of a clustered room keeps its part of the room's state (its participants,
     // their tracks, its speaker candidate; the home's part also the room's speaker) in the
-    // store under the room's home, each part under its own lease, and reads the others'.
+    // store under the room's home, each part under its own lease, and reads the others'. A
+    // node that wrote a change tells the room's other nodes (a [`notice`](super::notice)),
+    // which read the room when told.
 
     /// Writes `part`, what `node` holds of `room`, under the room's live home to live for
-    /// `ttl`, and reads every part under that home that still lives, this one included.
-    /// `None`, and nothing written, when the room has no live home: the parts written under a
-    /// home that died, or whose node booted again, are void with it.
+    /// `ttl`, and reads every part under that home that still lives, this one included; with
+    /// `tell`, publishes a notice of the write to the nodes listening to the room. `None`, and
+    /// nothing written, when the room has no live home: the parts written under a home that
+    /// died, or whose node booted again, are void with it.
     fn exchange_part<'a>(
         &'a self,
         room: &'a str,
         node: &'a str,
         part: &'a str,
         ttl: Duration,
+        tell: bool,
     ) -> StoreFuture<'a, Option<RoomParts>>;
+
+    /// Every part of `room` under its live home that still lives, writing nothing; `None`
+    /// when the room has no live home.
+    fn read_parts<'a>(&'a self, room: &'a str) -> StoreFuture<'a, Option<RoomParts>>;
+
+    /// Where the notices of the rooms this connection listens to arrive. Which rooms: the
+    /// inbox's [`listen`](Inbox::listen), after which [`heard`](Self::heard) has the
+    /// connection subscribe to them.
+    fn inbox(&self) -> &Arc<Inbox>;
+
+    /// Subscribes to the notices of the rooms the inbox listens to now (a subscription of
+    /// the store's own, made again by the store after a loss).
+    fn heard(&self);
 }
 
 /// What the nodes of a room hold of it, under its home.
