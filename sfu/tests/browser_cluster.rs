@@ -2,10 +2,11 @@
 //! host of its own (a network namespace the test made, behind a veth), the nodes sharing the
 //! relay's secret and placing sessions by load alone. Real Chromium publishes to node 1 and
 //! WHEP viewers on nodes 2 and 3 decode what the relay between the node processes carries.
-//! Then: node 2 killed (node 3's viewers go on without a freeze; node 2's viewers, opened
-//! again from node 3, are sent by it, full, to a live node with a `307` the page follows, and
+//! Then: node 2 killed (node 3's viewers go on without a freeze; node 2's viewers start again
+//! on their own, are sent by node 3, full, to a live node with a `307` the page follows, and
 //! decode); node 1 cut from Redis (a new session refused with `503` within 3 s, every viewer
-//! going on).
+//! going on); a conference of four on two nodes (decoding, chat, the room and its speaker
+//! agreed).
 //!
 //! Ignored by default: they need root, Chromium, redis-server, nftables and ethtool, in a
 //! private network namespace with loopback alone (the test routes between the hosts it
@@ -32,6 +33,12 @@ mod netns;
     reason = "these scenarios use part of the browser tests' driver"
 )]
 mod node;
+#[path = "browser/participants.rs"]
+#[allow(
+    dead_code,
+    reason = "these scenarios use part of the browser tests' driver"
+)]
+mod participants;
 #[path = "common/redis.rs"]
 #[allow(dead_code, reason = "Redis is neither frozen nor restarted here")]
 mod redis;
@@ -50,6 +57,7 @@ use chromium::Page;
 use hosts::Cluster;
 use judge::{assert_smooth_since, mark, wait_sizes};
 use netns::Netns;
+use participants::Participant;
 use strata::num;
 
 const IGNORED: &str = "needs root, chromium, redis-server, nft and ethtool in a private network \
@@ -71,6 +79,8 @@ const MIN_FPS: f64 = 20.0;
 const LEASE: Duration = Duration::from_secs(4);
 /// A node cut off from Redis refuses new sessions within 3 s.
 const REFUSED_WITHIN: Duration = Duration::from_secs(3);
+/// Four participants on two nodes decoding each other, their greetings, their agreement.
+const CONFERENCE_UP: Duration = Duration::from_secs(40);
 /// The browser calls a connection whose node is gone `disconnected` within some seconds of
 /// unanswered consent checks, the page waits 3 s more before it starts it again, then asks
 /// the nodes in turn.
@@ -275,6 +285,153 @@ fn vp8_simulcast_relayed_and_a_node_cut_from_redis_refuses_while_its_viewers_go_
     cluster.wait_metric(1, "strata_cluster_attached", 1.0, Duration::from_secs(10));
     let answer = new_viewer(&cluster, room);
     assert_eq!(answer.status, 201, "back: {}", answer.body);
+}
+
+/// A conference of four over two nodes: two participants join on node 1 and two on node 2
+/// (pages of each, Chromium on hosts of their own). Each decodes the other three (each node
+/// pulling the other's two over one link), a greeting each then writes on its chat channel
+/// reaches the other three (data channels across the links), and both nodes' `GET
+/// /rooms/{room}` and every participant agree on who is in the room and who its dominant
+/// speaker is.
+#[test]
+#[ignore = "needs root, chromium, redis-server, nft and ethtool in a private network namespace: run .ci/browser-test"]
+fn a_conference_of_four_on_two_nodes_decodes_chats_and_agrees_on_the_room() {
+    let cluster = Cluster::start([None; 3], IGNORED);
+    let room = "four";
+    let (host_1, host_2) = (Netns::create(), Netns::create());
+    let (browser_1, browser_2) = (
+        cluster.browser(&host_1, Some(1)),
+        cluster.browser(&host_2, Some(2)),
+    );
+    let pages = [
+        browser_1.open(&cluster.url(1, "/")),
+        browser_2.open(&cluster.url(2, "/")),
+    ];
+    let seats = [("ada", 0), ("bo", 0), ("cy", 1), ("di", 1)];
+    let four: Vec<Participant<'_>> = seats
+        .iter()
+        .map(|&(name, page)| {
+            let options = json!({ "codec": "VP8", "scalabilityMode": "L1T3" });
+            participants::join(&pages[page], room, name, options)
+        })
+        .collect();
+    let took = participants::until(&four, CONFERENCE_UP, "four decode each other", |now| {
+        participants::everyone_decodes_the_others(&four, now, None)
+    });
+    println!("four participants on two nodes decode each other after {took:?}");
+    for (n, other) in [(1, 2), (2, 1)] {
+        let link = cluster.metric(n, RELAYS_IN);
+        assert_eq!(link, Some(2.0), "node {n} pulls node {other}'s two");
+    }
+    every_greeting_arrives(&four);
+    let (speaker, took) = agree_on_the_room(&cluster, room, &four);
+    println!("both nodes and the four agree on the room, its speaker {speaker}, after {took:?}");
+}
+
+/// A greeting each participant writes on its chat channel reaches the other three, whichever
+/// node each is on. (Written once the media crosses both ways: a node's channels cross on the
+/// links it is the origin of, which the other node makes when it pulls its publishers.)
+fn every_greeting_arrives(four: &[Participant<'_>]) {
+    for p in four {
+        let text = format!("hello from {}", p.name);
+        p.page
+            .eval_json(&format!("strata.send({:?}, 'chat', {text:?})", p.id));
+    }
+    let stats = participants::sample(four);
+    let you = |p: &Participant<'_>| stats[p.name]["you"].as_str().unwrap_or_default().to_owned();
+    let deadline = Instant::now() + CONFERENCE_UP;
+    for receiver in four {
+        let senders: Vec<(&str, String)> = four
+            .iter()
+            .filter(|p| p.name != receiver.name)
+            .map(|p| (p.name, you(p)))
+            .collect();
+        loop {
+            let inbox = receiver
+                .page
+                .eval_json(&format!("strata.inbox({:?})", receiver.id));
+            let missing: Vec<&str> = senders
+                .iter()
+                .filter(|(name, id)| !greeted(&inbox, id, name))
+                .map(|(name, _)| *name)
+                .collect();
+            if missing.is_empty() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} has no greeting from {missing:?}: {inbox:#}",
+                receiver.name
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+/// Whether `inbox` holds `name`'s greeting from participant id `from` on its chat channel.
+fn greeted(inbox: &serde_json::Value, from: &str, name: &str) -> bool {
+    let greeting = format!("hello from {name}");
+    inbox["inbox"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|m| m["from"] == from && m["label"] == "chat" && m["text"].as_str() == Some(&greeting))
+}
+
+/// Polls both nodes' `GET /rooms/{room}` and the four's pages until all agree on the room's
+/// participants (by id and name) and on a dominant speaker; returns it and how long it took.
+fn agree_on_the_room(
+    cluster: &Cluster,
+    room: &str,
+    four: &[Participant<'_>],
+) -> (String, Duration) {
+    let start = Instant::now();
+    loop {
+        let views: Vec<serde_json::Value> = [1, 2]
+            .iter()
+            .map(|&n| {
+                let answer = cluster.request(n, "GET", &format!("/rooms/{room}"), &[], "");
+                serde_json::from_str(&answer.body).unwrap_or_default()
+            })
+            .collect();
+        let members: Vec<Vec<(String, String)>> = views.iter().map(members).collect();
+        let speakers: Vec<&serde_json::Value> =
+            views.iter().map(|v| &v["dominant_speaker"]).collect();
+        let stats = participants::sample(four);
+        let seen: Vec<&serde_json::Value> =
+            four.iter().map(|p| &stats[p.name]["speaker"]).collect();
+        let speaker = speakers[0].as_str().unwrap_or_default();
+        if members[0].len() == 4
+            && members[0] == members[1]
+            && !speaker.is_empty()
+            && speakers
+                .iter()
+                .chain(&seen)
+                .all(|s| s.as_str() == Some(speaker))
+        {
+            return (speaker.to_owned(), start.elapsed());
+        }
+        assert!(
+            start.elapsed() < CONFERENCE_UP,
+            "the room as nodes 1 and 2 show it: {views:#?}; the four's speakers: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// A room's participants as `GET /rooms/{room}` shows them: (id, name), sorted.
+fn members(view: &serde_json::Value) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = view["participants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let field = |k: &str| p[k].as_str().unwrap_or_default().to_owned();
+            (field("id"), field("name"))
+        })
+        .collect();
+    all.sort();
+    all
 }
 
 /// The publisher's top frame size and what limits its encoder (`cpu` on a machine too busy

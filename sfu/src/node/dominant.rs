@@ -36,20 +36,33 @@ impl<Id: Copy + PartialEq> Dominant<Id> {
     /// Looks at the loudness of everyone who may speak (anyone missing counts as quiet);
     /// the new speaker when one takes over now.
     pub fn pick(&mut self, levels: &[(Id, f32)], now: Instant) -> Option<Id> {
-        let level = |id: Option<Id>| {
+        let level = |id: Id| {
             levels
                 .iter()
-                .find(|(p, _)| Some(*p) == id)
+                .find(|(p, _)| *p == id)
                 .map_or(0.0, |&(_, l)| l)
         };
-        let current = level(self.current);
+        let current = self.current.map_or(0.0, level);
+        let quiet = current < SPEAKING;
+        let qualifies = |l: f32| l >= SPEAKING && (quiet || l >= current + MARGIN_DB);
         let loudest = levels
             .iter()
-            .filter(|&&(id, l)| Some(id) != self.current && l >= SPEAKING)
-            .max_by(|a, b| a.1.total_cmp(&b.1));
-        let quiet = current < SPEAKING;
-        let challenger = loudest.filter(|&&(_, l)| quiet || l >= current + MARGIN_DB);
-        let Some(&(id, _)) = challenger else {
+            .filter(|&&(id, l)| Some(id) != self.current && qualifies(l))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|&(id, _)| id);
+        // The challenger keeps its place while it still qualifies and nobody is louder than
+        // it by the margin: two people as loud as each other do not restart each other's wait
+        // whenever one is a little louder at a look.
+        let held = self
+            .challenger
+            .map(|(id, _)| id)
+            .filter(|&id| qualifies(level(id)));
+        let challenger = match (held, loudest) {
+            (Some(held), Some(id)) if level(id) < level(held) + MARGIN_DB => Some(held),
+            (_, Some(id)) => Some(id),
+            (_, None) => None,
+        };
+        let Some(id) = challenger else {
             self.challenger = None;
             return None;
         };
@@ -95,5 +108,22 @@ mod tests {
             "2 is gone: quiet"
         );
         assert_eq!(dominant.pick(&[(1, 70.0)], at(1_900)), Some(1));
+    }
+
+    #[test]
+    fn two_as_loud_as_each_other_do_not_restart_each_others_wait() {
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let mut dominant = Dominant::default();
+        // The louder of the two changes at every look, by less than the margin.
+        assert_eq!(dominant.pick(&[(1, 80.0), (2, 79.0)], at(0)), None);
+        assert_eq!(dominant.pick(&[(1, 79.0), (2, 80.0)], at(200)), None);
+        assert_eq!(dominant.pick(&[(1, 80.0), (2, 79.0)], at(300)), Some(1));
+        // One clearly louder than the challenger takes its place.
+        let mut dominant = Dominant::default();
+        assert_eq!(dominant.pick(&[(1, 80.0), (2, 79.0)], at(0)), None);
+        assert_eq!(dominant.pick(&[(1, 80.0), (2, 87.0)], at(200)), None);
+        assert_eq!(dominant.pick(&[(1, 80.0), (2, 87.0)], at(400)), None, "2 waits anew");
+        assert_eq!(dominant.pick(&[(1, 80.0), (2, 87.0)], at(500)), Some(2));
     }
 }

@@ -10,7 +10,7 @@ use rtp_ext::codec::{Codec, MediaKind};
 use selector::{Layer, LayerLimits};
 
 use super::dtls::DtlsAssociation;
-use super::participant::{Identity, Participant};
+use super::participant::{Identity, Participant, ParticipantId};
 use super::remote::Remote;
 use super::sdp::{format, Fingerprint, RoomCodec};
 use super::srtp::SrtpContext;
@@ -110,6 +110,10 @@ pub struct Join {
     pub client: Option<IpAddr>,
     /// The name a publishing or conference session goes by in its room.
     pub name: Option<String>,
+    /// The public id it goes by, unless another session on this node has it: a relay-in's
+    /// is its publisher's on the origin, so the room names the relayed tracks' owner alike on
+    /// every node.
+    pub public: Option<ParticipantId>,
 }
 
 impl Join {
@@ -122,6 +126,7 @@ impl Join {
             owner: None,
             client: None,
             name: None,
+            public: None,
         }
     }
 }

@@ -117,6 +117,33 @@ fn two_publishers_cross_one_link_each_to_its_viewer_and_each_relay_ends_alone() 
     assert!(to_alices > 0, "alice still relayed");
 }
 
+/// The relayed publishers go by their origin's public ids on the edge too: the edge's
+/// participants receive their tracks under the ids the room's state names them by.
+#[test]
+fn relayed_publishers_go_by_their_origin_ids_on_the_edge() {
+    let (mut pair, _) = two_publishers();
+    let link = pair.link.mirrored();
+    pair.relay(Some("alice"), &link).expect("alice relayed");
+    pair.relay(Some("bob"), &link).expect("bob relayed");
+    let ids = |h: &Harness| -> Vec<(String, String)> {
+        let view = h.core.room_view("room", h.now).expect("the room");
+        let mut ids: Vec<(String, String)> = view
+            .participants
+            .iter()
+            .map(|p| (p.name.clone(), p.id.to_string()))
+            .collect();
+        ids.sort();
+        ids
+    };
+    let origin = ids(&pair.a);
+    assert_eq!(origin.len(), 2, "{origin:?}");
+    assert_eq!(
+        ids(&pair.b),
+        origin,
+        "the edge names them as the origin does"
+    );
+}
+
 #[test]
 fn the_last_relay_leaving_ends_the_link_on_both_nodes() {
     let (mut pair, publishers) = two_publishers();

@@ -21,6 +21,7 @@ use smallvec::SmallVec;
 
 use crate::engine::{StreamConfig, StreamIds, TrackConfig};
 use crate::node::core::{RelayOffer, LINKS_PER_NODE};
+use crate::node::participant::ParticipantId;
 use crate::node::peer::PublishedTrack;
 use crate::node::sdp::RoomCodec;
 use crate::node::srtp::{SrtpKeys, SrtpProfile};
@@ -88,6 +89,9 @@ pub struct RelayAnswer {
     pub nonce: String,
     /// The publisher's name in its room.
     pub name: Option<String>,
+    /// Its public id in its room on the origin.
+    #[serde(default)]
+    pub participant: Option<ParticipantId>,
     /// Its tracks.
     pub tracks: Vec<WireTrack>,
     /// What its answer accepted, for the edge's viewers to negotiate against.
@@ -241,6 +245,7 @@ impl RelayAnswer {
             relay,
             nonce,
             name: offer.name.clone(),
+            participant: offer.participant,
             tracks,
             codecs,
             tag: offer.tag,
@@ -293,6 +298,7 @@ impl RelayAnswer {
             .collect::<Result<_, _>>()?;
         Ok(RelayOffer {
             name: self.name.clone(),
+            participant: self.participant,
             tracks,
             codecs,
             tag: self.tag,
@@ -377,6 +383,7 @@ mod tests {
         config.dd_ext_id = Some(11);
         let offer = RelayOffer {
             name: Some("alice".into()),
+            participant: Some(ParticipantId(7)),
             tracks: vec![PublishedTrack {
                 mid: "0".into(),
                 config,
@@ -419,6 +426,7 @@ mod tests {
             config.dd_ext_id = dd;
             let offer = RelayOffer {
                 name,
+                participant: None,
                 tracks: vec![PublishedTrack { mid: "0".into(), config, id: None, fmtp: fmtp.clone() }],
                 codecs: vec![RoomCodec { codec: Codec::Av1, fmtp }],
                 tag: 1,

@@ -106,7 +106,7 @@ impl NodeCore {
         self.take_sections(id, offer.receive);
         self.start_data(now, id, offer.data);
         let negotiated = self.answer(id);
-        self.announce_join(now, &room, id);
+        self.announce_join(now, &room, id, true);
         negotiated
             .inspect(|n| tracing::info!(peer = %id, participant = %n.public, "participant joined"))
             .ok_or(CoreError::UnknownPeer)
@@ -579,10 +579,19 @@ impl NodeCore {
         })
     }
 
-    /// Tells the room of a new publishing or conference session: its arrival and its tracks;
-    /// the room's viewers get what it publishes, and whoever is behind is asked to offer.
-    pub(super) fn announce_join(&mut self, now: std::time::Instant, room: &str, id: PeerId) {
-        if let Some(view) = self.participant_view(id, now) {
+    /// Tells the room of a new publishing or conference session: its arrival (unless
+    /// `arrival_told` is false: a relay-in of a followed room, which the room's feed shows as
+    /// its origin's) and its tracks; the room's viewers get what it publishes, and whoever is
+    /// behind is asked to offer.
+    pub(super) fn announce_join(
+        &mut self,
+        now: std::time::Instant,
+        room: &str,
+        id: PeerId,
+        arrival_told: bool,
+    ) {
+        let view = self.participant_view(id, now).filter(|_| arrival_told);
+        if let Some(view) = view {
             self.broadcast(room, id, SessionEvent::ParticipantJoined(view));
         }
         let tracks = self.tracks_of(id);
@@ -629,14 +638,15 @@ impl NodeCore {
         }
     }
 
-    /// A new public id, unique on the core.
-    pub(super) fn identity(&self, name: String) -> Identity {
-        let mut public = ParticipantId::random();
-        while self
-            .peers
-            .values()
-            .any(|p| p.identity.as_ref().is_some_and(|i| i.public == public))
-        {
+    /// A public id unique on the core: `wanted` when no session here has it, else a new one.
+    pub(super) fn identity(&self, name: String, wanted: Option<ParticipantId>) -> Identity {
+        let taken = |public: ParticipantId| {
+            self.peers
+                .values()
+                .any(|p| p.identity.as_ref().is_some_and(|i| i.public == public))
+        };
+        let mut public = wanted.unwrap_or_else(ParticipantId::random);
+        while taken(public) {
             public = ParticipantId::random();
         }
         Identity { name, public }

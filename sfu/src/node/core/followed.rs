@@ -67,6 +67,13 @@ pub struct LocalPart {
 }
 
 impl NodeCore {
+    /// Whether `room` is followed: its other nodes' parts are shown here, and with them its
+    /// relayed publishers, as their origins' (so a relay-in's own comings and goings are
+    /// not told).
+    pub(super) fn is_followed(&self, room: &str) -> bool {
+        self.rooms.get(room).is_some_and(|r| r.followed.is_some())
+    }
+
     /// Every room's part on this node.
     pub fn local_parts(&self, now: Instant) -> Vec<LocalPart> {
         self.rooms

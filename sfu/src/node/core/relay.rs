@@ -31,6 +31,7 @@ use super::followed::Names;
 use super::{CoreError, NodeCore};
 use crate::engine::{StreamIds, TransportId};
 use crate::node::metrics::RelayFigures;
+use crate::node::participant::ParticipantId;
 use crate::node::peer::{IceCredentials, Join, PeerId, PublishedTrack, Publisher};
 use crate::node::remote::Remote;
 use crate::node::sdp::{random_ice_credentials, RoomCodec};
@@ -60,6 +61,10 @@ pub(super) const REPORTS_KEPT: usize = 8;
 pub struct RelayOffer {
     /// The name the publisher goes by in its room, for viewers that name whom they watch.
     pub name: Option<String>,
+    /// Its public id on the origin, which the relay-in goes by on the edge: the room's state
+    /// names the publisher by it on every node, and the edge's participants receive its
+    /// tracks under it (their stream `p<id>`).
+    pub participant: Option<ParticipantId>,
     /// Its tracks, with the SSRCs the origin bound and without transport-wide CC or REMB
     /// (the edge's estimate of the link is not the publisher's to hear).
     pub tracks: Vec<PublishedTrack>,
@@ -530,6 +535,7 @@ impl NodeCore {
             .collect();
         RelayOffer {
             name: peer.identity.as_ref().map(|i| i.name.clone()),
+            participant: peer.identity.as_ref().map(|i| i.public),
             tracks,
             codecs: publisher.map(|p| p.codecs.clone()).unwrap_or_default(),
             tag: 0,
@@ -630,6 +636,7 @@ impl NodeCore {
         let (local_ufrag, local_pwd) = random_ice_credentials();
         let join = Join {
             name: offer.name,
+            public: offer.participant,
             ..Join::new(
                 room,
                 IceCredentials {

@@ -81,7 +81,10 @@ impl NodeCore {
         self.arm_sweep(now);
         self.by_ufrag.insert(join.ice.local_ufrag.clone(), id);
         self.connecting += 1;
-        let identity = join.name.clone().map(|name| self.identity(name));
+        let identity = join
+            .name
+            .clone()
+            .map(|name| self.identity(name, join.public));
         let room = self.rooms.entry(join.room.clone()).or_default();
         if let Some(identity) = &identity {
             room.names.insert(identity.name.clone(), id);
@@ -151,7 +154,8 @@ impl NodeCore {
         }
         let room = join.room.clone();
         let id = self.add_peer(now, transport, join, Role::Publisher(publisher));
-        self.announce_join(now, &room, id);
+        let arrival_told = names == Names::Everywhere || !self.is_followed(&room);
+        self.announce_join(now, &room, id, arrival_told);
         Ok(id)
     }
 
@@ -208,7 +212,8 @@ impl NodeCore {
         {
             self.unpublish(&peer.room, track);
         }
-        if let Some(identity) = &peer.identity {
+        let shown = !self.is_relay_in(id) || !self.is_followed(&peer.room);
+        if let Some(identity) = peer.identity.as_ref().filter(|_| shown) {
             let left = SessionEvent::ParticipantLeft {
                 participant: identity.public,
                 name: identity.name.clone(),
