@@ -123,7 +123,11 @@ mod tests {
         let mut dominant = Dominant::default();
         assert_eq!(dominant.pick(&[(1, 80.0), (2, 79.0)], at(0)), None);
         assert_eq!(dominant.pick(&[(1, 80.0), (2, 87.0)], at(200)), None);
-        assert_eq!(dominant.pick(&[(1, 80.0), (2, 87.0)], at(400)), None, "2 waits anew");
+        assert_eq!(
+            dominant.pick(&[(1, 80.0), (2, 87.0)], at(400)),
+            None,
+            "2 waits anew"
+        );
         assert_eq!(dominant.pick(&[(1, 80.0), (2, 87.0)], at(500)), Some(2));
     }
 }
