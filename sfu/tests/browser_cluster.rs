@@ -299,9 +299,17 @@ fn a_conference_of_four_on_two_nodes_decodes_chats_and_agrees_on_the_room() {
     let cluster = Cluster::start([None; 3], IGNORED);
     let room = "four";
     let (host_1, host_2) = (Netns::create(), Netns::create());
+    // A steady tone for a microphone: the fake device's default beep is loud for a moment
+    // each second, so whether anybody speaks long enough to be picked depends on when the
+    // levels are looked at.
+    let tone = steady_tone();
+    let speaking = [format!(
+        "--use-file-for-fake-audio-capture={}",
+        tone.display()
+    )];
     let (browser_1, browser_2) = (
-        cluster.browser(&host_1, Some(1)),
-        cluster.browser(&host_2, Some(2)),
+        cluster.browser_with(&host_1, Some(1), &speaking),
+        cluster.browser_with(&host_2, Some(2), &speaking),
     );
     let pages = [
         browser_1.open(&cluster.url(1, "/")),
@@ -326,6 +334,38 @@ fn a_conference_of_four_on_two_nodes_decodes_chats_and_agrees_on_the_room() {
     every_greeting_arrives(&four);
     let (speaker, took) = agree_on_the_room(&cluster, room, &four);
     println!("both nodes and the four agree on the room, its speaker {speaker}, after {took:?}");
+}
+
+/// A WAV file of a steady 440 Hz tone at a quarter of full scale (about -12 dBov, well above
+/// the speaking threshold), 48 kHz mono, two seconds (the fake device loops it).
+fn steady_tone() -> std::path::PathBuf {
+    const RATE: u32 = 48_000;
+    let samples: Vec<i16> = (0..RATE * 2)
+        .map(|n| {
+            let phase = 2.0 * std::f64::consts::PI * 440.0 * f64::from(n) / f64::from(RATE);
+            (phase.sin() * f64::from(i16::MAX) / 4.0) as i16
+        })
+        .collect();
+    let data = u32::try_from(samples.len() * 2).expect("two seconds fit");
+    let mut wav = Vec::with_capacity(44 + samples.len() * 2);
+    wav.extend_from_slice(b"RIFF");
+    wav.extend_from_slice(&(36 + data).to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    wav.extend_from_slice(&16u32.to_le_bytes());
+    wav.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    wav.extend_from_slice(&1u16.to_le_bytes()); // mono
+    wav.extend_from_slice(&RATE.to_le_bytes());
+    wav.extend_from_slice(&(RATE * 2).to_le_bytes());
+    wav.extend_from_slice(&2u16.to_le_bytes());
+    wav.extend_from_slice(&16u16.to_le_bytes());
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&data.to_le_bytes());
+    for s in samples {
+        wav.extend_from_slice(&s.to_le_bytes());
+    }
+    let path = std::env::temp_dir().join(format!("strata-tone-{}.wav", std::process::id()));
+    std::fs::write(&path, wav).expect("the tone written");
+    path
 }
 
 /// A greeting each participant writes on its chat channel reaches the other three, whichever

@@ -116,13 +116,24 @@ impl Cluster {
     /// A browser on a host of its own; `camera_for` names the node whose page may use the
     /// camera (an insecure origin otherwise: the node's address is not loopback).
     pub fn browser(&self, host: &Netns, camera_for: Option<usize>) -> Chromium {
-        let flags: Vec<String> = camera_for
+        self.browser_with(host, camera_for, &[])
+    }
+
+    /// [`browser`](Self::browser) with `extra` flags.
+    pub fn browser_with(
+        &self,
+        host: &Netns,
+        camera_for: Option<usize>,
+        extra: &[String],
+    ) -> Chromium {
+        let mut flags: Vec<String> = camera_for
             .map(|n| {
                 let origin = self.url(n, "");
                 format!("--unsafely-treat-insecure-origin-as-secure={origin}")
             })
             .into_iter()
             .collect();
+        flags.extend_from_slice(extra);
         Chromium::launch_within(&host.enter(), &flags)
     }
 
