@@ -49,6 +49,7 @@ mod redis;
 )]
 mod strata;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -334,6 +335,51 @@ fn a_conference_of_four_on_two_nodes_decodes_chats_and_agrees_on_the_room() {
     every_greeting_arrives(&four);
     let (speaker, took) = agree_on_the_room(&cluster, room, &four);
     println!("both nodes and the four agree on the room, its speaker {speaker}, after {took:?}");
+    let took = a_relayed_tile_pauses_and_resumes(&four);
+    println!("a paused tile of a participant on the other node resumed after {took:?}");
+}
+
+/// Ada pauses the tile of Cy, who is on the other node, as a person does (its checkbox): her
+/// page names Cy's track by the id the room's state gives it and Cy's id, which her node maps
+/// to its relay of Cy. Cy's video stops reaching her while Bo's and Di's go on, and comes back
+/// when she unpauses; how long that took is returned.
+fn a_relayed_tile_pauses_and_resumes(four: &[Participant<'_>]) -> Duration {
+    let ada = &four[0];
+    let cy = participants::sample(four)["cy"]["you"]
+        .as_str()
+        .expect("cy's id")
+        .to_owned();
+    let click = format!(
+        "(() => {{ document.querySelector('section.conference[data-session=\"{}\"] \
+         .tile.remote[data-participant=\"{cy}\"] input[type=checkbox]').click(); return true; }})()",
+        ada.id
+    );
+    ada.page.eval_json(&click);
+    // What was on its way when the choice landed.
+    std::thread::sleep(Duration::from_secs(1));
+    let frames =
+        |stats: &BTreeMap<&str, serde_json::Value>, name| participants::frames(&stats["ada"], name);
+    let before = participants::sample(four);
+    std::thread::sleep(Duration::from_secs(2));
+    let after = participants::sample(four);
+    let decoded = |name| frames(&after, name) - frames(&before, name);
+    assert!(
+        decoded("cy") <= 1.0,
+        "ada paused cy yet decoded {} frames of cy",
+        decoded("cy")
+    );
+    for name in ["bo", "di"] {
+        assert!(
+            decoded(name) >= 10.0,
+            "ada decoded {} frames of {name}",
+            decoded(name)
+        );
+    }
+    ada.page.eval_json(&click);
+    let paused_at = frames(&after, "cy");
+    participants::until(four, Duration::from_secs(10), "cy resumes for ada", |now| {
+        frames(now, "cy") >= paused_at + 10.0
+    })
 }
 
 /// A WAV file of a steady 440 Hz tone at a quarter of full scale (about -12 dBov, well above

@@ -183,10 +183,10 @@ function onEvent(c, text) {
     },
     participant_joined: () => addParticipant(c, data),
     participant_left: () => removeParticipant(c, data.participant),
-    track_added: () => { c.tracks.set(data.id, data); refreshTile(c, data.participant); },
-    track_removed: () => { c.tracks.delete(data.track); refreshTile(c, data.participant); },
+    track_added: () => { c.tracks.set(trackKey(data.participant, data.id), data); refreshTile(c, data.participant); },
+    track_removed: () => { c.tracks.delete(trackKey(data.participant, data.track)); refreshTile(c, data.participant); },
     renegotiate: () => { c.wanted = data; renegotiate(c); },
-    layer_changed: () => { c.layers = { ...(c.layers || {}), [data.track]: data.layer }; },
+    layer_changed: () => { c.layers = { ...(c.layers || {}), [trackKey(data.participant, data.track)]: data.layer }; },
     dominant_speaker: () => setSpeaker(c, data.participant),
     estimate: () => { c.estimate = data.bitrate_bps; },
     not_forwarded: () => report(`track ${data.track} not forwarded: ${data.reason}`),
@@ -194,9 +194,14 @@ function onEvent(c, text) {
   if (handlers[name]) handlers[name]();
 }
 
+// A track is its publisher's id and its own: two nodes of a room may give tracks one id.
+function trackKey(participant, id) {
+  return `${participant}/${id}`;
+}
+
 function addParticipant(c, p) {
   c.participants.set(p.id, p);
-  for (const t of p.tracks) c.tracks.set(t.id, t);
+  for (const t of p.tracks) c.tracks.set(trackKey(t.participant, t.id), t);
   if (p.id !== c.you) refreshTile(c, p.id);
 }
 
@@ -248,7 +253,7 @@ function tileControls(c, owner) {
   const choose = (body) => {
     const t = videoTrack();
     if (!t) return;
-    request('PATCH', c.location, JSON.stringify({ track: t.id, ...body }), 'application/json', c.token)
+    request('PATCH', c.location, JSON.stringify({ track: t.id, participant: t.participant, ...body }), 'application/json', c.token)
       .catch(report);
   };
   const s = layerSelect('S', undefined, () => choose({ spatial: layerValue(s), temporal: layerValue(t) }));
@@ -277,6 +282,7 @@ function setSpeaker(c, id) {
 function addConferenceGrid(c, stream, grid) {
   const section = document.createElement('section');
   section.className = 'conference';
+  section.dataset.session = c.id;
   const title = document.createElement('div');
   title.className = 'title';
   const label = document.createElement('span');

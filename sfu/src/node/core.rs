@@ -29,6 +29,7 @@ mod room;
 mod sessions;
 mod speakers;
 mod stats;
+mod track_names;
 mod viewers;
 mod views;
 mod wire;
@@ -352,7 +353,8 @@ impl NodeCore {
                     });
                     if let (Some(peer), Some(track)) = (peer, track) {
                         let event = SessionEvent::LayerChanged {
-                            track: track.0,
+                            track: self.room_track_id(track),
+                            participant: self.track_owner(track),
                             layer,
                         };
                         self.session_events.push_back((peer, event));

@@ -63,6 +63,16 @@ pub struct Choice {
     pub paused: bool,
 }
 
+/// A track as the room's state and events name it: its id on its publisher's node, and
+/// whose it is (the tracks of two nodes of a room may share an id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamedTrack {
+    /// Its id.
+    pub id: u32,
+    /// Its publisher's public id; left out, the track this node gave the id is meant.
+    pub participant: Option<ParticipantId>,
+}
+
 impl Default for Choice {
     fn default() -> Self {
         Self {

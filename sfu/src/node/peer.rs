@@ -243,6 +243,9 @@ pub struct PublishedTrack {
     pub config: TrackConfig,
     /// The router's id once published.
     pub id: Option<TrackId>,
+    /// A relayed track's id on its origin, which the room's state and events name it by
+    /// (the edge's router gives it another).
+    pub origin: Option<u32>,
     /// The codec's format parameters as the publisher wrote them: viewers get the track only
     /// in a format that decodes it (an H.264 profile, a VP9 or AV1 profile).
     pub fmtp: String,

@@ -47,6 +47,8 @@ pub enum SessionEvent {
     LayerChanged {
         /// The track, by its id in the room.
         track: u32,
+        /// Whose it is.
+        participant: Option<ParticipantId>,
         /// The layer now sent; `None` while no decodable layer is.
         layer: Option<Layer>,
     },
@@ -64,6 +66,8 @@ pub enum SessionEvent {
     NotForwarded {
         /// The track, by its id in the room.
         track: u32,
+        /// Whose it is.
+        participant: Option<ParticipantId>,
         /// Why, for a person to read: which codec and format no offered codec decodes.
         reason: String,
     },
@@ -118,16 +122,24 @@ impl SessionEvent {
                 serde_json::json!({ "track": track, "participant": participant })
             }
             Self::Renegotiate(wanted) => serde_json::json!(wanted),
-            Self::LayerChanged { track, layer } => {
+            Self::LayerChanged {
+                track,
+                participant,
+                layer,
+            } => {
                 let layer = layer.map(LayerView::from);
-                serde_json::json!({ "track": track, "layer": layer })
+                serde_json::json!({ "track": track, "participant": participant, "layer": layer })
             }
             Self::DominantSpeaker { participant } => {
                 serde_json::json!({ "participant": participant })
             }
             Self::Estimate { bitrate_bps } => serde_json::json!({ "bitrate_bps": bitrate_bps }),
-            Self::NotForwarded { track, reason } => {
-                serde_json::json!({ "track": track, "reason": reason })
+            Self::NotForwarded {
+                track,
+                participant,
+                reason,
+            } => {
+                serde_json::json!({ "track": track, "participant": participant, "reason": reason })
             }
             Self::DataChannelOpened(channel) | Self::DataChannelClosed(channel) => {
                 serde_json::json!(channel)
@@ -150,11 +162,13 @@ mod tests {
     fn each_event_is_one_named_line_of_json() {
         let event = SessionEvent::LayerChanged {
             track: 7,
+            participant: Some(ParticipantId(0xc)),
             layer: Some(Layer::new(1, 2)),
         };
         assert_eq!(
             event.to_wire(),
-            "event: layer_changed\ndata: {\"track\":7,\"layer\":{\"spatial\":1,\"temporal\":2}}\n\n"
+            "event: layer_changed\ndata: {\"track\":7,\"participant\":\"000000000000000c\",\
+             \"layer\":{\"spatial\":1,\"temporal\":2}}\n\n"
         );
         let left = SessionEvent::ParticipantLeft {
             participant: ParticipantId(0xab),

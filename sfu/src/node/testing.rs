@@ -150,6 +150,7 @@ pub fn publisher(tracks: impl IntoIterator<Item = TrackConfig>) -> Publisher {
                 mid: String::new(),
                 config,
                 id: None,
+                origin: None,
                 fmtp: String::new(),
             })
             .collect(),

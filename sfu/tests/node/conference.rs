@@ -15,7 +15,7 @@ use rtp_ext::codec::MediaKind;
 use sfu::engine::RouterConfig;
 use sfu::node::core::{CoreError, Followed, NodeCore};
 use sfu::node::limits::Limits;
-use sfu::node::participant::{Choice, ParticipantId};
+use sfu::node::participant::{Choice, NamedTrack, ParticipantId};
 use sfu::node::room_view::ParticipantView;
 use sfu::node::sdp::{negotiate_participant, parse_offer};
 use sfu::node::session_events::SessionEvent;
@@ -220,8 +220,12 @@ fn a_choice_names_a_track_of_the_room_and_pauses_it() {
         paused: true,
         ..Choice::default()
     };
+    let named = |id: u32| NamedTrack {
+        id,
+        participant: None,
+    };
     c.core
-        .set_choice(id, sfu::engine::TrackId(theirs), pause)
+        .set_choice(id, named(theirs), pause)
         .expect("a track of the room");
     let own = c
         .core
@@ -234,12 +238,21 @@ fn a_choice_names_a_track_of_the_room_and_pauses_it() {
         .id
         .expect("published");
     assert_eq!(
-        c.core.set_choice(id, own, pause),
+        c.core.set_choice(id, named(own.0), pause),
         Err(CoreError::UnknownTrack)
     );
     assert_eq!(
-        c.core.set_choice(id, sfu::engine::TrackId(9999), pause),
+        c.core.set_choice(id, named(9999), pause),
         Err(CoreError::UnknownTrack)
+    );
+    let stranger = NamedTrack {
+        id: theirs,
+        participant: Some(ParticipantId(1)),
+    };
+    assert_eq!(
+        c.core.set_choice(id, stranger, pause),
+        Err(CoreError::UnknownTrack),
+        "the track's id, named as another participant's"
     );
 }
 

@@ -3,16 +3,21 @@
 //! ends on its own, and the link with the last; the link's limits refuse, counted.
 
 use selector::Layer;
+use sfu::engine::TrackId;
 use sfu::engine::{StreamConfig, StreamIds, TrackConfig};
 use sfu::node::core::{CoreError, RelayCounters, RelayRefusal, LINKS_PER_NODE};
 use sfu::node::metrics::DropReason;
-use sfu::node::peer::{Join, PeerId, Viewer};
+use sfu::node::participant::{Choice, NamedTrack, ParticipantId};
+use sfu::node::peer::{IceCredentials, Join, PeerId, Role, Viewer};
 use sfu::node::remote::Remote;
+use sfu::node::session_events::SessionEvent;
 use sfu::node::srtp::SrtpProfile;
+use sfu::node::testing;
 use sfu::node::testing::{av1_track, av1_viewer, keys, publisher, Harness};
 
 use crate::common::with_rid;
 use crate::fixtures::{addr, harness, l3t3, DD_IN, DD_OUT};
+use crate::participants::{Client, FINGERPRINT};
 use crate::relay::{new_link, Pair, EDGE};
 
 const ALICE: u32 = 0xA1;
@@ -20,15 +25,20 @@ const BOB: u32 = 0xB1;
 
 /// A publisher named `name` in "room", connected from `port`.
 fn named(h: &mut Harness, name: &str, ssrc: u32, port: u16) -> PeerId {
-    named_with(h, name, av1_track(ssrc, DD_IN), port)
+    named_with(h, ("room", name), av1_track(ssrc, DD_IN), port)
 }
 
-/// A publisher of `track` named `name` in "room", connected from `port`.
-fn named_with(h: &mut Harness, name: &str, track: TrackConfig, port: u16) -> PeerId {
+/// A publisher of `track` named `name` in `room`, connected from `port`.
+fn named_with(
+    h: &mut Harness,
+    (room, name): (&str, &str),
+    track: TrackConfig,
+    port: u16,
+) -> PeerId {
     let ice = h.next_credentials();
     let join = Join {
         name: Some(name.to_owned()),
-        ..Join::new("room", ice.clone())
+        ..Join::new(room, ice.clone())
     };
     let id = h
         .core
@@ -278,7 +288,7 @@ fn a_stream_bound_after_the_relay_started_is_announced_and_relayed_once_the_edge
     let mut a = harness();
     let mut b = harness();
     b.now = a.now;
-    named_with(&mut a, "alice", unbound_simulcast(), 5000);
+    named_with(&mut a, ("room", "alice"), unbound_simulcast(), 5000);
     let viewers = [
         b.viewer("room", viewer_of("alice", 0x10), addr(6001)),
         b.viewer(
@@ -339,4 +349,204 @@ fn a_stream_bound_after_the_relay_started_is_announced_and_relayed_once_the_edge
         pair.b.core.relay_room("room").renew.is_empty(),
         "nothing changed since"
     );
+}
+
+/// The id of session `id`'s first published track.
+fn first_track(h: &Harness, id: PeerId) -> TrackId {
+    let publisher = h.core.peer(id).and_then(|p| p.role.publisher());
+    publisher
+        .and_then(|p| p.tracks[0].id)
+        .expect("a published track")
+}
+
+fn public(h: &Harness, id: PeerId) -> ParticipantId {
+    let identity = h.core.peer(id).and_then(|p| p.identity.as_ref());
+    identity.expect("a participant").public
+}
+
+/// A participant of "room" on `h` receiving in `video` sections that take VP8 and AV1 (or
+/// VP8 alone), connected from `port`: its session and the node's answer.
+fn receiving_participant(
+    h: &mut Harness,
+    name: &str,
+    video: usize,
+    av1: bool,
+    port: u16,
+) -> (PeerId, String) {
+    let mut client = Client::new(port.into(), &[]);
+    client.ensure(0, video);
+    let mut offer = client.offer();
+    if !av1 {
+        offer = offer.replace(" 96 97 45 46\r\n", " 96 97\r\n");
+        offer = offer
+            .lines()
+            .filter(|l| !l.contains(":45 ") && !l.contains(":46 "))
+            .map(|l| format!("{l}\r\n"))
+            .collect();
+    }
+    let node = (FINGERPRINT, addr(50_000));
+    let (id, answer) =
+        testing::join_participant(&mut h.core, h.now, ("room", name), &offer, node).expect("joins");
+    let line = |key: &str| {
+        answer
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .expect("in the answer")
+            .to_owned()
+    };
+    let ice = IceCredentials {
+        local_ufrag: line("a=ice-ufrag:"),
+        local_pwd: line("a=ice-pwd:"),
+    };
+    h.connect(id, &ice, addr(port));
+    (id, answer)
+}
+
+/// A relayed track goes by its origin's id on the edge as the room's state names it: a
+/// participant there finds it under that id in its answer and its events, and chooses for it
+/// by that id and its publisher's, even where a track of the edge's own has the same id.
+#[test]
+fn a_participant_on_the_edge_names_a_relayed_track_as_the_room_does() {
+    let mut a = harness();
+    let mut b = harness();
+    b.now = a.now;
+    // The origin's ids run ahead of the edge's, so that one of the edge's own can meet alice's.
+    for n in 0..16 {
+        named_with(
+            &mut a,
+            ("other", &format!("o{n}")),
+            av1_track(0x100 + n, DD_IN),
+            4000 + n as u16,
+        );
+    }
+    let alice = named(&mut a, "alice", ALICE, 5000);
+    let viewers = [
+        b.viewer("room", viewer_of("alice", 0x10), addr(6001)),
+        b.viewer("room", viewer_of("bob", 0x20), addr(6002)),
+    ];
+    let link = keys(SrtpProfile::AeadAes128Gcm, 7);
+    let mut pair = Pair {
+        a,
+        b,
+        viewers,
+        link,
+    };
+    let relay_in = pair
+        .relay(Some("alice"), &pair.link.mirrored())
+        .expect("alice relayed");
+    let (named_id, local) = (first_track(&pair.a, alice), first_track(&pair.b, relay_in));
+    assert_ne!(
+        named_id, local,
+        "the edge's router gave alice's track an id of its own"
+    );
+    // Carol joins the edge until the id its router gives her track is alice's (a session
+    // without a track in between when the ids' parity differs).
+    let carol = loop {
+        let candidate = named(&mut pair.b, "carol", 0xC1, 7000);
+        let id = first_track(&pair.b, candidate);
+        assert!(id <= named_id, "the edge's ids came past alice's");
+        if id == named_id {
+            break candidate;
+        }
+        pair.b.core.remove_peer(candidate).expect("carol");
+        if (named_id.0 - id.0) % 2 == 1 {
+            pair.b
+                .viewer("other", viewer_of("nobody", 0x30), addr(6003));
+        }
+    };
+    let (alice_public, carol_public) = (public(&pair.a, alice), public(&pair.b, carol));
+
+    let (dave, answer) = receiving_participant(&mut pair.b, "dave", 2, true, 6100);
+    for owner in [alice_public, carol_public] {
+        let msid = format!("msid:p{owner} t{}", named_id.0);
+        assert!(answer.contains(&msid), "{msid} in {answer}");
+    }
+    let pause = Choice {
+        paused: true,
+        ..Choice::default()
+    };
+    let alices = NamedTrack {
+        id: named_id.0,
+        participant: Some(alice_public),
+    };
+    pair.b
+        .core
+        .set_choice(dave, alices, pause)
+        .expect("alice's track");
+    let base = Choice {
+        target: Layer::new(0, 0),
+        paused: false,
+    };
+    let unnamed = NamedTrack {
+        id: named_id.0,
+        participant: None,
+    };
+    pair.b
+        .core
+        .set_choice(dave, unnamed, base)
+        .expect("the edge's own track of that id");
+    let Some(Role::Participant(p)) = pair.b.core.peer(dave).map(|p| &p.role) else {
+        panic!("a participant")
+    };
+    assert_eq!(
+        p.choices.get(&local),
+        Some(&pause),
+        "alice's relayed track paused"
+    );
+    assert_eq!(
+        p.choices.get(&named_id),
+        Some(&base),
+        "carol's at the base layer"
+    );
+
+    // Alice's media reaches dave: the layer he is told of names her track as the room does.
+    pair.b
+        .core
+        .set_choice(dave, alices, Choice::default())
+        .expect("alice's track");
+    while pair.b.core.poll_session_event().is_some() {}
+    for packet in l3t3(ALICE, 10).iter().take(30) {
+        pair.a.send(addr(5000), packet);
+        pair.shuttle();
+    }
+    let mut told = Vec::new();
+    while let Some((to, event)) = pair.b.core.poll_session_event() {
+        if let (
+            true,
+            SessionEvent::LayerChanged {
+                track, participant, ..
+            },
+        ) = (to == dave, event)
+        {
+            told.push((track, participant));
+        }
+    }
+    assert!(!told.is_empty(), "dave is told of alice's layer");
+    assert!(
+        told.iter().all(|&t| t == (named_id.0, Some(alice_public))),
+        "{told:?}"
+    );
+
+    // A participant that decodes no AV1 is told it does not get either track, each by the
+    // id the room names it by and its publisher.
+    let (erin, _) = receiving_participant(&mut pair.b, "erin", 2, false, 6200);
+    let mut refused = Vec::new();
+    while let Some((to, event)) = pair.b.core.poll_session_event() {
+        if let (
+            true,
+            SessionEvent::NotForwarded {
+                track, participant, ..
+            },
+        ) = (to == erin, event)
+        {
+            refused.push((track, participant));
+        }
+    }
+    refused.sort();
+    let mut expected = vec![
+        (named_id.0, Some(alice_public)),
+        (named_id.0, Some(carol_public)),
+    ];
+    expected.sort();
+    assert_eq!(refused, expected);
 }

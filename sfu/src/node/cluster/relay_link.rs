@@ -120,6 +120,9 @@ pub struct WireTrack {
     pub audio_level_ext_id: Option<u8>,
     /// The codec's format parameters.
     pub fmtp: String,
+    /// Its id on the origin, which the room's state names it by.
+    #[serde(default)]
+    pub id: Option<u32>,
 }
 
 /// A codec the publisher sends.
@@ -231,6 +234,7 @@ impl RelayAnswer {
                 dd_ext_id: t.config.dd_ext_id,
                 audio_level_ext_id: t.config.audio_level_ext_id,
                 fmtp: t.fmtp.clone(),
+                id: t.origin,
             })
             .collect();
         let codecs = offer
@@ -282,6 +286,7 @@ impl RelayAnswer {
                     mid: t.mid.clone(),
                     config,
                     id: None,
+                    origin: t.id,
                     fmtp: t.fmtp.clone(),
                 })
             })
@@ -388,6 +393,7 @@ mod tests {
                 mid: "0".into(),
                 config,
                 id: None,
+                origin: Some(3),
                 fmtp: String::new(),
             }],
             codecs: vec![RoomCodec {
@@ -404,6 +410,11 @@ mod tests {
         assert_eq!(back.codecs, offer.codecs);
         assert_eq!(back.tag, 3);
         assert_eq!(back.tracks[0].config, offer.tracks[0].config);
+        assert_eq!(
+            back.tracks[0].origin,
+            Some(3),
+            "the track keeps its origin's id"
+        );
         let mut bad = read.clone();
         bad.tracks[0].codec = "XYZ".into();
         assert_eq!(bad.offer().err(), Some(LinkError::BadTrack));
@@ -420,6 +431,7 @@ mod tests {
             dd in proptest::option::of(1u8..=14),
             name in proptest::option::of("[a-z]{1,12}"),
             fmtp in "[a-z0-9=;-]{0,40}",
+            origin in proptest::option::of(proptest::num::u32::ANY),
         ) {
             let mut config = TrackConfig::single(Codec::Av1, ssrcs[0].0);
             config.streams = ssrcs.iter().map(|&(ssrc, rtx_ssrc)| StreamConfig { ssrc, rtx_ssrc }).collect();
@@ -427,7 +439,7 @@ mod tests {
             let offer = RelayOffer {
                 name,
                 participant: None,
-                tracks: vec![PublishedTrack { mid: "0".into(), config, id: None, fmtp: fmtp.clone() }],
+                tracks: vec![PublishedTrack { mid: "0".into(), config, id: None, origin, fmtp: fmtp.clone() }],
                 codecs: vec![RoomCodec { codec: Codec::Av1, fmtp }],
                 tag: 1,
             };
@@ -437,6 +449,7 @@ mod tests {
             proptest::prop_assert_eq!(&read, &answer);
             let back = read.offer().expect("valid");
             proptest::prop_assert_eq!(&back.tracks[0].config, &offer.tracks[0].config);
+            proptest::prop_assert_eq!(back.tracks[0].origin, origin);
             proptest::prop_assert_eq!(back.name, offer.name);
         }
     }

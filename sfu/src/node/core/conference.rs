@@ -15,7 +15,9 @@ use super::followed::Names;
 use super::room::Room;
 use super::{CoreError, NodeCore};
 use crate::engine::{DownTrackConfig, TrackId};
-use crate::node::participant::{Choice, Identity, Participant, ParticipantId, ReceiveSection};
+use crate::node::participant::{
+    Choice, Identity, NamedTrack, Participant, ParticipantId, ReceiveSection,
+};
 use crate::node::peer::{IceCredentials, Join, PeerId, Publisher, Role, ViewerCodec, ViewerMedia};
 use crate::node::sdp::{OfferShape, SctpOffer};
 use crate::node::session_events::{SessionEvent, Wanted};
@@ -62,8 +64,8 @@ pub struct Sending {
     pub codec: ViewerCodec,
     /// Whose track, and which.
     pub owner: ParticipantId,
-    /// The engine's id of the track, as the room's events name it.
-    pub track: TrackId,
+    /// The track's id as the room's state and events name it.
+    pub track: u32,
 }
 
 impl NodeCore {
@@ -193,14 +195,13 @@ impl NodeCore {
     pub fn set_choice(
         &mut self,
         id: PeerId,
-        track: TrackId,
+        named: NamedTrack,
         choice: Choice,
     ) -> Result<(), CoreError> {
-        let peer = self.peers.get(&id).ok_or(CoreError::UnknownPeer)?;
-        let room = peer.room.clone();
-        if !self.room_tracks(&room, Some(id)).contains(&track) {
-            return Err(CoreError::UnknownTrack);
+        if !self.peers.contains_key(&id) {
+            return Err(CoreError::UnknownPeer);
         }
+        let track = self.named_track(id, named).ok_or(CoreError::UnknownTrack)?;
         let participant = self.participant_mut(id).ok_or(CoreError::NotAParticipant)?;
         participant.choices.insert(track, choice);
         let section = participant.section_of(track);
@@ -348,7 +349,7 @@ impl NodeCore {
             rtx_ssrc: section.media.rtx_ssrc,
             codec,
             owner: self.track_owner(track)?,
-            track,
+            track: self.room_track_id(track),
         })
     }
 
@@ -486,13 +487,12 @@ impl NodeCore {
                 participant.undecodable.push(track);
             }
             tracing::info!(peer = %id, ?track, %reason, "track not forwarded");
-            self.session_events.push_back((
-                id,
-                SessionEvent::NotForwarded {
-                    track: track.0,
-                    reason,
-                },
-            ));
+            let event = SessionEvent::NotForwarded {
+                track: self.room_track_id(track),
+                participant: self.track_owner(track),
+                reason,
+            };
+            self.session_events.push_back((id, event));
         }
     }
 

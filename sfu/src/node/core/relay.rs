@@ -529,6 +529,7 @@ impl NodeCore {
                 Some(PublishedTrack {
                     config,
                     id: None,
+                    origin: track.id.map(|t| t.0),
                     ..track.clone()
                 })
             })

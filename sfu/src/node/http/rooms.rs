@@ -17,7 +17,7 @@ use serde::Deserialize;
 use super::{caller, content_type_is, created, offer_text, trickle, OfferRequest, ResourcePath};
 use crate::node::event_queue::{EventReceiver, CONNECTION_SEND_BUFFER};
 use crate::node::listener::ConnectionControl;
-use crate::node::participant::Choice;
+use crate::node::participant::{Choice, NamedTrack, ParticipantId};
 use crate::node::peer::Kind;
 use crate::node::signaling::{Answered, SignalError, Signaling};
 use selector::Layer;
@@ -85,7 +85,7 @@ pub(super) async fn patch(
     if content_type_is(&headers, "application/json") {
         let asked: TrackChoice = serde_json::from_slice(&body).map_err(|_| {
             SignalError::BadBody(
-                "expected {\"track\":N} with \"spatial\", \"temporal\" (numbers) or \"paused\" (true or false)",
+                "expected {\"track\":N} with \"participant\" (its id), \"spatial\", \"temporal\" (numbers) or \"paused\" (true or false)",
             )
         })?;
         let choice = Choice {
@@ -95,9 +95,11 @@ pub(super) async fn patch(
             ),
             paused: asked.paused.unwrap_or(false),
         };
-        signaling
-            .choose(resource, asked.track, choice, caller)
-            .await?;
+        let track = NamedTrack {
+            id: asked.track,
+            participant: asked.participant,
+        };
+        signaling.choose(resource, track, choice, caller).await?;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     signaling
@@ -161,6 +163,7 @@ pub(super) async fn state(
 #[serde(deny_unknown_fields)]
 struct TrackChoice {
     track: u32,
+    participant: Option<ParticipantId>,
     spatial: Option<u8>,
     temporal: Option<u8>,
     paused: Option<bool>,

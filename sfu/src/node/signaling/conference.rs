@@ -10,11 +10,10 @@ use rtp_ext::codec::MediaKind;
 
 use super::watch::viewer_media;
 use super::{publisher_of, refused, Caller, SignalError, Signaling};
-use crate::engine::TrackId;
 use crate::node::auth::Grant;
 use crate::node::core::{CoreError, Negotiated, ParticipantOffer, Sending};
 use crate::node::event_queue::EventReceiver;
-use crate::node::participant::Choice;
+use crate::node::participant::{Choice, NamedTrack};
 use crate::node::peer::{Join, Kind, PeerId};
 use crate::node::room_view::RoomView;
 use crate::node::sdp::{
@@ -138,13 +137,13 @@ impl Signaling {
     pub async fn choose(
         &self,
         (room, id): (&str, &str),
-        track: u32,
+        track: NamedTrack,
         choice: Choice,
         caller: Caller<'_>,
     ) -> Result<(), SignalError> {
         let resource = (Kind::Participant, room, id);
         self.on_session(resource, caller, move |worker, id, _| {
-            worker.core.set_choice(id, TrackId(track), choice)
+            worker.core.set_choice(id, track, choice)
         })
         .await
     }
@@ -310,7 +309,7 @@ fn receiving_section(media: &ViewedMedia, sending: Option<&Sending>, room: &str)
             rtx_ssrc: has_rtx.then_some(sending.rtx_ssrc),
             cname: format!("strata-{room}"),
             stream_id: format!("p{}", sending.owner),
-            track_id: format!("t{}", sending.track.0),
+            track_id: format!("t{}", sending.track),
         }),
     }
 }

@@ -35,6 +35,7 @@ pub(super) fn publisher_of(accepted: &[&PublishedMedia]) -> Result<Publisher, Si
             mid: media.mid.clone(),
             config,
             id: None,
+            origin: None,
             fmtp: media.codec.fmtp.clone(),
         });
     }
