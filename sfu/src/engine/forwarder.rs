@@ -122,7 +122,22 @@ impl Forwarder {
     }
 
     pub fn set_muted(&mut self, muted: bool) {
+        if self.muted && !muted {
+            self.start_over();
+        }
         self.muted = muted;
+    }
+
+    /// Resumed after a pause: the frames the subscriber missed meanwhile are referenced by
+    /// what comes next, so the stream starts over at its next keyframe (which the selector
+    /// asks for at its next packet), numbered on from where it stopped.
+    fn start_over(&mut self) {
+        self.dd = DdSelector::new();
+        match &mut self.fallback {
+            StreamSelector::Vp8(vp8) => vp8.switch_source(),
+            other => *other = fallback_for(self.codec),
+        }
+        self.apply_limits();
     }
 
     /// The simulcast streams the publisher sends now (bit `i`: stream `i`): a paused stream's

@@ -141,3 +141,53 @@ fn layer_changes_are_events_and_fir_can_replace_pli() {
     assert_eq!(firs.first(), Some(&1), "FIR sequence numbers start at 1");
     assert!(firs.windows(2).all(|w| w[1] == w[0].wrapping_add(1)));
 }
+
+/// A subscription paused mid-stream and resumed: what it got last is as old as the pause, so
+/// it resumes at a keyframe, asked of the publisher as it resumes, never with a frame whose
+/// references it missed while paused.
+#[test]
+fn a_subscription_resumed_mid_stream_starts_again_at_a_keyframe_it_asks_for() {
+    let (packets, bytes) = generated(ScalabilityMode::L1T3, 100);
+    let truth = by_frame(&packets);
+    let tu_end = |tu: usize| {
+        let mut seen = 0;
+        packets.iter().position(|p| {
+            seen += usize::from(p.marker);
+            seen == tu
+        })
+    };
+    let (paused_at, resumed_at) = (
+        tu_end(20).expect("20 units") + 1,
+        tu_end(30).expect("30") + 1,
+    );
+    let mut session = Session::new(dd_track(0x1000));
+    let id = session.subscribe(Layer::MAX);
+    let mute = |session: &mut Session, muted| {
+        session
+            .network
+            .with_router(|router| router.set_muted(id, muted))
+            .expect("a subscription");
+    };
+    session.feed(bytes[..paused_at].iter().cloned(), &|_, _| false);
+    let before = session.received[&id].packets.len();
+    assert_eq!(before, paused_at, "everything before the pause");
+    mute(&mut session, true);
+    session.feed(bytes[paused_at..resumed_at].iter().cloned(), &|_, _| false);
+    assert_eq!(
+        session.received[&id].packets.len(),
+        before,
+        "nothing while paused"
+    );
+    let asked = session.router().counters().keyframe_requests_sent;
+    mute(&mut session, false);
+    session.feed(bytes[resumed_at..].iter().cloned(), &|_, _| false);
+    let after = session.router().counters().keyframe_requests_sent;
+    assert!(after > asked, "a keyframe asked for as it resumed");
+    let received = &session.received[&id];
+    check_subscriber(received, &truth, 0);
+    let resumed = Received::source_frame(&received.packets[before]);
+    assert!(
+        truth[&resumed].descriptor.attached_structure.is_some(),
+        "resumed at a keyframe"
+    );
+}
