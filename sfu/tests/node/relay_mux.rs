@@ -56,11 +56,17 @@ fn viewer_of(source: &str, ssrc: u32) -> Viewer {
     }
 }
 
-/// Alice and Bob publishing on the origin, a viewer of each on the edge, nothing relayed yet.
-fn two_publishers() -> (Pair, [PeerId; 2]) {
-    let mut a = harness();
+/// Two cores on one clock: the origin's and the edge's.
+fn two_cores() -> (Harness, Harness) {
+    let a = harness();
     let mut b = harness();
     b.now = a.now;
+    (a, b)
+}
+
+/// Alice and Bob publishing on the origin, a viewer of each on the edge, nothing relayed yet.
+fn two_publishers() -> (Pair, [PeerId; 2]) {
+    let (mut a, mut b) = two_cores();
     let publishers = [
         named(&mut a, "alice", ALICE, 5000),
         named(&mut a, "bob", BOB, 5001),
@@ -285,9 +291,7 @@ fn unbound_simulcast() -> TrackConfig {
 
 #[test]
 fn a_stream_bound_after_the_relay_started_is_announced_and_relayed_once_the_edge_asks_again() {
-    let mut a = harness();
-    let mut b = harness();
-    b.now = a.now;
+    let (mut a, mut b) = two_cores();
     named_with(&mut a, ("room", "alice"), unbound_simulcast(), 5000);
     let viewers = [
         b.viewer("room", viewer_of("alice", 0x10), addr(6001)),
@@ -402,14 +406,33 @@ fn receiving_participant(
     (id, answer)
 }
 
+/// The tracks the events for `to` name, with their participants: its layer changes, or the
+/// tracks refused to it.
+fn tracks_told(h: &mut Harness, to: PeerId, refused: bool) -> Vec<(u32, Option<ParticipantId>)> {
+    let mut told = Vec::new();
+    while let Some((peer, event)) = h.core.poll_session_event() {
+        let named = match event {
+            SessionEvent::LayerChanged {
+                track, participant, ..
+            } if !refused => (track, participant),
+            SessionEvent::NotForwarded {
+                track, participant, ..
+            } if refused => (track, participant),
+            _ => continue,
+        };
+        if peer == to {
+            told.push(named);
+        }
+    }
+    told
+}
+
 /// A relayed track goes by its origin's id on the edge as the room's state names it: a
 /// participant there finds it under that id in its answer and its events, and chooses for it
 /// by that id and its publisher's, even where a track of the edge's own has the same id.
 #[test]
 fn a_participant_on_the_edge_names_a_relayed_track_as_the_room_does() {
-    let mut a = harness();
-    let mut b = harness();
-    b.now = a.now;
+    let (mut a, mut b) = two_cores();
     // The origin's ids run ahead of the edge's, so that one of the edge's own can meet alice's.
     for n in 0..16 {
         named_with(
@@ -509,18 +532,7 @@ fn a_participant_on_the_edge_names_a_relayed_track_as_the_room_does() {
         pair.a.send(addr(5000), packet);
         pair.shuttle();
     }
-    let mut told = Vec::new();
-    while let Some((to, event)) = pair.b.core.poll_session_event() {
-        if let (
-            true,
-            SessionEvent::LayerChanged {
-                track, participant, ..
-            },
-        ) = (to == dave, event)
-        {
-            told.push((track, participant));
-        }
-    }
+    let told = tracks_told(&mut pair.b, dave, false);
     assert!(!told.is_empty(), "dave is told of alice's layer");
     assert!(
         told.iter().all(|&t| t == (named_id.0, Some(alice_public))),
@@ -530,18 +542,7 @@ fn a_participant_on_the_edge_names_a_relayed_track_as_the_room_does() {
     // A participant that decodes no AV1 is told it does not get either track, each by the
     // id the room names it by and its publisher.
     let (erin, _) = receiving_participant(&mut pair.b, "erin", 2, false, 6200);
-    let mut refused = Vec::new();
-    while let Some((to, event)) = pair.b.core.poll_session_event() {
-        if let (
-            true,
-            SessionEvent::NotForwarded {
-                track, participant, ..
-            },
-        ) = (to == erin, event)
-        {
-            refused.push((track, participant));
-        }
-    }
+    let mut refused = tracks_told(&mut pair.b, erin, true);
     refused.sort();
     let mut expected = vec![
         (named_id.0, Some(alice_public)),
