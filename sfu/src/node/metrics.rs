@@ -412,6 +412,13 @@ pub(crate) fn gauge(out: &mut String, name: &str, help: &str, value: usize) {
     family(out, Family { name, help, kind }, [("", value as u64)]);
 }
 
+/// Each `(name, help, value)` as [`counter`] writes it, in order.
+fn counters<const N: usize>(out: &mut String, table: [(&str, &str, u64); N]) {
+    for (name, help, value) in table {
+        counter(out, name, help, value);
+    }
+}
+
 pub(crate) fn counter(out: &mut String, name: &str, help: &str, value: u64) {
     let kind = "counter";
     family(out, Family { name, help, kind }, [("", value)]);
@@ -466,86 +473,93 @@ impl Snapshot {
         let subs = "Subscriptions (one per viewer track).";
         gauge(&mut out, "subscriptions", subs, self.subscriptions);
         let n = &self.node;
-        counter(
-            &mut out,
-            "datagrams_in_total",
-            "UDP datagrams received.",
-            n.datagrams_in,
-        );
-        counter(
-            &mut out,
-            "bytes_in_total",
-            "UDP bytes received.",
-            n.bytes_in,
-        );
-        counter(
-            &mut out,
-            "packets_in_total",
-            "RTP packets given to the engine.",
-            self.rtp_in,
-        );
-        counter(
-            &mut out,
-            "packets_out_total",
-            "RTP packets sent.",
-            n.rtp_out,
-        );
-        counter(&mut out, "bytes_out_total", "UDP bytes sent.", n.bytes_out);
-        let datagrams = "UDP datagrams sent.";
-        counter(&mut out, "datagrams_out_total", datagrams, n.datagrams_out);
-        let calls = "UDP send calls made; each sends a batch of datagrams.";
-        counter(&mut out, "udp_send_calls_total", calls, n.send_calls);
-        let messages =
-            "UDP messages sent: a datagram alone, or a segmented run to one destination.";
-        counter(
-            &mut out,
-            "udp_send_messages_total",
-            messages,
-            n.send_messages,
-        );
-        let segmented = "UDP datagrams sent within segmented messages (GSO).";
-        let gso = n.segmented_datagrams;
-        counter(&mut out, "udp_gso_datagrams_total", segmented, gso);
-        let refused =
-            "Segmented UDP sends the kernel refused; segmentation is off after the first.";
-        let refusals = n.segmentation_refused;
-        counter(&mut out, "udp_gso_refused_total", refused, refusals);
-        let messages = "Data channel messages relayed, one per receiver.";
-        let data = n.data_messages_relayed;
-        counter(&mut out, "data_messages_relayed_total", messages, data);
-        let bytes = "Bytes of the data channel messages relayed, per receiver.";
-        counter(
-            &mut out,
-            "data_bytes_relayed_total",
-            bytes,
-            n.data_bytes_relayed,
-        );
-        let link = "Data channel messages sent onto other nodes' relay links, once per node.";
-        let onto = n.data_link_messages_out;
-        counter(&mut out, "data_link_messages_total", link, onto);
-        let closed = "Channels of other nodes' participants closed as their relay link ended.";
-        let ended = n.data_link_channels_closed;
-        counter(&mut out, "data_link_channels_closed_total", closed, ended);
+        let traffic = [
+            (
+                "datagrams_in_total",
+                "UDP datagrams received.",
+                n.datagrams_in,
+            ),
+            ("bytes_in_total", "UDP bytes received.", n.bytes_in),
+            (
+                "packets_in_total",
+                "RTP packets given to the engine.",
+                self.rtp_in,
+            ),
+            ("packets_out_total", "RTP packets sent.", n.rtp_out),
+            ("bytes_out_total", "UDP bytes sent.", n.bytes_out),
+            (
+                "datagrams_out_total",
+                "UDP datagrams sent.",
+                n.datagrams_out,
+            ),
+            (
+                "udp_send_calls_total",
+                "UDP send calls made; each sends a batch of datagrams.",
+                n.send_calls,
+            ),
+            (
+                "udp_send_messages_total",
+                "UDP messages sent: a datagram alone, or a segmented run to one destination.",
+                n.send_messages,
+            ),
+            (
+                "udp_gso_datagrams_total",
+                "UDP datagrams sent within segmented messages (GSO).",
+                n.segmented_datagrams,
+            ),
+            (
+                "udp_gso_refused_total",
+                "Segmented UDP sends the kernel refused; segmentation is off after the first.",
+                n.segmentation_refused,
+            ),
+            (
+                "data_messages_relayed_total",
+                "Data channel messages relayed, one per receiver.",
+                n.data_messages_relayed,
+            ),
+            (
+                "data_bytes_relayed_total",
+                "Bytes of the data channel messages relayed, per receiver.",
+                n.data_bytes_relayed,
+            ),
+            (
+                "data_link_messages_total",
+                "Data channel messages sent onto other nodes' relay links, once per node.",
+                n.data_link_messages_out,
+            ),
+            (
+                "data_link_channels_closed_total",
+                "Channels of other nodes' participants closed as their relay link ended.",
+                n.data_link_channels_closed,
+            ),
+        ];
+        counters(&mut out, traffic);
         relayed(&mut out, n);
         self.media_relay.render(&mut out);
-        let layers = "Changes of the layer a viewer receives.";
-        counter(&mut out, "layer_changes_total", layers, n.layer_changes);
-        let estimates = "Bandwidth estimates toward viewers (their REMB, or ours from their transport-wide CC feedback).";
-        counter(
-            &mut out,
-            "bandwidth_estimates_total",
-            estimates,
-            n.bandwidth_estimates,
-        );
-        let allocations = "Layer caps set to fit a viewer's bandwidth estimate.";
-        counter(
-            &mut out,
-            "layer_allocations_total",
-            allocations,
-            n.layer_allocations,
-        );
-        let dtls = "DTLS handshakes that failed or timed out; each ends its session.";
-        counter(&mut out, "dtls_failures_total", dtls, n.dtls_failures);
+        let engine = [
+            (
+                "layer_changes_total",
+                "Changes of the layer a viewer receives.",
+                n.layer_changes,
+            ),
+            (
+                "bandwidth_estimates_total",
+                "Bandwidth estimates toward viewers (their REMB, or ours from their \
+                 transport-wide CC feedback).",
+                n.bandwidth_estimates,
+            ),
+            (
+                "layer_allocations_total",
+                "Layer caps set to fit a viewer's bandwidth estimate.",
+                n.layer_allocations,
+            ),
+            (
+                "dtls_failures_total",
+                "DTLS handshakes that failed or timed out; each ends its session.",
+                n.dtls_failures,
+            ),
+        ];
+        counters(&mut out, engine);
         let drops = DropReason::ALL.iter().map(|&r| (r.label(), n.dropped(r)));
         let rtcp = [("bad_rtcp", self.bad_rtcp)];
         let help = "Packets dropped, by reason.";
@@ -553,42 +567,45 @@ impl Snapshot {
         let refused = LimitError::LABELS.iter().copied().zip(n.refused);
         let help = "New sessions refused at a limit, by limit.";
         by_reason(&mut out, "sessions_refused_total", help, refused);
-        let nacks = "NACKs sent to publishers.";
-        counter(&mut out, "nacks_sent_total", nacks, self.nacks_sent);
-        let rtx = "Packets retransmitted to subscribers on their NACKs.";
-        counter(&mut out, "retransmissions_total", rtx, self.retransmissions);
-        let asked = "Keyframes asked for (subscriber PLI/FIR and layer switches).";
-        counter(
-            &mut out,
-            "keyframes_asked_total",
-            asked,
-            self.keyframes_asked,
-        );
-        let sent = "Keyframe requests (PLI or FIR) sent to publishers.";
-        counter(
-            &mut out,
-            "keyframe_requests_sent_total",
-            sent,
-            self.keyframe_requests_sent,
-        );
-        let remb =
-            "REMB packets sent to publishers that negotiated REMB without transport-wide CC.";
-        counter(&mut out, "rembs_sent_total", remb, self.rembs_sent);
-        let probes = "Probe clusters sent toward viewers whose estimate holds them below the \
-                      layers they asked for.";
-        counter(
-            &mut out,
-            "probe_clusters_total",
-            probes,
-            self.probe_clusters,
-        );
-        let offers = "Participants' offers refused for coming more often than offers_per_second.";
-        counter(
-            &mut out,
-            "offers_refused_total",
-            offers,
-            self.offers_refused,
-        );
+        let feedback = [
+            (
+                "nacks_sent_total",
+                "NACKs sent to publishers.",
+                self.nacks_sent,
+            ),
+            (
+                "retransmissions_total",
+                "Packets retransmitted to subscribers on their NACKs.",
+                self.retransmissions,
+            ),
+            (
+                "keyframes_asked_total",
+                "Keyframes asked for (subscriber PLI/FIR and layer switches).",
+                self.keyframes_asked,
+            ),
+            (
+                "keyframe_requests_sent_total",
+                "Keyframe requests (PLI or FIR) sent to publishers.",
+                self.keyframe_requests_sent,
+            ),
+            (
+                "rembs_sent_total",
+                "REMB packets sent to publishers that negotiated REMB without transport-wide CC.",
+                self.rembs_sent,
+            ),
+            (
+                "probe_clusters_total",
+                "Probe clusters sent toward viewers whose estimate holds them below the layers \
+                 they asked for.",
+                self.probe_clusters,
+            ),
+            (
+                "offers_refused_total",
+                "Participants' offers refused for coming more often than offers_per_second.",
+                self.offers_refused,
+            ),
+        ];
+        counters(&mut out, feedback);
         let streams = "Participants' event streams open.";
         gauge(&mut out, "event_streams", streams, self.event_streams);
         let waiting = "Bytes of events waiting in the node for their streams' connections.";
