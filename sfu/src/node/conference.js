@@ -23,7 +23,7 @@ async function join(options = {}) {
     wanted: { audio: 0, video: 0 }, negotiating: false, again: false, ufrags: new Set(),
     renegotiations: 0, you: null, speaker: null,
     // Data channels: ours by label, the ones the node relays from others, and what came on them.
-    channels: new Map(), relayed: new Set(), inbox: [], received: {},
+    channels: new Map(), relayed: new Set(), closed: [], inbox: [], received: {},
     // When (performance.now(), ms) the node last asked for an offer, the page sent one, and
     // its answer was applied: where a slow negotiation spent its time.
     negotiation: { asked: null, offered: null, answered: null },
@@ -371,7 +371,7 @@ function onRelayedChannel(c, channel) {
   channel.binaryType = 'arraybuffer';
   const from = channel.protocol.replace(/^p/, '');
   c.relayed.add(channel);
-  channel.addEventListener('close', () => c.relayed.delete(channel));
+  channel.addEventListener('close', () => { c.relayed.delete(channel); c.closed.push(`${from}/${channel.label}`); });
   channel.addEventListener('message', (ev) => onMessage(c, from, channel.label, ev.data));
 }
 
@@ -436,7 +436,7 @@ async function flood(id, label, rate, seconds) {
 
 function inbox(id) {
   const c = sessions.get(String(id));
-  return { you: c.you, inbox: c.inbox, received: c.received, relayed: c.relayed.size };
+  return { you: c.you, inbox: c.inbox, received: c.received, relayed: c.relayed.size, closed: c.closed };
 }
 
 function chatBox(c) {
