@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::node::core::FollowedNode;
 use crate::node::dominant::SPEAKING;
 use crate::node::participant::ParticipantId;
 use crate::node::room_view::ParticipantView;
@@ -39,6 +40,18 @@ impl Part {
             return Err(PartError::BadLevel);
         }
         Ok(part)
+    }
+
+    /// What node `node`, whose part this is, holds of the room for the relay to pull: its
+    /// conference participants (whose data channels cross) and its named publishers with
+    /// tracks.
+    pub fn node(&self, node: &str) -> FollowedNode {
+        let publishers = self.participants.iter().filter(|p| !p.tracks.is_empty());
+        FollowedNode {
+            node: node.to_owned(),
+            participants: self.participants.iter().any(|p| p.kind == "participant"),
+            publishers: publishers.map(|p| p.name.clone()).collect(),
+        }
     }
 
     /// Whether this part differs from `written`, the last one written, in what the room's
