@@ -59,6 +59,7 @@ use crate::engine::rtcp::WallClock;
 use crate::engine::{DownTrackId, Event, Router, RouterConfig, TransportId};
 
 pub use self::conference::{Negotiated, ParticipantOffer, Sending, MAX_NAME_BYTES};
+pub use self::data_relays::DataRelayed;
 pub use self::followed::{Followed, FollowedNode, LocalPart};
 pub use self::relay::{
     LinkQuality, NewLink, RelayCounters, RelayOffer, RelayRefusal, KEEPALIVE, LINGER,

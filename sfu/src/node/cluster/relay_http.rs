@@ -176,32 +176,38 @@ impl RelayService {
     }
 
     /// The origin's end of a relay of a room's data the edge asked for: an offer of no
-    /// tracks, under the relay's tag.
-    async fn relay_data(&self, request: RelayRequest, link: NewLink) -> Relayed {
+    /// tracks, under the relay's tag. The edge's own data is pulled in turn first when this
+    /// node's core asks for it.
+    async fn relay_data(self: &Arc<Self>, request: RelayRequest, link: NewLink) -> Relayed {
         let to = Remote::Udp(request.relay);
         let RelayRequest {
             room, links, node, ..
         } = request;
-        let room_name = room.clone();
+        let (room_name, edge) = (room.clone(), node.clone());
         let relayed = self
             .signaling
             .ask_room(&room, move |worker, now| {
-                let edge = node.as_deref();
+                let edge = edge.as_deref();
                 worker
                     .core
                     .relay_data_out(now, &room_name, to, &links, link, edge)
             })
             .await?;
-        Ok(relayed.map(|(tag, link)| {
-            let offer = RelayOffer {
-                name: None,
-                participant: None,
-                tracks: Vec::new(),
-                codecs: Vec::new(),
-                tag,
-            };
-            (offer, link)
-        }))
+        let relayed = match relayed {
+            Ok(relayed) => relayed,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        if let Some(node) = node.filter(|_| relayed.pull_back) {
+            self.pull_back(&room, &node).await;
+        }
+        let offer = RelayOffer {
+            name: None,
+            participant: None,
+            tracks: Vec::new(),
+            codecs: Vec::new(),
+            tag: relayed.tag,
+        };
+        Ok(Ok((offer, relayed.link)))
     }
 
     /// The relay of a node of `member`'s cluster, whose media address is `relay`.

@@ -4,7 +4,7 @@
 //! under the relay's pull lock, each checked again first: another pull (a viewer's, a join's,
 //! the heartbeat's) may have made it meanwhile.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
 use tokio::sync::mpsc;
 
@@ -68,6 +68,24 @@ impl RelayService {
     /// `room`'s data from node `node`, unless a relay of it comes here already.
     pub(super) async fn pull_data(&self, room: &str, node: &str) {
         let _one_at_a_time = self.pulling.lock().await;
+        self.pull_data_held(room, node).await;
+    }
+
+    /// On the origin of a relay of `room`'s data to node `node`, before it answers: that
+    /// node's data pulled in turn, so that what its participants write from their first
+    /// moment reaches this node's. While another pull is on its way, after the answer
+    /// instead: two nodes asking each other at once would each wait for the other's lock.
+    pub(super) async fn pull_back(self: &Arc<Self>, room: &str, node: &str) {
+        if let Ok(_one_at_a_time) = self.pulling.try_lock() {
+            self.pull_data_held(room, node).await;
+            return;
+        }
+        let (service, room, node) = (self.clone(), room.to_owned(), node.to_owned());
+        tokio::spawn(async move { service.pull_data(&room, &node).await });
+    }
+
+    /// [`pull_data`](Self::pull_data), the pull's lock held.
+    async fn pull_data_held(&self, room: &str, node: &str) {
         let (room_name, node_name) = (room.to_owned(), node.to_owned());
         let asked = self.signaling.ask_room(room, move |worker, _| {
             worker.core.needs_data(&room_name, &node_name)

@@ -16,9 +16,22 @@
 use std::time::Instant;
 
 use super::relay::{NewLink, RelayRefusal, LINGER, RELAYS_PER_LINK};
-use super::relay_pulls::{PullReason, RelayPull};
+use super::relay_pulls::PullReason;
 use super::{CoreError, NodeCore};
 use crate::node::remote::Remote;
+
+/// What the origin's core answers a relay of a room's data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataRelayed {
+    /// The relay's tag on its link.
+    pub tag: u32,
+    /// The link's id.
+    pub link: String,
+    /// Whether this node has participants in the room and no relay of the asking node's
+    /// data: to be pulled in turn, before the answer best, so that what the asking node's
+    /// participants write from their first moment crosses too.
+    pub pull_back: bool,
+}
 
 /// The edge's end of a relay of a room's data.
 #[derive(Debug)]
@@ -36,10 +49,9 @@ pub(super) struct DataIn {
 impl NodeCore {
     /// On the origin: relays the data channels of `room`'s participants here (those there now
     /// and those to come) to the node at `to`, on the link to it whose id is among `known` or
-    /// on `link`, a new one. A room relayed there already is relayed on as it was. The
-    /// relay's tag and the link's id. When `edge` (the asking node's id) has no relay of its
-    /// own data here while this node has participants in the room, that one is asked for in
-    /// turn.
+    /// on `link`, a new one. A room relayed there already is relayed on as it was. When `edge`
+    /// (the asking node's id) has no relay of its own data here while this node has
+    /// participants in the room, the node is to pull that one in turn.
     pub fn relay_data_out(
         &mut self,
         now: Instant,
@@ -48,7 +60,7 @@ impl NodeCore {
         known: &[String],
         link: NewLink,
         edge: Option<&str>,
-    ) -> Result<(u32, String), CoreError> {
+    ) -> Result<DataRelayed, CoreError> {
         let relayed = |rooms: &[(String, u32)]| rooms.iter().find(|(r, _)| r == room).map(|r| r.1);
         let out = self.join_link_out(now, to, known, link, |existing| {
             let full = existing.len() >= RELAYS_PER_LINK;
@@ -70,15 +82,15 @@ impl NodeCore {
         let id = self.media_relays.outs.get(&to).map(|l| l.id.clone());
         self.sync_data_rooms(to);
         self.arm_relay_tick(now);
-        let back = edge.filter(|&e| self.has_participants(room) && self.needs_data(room, e));
-        if let Some(edge) = back {
-            let pull = RelayPull::Data {
-                room: room.to_owned(),
-                node: edge.to_owned(),
-            };
-            self.ask_pull(now, pull, PullReason::Answer);
+        let pull_back = edge.is_some_and(|e| self.has_participants(room) && self.needs_data(room, e));
+        if pull_back {
+            self.media_relays.counters.pulls[PullReason::Answer as usize] += 1;
         }
-        Ok((tag, id.unwrap_or_default()))
+        Ok(DataRelayed {
+            tag,
+            link: id.unwrap_or_default(),
+            pull_back,
+        })
     }
 
     /// On the edge: `room`'s data from node `node` at `from`, which relays it under `tag` on

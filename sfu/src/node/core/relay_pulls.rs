@@ -13,7 +13,9 @@
 //! - An origin's word that a relay's track set changed (`STRC`) has its publisher pulled
 //!   again at once: one pull per relay until the relay is renewed, however many words come.
 //! - A node asking this one for a room's data while this one has participants there and no
-//!   relay of that node's data has that one pulled in turn, so channels cross both ways.
+//!   relay of that node's data has that one pulled in turn, so channels cross both ways: the
+//!   core says so in its answer ([`DataRelayed`](super::DataRelayed)), and the node pulls it
+//!   before it answers.
 //!
 //! A pull of the room's state is asked at most once per [`PULL_AGAIN`] while it stays wanted
 //! (an origin that refuses is asked again then, not at every read); the node re-checks each
