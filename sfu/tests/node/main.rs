@@ -24,6 +24,7 @@ mod cluster_rooms;
 mod cluster_store;
 mod conference;
 mod data_client;
+mod data_relays;
 mod fixtures;
 mod fuzz_bodies;
 mod http;

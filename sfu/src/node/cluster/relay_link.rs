@@ -418,6 +418,45 @@ mod tests {
         );
     }
 
+    /// `request` signed and read at `now_ms`.
+    fn signed(request: &RelayRequest, now_ms: u64) -> Result<RelayRequest, LinkError> {
+        let body = serde_json::to_vec(request).expect("serializes");
+        read_request("secret", &body, &sign("secret", &body), now_ms)
+    }
+
+    #[test]
+    fn a_publishers_request_is_written_as_before_and_a_data_request_is_checked() {
+        let now = unix_ms();
+        let json = serde_json::to_string(&request(now)).expect("serializes");
+        assert!(!json.contains("kind") && !json.contains("node"), "{json}");
+        let data = RelayRequest {
+            kind: RelayKind::Data,
+            node: Some("edge-1:8080".into()),
+            ..request(now)
+        };
+        assert_eq!(signed(&data, now), Ok(data.clone()));
+        let json = serde_json::to_string(&data).expect("serializes");
+        assert!(json.contains(r#""kind":"data""#), "{json}");
+        let naming = RelayRequest {
+            source: Some("alice".into()),
+            ..data.clone()
+        };
+        assert_eq!(signed(&naming, now), Err(LinkError::DataWithSource));
+        for node in [String::new(), "edge 1".into(), "n".repeat(65)] {
+            let bad = RelayRequest {
+                node: Some(node),
+                ..data.clone()
+            };
+            assert_eq!(signed(&bad, now), Err(LinkError::BadNode));
+        }
+        let unknown = json.replace(r#""kind":"data""#, r#""kind":"video""#);
+        let tag = sign("secret", unknown.as_bytes());
+        assert_eq!(
+            read_request("secret", unknown.as_bytes(), &tag, now),
+            Err(LinkError::Malformed)
+        );
+    }
+
     fn request_of(body: &[u8]) -> RelayRequest {
         serde_json::from_slice(body).expect("parses")
     }
@@ -485,6 +524,23 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Any request an edge writes reads back on the origin as written.
+        #[test]
+        fn requests_round_trip(
+            room in "[a-z0-9._-]{1,32}",
+            source in proptest::option::of("[a-z]{1,12}"),
+            node in proptest::option::of("[!-~]{1,64}"),
+            links in proptest::collection::vec("[0-9a-f]{32}", 0..4),
+        ) {
+            let now = unix_ms();
+            let kind = match source {
+                Some(_) => RelayKind::Publisher,
+                None => RelayKind::Data,
+            };
+            let request = RelayRequest { room, source, links, kind, node, ..request(now) };
+            proptest::prop_assert_eq!(signed(&request, now), Ok(request.clone()));
+        }
+
         /// Any answer the origin writes reads back, on the edge, as the offer it was made of.
         #[test]
         fn answers_round_trip(
