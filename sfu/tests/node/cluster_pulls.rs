@@ -74,7 +74,11 @@ fn data_only_participants_on_two_nodes_hear_each_other_and_the_data_relays_end_w
         let heard = client.messages();
         let theirs: Vec<&String> = heard.iter().filter(|m| m.starts_with(who)).collect();
         let expected: Vec<String> = (0..10).map(|i| format!("{who} {i}")).collect();
-        assert_eq!(theirs, expected.iter().collect::<Vec<_>>(), "once each, in order");
+        assert_eq!(
+            theirs,
+            expected.iter().collect::<Vec<_>>(),
+            "once each, in order"
+        );
     };
     only(&bo, "ada");
     only(&ada, "bo");
@@ -121,7 +125,10 @@ fn a_greeting_written_as_a_participant_joins_reaches_the_node_it_did_not_join() 
         Some(1),
         "a pulled b's data before it answered b's pull of its own, before bo's answer"
     );
-    assert_eq!(b.metric("strata_media_relay_pulls_total{reason=\"answer\"}"), Some(0));
+    assert_eq!(
+        b.metric("strata_media_relay_pulls_total{reason=\"answer\"}"),
+        Some(0)
+    );
     assert_eq!(
         a.metric("strata_media_relay_pulls_total{reason=\"answer\"}"),
         Some(1),
@@ -193,7 +200,10 @@ fn a_publisher_and_its_new_track_are_pulled_on_change_not_at_the_next_heartbeat(
         Some(1),
         "the room's state showed ada's track"
     );
-    assert_eq!(b.metric("strata_media_relays_started_total{direction=\"in\"}"), Some(1));
+    assert_eq!(
+        b.metric("strata_media_relays_started_total{direction=\"in\"}"),
+        Some(1)
+    );
 
     // Ada offers again with her camera: a says so on the link, and b pulls her again.
     let asked_again = Instant::now();

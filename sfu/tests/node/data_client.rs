@@ -21,10 +21,10 @@ use sctp_proto::{
     Association, ClientConfig, DatagramEvent, Endpoint, EndpointConfig, Event, Payload,
     PayloadProtocolIdentifier as Ppid, StreamEvent,
 };
-use sha2::{Digest, Sha256};
 use sfu::node::datachannel::dcep::{ChannelParams, Dcep, Reliability};
 use sfu::node::peer::IceCredentials;
 use sfu::node::testing::binding_request;
+use sha2::{Digest, Sha256};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use webrtc_util::Conn;
@@ -193,7 +193,9 @@ fn answered(answer: &str) -> (IceCredentials, SocketAddr) {
         let line = answer.lines().find_map(|l| l.strip_prefix(prefix));
         line.expect("in the answer").trim().to_owned()
     };
-    let udp = answer.lines().filter_map(|l| l.strip_prefix("a=candidate:"));
+    let udp = answer
+        .lines()
+        .filter_map(|l| l.strip_prefix("a=candidate:"));
     let candidate = udp.map(|c| c.trim()).find(|c| c.contains(" udp "));
     let fields: Vec<&str> = candidate.expect("a UDP candidate").split(' ').collect();
     let node = format!("{}:{}", fields[4], fields[5]);

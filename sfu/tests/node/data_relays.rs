@@ -6,15 +6,15 @@
 use std::time::Duration;
 
 use sfu::node::core::{
-    CoreError, Followed, FollowedNode, RelayPull, RelayRefusal, LINGER, PULL_AGAIN,
-    RELAYS_PER_LINK,
+    CoreError, Followed, FollowedNode, RelayPull, RelayRefusal, LINGER, PULL_AGAIN, RELAYS_PER_LINK,
 };
 use sfu::node::testing::{join_participant, Harness};
 
 use crate::fixtures::addr;
 use crate::relay::{new_link, Pair, EDGE, ORIGIN};
 
-const PARTICIPANT: &str = include_str!("../../src/node/sdp/fixtures/chromium_participant_datachannel.sdp");
+const PARTICIPANT: &str =
+    include_str!("../../src/node/sdp/fixtures/chromium_participant_datachannel.sdp");
 const FINGERPRINT: &str = "sha-256 AB:CD";
 
 /// Participant `name` of "room" on `h` (receiving, with a data channel section).
@@ -55,12 +55,22 @@ fn data_relays(h: &Harness) -> (usize, usize) {
 fn a_rooms_data_crosses_a_link_of_its_own_and_ends_by_the_edges_word() {
     let mut pair = Pair::new();
     let tag = relay_data(&mut pair, "room").expect("the room's data relayed");
-    assert_eq!((data_relays(&pair.a), data_relays(&pair.b)), ((1, 0), (0, 1)));
-    assert_eq!((pair.a.core.link_count(), pair.b.core.link_count()), ((1, 0), (0, 1)));
+    assert_eq!(
+        (data_relays(&pair.a), data_relays(&pair.b)),
+        ((1, 0), (0, 1))
+    );
+    assert_eq!(
+        (pair.a.core.link_count(), pair.b.core.link_count()),
+        ((1, 0), (0, 1))
+    );
     let up = |h: &Harness| h.core.snapshot().media_relay.data_links;
     assert_eq!((up(&pair.a), up(&pair.b)), (1, 1), "its association up");
     assert_eq!(pair.a.core.relay_count(), (0, 0), "no publisher relayed");
-    assert_eq!(relay_data(&mut pair, "room"), Ok(tag), "asked again: the same");
+    assert_eq!(
+        relay_data(&mut pair, "room"),
+        Ok(tag),
+        "asked again: the same"
+    );
     assert_eq!(pair.a.core.relay_counters().data_started_out, 1);
 
     // Keepalives hold it while the edge's room has nobody for less than the linger ...
@@ -71,9 +81,19 @@ fn a_rooms_data_crosses_a_link_of_its_own_and_ends_by_the_edges_word() {
     // ... then the edge ends it, and the origin with it, and the link with its last relay.
     pair.run(tick, 4, false);
     assert_eq!(pair.b.core.relay_counters().data_ended, 1);
-    assert_eq!((data_relays(&pair.a), data_relays(&pair.b)), ((0, 0), (0, 0)));
-    assert_eq!((pair.a.core.link_count(), pair.b.core.link_count()), ((0, 0), (0, 0)));
-    assert_eq!(pair.a.core.relay_counters().links_lost, 0, "ended by its word");
+    assert_eq!(
+        (data_relays(&pair.a), data_relays(&pair.b)),
+        ((0, 0), (0, 0))
+    );
+    assert_eq!(
+        (pair.a.core.link_count(), pair.b.core.link_count()),
+        ((0, 0), (0, 0))
+    );
+    assert_eq!(
+        pair.a.core.relay_counters().links_lost,
+        0,
+        "ended by its word"
+    );
 }
 
 #[test]
@@ -84,11 +104,24 @@ fn a_rooms_data_counts_among_the_links_relays_and_is_refused_past_them() {
     }
     let edge_keys = pair.link.mirrored();
     pair.start(&edge_keys);
-    assert_eq!(pair.a.core.relay_count(), (1, 0), "the publisher's relay fills it");
+    assert_eq!(
+        pair.a.core.relay_count(),
+        (1, 0),
+        "the publisher's relay fills it"
+    );
     let refused = relay_data(&mut pair, "one-more");
-    assert_eq!(refused, Err(CoreError::RelayRefused(RelayRefusal::LinkFull)));
-    assert!(relay_data(&mut pair, "room0").is_ok(), "a room relayed already");
-    assert_eq!(pair.a.core.relay_counters().refused[RelayRefusal::LinkFull as usize], 1);
+    assert_eq!(
+        refused,
+        Err(CoreError::RelayRefused(RelayRefusal::LinkFull))
+    );
+    assert!(
+        relay_data(&mut pair, "room0").is_ok(),
+        "a room relayed already"
+    );
+    assert_eq!(
+        pair.a.core.relay_counters().refused[RelayRefusal::LinkFull as usize],
+        1
+    );
 }
 
 /// What the room's state shows of node `a`: participants, and a publisher `alice`.
@@ -112,10 +145,12 @@ fn the_room_state_read_asks_for_what_this_node_lacks_once_a_while() {
     let mut b = crate::fixtures::harness();
     participant(&mut b, "bo");
     // A node without the relay asks for nothing.
-    b.core.follow_room(b.now, "room", Some(far_node(&["alice"])));
+    b.core
+        .follow_room(b.now, "room", Some(far_node(&["alice"])));
     assert!(pulls(&mut b).is_empty());
     b.core.enable_relay_pulls();
-    b.core.follow_room(b.now, "room", Some(far_node(&["alice"])));
+    b.core
+        .follow_room(b.now, "room", Some(far_node(&["alice"])));
     let alice = RelayPull::Publisher {
         room: "room".into(),
         name: "alice".into(),
@@ -128,10 +163,12 @@ fn the_room_state_read_asks_for_what_this_node_lacks_once_a_while() {
     assert_eq!(pulls(&mut b), [alice.clone(), data.clone()]);
     // Each read after (every look, 200 ms) asks nothing new until asked long enough ago.
     b.now += PULL_AGAIN / 2;
-    b.core.follow_room(b.now, "room", Some(far_node(&["alice"])));
+    b.core
+        .follow_room(b.now, "room", Some(far_node(&["alice"])));
     assert!(pulls(&mut b).is_empty());
     b.now += PULL_AGAIN;
-    b.core.follow_room(b.now, "room", Some(far_node(&["alice"])));
+    b.core
+        .follow_room(b.now, "room", Some(far_node(&["alice"])));
     assert_eq!(pulls(&mut b), [alice, data]);
     let counted = b.core.relay_counters().pulls;
     assert_eq!(counted, [2, 0, 2, 0], "publisher, changed, data, answer");
@@ -163,7 +200,14 @@ fn an_origin_with_participants_has_the_edges_data_pulled_in_turn() {
     let asked = pair
         .a
         .core
-        .relay_data_out(pair.a.now, "room", EDGE, &[asked.link], link(), Some("edge"))
+        .relay_data_out(
+            pair.a.now,
+            "room",
+            EDGE,
+            &[asked.link],
+            link(),
+            Some("edge"),
+        )
         .expect("relayed");
     assert!(asked.pull_back, "ada is here, the edge's data is not");
     assert_eq!(pair.a.core.relay_counters().pulls[3], 1);

@@ -98,7 +98,10 @@ fn relay_link_seeds() -> Seeds {
         ("request", request(fuzz::RELAY_NOW_MS)),
         ("stale_request", request(fuzz::RELAY_NOW_MS - 60_000)),
         ("data_request", data_request("null")),
-        ("data_request_naming_a_publisher", data_request(r#""alice""#)),
+        (
+            "data_request_naming_a_publisher",
+            data_request(r#""alice""#),
+        ),
         ("data_ended", data_ended.to_vec()),
         ("answer", answer.as_bytes().to_vec()),
         ("data", data),

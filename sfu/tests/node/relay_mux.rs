@@ -344,7 +344,11 @@ fn a_stream_bound_after_the_relay_started_is_announced_and_relayed_once_the_edge
         name: "alice".into(),
         node: None,
     };
-    assert_eq!(asked, [alice], "the room is not followed: its node is the directory's");
+    assert_eq!(
+        asked,
+        [alice],
+        "the room is not followed: its node is the directory's"
+    );
     let counters = pair.b.core.relay_counters();
     assert_eq!(counters.pulls[PullReason::Changed as usize], 1);
     assert!(counters.changes_held >= 1, "told again while asked");

@@ -73,12 +73,13 @@ pub async fn route(
         .get(AUTH_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    let read = read_request(&service.secret, &body, tag, unix_ms()).and_then(|request| {
-        match request.kind == RelayKind::Data && !service.signaling.serves_room(&request.room) {
-            true => Err(LinkError::BadRoom),
-            false => Ok(request),
-        }
-    });
+    let read =
+        read_request(&service.secret, &body, tag, unix_ms()).and_then(|request| {
+            match request.kind == RelayKind::Data && !service.signaling.serves_room(&request.room) {
+                true => Err(LinkError::BadRoom),
+                false => Ok(request),
+            }
+        });
     let request = match read {
         Ok(request) => request,
         Err(refused) => return service.refuse(refused),

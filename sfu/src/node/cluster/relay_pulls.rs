@@ -94,7 +94,11 @@ impl RelayService {
             return;
         }
         let Some(origin) = self.member.peer(node) else {
-            tracing::debug!(room, node, "the node of a room's data is not known here yet");
+            tracing::debug!(
+                room,
+                node,
+                "the node of a room's data is not known here yet"
+            );
             return;
         };
         if let Err(failed) = self.pull_data_from(&origin.url, room, node).await {

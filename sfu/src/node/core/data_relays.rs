@@ -82,7 +82,8 @@ impl NodeCore {
         let id = self.media_relays.outs.get(&to).map(|l| l.id.clone());
         self.sync_data_rooms(to);
         self.arm_relay_tick(now);
-        let pull_back = edge.is_some_and(|e| self.has_participants(room) && self.needs_data(room, e));
+        let pull_back =
+            edge.is_some_and(|e| self.has_participants(room) && self.needs_data(room, e));
         if pull_back {
             self.media_relays.counters.pulls[PullReason::Answer as usize] += 1;
         }
@@ -177,7 +178,11 @@ impl NodeCore {
         }
         link.data_rooms.retain(|d| !ended.contains(&d.tag));
         for tag in ended {
-            tracing::info!(?from, tag, "a room's data relay has nobody on one side any more");
+            tracing::info!(
+                ?from,
+                tag,
+                "a room's data relay has nobody on one side any more"
+            );
             self.media_relays.counters.data_ended += 1;
             self.send_data_ended(from, tag);
         }

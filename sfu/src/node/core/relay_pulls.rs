@@ -235,7 +235,10 @@ impl NodeCore {
     /// Asks for `pull`, unless it was asked less than [`PULL_AGAIN`] ago.
     pub(super) fn ask_pull(&mut self, now: Instant, pull: RelayPull, reason: PullReason) {
         let pulls = &mut self.media_relays.pulls;
-        let recent = pulls.asked.get(&pull).is_some_and(|&at| at + PULL_AGAIN > now);
+        let recent = pulls
+            .asked
+            .get(&pull)
+            .is_some_and(|&at| at + PULL_AGAIN > now);
         if !pulls.on || recent {
             return;
         }

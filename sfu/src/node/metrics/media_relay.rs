@@ -145,7 +145,12 @@ impl RelayFigures {
         let samples = labels.iter().map(String::as_str).zip(c.pulls);
         family(out, Family { name, help, kind }, samples);
         let help = "Pulls the node's queue had no room for (asked again when next wanted).";
-        counter(out, "media_relay_pulls_dropped_total", help, c.pulls_dropped);
+        counter(
+            out,
+            "media_relay_pulls_dropped_total",
+            help,
+            c.pulls_dropped,
+        );
         let help = "Words that a relay's track set changed heard while its pull was asked.";
         counter(out, "media_relay_changes_held_total", help, c.changes_held);
     }
