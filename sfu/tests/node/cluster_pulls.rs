@@ -9,6 +9,7 @@
 use std::time::Instant;
 
 use sfu::node::cluster::memory::MemoryStore;
+use sfu::node::cluster::relay_link;
 
 use crate::cluster_http::InProcess;
 use crate::cluster_rooms::join;
@@ -219,4 +220,38 @@ fn a_publisher_and_its_new_track_are_pulled_on_change_not_at_the_next_heartbeat(
     assert_eq!(b.metric("strata_media_relays{direction=\"in\"}"), Some(1));
     // Each wait above gives up after 15 s: both came well before b's next heartbeat.
     eprintln!("ada pulled by b {pulled:?} after her join, again {renewed:?} after her offer");
+}
+
+#[test]
+fn relay_requests_no_node_of_the_cluster_would_send_are_refused_with_a_reason_and_counted() {
+    let (a, _b) = two_nodes();
+    let now = relay_link::unix_ms();
+    let body = |room: &str, source: &str| {
+        format!(
+            r#"{{"room":"{room}","source":{source},"relay":"127.0.0.1:9","nonce":"00ff","at_ms":{now},"kind":"data","node":"edge"}}"#
+        )
+    };
+    let post = |body: &str, secret: &str| {
+        let tag = relay_link::sign(secret, body.as_bytes());
+        let headers = [
+            ("content-type", "application/json"),
+            (relay_link::AUTH_HEADER, tag.as_str()),
+        ];
+        request_to(&a.http, "POST", "/cluster/relay", &headers, body)
+    };
+    let refused = |reason: &str| {
+        let series = format!("strata_cluster_relay_requests_refused_total{{reason=\"{reason}\"}}");
+        a.metric(&series)
+    };
+    let forged = post(&body("call", "null"), "not the secret");
+    assert_eq!(forged.status, 403);
+    let naming = post(&body("call", r#""alice""#), "s3cret");
+    assert_eq!(naming.status, 400);
+    assert_eq!(naming.body, "a relay of a room's data names no publisher");
+    let spaced = post(&body("a room", "null"), "s3cret");
+    assert_eq!(spaced.status, 400);
+    assert_eq!(spaced.body, "the room's name is not one this node serves");
+    let counted = ["unauthenticated", "data_with_source", "bad_room", "stale"].map(refused);
+    assert_eq!(counted, [Some(1), Some(1), Some(1), Some(0)]);
+    assert_eq!(a.metric("strata_media_data_relays{direction=\"out\"}"), Some(0));
 }

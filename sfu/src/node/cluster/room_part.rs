@@ -160,6 +160,41 @@ mod tests {
     }
 
     #[test]
+    fn a_part_tells_the_relay_of_its_participants_and_publishers_with_tracks() {
+        use crate::node::room_view::TrackView;
+        use rtp_ext::codec::Codec;
+        let view = |name: &str, kind, tracks: usize| ParticipantView {
+            id: ParticipantId(name.len() as u64),
+            name: name.into(),
+            kind,
+            tracks: (0..tracks)
+                .map(|id| TrackView {
+                    id: id as u32,
+                    participant: ParticipantId(1),
+                    kind: Codec::Opus.kind(),
+                    codec: Codec::Opus,
+                    streams: 1,
+                    layers: Vec::new(),
+                    viewers: 0,
+                })
+                .collect(),
+            receiving: 0,
+            channels: Vec::new(),
+        };
+        let mut part = Part {
+            participants: vec![view("cam", "whip", 1), view("reader", "participant", 0)],
+            viewers: 0,
+            candidate: None,
+            speaker: None,
+        };
+        let node = part.node("b");
+        assert_eq!((node.node.as_str(), node.participants), ("b", true));
+        assert_eq!(node.publishers, ["cam"], "the reader publishes nothing");
+        part.participants.pop();
+        assert!(!part.node("b").participants, "a WHIP publisher has no channels");
+    }
+
+    #[test]
     fn a_part_that_is_not_one_is_refused() {
         assert_eq!(Part::read(b"{}"), Err(PartError::NotJson));
         let infinite = br#"{"participants":[],"viewers":0,"speaker":null,
