@@ -253,5 +253,8 @@ fn relay_requests_no_node_of_the_cluster_would_send_are_refused_with_a_reason_an
     assert_eq!(spaced.body, "the room's name is not one this node serves");
     let counted = ["unauthenticated", "data_with_source", "bad_room", "stale"].map(refused);
     assert_eq!(counted, [Some(1), Some(1), Some(1), Some(0)]);
-    assert_eq!(a.metric("strata_media_data_relays{direction=\"out\"}"), Some(0));
+    assert_eq!(
+        a.metric("strata_media_data_relays{direction=\"out\"}"),
+        Some(0)
+    );
 }

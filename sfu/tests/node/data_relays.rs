@@ -8,6 +8,7 @@ use std::time::Duration;
 use sfu::node::core::{
     CoreError, Followed, FollowedNode, RelayPull, RelayRefusal, LINGER, PULL_AGAIN, RELAYS_PER_LINK,
 };
+use sfu::node::peer::PeerId;
 use sfu::node::testing::{join_participant, Harness};
 
 use crate::fixtures::addr;
@@ -18,7 +19,7 @@ const PARTICIPANT: &str =
 const FINGERPRINT: &str = "sha-256 AB:CD";
 
 /// Participant `name` of "room" on `h` (receiving, with a data channel section).
-fn participant(h: &mut Harness, name: &str) {
+fn participant(h: &mut Harness, name: &str) -> PeerId {
     let joined = join_participant(
         &mut h.core,
         h.now,
@@ -26,7 +27,7 @@ fn participant(h: &mut Harness, name: &str) {
         PARTICIPANT,
         (FINGERPRINT, addr(50_000)),
     );
-    joined.expect("a participant");
+    joined.expect("a participant").0
 }
 
 /// The relay of `room`'s data from the pair's origin to its edge, as the edge asks for it:
@@ -143,7 +144,7 @@ fn pulls(h: &mut Harness) -> Vec<RelayPull> {
 #[test]
 fn the_room_state_read_asks_for_what_this_node_lacks_once_a_while() {
     let mut b = crate::fixtures::harness();
-    participant(&mut b, "bo");
+    let bo = participant(&mut b, "bo");
     // A node without the relay asks for nothing.
     b.core
         .follow_room(b.now, "room", Some(far_node(&["alice"])));
@@ -183,6 +184,12 @@ fn the_room_state_read_asks_for_what_this_node_lacks_once_a_while() {
     b.now += PULL_AGAIN;
     b.core.follow_room(b.now, "room", Some(empty));
     assert!(pulls(&mut b).is_empty());
+    // Bo leaves: nothing asked for the room is kept.
+    b.core
+        .follow_room(b.now, "room", Some(far_node(&["alice"])));
+    assert_eq!(pulls(&mut b).len(), 2);
+    b.core.remove_peer(bo).expect("bo was there");
+    assert_eq!(b.core.table_entries(), 0);
 }
 
 #[test]

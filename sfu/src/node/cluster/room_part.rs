@@ -191,7 +191,10 @@ mod tests {
         assert_eq!((node.node.as_str(), node.participants), ("b", true));
         assert_eq!(node.publishers, ["cam"], "the reader publishes nothing");
         part.participants.pop();
-        assert!(!part.node("b").participants, "a WHIP publisher has no channels");
+        assert!(
+            !part.node("b").participants,
+            "a WHIP publisher has no channels"
+        );
     }
 
     #[test]

@@ -57,6 +57,15 @@ pub enum RelayPull {
     },
 }
 
+impl RelayPull {
+    /// The room it is of.
+    pub fn room(&self) -> &str {
+        match self {
+            Self::Publisher { room, .. } | Self::Data { room, .. } => room,
+        }
+    }
+}
+
 /// Why the core asked for a pull, for `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PullReason {
@@ -283,14 +292,15 @@ impl NodeCore {
         relays.pulls.queue.push_back(pull);
     }
 
-    /// Forgets the pulls asked long enough ago to be asked again, and those of rooms gone.
+    /// Forgets the pulls asked long enough ago to be asked again.
     fn prune_asked(&mut self, now: Instant) {
-        let rooms = &self.rooms;
-        self.media_relays.pulls.asked.retain(|pull, at| {
-            let room = match pull {
-                RelayPull::Publisher { room, .. } | RelayPull::Data { room, .. } => room,
-            };
-            *at + PULL_AGAIN > now && rooms.contains_key(room)
-        });
+        let asked = &mut self.media_relays.pulls.asked;
+        asked.retain(|_, at| *at + PULL_AGAIN > now);
+    }
+
+    /// `room` left this core: what was asked for it is forgotten.
+    pub(super) fn forget_pulls(&mut self, room: &str) {
+        let asked = &mut self.media_relays.pulls.asked;
+        asked.retain(|pull, _| pull.room() != room);
     }
 }
