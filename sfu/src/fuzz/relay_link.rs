@@ -5,9 +5,9 @@
 //! reads, and as the protocol of a data channel another node opened on the link.
 
 use crate::node::cluster::relay_link::{
-    read_request, sign, LinkError, RelayAnswer, REQUEST_LIFETIME,
+    read_request, sign, LinkError, RelayAnswer, RelayKind, REQUEST_LIFETIME,
 };
-use crate::node::core::{bye_ssrcs, changed_tags, link_data, write_link_data};
+use crate::node::core::{bye_ssrcs, changed_tags, data_ended_tags, link_data, write_link_data};
 use crate::node::datachannel::relay::{link_protocol, parse_link_protocol};
 
 /// The cluster secret the bodies are signed with.
@@ -17,9 +17,11 @@ pub const RELAY_NOW_MS: u64 = 1_700_000_000_000;
 
 /// `relay_link`: see the module.
 pub fn relay_link(data: &[u8]) {
-    // The link's own RTCP as an end reads it once authenticated: BYEs and "changed" packets.
+    // The link's own RTCP as an end reads it once authenticated: BYEs, "changed" and "data
+    // ended" packets.
     assert!(bye_ssrcs(data).len() <= data.len() / 4);
     assert!(changed_tags(data).len() <= data.len() / 12);
+    assert!(data_ended_tags(data).len() <= data.len() / 12);
     let mut again = Vec::new();
     let carried: Vec<&[u8]> = link_data(data).filter_map(Result::ok).collect();
     for &sctp in &carried {
@@ -37,6 +39,8 @@ pub fn relay_link(data: &[u8]) {
     if let Ok(request) = read_request(RELAY_SECRET, data, &tag, RELAY_NOW_MS) {
         let lifetime = REQUEST_LIFETIME.as_millis() as u64;
         assert!(request.at_ms.abs_diff(RELAY_NOW_MS) <= lifetime);
+        assert!(request.kind == RelayKind::Publisher || request.source.is_none());
+        assert!(request.node.iter().all(|n| (1..=64).contains(&n.len())));
     }
     let forged = read_request("another secret", data, &tag, RELAY_NOW_MS);
     assert_eq!(forged, Err(LinkError::Unauthenticated));

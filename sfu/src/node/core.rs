@@ -14,15 +14,20 @@
 //! for conference participants; `speakers.rs` picks who speaks; `wire.rs` and `dtls.rs` are
 //! the datagrams in and out; `views.rs` and `stats.rs` read the state for signaling and
 //! `/metrics`; `followed.rs` holds a clustered room's parts on the other nodes, as handed in.
+//! The media relay between nodes is `relay*.rs` (links, their datagrams, their data channel
+//! associations, renewals, and what the edge asks its node to pull) and `data_relays.rs`
+//! (relays of a room's data alone).
 
 mod conference;
 mod data;
+mod data_relays;
 mod dtls;
 #[cfg(test)]
 mod dtls_tests;
 mod followed;
 mod relay;
 mod relay_data;
+mod relay_pulls;
 mod relay_renew;
 mod relay_wire;
 mod room;
@@ -54,13 +59,15 @@ use crate::engine::rtcp::WallClock;
 use crate::engine::{DownTrackId, Event, Router, RouterConfig, TransportId};
 
 pub use self::conference::{Negotiated, ParticipantOffer, Sending, MAX_NAME_BYTES};
-pub use self::followed::{Followed, LocalPart};
+pub use self::data_relays::DataRelayed;
+pub use self::followed::{Followed, FollowedNode, LocalPart};
 pub use self::relay::{
-    LinkQuality, NewLink, RelayCounters, RelayOffer, RelayRefusal, RoomRelays, KEEPALIVE, LINGER,
+    LinkQuality, NewLink, RelayCounters, RelayOffer, RelayRefusal, KEEPALIVE, LINGER,
     LINKS_PER_NODE, LINK_TIMEOUT, RELAYS_PER_LINK,
 };
 pub use self::relay_data::{link_data, write_link_data, LinkDataError};
-pub use self::relay_wire::{bye_ssrcs, changed_tags};
+pub use self::relay_pulls::{PullReason, RelayPull, RoomRelays, PULL_AGAIN};
+pub use self::relay_wire::{bye_ssrcs, changed_tags, data_ended_tags};
 pub use self::sessions::Resource;
 pub use self::speakers::SPEAKER_INTERVAL;
 pub use self::wire::MAX_DATAGRAM;

@@ -18,7 +18,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
 use super::batch::{self, Batch, RecvBatch, Segmentation};
-use super::core::{CoreError, NodeCore, MAX_DATAGRAM};
+use super::core::{CoreError, NodeCore, RelayPull, MAX_DATAGRAM};
 use super::event_queue::{event_queue, Closed, EventReceiver, EventSender};
 use super::memory;
 use super::metrics::{DropReason, Snapshot};
@@ -78,6 +78,8 @@ pub struct Worker {
     /// Datagrams the reader dropped because this worker's queue was full, not yet counted;
     /// `None` for the only worker, which reads the socket itself.
     handoff_lost: Option<Arc<AtomicU64>>,
+    /// Where the core's pulls go: the relay between nodes, on a node that has it.
+    pulls: Option<mpsc::Sender<RelayPull>>,
 }
 
 impl Worker {
@@ -122,6 +124,23 @@ impl Worker {
                 if closed == Closed::Behind {
                     self.core.count_dropped(DropReason::EventStreamBehind, 1);
                 }
+            }
+        }
+    }
+
+    /// The core's pulls to the relay between nodes, never waiting: one the relay's queue has
+    /// no room for is counted, and the core asks for it again when next wanted.
+    fn hand_pulls(&mut self) {
+        while let Some(pull) = self.core.poll_relay_pull() {
+            let Some(pulls) = &self.pulls else {
+                continue;
+            };
+            if let Err(refused) = pulls.try_send(pull) {
+                let pull = match refused {
+                    mpsc::error::TrySendError::Full(pull)
+                    | mpsc::error::TrySendError::Closed(pull) => pull,
+                };
+                self.core.relay_pull_dropped(&pull);
             }
         }
     }
@@ -195,6 +214,7 @@ impl MediaLoop {
                 core,
                 event_streams: HashMap::new(),
                 handoff_lost: None,
+                pulls: None,
             },
             segmentation: Arc::new(Segmentation::new(batch::kernel_segments(&*socket))),
             socket,
@@ -220,6 +240,14 @@ impl MediaLoop {
     /// shares (the node's `udp_gso` setting, and a refusal met by any of them).
     pub fn with_segmentation(mut self, segmentation: Arc<Segmentation>) -> Self {
         self.segmentation = segmentation;
+        self
+    }
+
+    /// The same loop handing what its core asks to pull from other nodes to `pulls` (the
+    /// relay between nodes), which turns the core's pulls on.
+    pub fn with_pulls(mut self, pulls: mpsc::Sender<RelayPull>) -> Self {
+        self.worker.core.enable_relay_pulls();
+        self.worker.pulls = Some(pulls);
         self
     }
 
@@ -352,6 +380,7 @@ impl MediaLoop {
             self.reaped += 1;
         }
         worker.deliver_session_events();
+        worker.hand_pulls();
     }
 }
 

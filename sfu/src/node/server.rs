@@ -17,6 +17,7 @@ use super::cluster::http::Door;
 use super::cluster::member::Identity;
 use super::cluster::redis::RedisStore;
 use super::cluster::relay_http::{self, RelayService};
+use super::cluster::relay_pulls;
 use super::cluster::{drain, heartbeat, room_feed, ClusterConfig, ClusterStore, Member};
 use super::config::{ConfigError, NodeConfig};
 use super::core::NodeCore;
@@ -148,6 +149,10 @@ pub async fn serve_with(
     let relays = RelayHosts::resolve(&config.ice_servers);
     let mut handles = Vec::with_capacity(workers);
     let mut media = JoinSet::new();
+    // The relay between nodes takes what the cores ask to pull, on a clustered node with a
+    // secret.
+    let relaying = store.is_some() && config.cluster.secret.is_some();
+    let (pulls, pulled) = relay_pulls::pull_queue();
     for worker in 0..workers {
         let mut core = NodeCore::new(router, config.peer_timeout())
             .with_limits(config.limits)
@@ -165,6 +170,9 @@ pub async fn serve_with(
         if let Some(shard) = shard {
             media_loop = media_loop.with_shard(shard);
         }
+        if relaying {
+            media_loop = media_loop.with_pulls(pulls.clone());
+        }
         if let (Some(_), Some(inbox)) = (&tcp, tcp_inboxes.next()) {
             let links = links.clone();
             media_loop = media_loop.with_tcp(TcpPart { inbox, links });
@@ -172,6 +180,8 @@ pub async fn serve_with(
         media.spawn(media_loop.run());
         handles.push(handle);
     }
+    // The queue closes with the media loops.
+    drop(pulls);
     let reader = reader.map(|reader| tokio::spawn(reader.run(socket.clone())));
     let candidate = SocketAddr::new(config.announced_ip(), udp_addr.port());
     let tcp_stats = Arc::new(TcpStats::default());
@@ -247,6 +257,7 @@ pub async fn serve_with(
                 member.clone(),
             ));
             signaling.set_relay(Arc::downgrade(&service));
+            tokio::spawn(relay_pulls::serve(Arc::downgrade(&service), pulled));
             tracing::info!(%relay, "relaying media between nodes");
             app.merge(relay_http::routes(service))
         }

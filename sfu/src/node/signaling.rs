@@ -478,6 +478,12 @@ impl Signaling {
         Ok(gathered)
     }
 
+    /// Whether `room` is a name this node serves (its limits take it): another node's
+    /// request for the room's data names it.
+    pub fn serves_room(&self, room: &str) -> bool {
+        self.config.limits.check_room_name(room).is_ok()
+    }
+
     /// The media relay between nodes, when this node has one.
     pub fn relay(&self) -> Option<Arc<RelayService>> {
         self.relay.get().and_then(Weak::upgrade)

@@ -5,6 +5,7 @@
 //! the edge ends it (a BYE the origin must authenticate) after its linger once the viewer
 //! left.
 
+use crate::data_client::DataClient;
 use crate::http_node::{metric, node_with_config, wait_for_metric, Node, SDP};
 use crate::redis::Redis;
 
@@ -132,6 +133,35 @@ fn redis_a_conference_of_four_on_two_nodes_relays_each_nodes_two_to_the_other_on
             metric(&node.http, "strata_publishers"),
             Some(2),
             "the relay-ins"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs redis-server: .ci/run runs it (-- --ignored redis_)"]
+fn redis_data_only_participants_on_two_nodes_hear_each_other_over_relays_of_the_rooms_data() {
+    let redis = Redis::start();
+    let (a, b) = two_nodes(&redis, ["s3cret", "s3cret"]);
+    let ada = DataClient::join(&a.http, "call", "ada");
+    ada.connected();
+    // Ada is in the room's state (a's part written, at its next look) before bo joins.
+    wait_for_metric(&a.http, "strata_cluster_room_notices_sent_total", 1);
+    let bo = DataClient::join(&b.http, "call", "bo");
+    ada.greet(0, "chat", "hello from ada");
+    bo.greet(0, "chat", "hello from bo");
+    bo.wait_for("hello from ada");
+    ada.wait_for("hello from bo");
+    for node in [&a, &b] {
+        let data = |direction: &str| {
+            metric(
+                &node.http,
+                &format!("strata_media_data_relays{{direction=\"{direction}\"}}"),
+            )
+        };
+        assert_eq!((data("out"), data("in")), (Some(1), Some(1)));
+        assert_eq!(
+            (relays(node, "out"), relays(node, "in")),
+            (Some(0), Some(0))
         );
     }
 }

@@ -332,8 +332,9 @@ fn a_clustered_rooms_speaker_is_its_homes_and_the_nodes_own_a_candidate() {
         after: Vec::new(),
         viewers: 2,
         speaker: Some(far.id),
+        nodes: Vec::new(),
     };
-    c.core.follow_room(ROOM, Some(followed.clone()));
+    c.core.follow_room(c.now, ROOM, Some(followed.clone()));
     c.settle();
     // What participant 4 heard of the room's members and speaker (media's events aside).
     let heard = |c: &Conference| -> Vec<SessionEvent> {
@@ -375,7 +376,7 @@ fn a_clustered_rooms_speaker_is_its_homes_and_the_nodes_own_a_candidate() {
     assert_eq!((room.participants.len(), room.viewers), (4, 2));
     assert_eq!(room.dominant_speaker, Some(far.id));
     // Far's node is gone: far leaves, and the node's own speaker is the room's again.
-    c.core.follow_room(ROOM, None);
+    c.core.follow_room(c.now, ROOM, None);
     c.settle();
     assert_eq!(
         heard(&c)[told..],

@@ -82,9 +82,27 @@ fn relay_link_seeds() -> Seeds {
         .into_bytes()
     };
     let answer = r#"{"relay":"10.0.0.1:50000","nonce":"ab","name":"alice","tracks":[{"mid":"1","codec":"AV1","clock_rate":90000,"streams":[[161,162]],"dd_ext_id":11,"audio_level_ext_id":null,"fmtp":""}],"codecs":[{"codec":"AV1","fmtp":""}]}"#;
+    // An edge's receiver report, then its APP packet `STDE` ending the data relay tagged 1.
+    let data_ended = [
+        0x80, 201, 0, 1, 0x53, 0x54, 0x4c, 0x45, 0x80, 204, 0, 2, 0, 0, 0, 1, b'S', b'T', b'D',
+        b'E',
+    ];
+    let data_request = |extra: &str| {
+        format!(
+            r#"{{"room":"room","source":{extra},"relay":"10.0.0.2:50000","nonce":"00ff","at_ms":{},"kind":"data","node":"edge-1:8080"}}"#,
+            fuzz::RELAY_NOW_MS
+        )
+        .into_bytes()
+    };
     vec![
         ("request", request(fuzz::RELAY_NOW_MS)),
         ("stale_request", request(fuzz::RELAY_NOW_MS - 60_000)),
+        ("data_request", data_request("null")),
+        (
+            "data_request_naming_a_publisher",
+            data_request(r#""alice""#),
+        ),
+        ("data_ended", data_ended.to_vec()),
         ("answer", answer.as_bytes().to_vec()),
         ("data", data),
         ("protocol", protocol.into_bytes()),

@@ -5,7 +5,9 @@
 use selector::Layer;
 use sfu::engine::TrackId;
 use sfu::engine::{StreamConfig, StreamIds, TrackConfig};
-use sfu::node::core::{CoreError, RelayCounters, RelayRefusal, LINKS_PER_NODE};
+use sfu::node::core::{
+    CoreError, PullReason, RelayCounters, RelayPull, RelayRefusal, LINKS_PER_NODE,
+};
 use sfu::node::metrics::DropReason;
 use sfu::node::participant::{Choice, NamedTrack, ParticipantId};
 use sfu::node::peer::{IceCredentials, Join, PeerId, Role, Viewer};
@@ -328,12 +330,28 @@ fn a_stream_bound_after_the_relay_started_is_announced_and_relayed_once_the_edge
     assert!(pair.b.media_to(addr(6001)).is_empty());
     assert!(pair.b.core.relay_room("room").renew.is_empty());
 
-    // The origin's keepalive tells the edge, whose node asks again on the same link.
-    pair.run(std::time::Duration::from_millis(250), 3, false);
+    // The origin's keepalive tells the edge, whose node asks again on the same link: once,
+    // however many keepalives tell it meanwhile.
+    pair.b.core.enable_relay_pulls();
+    pair.run(std::time::Duration::from_millis(250), 6, false);
     assert_eq!(
         pair.b.core.relay_room("room").renew,
         vec!["alice".to_owned()]
     );
+    let asked: Vec<RelayPull> = std::iter::from_fn(|| pair.b.core.poll_relay_pull()).collect();
+    let alice = RelayPull::Publisher {
+        room: "room".into(),
+        name: "alice".into(),
+        node: None,
+    };
+    assert_eq!(
+        asked,
+        [alice],
+        "the room is not followed: its node is the directory's"
+    );
+    let counters = pair.b.core.relay_counters();
+    assert_eq!(counters.pulls[PullReason::Changed as usize], 1);
+    assert!(counters.changes_held >= 1, "told again while asked");
     pair.relay(Some("alice"), &edge_keys)
         .expect("alice relayed again");
     assert_eq!(pair.b.core.relay_count(), (0, 1), "the relay-in replaced");

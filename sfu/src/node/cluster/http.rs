@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::member::Member;
 use super::placement::Placement;
+use super::relay_link::LinkError;
 use super::store::Registration;
 use crate::node::auth::Grant;
 use crate::node::http::caller;
@@ -160,6 +161,17 @@ pub fn render(member: &Member, out: &mut String) {
         "cluster_room_notices_received_total",
         received,
         received_n,
+    );
+    // An answer's track is the edge's to refuse: never a request's.
+    let refused = LinkError::LABELS.into_iter().zip(&c.relay_refused);
+    let refused = refused.filter(|(reason, _)| *reason != "bad_track");
+    by_reason(
+        out,
+        "cluster_relay_requests_refused_total",
+        "Requests of other nodes' relays refused before a relay was looked at: not signed \
+         with the cluster's secret, too old, malformed, a relay of a room's data naming a \
+         publisher, a bad node id, a room's name this node does not serve.",
+        refused.map(|(reason, n)| (reason, load(n))),
     );
     let epochs = "Boot epochs taken (the first registration and each after a lapse).";
     counter(out, "cluster_epochs_total", epochs, load(&c.epochs));

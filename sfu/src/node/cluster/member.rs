@@ -18,7 +18,9 @@ use tokio::time::Instant;
 
 use super::directory::to_pull;
 use super::placement::{elsewhere, preferred_home, Placement};
+use super::room_part::Part;
 use super::store::{ClusterStore, Load, NodeRef, NodeState, Registration, StoreError};
+use crate::node::core::FollowedNode;
 
 /// Who this node is to the other nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +96,9 @@ pub(super) struct Counters {
     pub(super) notices_refused: AtomicU64,
     /// ... and the subscription to them failed or lost.
     pub(super) subscription_lost: AtomicU64,
+    /// Relay requests refused before they reached a core, by reason (in
+    /// [`LinkError::LABELS`](super::relay_link::LinkError::LABELS)' order).
+    pub(super) relay_refused: [AtomicU64; 7],
 }
 
 /// The member's state at a glance, for `/metrics`.
@@ -407,6 +412,30 @@ impl Member {
                 Some((registration.clone(), name))
             })
             .collect())
+    }
+
+    /// The node `node` as the last heartbeat read it, while its registration may stand.
+    pub fn peer(&self, node: &str) -> Option<Registration> {
+        self.peers().into_iter().find(|r| r.node == node)
+    }
+
+    /// What each other live node holds of `room`, from its part of the room's state in the
+    /// store (under the room's live home): whom a participant joining here pulls from. Parts
+    /// that do not read are left out (the room feed counts them).
+    pub async fn room_nodes(
+        &self,
+        room: &str,
+    ) -> Result<Vec<(Registration, FollowedNode)>, StoreError> {
+        let Some(parts) = self.store.read_parts(room).await? else {
+            return Ok(Vec::new());
+        };
+        let peers = self.peers();
+        let nodes = parts.parts.into_iter().filter_map(|(node, json)| {
+            let registration = peers.iter().find(|r| r.node == node)?;
+            let part = Part::read(json.as_bytes()).ok()?;
+            Some((registration.clone(), part.node(&node)))
+        });
+        Ok(nodes.collect())
     }
 
     /// This boot, while its lease holds.

@@ -17,7 +17,8 @@
 //!   it changed; [`redis_notices`]: the Redis store's subscription to the notices.
 //! - [`relay_link`]: the media relay's control channel: its requests, answers and link keys;
 //!   [`relay_http`]: the origin's route and the edge's request to it; [`relay_follow`]: the
-//!   rooms followed through the directory, conference participants' pulls.
+//!   rooms followed through the directory, conference participants' pulls; [`relay_pulls`]:
+//!   the pulls the media loops' cores ask for, made as they come.
 
 pub mod directory;
 pub mod drain;
@@ -32,6 +33,7 @@ pub mod redis_notices;
 pub mod relay_follow;
 pub mod relay_http;
 pub mod relay_link;
+pub mod relay_pulls;
 pub mod room_feed;
 pub mod room_part;
 pub mod settings;

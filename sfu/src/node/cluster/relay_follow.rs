@@ -1,17 +1,20 @@
 //! The media relay following rooms through the cluster's [`directory`](super::directory):
 //! every heartbeat, a node lists the publishers it hosts, and pulls into each room someone
-//! here receives the publishers other nodes host there and this node lacks; a participant
-//! joining pulls them at once. So a conference spread over nodes has every participant
-//! receive every other, a publisher arriving later on another node within two heartbeats. A
-//! relay whose origin said its track set changed is pulled again at the next beat.
+//! here receives the publishers other nodes host there and this node lacks, and again those
+//! whose origin said their track set changed. That is the safety net: a node pulls on change
+//! (a publisher the room's state shows, a changed track set, another node's participants,
+//! see `relay_pulls.rs`), and a participant joining pulls at once, before its answer, what
+//! the room's state (its parts in the store, fresher than the directory) and the directory
+//! name: the publishers it lacks and the data of every other node with participants there.
 //!
 //! The directory is polled rather than subscribed to: the heartbeat already talks to the
-//! store once a beat, a poll needs no connection held open nor a feed to resume after a
-//! partition, and a beat (a second by default) is within what a participant joining waits.
+//! store once a beat, and a poll needs no connection held open nor a feed to resume after a
+//! partition.
 
 use std::sync::Arc;
 
 use super::relay_http::RelayService;
+use super::store::Registration;
 use crate::node::core::RoomRelays;
 
 impl RelayService {
@@ -34,41 +37,67 @@ impl RelayService {
             }
             for room in rooms.iter().filter(|r| r.receiving) {
                 service
-                    .pull_missing(&room.room, &room.present, &room.renew)
+                    .pull_missing(&room.room, &room.present, &room.renew, Vec::new())
                     .await;
             }
         });
     }
 
     /// Before a participant joins `room`: the room's publishers on other nodes relayed here
-    /// first, so that its answer has them.
+    /// first, so that its answer has them, and the data of the other nodes' participants, so
+    /// that what they write reaches it from the start.
     pub async fn pull_room(&self, room: &str) {
         let name = room.to_owned();
         let here = self
             .signaling
             .ask_room(room, move |worker, _| worker.core.relay_room(&name).present)
             .await;
-        if let Ok(here) = here {
-            self.pull_missing(room, &here, &[]).await;
+        let Ok(here) = here else {
+            return;
+        };
+        let nodes = self.member.room_nodes(room).await.unwrap_or_else(|failed| {
+            tracing::warn!(room, %failed, "the room's parts were not read");
+            Vec::new()
+        });
+        let shown = nodes.iter().flat_map(|(origin, node)| {
+            let names = node.publishers.iter();
+            names.map(|name| (origin.clone(), name.clone()))
+        });
+        self.pull_missing(room, &here, &[], shown.collect()).await;
+        for (origin, _) in nodes.iter().filter(|(_, node)| node.participants) {
+            self.pull_data(room, &origin.node).await;
         }
     }
 
-    /// Pulls each publisher of `room` another node hosts and `here` lacks, each checked again
-    /// under the pull's lock (a viewer may have pulled it meanwhile), and again those of
-    /// `renew` (relayed here, their track set changed since).
-    async fn pull_missing(&self, room: &str, here: &[String], renew: &[String]) {
+    /// Pulls each publisher of `room` that another node hosts (as the directory lists it, or
+    /// as `shown` by the room's state) and `here` lacks, each checked again under the pull's
+    /// lock (a viewer may have pulled it meanwhile), and again those of `renew` (relayed
+    /// here, their track set changed since).
+    async fn pull_missing(
+        &self,
+        room: &str,
+        here: &[String],
+        renew: &[String],
+        shown: Vec<(Registration, String)>,
+    ) {
         let here: Vec<String> = here
             .iter()
             .filter(|n| !renew.contains(n))
             .cloned()
             .collect();
-        let wanted = match self.member.hosted_elsewhere(room, &here).await {
-            Ok(wanted) => wanted,
-            Err(failed) => {
-                tracing::warn!(room, %failed, "the room directory was not read");
-                return;
+        let mut wanted = shown;
+        match self.member.hosted_elsewhere(room, &here).await {
+            Ok(listed) => wanted.extend(listed),
+            Err(failed) => tracing::warn!(room, %failed, "the room directory was not read"),
+        }
+        let mut seen: Vec<String> = here;
+        wanted.retain(|(_, name)| match seen.contains(name) {
+            true => false,
+            false => {
+                seen.push(name.clone());
+                true
             }
-        };
+        });
         for (origin, name) in wanted {
             let _one_at_a_time = self.pulling.lock().await;
             if !renew.contains(&name) && !self.needs_relay(room, Some(&name)).await {

@@ -1,9 +1,10 @@
 //! The media relay over HTTP between nodes: the origin's route (`POST /cluster/relay`), and
-//! the edge's request to it when a viewer comes for a room whose publisher is on another node
-//! (the one the room directory names, or else the room's home). See [`relay_link`](super::relay_link) for what they carry and how it is
+//! the edge's request to it for a publisher on another node (the one the room's state or
+//! directory names, or else the room's home) or for the data of a room's participants there. See [`relay_link`](super::relay_link) for what they carry and how it is
 //! authenticated, and the core's `relay` module for the link itself.
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,10 +19,11 @@ use tokio::net::TcpStream;
 
 use super::member::Member;
 use super::relay_link::{
-    link_keys, nonce, read_request, sign, unix_ms, verify, RelayAnswer, RelayRequest, AUTH_HEADER,
-    MAX_BODY,
+    link_keys, nonce, read_request, sign, unix_ms, verify, LinkError, RelayAnswer, RelayKind,
+    RelayRequest, AUTH_HEADER, MAX_BODY,
 };
-use crate::node::core::{CoreError, NewLink, RelayRefusal};
+use crate::node::core::{CoreError, NewLink, NodeCore, RelayOffer, RelayRefusal};
+use crate::node::media_loop::LoopGone;
 use crate::node::remote::Remote;
 use crate::node::signaling::Signaling;
 use crate::node::srtp::session;
@@ -60,7 +62,8 @@ pub fn routes(service: Arc<RelayService>) -> Router {
 }
 
 /// `POST /cluster/relay` on the origin: an authenticated edge's request starts the relay of a
-/// publisher of the room here; the answer, signed, says what the edge publishes.
+/// publisher of the room here, or of the room's data; the answer, signed, says what the edge
+/// publishes.
 pub async fn route(
     State(service): State<Arc<RelayService>>,
     headers: HeaderMap,
@@ -70,40 +73,31 @@ pub async fn route(
         .get(AUTH_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    let request = match read_request(&service.secret, &body, tag, unix_ms()) {
+    let read =
+        read_request(&service.secret, &body, tag, unix_ms()).and_then(|request| {
+            match request.kind == RelayKind::Data && !service.signaling.serves_room(&request.room) {
+                true => Err(LinkError::BadRoom),
+                false => Ok(request),
+            }
+        });
+    let request = match read {
         Ok(request) => request,
-        Err(refused) => {
-            tracing::warn!(%refused, "a relay request refused");
-            return (StatusCode::FORBIDDEN, refused.to_string()).into_response();
-        }
+        Err(refused) => return service.refuse(refused),
     };
     let origin_nonce = nonce();
     let keys = link_keys(&service.secret, &request.nonce, &origin_nonce, true);
     let Ok(srtp) = session(&keys) else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    let to = Remote::Udp(request.relay);
     let link = NewLink {
         id: origin_nonce,
         srtp: Box::new(srtp),
     };
-    let RelayRequest {
-        room,
-        source,
-        links,
-        ..
-    } = request;
-    let room_name = room.clone();
-    let offer = service
-        .signaling
-        .ask_room(&room, move |worker, now| {
-            let source = source.as_deref();
-            worker
-                .core
-                .relay_out(now, &room_name, source, to, &links, link)
-        })
-        .await;
-    let (offer, link) = match offer {
+    let relayed = match request.kind {
+        RelayKind::Publisher => service.relay_publisher(request, link).await,
+        RelayKind::Data => service.relay_data(request, link).await,
+    };
+    let (offer, link) = match relayed {
         Ok(Ok(relayed)) => relayed,
         Ok(Err(refused)) => return refusal(&refused).into_response(),
         Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
@@ -145,7 +139,78 @@ pub enum PullError {
     Refused(String),
 }
 
+/// What the origin's core answers a relay request: the edge's offer and the link's id.
+type Relayed = Result<Result<(RelayOffer, String), CoreError>, LoopGone>;
+
 impl RelayService {
+    /// A request refused before it reached a core: counted by reason, `403` when it is not
+    /// the cluster's (unsigned, or too old), `400` for what a node of it would not send.
+    fn refuse(&self, refused: LinkError) -> Response {
+        tracing::warn!(%refused, "a relay request refused");
+        let counted = &self.member.counters().relay_refused[refused as usize];
+        counted.fetch_add(1, Ordering::Relaxed);
+        let status = match refused {
+            LinkError::Unauthenticated | LinkError::Stale => StatusCode::FORBIDDEN,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        (status, refused.to_string()).into_response()
+    }
+
+    /// The origin's end of a publisher's relay the edge asked for.
+    async fn relay_publisher(&self, request: RelayRequest, link: NewLink) -> Relayed {
+        let to = Remote::Udp(request.relay);
+        let RelayRequest {
+            room,
+            source,
+            links,
+            ..
+        } = request;
+        let room_name = room.clone();
+        self.signaling
+            .ask_room(&room, move |worker, now| {
+                let source = source.as_deref();
+                worker
+                    .core
+                    .relay_out(now, &room_name, source, to, &links, link)
+            })
+            .await
+    }
+
+    /// The origin's end of a relay of a room's data the edge asked for: an offer of no
+    /// tracks, under the relay's tag. The edge's own data is pulled in turn first when this
+    /// node's core asks for it.
+    async fn relay_data(self: &Arc<Self>, request: RelayRequest, link: NewLink) -> Relayed {
+        let to = Remote::Udp(request.relay);
+        let RelayRequest {
+            room, links, node, ..
+        } = request;
+        let (room_name, edge) = (room.clone(), node.clone());
+        let relayed = self
+            .signaling
+            .ask_room(&room, move |worker, now| {
+                let edge = edge.as_deref();
+                worker
+                    .core
+                    .relay_data_out(now, &room_name, to, &links, link, edge)
+            })
+            .await?;
+        let relayed = match relayed {
+            Ok(relayed) => relayed,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        if let Some(node) = node.filter(|_| relayed.pull_back) {
+            self.pull_back(&room, &node).await;
+        }
+        let offer = RelayOffer {
+            name: None,
+            participant: None,
+            tracks: Vec::new(),
+            codecs: Vec::new(),
+            tag: relayed.tag,
+        };
+        Ok(Ok((offer, relayed.link)))
+    }
+
     /// The relay of a node of `member`'s cluster, whose media address is `relay`.
     pub fn new(
         secret: String,
@@ -208,39 +273,12 @@ impl RelayService {
         room: &str,
         source: Option<&str>,
     ) -> Result<(), PullError> {
-        // Every worker's: a link another worker holds is named, so the origin does not take
-        // it for one this node forgot.
-        let links = self
-            .signaling
-            .ask_every(|worker, _| worker.core.links_in())
-            .await
-            .map_err(|_| PullError::Io("the media loop stopped".into()))?;
-        let request = RelayRequest {
-            room: room.to_owned(),
-            source: source.map(str::to_owned),
-            relay: self.relay,
-            nonce: nonce(),
-            links,
-            at_ms: unix_ms(),
-        };
-        let body = serde_json::to_vec(&request).map_err(|e| PullError::Io(e.to_string()))?;
-        let (tag, body) =
-            tokio::time::timeout(ANSWER_TIMEOUT, post_signed(url, &self.secret, body))
-                .await
-                .map_err(|_| PullError::Io("timed out".into()))??;
-        verify(&self.secret, &body, &tag).map_err(|e| PullError::Refused(e.to_string()))?;
-        let answer: RelayAnswer =
-            serde_json::from_slice(&body).map_err(|e| PullError::Refused(e.to_string()))?;
+        let request = self.request(room, source).await?;
+        let (answer, link, from) = self.ask_origin(url, &request).await?;
         let offer = answer
             .offer()
             .map_err(|e| PullError::Refused(e.to_string()))?;
-        let keys = link_keys(&self.secret, &request.nonce, &answer.nonce, false);
-        let srtp = session(&keys).map_err(|e| PullError::Refused(e.to_string()))?;
-        let link = NewLink {
-            id: answer.nonce,
-            srtp: Box::new(srtp),
-        };
-        let (room_name, from) = (room.to_owned(), Remote::Udp(answer.relay));
+        let room_name = room.to_owned();
         let (link_id, named) = (link.id.clone(), offer.ssrcs().first().copied());
         let added = self
             .signaling
@@ -253,14 +291,97 @@ impl RelayService {
             (&added, named)
         {
             // The origin put the relay on the link another worker holds: it ends there.
-            let ended = self.signaling.ask_every(move |worker, _| {
-                worker.core.end_relay_on_link(from, &link_id, ssrc);
-                Vec::<()>::new()
-            });
-            let _ = ended.await;
+            self.on_every_core(move |core| core.end_relay_on_link(from, &link_id, ssrc))
+                .await;
         }
         added.map_err(|e| PullError::Refused(e.to_string()))?;
         Ok(())
+    }
+
+    /// Asks the origin of node `node` at `url` for the data of `room`'s participants there,
+    /// relayed here on the link the two share (or a new one).
+    pub(super) async fn pull_data_from(
+        &self,
+        url: &str,
+        room: &str,
+        node: &str,
+    ) -> Result<(), PullError> {
+        let request = RelayRequest {
+            kind: RelayKind::Data,
+            node: Some(self.member.identity().node.clone()),
+            ..self.request(room, None).await?
+        };
+        let (answer, link, from) = self.ask_origin(url, &request).await?;
+        let (room_name, node_name) = (room.to_owned(), node.to_owned());
+        let (link_id, tag) = (link.id.clone(), answer.tag);
+        let added = self
+            .signaling
+            .ask_room(room, move |worker, now| {
+                let of = (room_name.as_str(), node_name.as_str());
+                worker.core.relay_data_in(now, of, from, link, tag)
+            })
+            .await
+            .map_err(|_| PullError::Io("the media loop stopped".into()))?;
+        if let Err(CoreError::RelayRefused(RelayRefusal::OtherWorker)) = &added {
+            self.on_every_core(move |core| core.end_data_on_link(from, &link_id, tag))
+                .await;
+        }
+        added.map_err(|e| PullError::Refused(e.to_string()))
+    }
+
+    /// A request for `room`'s publisher `source` (or its first), naming every worker's links
+    /// in: a link another worker holds is named, so the origin does not take it for one this
+    /// node forgot.
+    async fn request(&self, room: &str, source: Option<&str>) -> Result<RelayRequest, PullError> {
+        let links = self
+            .signaling
+            .ask_every(|worker, _| worker.core.links_in())
+            .await
+            .map_err(|_| PullError::Io("the media loop stopped".into()))?;
+        Ok(RelayRequest {
+            room: room.to_owned(),
+            source: source.map(str::to_owned),
+            relay: self.relay,
+            nonce: nonce(),
+            links,
+            at_ms: unix_ms(),
+            kind: RelayKind::Publisher,
+            node: None,
+        })
+    }
+
+    /// `request` sent to the origin at `url`, signed, and its answer read once signed: the
+    /// answer, the link the relay comes on should it be new, and where the origin's end is.
+    async fn ask_origin(
+        &self,
+        url: &str,
+        request: &RelayRequest,
+    ) -> Result<(RelayAnswer, NewLink, Remote), PullError> {
+        let body = serde_json::to_vec(request).map_err(|e| PullError::Io(e.to_string()))?;
+        let (tag, body) =
+            tokio::time::timeout(ANSWER_TIMEOUT, post_signed(url, &self.secret, body))
+                .await
+                .map_err(|_| PullError::Io("timed out".into()))??;
+        verify(&self.secret, &body, &tag).map_err(|e| PullError::Refused(e.to_string()))?;
+        let answer: RelayAnswer =
+            serde_json::from_slice(&body).map_err(|e| PullError::Refused(e.to_string()))?;
+        let keys = link_keys(&self.secret, &request.nonce, &answer.nonce, false);
+        let srtp = session(&keys).map_err(|e| PullError::Refused(e.to_string()))?;
+        let link = NewLink {
+            id: answer.nonce.clone(),
+            srtp: Box::new(srtp),
+        };
+        let from = Remote::Udp(answer.relay);
+        Ok((answer, link, from))
+    }
+
+    /// `act` on every worker's core, one after the other.
+    async fn on_every_core(&self, act: impl Fn(&mut NodeCore) + Clone + Send + 'static) {
+        let done = self.signaling.ask_every(move |worker, _| {
+            act(&mut worker.core);
+            Vec::<()>::new()
+        });
+        let _ = done.await;
     }
 }
 

@@ -54,6 +54,45 @@ pub enum LinkError {
     /// A track the edge could not publish: an unknown codec, too many streams or tracks.
     #[error("a relayed track is not one the node can publish")]
     BadTrack,
+    /// A request for a room's data that names a publisher: it relays none.
+    #[error("a relay of a room's data names no publisher")]
+    DataWithSource,
+    /// A node id that is empty, longer than 64 bytes or not printable ASCII.
+    #[error("the edge's node id is not 1 to 64 printable ASCII characters")]
+    BadNode,
+    /// A room's name this node would not serve (see `limits.room_name_bytes`).
+    #[error("the room's name is not one this node serves")]
+    BadRoom,
+}
+
+impl LinkError {
+    /// Each refusal's label for `/metrics`, in the variants' order.
+    pub const LABELS: [&'static str; 7] = [
+        "unauthenticated",
+        "stale",
+        "malformed",
+        "bad_track",
+        "data_with_source",
+        "bad_node",
+        "bad_room",
+    ];
+}
+
+/// What an edge asks an origin to relay.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RelayKind {
+    /// A publisher's tracks (and, on the link, the data channels of its room).
+    #[default]
+    Publisher,
+    /// The data channels of the room's participants alone.
+    Data,
+}
+
+impl RelayKind {
+    fn is_publisher(&self) -> bool {
+        *self == Self::Publisher
+    }
 }
 
 /// What an edge asks an origin: the publisher a viewer of `room` watches (`source`, or the
@@ -76,7 +115,18 @@ pub struct RelayRequest {
     pub links: Vec<String>,
     /// When the edge asked, in milliseconds since the Unix epoch.
     pub at_ms: u64,
+    /// What is asked: a publisher (left out of the JSON, as before there were others), or the
+    /// room's data alone.
+    #[serde(default, skip_serializing_if = "RelayKind::is_publisher")]
+    pub kind: RelayKind,
+    /// The edge's node id, with a request for the room's data: the origin asks for the
+    /// edge's in turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
+
+/// The longest node id a request names (as a notice's, see `cluster.node`).
+const MAX_NODE_BYTES: usize = 64;
 
 /// What the origin answers: where its link end is, its nonce, and the publisher's tracks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -180,6 +230,15 @@ pub fn read_request(
     let request: RelayRequest = serde_json::from_slice(body).map_err(|_| LinkError::Malformed)?;
     if request.links.len() > LINKS_PER_NODE {
         return Err(LinkError::Malformed);
+    }
+    if request.kind == RelayKind::Data && request.source.is_some() {
+        return Err(LinkError::DataWithSource);
+    }
+    let node_id = |n: &String| {
+        (1..=MAX_NODE_BYTES).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_graphic())
+    };
+    if !request.node.as_ref().is_none_or(node_id) {
+        return Err(LinkError::BadNode);
     }
     let lifetime = REQUEST_LIFETIME.as_millis() as u64;
     if request.at_ms.abs_diff(now_ms) > lifetime {
@@ -324,6 +383,8 @@ mod tests {
             nonce: nonce(),
             links: Vec::new(),
             at_ms,
+            kind: RelayKind::Publisher,
+            node: None,
         }
     }
 
@@ -353,6 +414,45 @@ mod tests {
         let tag = sign("secret", junk);
         assert_eq!(
             read_request("secret", junk, &tag, now),
+            Err(LinkError::Malformed)
+        );
+    }
+
+    /// `request` signed and read at `now_ms`.
+    fn signed(request: &RelayRequest, now_ms: u64) -> Result<RelayRequest, LinkError> {
+        let body = serde_json::to_vec(request).expect("serializes");
+        read_request("secret", &body, &sign("secret", &body), now_ms)
+    }
+
+    #[test]
+    fn a_publishers_request_is_written_as_before_and_a_data_request_is_checked() {
+        let now = unix_ms();
+        let json = serde_json::to_string(&request(now)).expect("serializes");
+        assert!(!json.contains("kind") && !json.contains("node"), "{json}");
+        let data = RelayRequest {
+            kind: RelayKind::Data,
+            node: Some("edge-1:8080".into()),
+            ..request(now)
+        };
+        assert_eq!(signed(&data, now), Ok(data.clone()));
+        let json = serde_json::to_string(&data).expect("serializes");
+        assert!(json.contains(r#""kind":"data""#), "{json}");
+        let naming = RelayRequest {
+            source: Some("alice".into()),
+            ..data.clone()
+        };
+        assert_eq!(signed(&naming, now), Err(LinkError::DataWithSource));
+        for node in [String::new(), "edge 1".into(), "n".repeat(65)] {
+            let bad = RelayRequest {
+                node: Some(node),
+                ..data.clone()
+            };
+            assert_eq!(signed(&bad, now), Err(LinkError::BadNode));
+        }
+        let unknown = json.replace(r#""kind":"data""#, r#""kind":"video""#);
+        let tag = sign("secret", unknown.as_bytes());
+        assert_eq!(
+            read_request("secret", unknown.as_bytes(), &tag, now),
             Err(LinkError::Malformed)
         );
     }
@@ -424,6 +524,23 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Any request an edge writes reads back on the origin as written.
+        #[test]
+        fn requests_round_trip(
+            room in "[a-z0-9._-]{1,32}",
+            source in proptest::option::of("[a-z]{1,12}"),
+            node in proptest::option::of("[!-~]{1,64}"),
+            links in proptest::collection::vec("[0-9a-f]{32}", 0..4),
+        ) {
+            let now = unix_ms();
+            let kind = match source {
+                Some(_) => RelayKind::Publisher,
+                None => RelayKind::Data,
+            };
+            let request = RelayRequest { room, source, links, kind, node, ..request(now) };
+            proptest::prop_assert_eq!(signed(&request, now), Ok(request.clone()));
+        }
+
         /// Any answer the origin writes reads back, on the edge, as the offer it was made of.
         #[test]
         fn answers_round_trip(

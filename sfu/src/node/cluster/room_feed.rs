@@ -360,6 +360,11 @@ impl Following {
             after: participants(after),
             viewers: self.others.iter().map(|(_, part, _)| part.viewers).sum(),
             speaker,
+            nodes: self
+                .others
+                .iter()
+                .map(|(node, part, _)| part.node(node))
+                .collect(),
         })
     }
 

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::node::core::FollowedNode;
 use crate::node::dominant::SPEAKING;
 use crate::node::participant::ParticipantId;
 use crate::node::room_view::ParticipantView;
@@ -39,6 +40,18 @@ impl Part {
             return Err(PartError::BadLevel);
         }
         Ok(part)
+    }
+
+    /// What node `node`, whose part this is, holds of the room for the relay to pull: its
+    /// conference participants (whose data channels cross) and its named publishers with
+    /// tracks.
+    pub fn node(&self, node: &str) -> FollowedNode {
+        let publishers = self.participants.iter().filter(|p| !p.tracks.is_empty());
+        FollowedNode {
+            node: node.to_owned(),
+            participants: self.participants.iter().any(|p| p.kind == "participant"),
+            publishers: publishers.map(|p| p.name.clone()).collect(),
+        }
     }
 
     /// Whether this part differs from `written`, the last one written, in what the room's
@@ -144,6 +157,44 @@ mod tests {
             let json = serde_json::to_vec(&part).expect("JSON");
             prop_assert_eq!(Part::read(&json), Ok(part));
         }
+    }
+
+    #[test]
+    fn a_part_tells_the_relay_of_its_participants_and_publishers_with_tracks() {
+        use crate::node::room_view::TrackView;
+        use rtp_ext::codec::Codec;
+        let view = |name: &str, kind, tracks: usize| ParticipantView {
+            id: ParticipantId(name.len() as u64),
+            name: name.into(),
+            kind,
+            tracks: (0..tracks)
+                .map(|id| TrackView {
+                    id: id as u32,
+                    participant: ParticipantId(1),
+                    kind: Codec::Opus.kind(),
+                    codec: Codec::Opus,
+                    streams: 1,
+                    layers: Vec::new(),
+                    viewers: 0,
+                })
+                .collect(),
+            receiving: 0,
+            channels: Vec::new(),
+        };
+        let mut part = Part {
+            participants: vec![view("cam", "whip", 1), view("reader", "participant", 0)],
+            viewers: 0,
+            candidate: None,
+            speaker: None,
+        };
+        let node = part.node("b");
+        assert_eq!((node.node.as_str(), node.participants), ("b", true));
+        assert_eq!(node.publishers, ["cam"], "the reader publishes nothing");
+        part.participants.pop();
+        assert!(
+            !part.node("b").participants,
+            "a WHIP publisher has no channels"
+        );
     }
 
     #[test]

@@ -27,6 +27,19 @@ pub struct Followed {
     pub viewers: usize,
     /// The room's dominant speaker, as its home decided from every node's candidate.
     pub speaker: Option<ParticipantId>,
+    /// What each of those nodes holds, for the relay to pull from it.
+    pub nodes: Vec<FollowedNode>,
+}
+
+/// What another node of a clustered room holds of it, as the relay pulls it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FollowedNode {
+    /// The node's id.
+    pub node: String,
+    /// Whether it has conference participants there, whose data channels cross.
+    pub participants: bool,
+    /// The names of its publishers with tracks there.
+    pub publishers: Vec<String>,
 }
 
 impl Followed {
@@ -103,9 +116,10 @@ impl NodeCore {
 
     /// What the other nodes of `room` hold of it now (`None`: nothing, the room is this
     /// node's alone). The room's participants hear of who joined or left there, of tracks
-    /// added or removed, and of the room's dominant speaker when it changes. A room without a
+    /// added or removed, and of the room's dominant speaker when it changes; what this node
+    /// lacks of the other nodes is asked for (see `relay_pulls.rs`). A room without a
     /// session here keeps nothing.
-    pub fn follow_room(&mut self, room: &str, followed: Option<Followed>) {
+    pub fn follow_room(&mut self, now: Instant, room: &str, followed: Option<Followed>) {
         let Some(members) = self.rooms.get_mut(room) else {
             return;
         };
@@ -128,6 +142,7 @@ impl NodeCore {
                 self.session_events.push_back((to, event.clone()));
             }
         }
+        self.want_relays(now, room);
     }
 }
 

@@ -18,16 +18,20 @@
 //! an empty receiver report every [`KEEPALIVE`] and ends the link, with every relay on it,
 //! when nothing authenticated came for [`LINK_TIMEOUT`]. A relay ends alone with a BYE that
 //! names one of its SSRCs: the edge's once the room has had nobody to receive it for
-//! [`LINGER`], the origin's when its publisher leaves. A link ends with its last relay.
+//! [`LINGER`], the origin's when its publisher leaves. A link ends with its last relay, a
+//! relay of a room's data alone (`data_relays.rs`) counted among them.
 //!
-//! The datagrams of links are in `relay_wire.rs`.
+//! The datagrams of links are in `relay_wire.rs`; what an edge asks for, and when, in
+//! `relay_pulls.rs`.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::data_relays::DataIn;
 use super::followed::Names;
+use super::relay_pulls::Pulls;
 use super::{CoreError, NodeCore};
 use crate::engine::{StreamIds, TransportId};
 use crate::node::metrics::RelayFigures;
@@ -86,23 +90,6 @@ impl RelayOffer {
     }
 }
 
-/// A room as the relay follows it, for the cluster's directory and pulls.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RoomRelays {
-    /// The room.
-    pub room: String,
-    /// The named publishers with tracks it hosts here (relayed ones left out): the directory
-    /// lists them.
-    pub hosted: Vec<String>,
-    /// The names of its publishers here, relayed in or not: those hosted elsewhere and not
-    /// among them are pulled.
-    pub present: Vec<String>,
-    /// Whether a viewer or a participant here receives it.
-    pub receiving: bool,
-    /// Its relayed publishers whose origin said their track set changed: pulled again.
-    pub renew: Vec<String>,
-}
-
 /// A link to make, should the relay not join one its two ends hold: its id (the origin's
 /// nonce, which both ends name it by) and its keys.
 pub struct NewLink {
@@ -156,6 +143,21 @@ pub struct RelayCounters {
     pub keyframes_asked: u64,
     /// Relays refused: a link full, too many links, an SSRC taken, another worker's link.
     pub refused: [u64; 4],
+    /// Relays of a room's data started toward another node ...
+    pub data_started_out: u64,
+    /// ... and from another node.
+    pub data_started_in: u64,
+    /// Relays of a room's data an edge ended: nobody in the room on one of the two nodes for
+    /// [`LINGER`].
+    pub data_ended: u64,
+    /// Pulls the core asked of its node, by why (see
+    /// [`PullReason`](super::relay_pulls::PullReason)).
+    pub pulls: [u64; 4],
+    /// Pulls the node's queue had no room for: asked again later.
+    pub pulls_dropped: u64,
+    /// Origins' words that a relay's track set changed, heard while a pull of it was asked
+    /// already: no second pull.
+    pub changes_held: u64,
 }
 
 impl RelayCounters {
@@ -185,6 +187,8 @@ pub(super) struct LinkOut {
     pub heard: Instant,
     pub next_keepalive: Instant,
     pub relays: Vec<RelayOut>,
+    /// The rooms whose data alone it relays, each with its tag.
+    pub data_rooms: Vec<(String, u32)>,
     /// The tag the next relay on the link takes.
     pub next_tag: u32,
     /// What the edge's last report said of the link.
@@ -232,8 +236,31 @@ pub(super) struct LinkIn {
     pub by_tag: HashMap<u32, PeerId>,
     /// The relay-ins whose origin said their track set changed: their node asks again.
     pub changed: HashSet<PeerId>,
+    /// The relays of a room's data alone it carries.
+    pub data_rooms: Vec<DataIn>,
     /// The link's SCTP association, in the data channel relay.
     pub data: PeerId,
+}
+
+impl LinkOut {
+    /// The relays it carries, of publishers and of rooms' data.
+    pub fn len(&self) -> usize {
+        self.relays.len() + self.data_rooms.len()
+    }
+
+    /// The tag of a relay it starts now.
+    pub fn take_tag(&mut self) -> u32 {
+        let tag = self.next_tag;
+        self.next_tag = self.next_tag.wrapping_add(1).max(1);
+        tag
+    }
+}
+
+impl LinkIn {
+    /// The relays it carries, of publishers and of rooms' data.
+    pub fn len(&self) -> usize {
+        self.relays.len() + self.data_rooms.len()
+    }
 }
 
 impl std::fmt::Debug for LinkIn {
@@ -260,6 +287,8 @@ pub(super) struct Relays {
     /// Each link's SCTP association: the link's other end, and whether this end is its
     /// origin.
     pub data_links: HashMap<PeerId, (Remote, bool)>,
+    /// What the edge asks its node to pull.
+    pub pulls: Pulls,
 }
 
 impl Relays {
@@ -269,6 +298,7 @@ impl Relays {
             + self.in_peers.len()
             + self.queue.len()
             + self.data_links.len()
+            + self.pulls.len()
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -278,6 +308,13 @@ impl Relays {
 
     fn relays_out(&self) -> usize {
         self.outs.values().map(|l| l.relays.len()).sum()
+    }
+
+    /// Relays of rooms' data toward edges, and from origins.
+    fn data_relays(&self) -> (usize, usize) {
+        let out = self.outs.values().map(|l| l.data_rooms.len()).sum();
+        let into = self.ins.values().map(|l| l.data_rooms.len()).sum();
+        (out, into)
     }
 }
 
@@ -313,6 +350,7 @@ impl NodeCore {
             links_out: relays.outs.len(),
             links_in: relays.ins.len(),
             data_links: self.data.nodes_up(),
+            data_relays: relays.data_relays(),
             counters: relays.counters,
             links: relays
                 .outs
@@ -340,47 +378,18 @@ impl NodeCore {
         let peer = self.peers.get(&publisher).ok_or(CoreError::UnknownPeer)?;
         let (transport, mut offer) = (peer.transport, self.offer_of(peer));
         let ssrcs = offer.ssrcs();
-        let joined = self
-            .media_relays
-            .outs
-            .get(&to)
-            .filter(|l| known.contains(&l.id));
-        if let Some(existing) = joined {
+        let out = self.join_link_out(now, to, known, link, |existing| {
             let others = existing.relays.iter().filter(|r| r.publisher != publisher);
-            if others.clone().count() >= RELAYS_PER_LINK {
-                return Err(self.media_relays.counters.refuse(RelayRefusal::LinkFull));
+            if others.clone().count() + existing.data_rooms.len() >= RELAYS_PER_LINK {
+                return Err(RelayRefusal::LinkFull);
             }
-            if others.flat_map(|r| &r.ssrcs).any(|s| ssrcs.contains(s)) {
-                return Err(self.media_relays.counters.refuse(RelayRefusal::SsrcTaken));
+            match others.flat_map(|r| &r.ssrcs).any(|s| ssrcs.contains(s)) {
+                true => Err(RelayRefusal::SsrcTaken),
+                false => Ok(()),
             }
-        } else {
-            self.check_new_link(to, self.media_relays.outs.len())?;
-            if let Some(stale) = self.remove_link_out(to) {
-                tracing::info!(?to, relays = stale.relays.len(), "the edge forgot a link");
-            }
-            let data = self.start_data_link(now, to, true);
-            let fresh = LinkOut {
-                id: link.id,
-                srtp: link.srtp,
-                heard: now,
-                next_keepalive: now,
-                relays: Vec::new(),
-                next_tag: 1,
-                quality: LinkQuality::default(),
-                data,
-            };
-            self.media_relays.outs.insert(to, fresh);
-            // With several workers, the edge's datagrams come to this one.
-            self.bind(to);
-        }
-        let out = self
-            .media_relays
-            .outs
-            .get_mut(&to)
-            .ok_or(CoreError::UnknownPeer)?;
+        })?;
         out.relays.retain(|r| r.publisher != publisher);
-        offer.tag = out.next_tag;
-        out.next_tag = out.next_tag.wrapping_add(1).max(1);
+        offer.tag = out.take_tag();
         out.relays.push(RelayOut {
             publisher,
             tag: offer.tag,
@@ -395,6 +404,53 @@ impl NodeCore {
         self.arm_relay_tick(now);
         tracing::info!(room, ?to, link = %id, "relaying a publisher to another node");
         Ok((offer, id))
+    }
+
+    /// The link toward `to` a new relay goes on: the one whose id is among `known` (the
+    /// edge's), once `fits` takes it, or else `link`, made now, which replaces a link to `to`
+    /// the edge no longer knows.
+    pub(super) fn join_link_out(
+        &mut self,
+        now: Instant,
+        to: Remote,
+        known: &[String],
+        link: NewLink,
+        fits: impl FnOnce(&LinkOut) -> Result<(), RelayRefusal>,
+    ) -> Result<&mut LinkOut, CoreError> {
+        let joined = self
+            .media_relays
+            .outs
+            .get(&to)
+            .filter(|l| known.contains(&l.id));
+        if let Some(existing) = joined {
+            if let Err(refused) = fits(existing) {
+                return Err(self.media_relays.counters.refuse(refused));
+            }
+        } else {
+            self.check_new_link(to, self.media_relays.outs.len())?;
+            if let Some(stale) = self.remove_link_out(to) {
+                tracing::info!(?to, relays = stale.len(), "the edge forgot a link");
+            }
+            let data = self.start_data_link(now, to, true);
+            let fresh = LinkOut {
+                id: link.id,
+                srtp: link.srtp,
+                heard: now,
+                next_keepalive: now,
+                relays: Vec::new(),
+                data_rooms: Vec::new(),
+                next_tag: 1,
+                quality: LinkQuality::default(),
+                data,
+            };
+            self.media_relays.outs.insert(to, fresh);
+            // With several workers, the edge's datagrams come to this one.
+            self.bind(to);
+        }
+        self.media_relays
+            .outs
+            .get_mut(&to)
+            .ok_or(CoreError::UnknownPeer)
     }
 
     /// Refuses a new link past [`LINKS_PER_NODE`] (`held` that way now, one to replace not
@@ -434,65 +490,11 @@ impl NodeCore {
         }
     }
 
-    /// Whether a viewer of `room` watching `source` (or the room's first publisher) would find
-    /// nobody to watch here, relayed or not: an edge then asks for a relay.
-    pub fn needs_relay(&self, room: &str, source: Option<&str>) -> bool {
-        let Some(members) = self.rooms.get(room) else {
-            return true;
-        };
-        match source {
-            Some(name) => !members.names.contains_key(name),
-            None => !members.publishers.iter().any(|id| self.has_tracks(id)),
-        }
-    }
-
-    fn has_tracks(&self, id: &PeerId) -> bool {
+    pub(super) fn has_tracks(&self, id: &PeerId) -> bool {
         self.peers
             .get(id)
             .and_then(|p| p.role.publisher())
             .is_some_and(|p| !p.tracks.is_empty())
-    }
-
-    /// Each room here as the relay follows it: the publishers it hosts, those it has, and
-    /// whether anyone receives it.
-    pub fn relay_rooms(&self) -> Vec<RoomRelays> {
-        let rooms = self.rooms.iter();
-        rooms
-            .map(|(room, members)| self.relays_of(room, members))
-            .collect()
-    }
-
-    /// `room` as the relay follows it (empty when nobody is in it here).
-    pub fn relay_room(&self, room: &str) -> RoomRelays {
-        match self.rooms.get(room) {
-            Some(members) => self.relays_of(room, members),
-            None => RoomRelays {
-                room: room.to_owned(),
-                ..RoomRelays::default()
-            },
-        }
-    }
-
-    fn relays_of(&self, room: &str, members: &super::room::Room) -> RoomRelays {
-        let named = members
-            .names
-            .iter()
-            .filter(|(_, id)| members.publishers.contains(id));
-        let mut view = RoomRelays {
-            room: room.to_owned(),
-            receiving: !members.viewers.is_empty() || !members.participants.is_empty(),
-            ..RoomRelays::default()
-        };
-        for (name, id) in named {
-            view.present.push(name.clone());
-            if self.relay_changed(*id) {
-                view.renew.push(name.clone());
-            }
-            if !self.media_relays.in_peers.contains_key(id) && self.has_tracks(id) {
-                view.hosted.push(name.clone());
-            }
-        }
-        view
     }
 
     /// The publisher named `source` in `room`, or the room's first with tracks; never one
@@ -559,53 +561,15 @@ impl NodeCore {
         if let Some(old) = self.renewed(room, &offer, from, &link.id) {
             self.retire_relay_in(from, old);
         }
-        let held_here = self
-            .media_relays
-            .ins
-            .get(&from)
-            .is_some_and(|l| l.id == link.id);
-        if !held_here && self.steered_elsewhere(from) {
-            return Err(self.media_relays.counters.refuse(RelayRefusal::OtherWorker));
-        }
-        let (new, replaced) = match self.media_relays.ins.get(&from) {
-            Some(held) if held.id == link.id => {
-                if held.relays.len() >= RELAYS_PER_LINK {
-                    return Err(self.media_relays.counters.refuse(RelayRefusal::LinkFull));
-                }
-                if ssrcs.iter().any(|s| held.by_ssrc.contains_key(s)) {
-                    return Err(self.media_relays.counters.refuse(RelayRefusal::SsrcTaken));
-                }
-                (None, false)
+        self.join_link_in(now, from, link, |held| {
+            if held.len() >= RELAYS_PER_LINK {
+                return Err(RelayRefusal::LinkFull);
             }
-            held => (Some(link), held.is_some()),
-        };
-        if new.is_some() {
-            let held = self.media_relays.ins.len() - usize::from(replaced);
-            if held >= LINKS_PER_NODE {
-                let counters = &mut self.media_relays.counters;
-                return Err(counters.refuse(RelayRefusal::TooManyLinks));
+            match ssrcs.iter().any(|s| held.by_ssrc.contains_key(s)) {
+                true => Err(RelayRefusal::SsrcTaken),
+                false => Ok(()),
             }
-        }
-        if let Some(link) = new {
-            // A name the relays on the forgotten link held is free for the new one.
-            self.end_link_in(from);
-            let data = self.start_data_link(now, from, false);
-            let fresh = LinkIn {
-                id: link.id,
-                srtp: link.srtp,
-                heard: now,
-                next_keepalive: now,
-                relays: HashMap::new(),
-                by_ssrc: HashMap::new(),
-                by_tag: HashMap::new(),
-                changed: HashSet::new(),
-                data,
-            };
-            self.media_relays.ins.insert(from, fresh);
-            self.bind(from);
-            // The association's INIT goes on the link now there.
-            self.after_data(now);
-        }
+        })?;
         let id = match self.add_relay_in(now, room, offer) {
             Ok(id) => id,
             Err(refused) => {
@@ -624,6 +588,54 @@ impl NodeCore {
         self.arm_relay_tick(now);
         tracing::info!(room, ?from, peer = %id, "relaying a publisher from another node");
         Ok(id)
+    }
+
+    /// The link from `from` a new relay comes on: the one named `link.id` if this core holds
+    /// it, once `fits` takes it, or else `link`, made now (replacing, with its relays, a link
+    /// from `from` the origin no longer knows).
+    pub(super) fn join_link_in(
+        &mut self,
+        now: Instant,
+        from: Remote,
+        link: NewLink,
+        fits: impl FnOnce(&LinkIn) -> Result<(), RelayRefusal>,
+    ) -> Result<(), CoreError> {
+        let held = self.media_relays.ins.get(&from);
+        let joins = held.is_some_and(|held| held.id == link.id);
+        let refused = match held {
+            Some(held) if joins => fits(held).err(),
+            _ if self.steered_elsewhere(from) => Some(RelayRefusal::OtherWorker),
+            held => {
+                let kept = self.media_relays.ins.len() - usize::from(held.is_some());
+                (kept >= LINKS_PER_NODE).then_some(RelayRefusal::TooManyLinks)
+            }
+        };
+        if let Some(refused) = refused {
+            return Err(self.media_relays.counters.refuse(refused));
+        }
+        if joins {
+            return Ok(());
+        }
+        // A name the relays on the forgotten link held is free for the new one.
+        self.end_link_in(from);
+        let data = self.start_data_link(now, from, false);
+        let fresh = LinkIn {
+            id: link.id,
+            srtp: link.srtp,
+            heard: now,
+            next_keepalive: now,
+            relays: HashMap::new(),
+            by_ssrc: HashMap::new(),
+            by_tag: HashMap::new(),
+            changed: HashSet::new(),
+            data_rooms: Vec::new(),
+            data,
+        };
+        self.media_relays.ins.insert(from, fresh);
+        self.bind(from);
+        // The association's INIT goes on the link now there.
+        self.after_data(now);
+        Ok(())
     }
 
     /// The relay-in's session: a publisher, connected from the start (its keys are its
@@ -700,12 +712,12 @@ impl NodeCore {
         self.end_link_if_empty(from);
     }
 
-    fn end_link_if_empty(&mut self, from: Remote) {
+    pub(super) fn end_link_if_empty(&mut self, from: Remote) {
         if self
             .media_relays
             .ins
             .get(&from)
-            .is_some_and(|l| l.relays.is_empty())
+            .is_some_and(|l| l.len() == 0)
         {
             if let Some(link) = self.media_relays.ins.remove(&from) {
                 self.end_data_link(link.data);
@@ -732,7 +744,7 @@ impl NodeCore {
             .filter_map(|r| r.ssrcs.first().copied())
             .collect();
         link.relays.retain(|r| !which(r));
-        let empty = link.relays.is_empty();
+        let empty = link.len() == 0;
         for ssrc in named.into_iter().filter(|_| bye) {
             self.send_bye(to, true, ssrc);
         }

@@ -87,15 +87,15 @@ impl NodeCore {
     }
 
     /// The rooms whose participants' channels the link toward `to` carries: those of the
-    /// publishers it relays.
+    /// publishers it relays, and those whose data alone it relays.
     pub(super) fn sync_data_rooms(&mut self, to: Remote) {
         let Some(link) = self.media_relays.outs.get(&to) else {
             return;
         };
-        let rooms: BTreeSet<String> = link
-            .relays
-            .iter()
+        let publishers = link.relays.iter();
+        let rooms: BTreeSet<String> = publishers
             .filter_map(|r| self.peers.get(&r.publisher).map(|p| p.room.clone()))
+            .chain(link.data_rooms.iter().map(|(room, _)| room.clone()))
             .collect();
         let id = link.data;
         self.data.node_rooms(id, rooms);

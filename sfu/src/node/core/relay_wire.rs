@@ -34,6 +34,19 @@ const RTCP_BYE: u8 = 203;
 pub(super) const RTCP_APP: u8 = 204;
 /// The name of the APP packet an origin tells a relay's changed track set with.
 const CHANGED: [u8; 4] = *b"STRC";
+/// The name of the APP packet an edge ends a relay of a room's data with.
+const DATA_ENDED: [u8; 4] = *b"STDE";
+
+/// What an end of a link says of one relay after its keepalive.
+#[derive(Debug, Clone, Copy)]
+enum Signal {
+    /// The relay with this SSRC ends (an RTCP BYE).
+    Bye(u32),
+    /// The relay with this tag has a changed track set (`STRC`).
+    Changed(u32),
+    /// The relay of a room's data with this tag ends (`STDE`).
+    DataEnded(u32),
+}
 
 /// What an edge asked of the origin in one RTCP packet.
 enum Ask {
@@ -136,9 +149,13 @@ impl NodeCore {
             }
             return;
         }
+        let mut renew = Vec::new();
         for tag in changed_tags(compound) {
-            if let Some(&id) = link.by_tag.get(&tag) {
-                link.changed.insert(id);
+            match link.by_tag.get(&tag) {
+                Some(&id) if link.changed.insert(id) => renew.push(id),
+                // A pull of it is asked already: the origin says so at every keepalive.
+                Some(_) => self.media_relays.counters.changes_held += 1,
+                None => {}
             }
         }
         let sender = compound
@@ -147,6 +164,9 @@ impl NodeCore {
         let owner = sender.and_then(|s| link.by_ssrc.get(&s));
         if let Some(transport) = owner.and_then(|id| self.peers.get(id)).map(|p| p.transport) {
             let _ = self.router.handle_rtcp(now, transport, &self.plain[..len]);
+        }
+        for id in renew {
+            self.pull_changed(id);
         }
     }
 
@@ -165,6 +185,7 @@ impl NodeCore {
         let association = link.data;
         self.data_from_link(now, association, len);
         let compound = &self.plain[..len];
+        let ended = data_ended_tags(compound);
         let mut asks: Vec<Ask> = bye_ssrcs(compound).into_iter().map(Ask::Bye).collect();
         let parsed = parse_compound(compound, |item| match item {
             RtcpFeedback::Pli(pli) => asks.push(Ask::Keyframe(pli.media_ssrc)),
@@ -188,6 +209,10 @@ impl NodeCore {
         }
         for ask in asks {
             self.answer_edge(now, from, ask);
+        }
+        for tag in ended {
+            tracing::info!(?from, tag, "the edge ended a relay of a room's data");
+            self.end_data_out(from, tag);
         }
     }
 
@@ -399,6 +424,7 @@ impl NodeCore {
         for id in relays {
             self.check_relay_in(now, from, id, heard);
         }
+        self.check_data_in(now, from);
         let Some(link) = self.media_relays.ins.get_mut(&from) else {
             return;
         };
@@ -439,30 +465,36 @@ impl NodeCore {
 
     /// A BYE of the relay `ssrc` names, from the origin's end or the edge's.
     pub(super) fn send_bye(&mut self, to: Remote, origin: bool, ssrc: u32) {
-        self.send_link_rtcp(to, origin, Some((RTCP_BYE, ssrc)));
+        self.send_link_rtcp(to, origin, Some(Signal::Bye(ssrc)));
     }
 
     /// The origin's word that the track set of the relay tagged `tag` changed: the edge
     /// asks for it again.
     pub(super) fn send_changed(&mut self, to: Remote, tag: u32) {
-        self.send_link_rtcp(to, true, Some((RTCP_APP, tag)));
+        self.send_link_rtcp(to, true, Some(Signal::Changed(tag)));
+    }
+
+    /// The edge's word that the relay of a room's data tagged `tag` on the link from `from`
+    /// ends.
+    pub(super) fn send_data_ended(&mut self, from: Remote, tag: u32) {
+        self.send_link_rtcp(from, false, Some(Signal::DataEnded(tag)));
     }
 
     /// The link's own RTCP: an empty receiver report under this end's link SSRC (a
-    /// keepalive), and a BYE or a "changed" APP packet of an SSRC after it, protected at once
-    /// under the link's keys and sent with the handshakes.
-    fn send_link_rtcp(&mut self, to: Remote, origin: bool, then: Option<(u8, u32)>) {
+    /// keepalive), and a BYE or an APP packet of one relay after it, protected at once under
+    /// the link's keys and sent with the handshakes.
+    fn send_link_rtcp(&mut self, to: Remote, origin: bool, then: Option<Signal>) {
         let mut packet = self.link_compound(origin);
+        let app = |tag: u32, name: &[u8; 4], packet: &mut Vec<u8>| {
+            let mut app = link_rtcp(RTCP_APP, 0, tag);
+            app[3] = 2;
+            packet.extend_from_slice(&app);
+            packet.extend_from_slice(name);
+        };
         match then {
-            Some((RTCP_APP, ssrc)) => {
-                let mut app = link_rtcp(RTCP_APP, 0, ssrc);
-                app[3] = 2;
-                packet.extend_from_slice(&app);
-                packet.extend_from_slice(&CHANGED);
-            }
-            Some((packet_type, ssrc)) => {
-                packet.extend_from_slice(&link_rtcp(packet_type, 1, ssrc));
-            }
+            Some(Signal::Bye(ssrc)) => packet.extend_from_slice(&link_rtcp(RTCP_BYE, 1, ssrc)),
+            Some(Signal::Changed(tag)) => app(tag, &CHANGED, &mut packet),
+            Some(Signal::DataEnded(tag)) => app(tag, &DATA_ENDED, &mut packet),
             None => {}
         }
         self.send_on_link(to, origin, packet);
@@ -570,8 +602,19 @@ pub fn bye_ssrcs(compound: &[u8]) -> SmallVec<[u32; 4]> {
 /// The relays' tags the link's "changed" APP packets of a compound name (RFC 3550 section
 /// 6.7: in the SSRC's place, then the name): relays whose publisher's track set changed.
 pub fn changed_tags(compound: &[u8]) -> SmallVec<[u32; 4]> {
+    app_tags(compound, CHANGED)
+}
+
+/// The tags of the relays of rooms' data an edge's `STDE` APP packets of a compound name: the
+/// relays it ends.
+pub fn data_ended_tags(compound: &[u8]) -> SmallVec<[u32; 4]> {
+    app_tags(compound, DATA_ENDED)
+}
+
+/// The relays' tags the APP packets named `name` of a compound name, in the SSRC's place.
+fn app_tags(compound: &[u8], name: [u8; 4]) -> SmallVec<[u32; 4]> {
     let apps = rtcp_packets(compound).filter(|p| p[1] == RTCP_APP);
-    apps.filter(|p| p.get(8..12) == Some(CHANGED.as_slice()))
+    apps.filter(|p| p.get(8..12) == Some(name.as_slice()))
         .map(|p| u32::from_be_bytes([p[4], p[5], p[6], p[7]]))
         .collect()
 }
@@ -602,9 +645,14 @@ mod tests {
         compound.extend_from_slice(&app);
         compound.extend_from_slice(&CHANGED);
         assert_eq!(changed_tags(&compound).as_slice(), &[0xA1]);
+        assert!(data_ended_tags(&compound).is_empty(), "not an end");
         let other = compound.len() - 4;
+        compound[other..].copy_from_slice(&DATA_ENDED);
+        assert_eq!(data_ended_tags(&compound).as_slice(), &[0xA1]);
+        assert!(changed_tags(&compound).is_empty());
         compound[other..].copy_from_slice(b"XXXX");
         assert!(changed_tags(&compound).is_empty());
+        assert!(data_ended_tags(&compound).is_empty());
     }
 
     proptest::proptest! {
@@ -613,6 +661,7 @@ mod tests {
         fn any_bytes_read_without_panic(bytes in proptest::collection::vec(0u8.., 0..256)) {
             proptest::prop_assert!(bye_ssrcs(&bytes).len() <= bytes.len() / 4);
             proptest::prop_assert!(changed_tags(&bytes).len() <= bytes.len() / 12);
+            proptest::prop_assert!(data_ended_tags(&bytes).len() <= bytes.len() / 12);
         }
     }
 }

@@ -228,6 +228,7 @@ impl NodeCore {
         let _ = self.router.remove_transport(peer.transport);
         if self.rooms.get(&peer.room).is_some_and(Room::is_empty) {
             self.rooms.remove(&peer.room);
+            self.forget_pulls(&peer.room);
         }
         self.removed.push_back(id);
         self.session_events.retain(|(to, _)| *to != id);

@@ -4,7 +4,7 @@
 use super::{counter, family, Family};
 use std::net::SocketAddr;
 
-use crate::node::core::{LinkQuality, RelayCounters};
+use crate::node::core::{LinkQuality, PullReason, RelayCounters};
 
 /// One worker's relays, or the node's summed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,6 +19,8 @@ pub struct RelayFigures {
     pub links_in: usize,
     /// Links whose data channel association is up.
     pub data_links: usize,
+    /// Relays of a room's data alone this node is the origin of, and the edge of.
+    pub data_relays: (usize, usize),
     /// What they did.
     pub counters: RelayCounters,
     /// Each relay's link, by the edge's address, as the edge's reports show it.
@@ -33,6 +35,8 @@ impl RelayFigures {
         self.links_out += other.links_out;
         self.links_in += other.links_in;
         self.data_links += other.data_links;
+        self.data_relays.0 += other.data_relays.0;
+        self.data_relays.1 += other.data_relays.1;
         let (a, b) = (&mut self.counters, other.counters);
         a.started_out += b.started_out;
         a.started_in += b.started_in;
@@ -44,6 +48,14 @@ impl RelayFigures {
         for (a, b) in a.refused.iter_mut().zip(b.refused) {
             *a += b;
         }
+        a.data_started_out += b.data_started_out;
+        a.data_started_in += b.data_started_in;
+        a.data_ended += b.data_ended;
+        for (a, b) in a.pulls.iter_mut().zip(b.pulls) {
+            *a += b;
+        }
+        a.pulls_dropped += b.pulls_dropped;
+        a.changes_held += b.changes_held;
         self.links.extend_from_slice(&other.links);
     }
 
@@ -102,7 +114,45 @@ impl RelayFigures {
             help,
             c.keyframes_asked,
         );
+        self.render_data_and_pulls(out);
         self.render_links(out);
+    }
+
+    /// The relays of rooms' data alone, and what the edge asked its node to pull.
+    fn render_data_and_pulls(&self, out: &mut String) {
+        let c = &self.counters;
+        let (name, kind) = ("media_data_relays", "gauge");
+        let help = "Relays of a room's data alone to another node (out) and from another \
+            node (in) now.";
+        let samples = [
+            ("{direction=\"out\"}", self.data_relays.0 as u64),
+            ("{direction=\"in\"}", self.data_relays.1 as u64),
+        ];
+        family(out, Family { name, help, kind }, samples);
+        let (name, kind) = ("media_data_relays_started_total", "counter");
+        let help = "Relays of a room's data alone started, to (out) and from (in) another node.";
+        let samples = [
+            ("{direction=\"out\"}", c.data_started_out),
+            ("{direction=\"in\"}", c.data_started_in),
+        ];
+        family(out, Family { name, help, kind }, samples);
+        let help = "Relays of a room's data an edge ended: nobody in the room on one side.";
+        counter(out, "media_data_relays_ended_total", help, c.data_ended);
+        let name = "media_relay_pulls_total";
+        let help = "Pulls asked of the node, by why: a publisher in the room's state, a \
+            changed track set, participants in the room's state, another node's request.";
+        let labels = PullReason::LABELS.map(|r| format!("{{reason=\"{r}\"}}"));
+        let samples = labels.iter().map(String::as_str).zip(c.pulls);
+        family(out, Family { name, help, kind }, samples);
+        let help = "Pulls the node's queue had no room for (asked again when next wanted).";
+        counter(
+            out,
+            "media_relay_pulls_dropped_total",
+            help,
+            c.pulls_dropped,
+        );
+        let help = "Words that a relay's track set changed heard while its pull was asked.";
+        counter(out, "media_relay_changes_held_total", help, c.changes_held);
     }
 
     /// Each link's loss and round trip, by the edge's address.

@@ -25,7 +25,7 @@ impl Signaling {
         followed: Option<Followed>,
     ) -> Result<(), SignalError> {
         self.loop_of(&room)?
-            .ask(move |worker, _| worker.core.follow_room(&room, followed))
+            .ask(move |worker, now| worker.core.follow_room(now, &room, followed))
             .await?;
         Ok(())
     }
