@@ -25,7 +25,7 @@ pub enum LinkChannelError {
     /// The protocol does not start with `p`, an id and `:`.
     #[error("the protocol names no participant")]
     NoOwner,
-    /// The participant's id is not 16 hex digits.
+    /// The participant's id is not 16 lowercase hex digits.
     #[error("the participant's id is not a number")]
     BadOwner,
     /// Nothing after the `:`.
@@ -44,8 +44,10 @@ pub fn parse_link_protocol(protocol: &str) -> Result<(ParticipantId, &str), Link
         .strip_prefix('p')
         .and_then(|rest| rest.split_once(':'))
         .ok_or(LinkChannelError::NoOwner)?;
-    // As the id is written: 16 hex digits.
-    let hex = owner.len() == 16 && owner.bytes().all(|b| b.is_ascii_hexdigit());
+    // As the id is written: 16 lowercase hex digits (another spelling of the same id would
+    // not read back as sent).
+    let digit = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    let hex = owner.len() == 16 && owner.bytes().all(digit);
     let owner = u64::from_str_radix(owner, 16)
         .ok()
         .filter(|_| hex)

@@ -289,6 +289,7 @@ fn link_protocols_read_back_and_others_are_refused() {
         ("p42:room", LinkChannelError::BadOwner),
         ("p000000000000000g:room", LinkChannelError::BadOwner),
         ("p+00000000000000a:room", LinkChannelError::BadOwner),
+        ("p000000000000000A:room", LinkChannelError::BadOwner),
         ("p000000000000000a", LinkChannelError::NoOwner),
         ("p000000000000000a:", LinkChannelError::NoRoom),
     ] {
