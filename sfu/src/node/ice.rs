@@ -11,7 +11,7 @@ use stun::agent::TransactionId;
 use stun::attributes::{ATTR_USERNAME, ATTR_USE_CANDIDATE};
 use stun::fingerprint::FINGERPRINT;
 use stun::integrity::MessageIntegrity;
-use stun::message::{Message, Setter, BINDING_REQUEST, BINDING_SUCCESS};
+use stun::message::{Message, Setter, BINDING_REQUEST, BINDING_SUCCESS, MESSAGE_HEADER_SIZE};
 use stun::textattrs::TextAttribute;
 use stun::xoraddr::XorMappedAddress;
 
@@ -61,6 +61,14 @@ impl BindingRequest {
         let mut message = Message::new();
         message.raw = datagram.to_vec();
         message.decode().map_err(|_| IceError::NotStun)?;
+        // The header's length covers the whole datagram: bytes past it would be read by
+        // nobody, and a length cut back to MESSAGE-INTEGRITY would pass off a message whose
+        // FINGERPRINT was dropped as signed.
+        if usize::try_from(message.length).ok()
+            != Some(datagram.len().saturating_sub(MESSAGE_HEADER_SIZE))
+        {
+            return Err(IceError::NotStun);
+        }
         if message.typ != BINDING_REQUEST {
             return Err(IceError::NotBindingRequest);
         }
@@ -189,6 +197,26 @@ mod tests {
         );
         assert_eq!(
             BindingRequest::parse(&[0x80, 0x60, 0, 0]).map(|_| ()),
+            Err(IceError::NotStun)
+        );
+    }
+
+    /// A length cut back to the end of MESSAGE-INTEGRITY (the length the HMAC was made
+    /// under) leaves FINGERPRINT past the message: not a message of the datagram's size.
+    #[test]
+    fn a_length_that_leaves_bytes_past_the_message_is_refused() {
+        let mut raw = request("srv1:brw1", PWD, true);
+        assert!(BindingRequest::parse(&raw).is_ok());
+        let length = u16::from_be_bytes([raw[2], raw[3]]) - 8;
+        raw[2..4].copy_from_slice(&length.to_be_bytes());
+        assert_eq!(
+            BindingRequest::parse(&raw).map(|_| ()),
+            Err(IceError::NotStun)
+        );
+        let mut longer = request("srv1:brw1", PWD, true);
+        longer.push(0);
+        assert_eq!(
+            BindingRequest::parse(&longer).map(|_| ()),
             Err(IceError::NotStun)
         );
     }
