@@ -223,6 +223,15 @@ impl Role {
             Self::Viewer(_) => None,
         }
     }
+
+    /// What it publishes, to change.
+    pub fn publisher_mut(&mut self) -> Option<&mut Publisher> {
+        match self {
+            Self::Publisher(publisher) => Some(publisher),
+            Self::Participant(participant) => Some(&mut participant.publisher),
+            Self::Viewer(_) => None,
+        }
+    }
 }
 
 /// What a WHIP session sends.

@@ -17,7 +17,7 @@ use sfu::node::srtp::SrtpProfile;
 use sfu::node::testing;
 use sfu::node::testing::{av1_track, av1_viewer, keys, publisher, Harness};
 
-use crate::common::with_rid;
+use crate::common::{as_rtx, with_rid};
 use crate::fixtures::{addr, harness, l3t3, DD_IN, DD_OUT};
 use crate::participants::{Client, FINGERPRINT};
 use crate::relay::{new_link, Pair, EDGE};
@@ -568,4 +568,75 @@ fn a_participant_on_the_edge_names_a_relayed_track_as_the_room_does() {
     ];
     expected.sort();
     assert_eq!(refused, expected);
+}
+
+/// A relay its origin renews because it bound one more of the publisher's SSRCs long after
+/// the relay started (a simulcast stream's retransmissions, first sent at the first loss) is
+/// brought up to date in place: the edge's viewers keep their subscription and go on at once,
+/// where a relay replaced would have them wait for a keyframe (a freeze in a browser).
+#[test]
+fn a_relay_renewed_for_a_late_bound_rtx_stream_keeps_its_viewers_going() {
+    let (mut a, mut b) = two_cores();
+    named_with(&mut a, ("room", "alice"), unbound_simulcast(), 5000);
+    // Both on stream q, the one the publisher sends.
+    let low = |ssrc| Viewer {
+        source: Some("alice".to_owned()),
+        ..av1_viewer(ssrc, Some(DD_OUT), Layer::new(0, 2))
+    };
+    let viewers = [
+        b.viewer("room", low(0x10), addr(6001)),
+        b.viewer("room", low(0x20), addr(6002)),
+    ];
+    let link = keys(SrtpProfile::AeadAes128Gcm, 7);
+    let mut pair = Pair {
+        a,
+        b,
+        viewers,
+        link,
+    };
+    let raw = keyframes_often(0x5150, 12);
+    let packets: Vec<Vec<u8>> = raw.iter().map(|p| with_rid(p, 12, b"q")).collect();
+    pair.publish(&packets[..1]);
+    let edge_keys = pair.link.mirrored();
+    let relayed = pair
+        .relay(Some("alice"), &edge_keys)
+        .expect("alice relayed");
+    let track = first_track(&pair.b, relayed);
+    let (before, rest) = packets.split_at(40);
+    pair.publish(&before[1..]);
+    let served = pair.b.media_to(addr(6001)).len();
+    assert!(served > 0, "alice's viewer served");
+
+    // Stream q's retransmissions show up: the origin binds their SSRC and says so.
+    let rtx = with_rid(&as_rtx(&raw[30], 0x5152, 1), 13, b"q");
+    pair.a.send(addr(5000), &rtx);
+    pair.shuttle();
+    pair.b.core.enable_relay_pulls();
+    pair.run(std::time::Duration::from_millis(250), 6, false);
+    assert_eq!(pair.b.core.relay_room("room").renew, ["alice"]);
+    let renewed = pair
+        .relay(Some("alice"), &edge_keys)
+        .expect("alice relayed again");
+    assert_eq!(renewed, relayed, "the same relay-in");
+    assert_eq!(first_track(&pair.b, renewed), track, "the same track");
+    assert!(pair.b.core.relay_room("room").renew.is_empty());
+
+    // The next packets, mid-way between keyframes, reach the viewer as before.
+    let unknown = pair.b.core.counters().dropped(DropReason::UnknownSsrc);
+    let sent_before = pair.b.media_to(addr(6001)).len();
+    pair.publish(&rest[..6]);
+    let now_served = pair.b.media_to(addr(6001)).len() - sent_before;
+    assert_eq!(now_served, 6, "served at once, no keyframe awaited");
+    assert_eq!(
+        pair.b.core.counters().dropped(DropReason::UnknownSsrc),
+        unknown
+    );
+    let resent = with_rid(&as_rtx(&raw[42], 0x5152, 2), 13, b"q");
+    pair.a.send(addr(5000), &resent);
+    pair.shuttle();
+    assert_eq!(
+        pair.b.core.counters().dropped(DropReason::UnknownSsrc),
+        unknown,
+        "the retransmission placed on the edge"
+    );
 }

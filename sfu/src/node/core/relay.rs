@@ -131,6 +131,8 @@ pub struct RelayCounters {
     pub started_out: u64,
     /// Relays started from another node (this node the edge).
     pub started_in: u64,
+    /// Relays an edge renewed in place: their streams bound SSRCs their origin learned since.
+    pub rebound: u64,
     /// Relays an edge ended after [`LINGER`] without a receiving session.
     pub ended_idle: u64,
     /// Links lost: silent for [`LINK_TIMEOUT`], each with every relay on it.
@@ -363,7 +365,7 @@ impl NodeCore {
     /// Starts relaying the publisher a viewer of `room` would watch (the one named `source`,
     /// or the room's first that publishes) to the node at `to`: on the link to it whose id is
     /// among `known` (the edge's), or on `link`, a new one, which replaces a link to `to`
-    /// the edge no longer knows. The same publisher relayed there already starts over (the
+    /// the edge no longer knows. The same publisher relayed there already is renewed (the
     /// edge asks again for a changed track set). What the edge publishes, and the link's id.
     pub fn relay_out(
         &mut self,
@@ -388,16 +390,21 @@ impl NodeCore {
                 false => Ok(()),
             }
         })?;
-        out.relays.retain(|r| r.publisher != publisher);
-        offer.tag = out.take_tag();
-        out.relays.push(RelayOut {
-            publisher,
-            tag: offer.tag,
-            transport,
-            ssrcs,
-            sent: VecDeque::with_capacity(RESEND_RING),
-            reports: VecDeque::with_capacity(REPORTS_KEPT),
-        });
+        // Renewed, it keeps its tag and what it sent (to answer the link's NACKs across).
+        let renewed = out.relays.iter().position(|r| r.publisher == publisher);
+        let relay = match renewed.map(|at| out.relays.remove(at)) {
+            Some(old) => RelayOut { ssrcs, ..old },
+            None => RelayOut {
+                publisher,
+                tag: out.take_tag(),
+                transport,
+                ssrcs,
+                sent: VecDeque::with_capacity(RESEND_RING),
+                reports: VecDeque::with_capacity(REPORTS_KEPT),
+            },
+        };
+        offer.tag = relay.tag;
+        out.relays.push(relay);
         let id = out.id.clone();
         self.sync_data_rooms(to);
         self.media_relays.counters.started_out += 1;
@@ -559,6 +566,9 @@ impl NodeCore {
     ) -> Result<PeerId, CoreError> {
         let (ssrcs, tag) = (offer.ssrcs(), offer.tag);
         if let Some(old) = self.renewed(room, &offer, from, &link.id) {
+            if self.rebind_relay_in(from, old, &offer) {
+                return Ok(old);
+            }
             self.retire_relay_in(from, old);
         }
         self.join_link_in(now, from, link, |held| {

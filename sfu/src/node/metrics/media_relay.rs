@@ -40,6 +40,7 @@ impl RelayFigures {
         let (a, b) = (&mut self.counters, other.counters);
         a.started_out += b.started_out;
         a.started_in += b.started_in;
+        a.rebound += b.rebound;
         a.ended_idle += b.ended_idle;
         a.links_lost += b.links_lost;
         a.packets_out += b.packets_out;
@@ -99,6 +100,9 @@ impl RelayFigures {
             ("{direction=\"in\"}", c.started_in),
         ];
         family(out, Family { name, help, kind }, samples);
+        let help = "Relays an edge renewed in place: streams bound to SSRCs their origin \
+            learned since, its viewers going on.";
+        counter(out, "media_relays_rebound_total", help, c.rebound);
         let help = "Relays an edge ended after its linger without a receiving session.";
         counter(out, "media_relays_ended_idle_total", help, c.ended_idle);
         let help = "Relay links lost: silent past the link timeout, with every relay on them.";
