@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
-use super::batch::{self, Batch, RecvBatch, Segmentation};
+use super::batch::{self, Batch, RecvBatch, Segmentation, Sent};
 use super::core::{CoreError, NodeCore, RelayPull, MAX_DATAGRAM};
 use super::event_queue::{event_queue, Closed, EventReceiver, EventSender};
 use super::memory;
@@ -175,6 +175,8 @@ pub struct MediaLoop {
     shard: Option<Shard>,
     /// Its part of ICE-TCP, when the node listens for it.
     tcp: Option<TcpPart>,
+    /// Its own socket for the media relay's links, on a node that relays.
+    relay: Option<Arc<UdpSocket>>,
 }
 
 /// A worker's part of ICE-TCP: what its sessions' connections hand it, and every
@@ -224,6 +226,7 @@ impl MediaLoop {
             next_release: now(),
             shard: None,
             tcp: None,
+            relay: None,
         };
         (media_loop, MediaLoopHandle { requests: handle })
     }
@@ -251,6 +254,14 @@ impl MediaLoop {
         self
     }
 
+    /// The same loop with its own socket for the media relay's links: its core's links to
+    /// other nodes' workers go from and to it, so that each pair of workers of two nodes has
+    /// links of its own (the one media socket would steer every link of a node to one worker).
+    pub fn with_relay(mut self, relay: Arc<UdpSocket>) -> Self {
+        self.relay = Some(relay);
+        self
+    }
+
     /// The same loop taking its sessions' ICE-TCP connections too.
     pub fn with_tcp(mut self, tcp: TcpPart) -> Self {
         self.tcp = Some(tcp);
@@ -260,6 +271,7 @@ impl MediaLoop {
     /// Runs until every [`MediaLoopHandle`] is gone (the node shuts down).
     pub async fn run(mut self) {
         let mut inbound = RecvBatch::new(2048);
+        let mut from_links = RecvBatch::new(2048);
         // One of several workers takes its datagrams from the reader, not the socket.
         let reads = self.shard.is_none();
         loop {
@@ -275,6 +287,10 @@ impl MediaLoop {
                 },
                 Some((from, data)) = handed_over(&mut self.shard) => self.take_handed_over(from, &data),
                 Some(input) = from_tcp(&mut self.tcp) => self.take_from_tcp(input),
+                readable = relay_readable(&self.relay) => match readable {
+                    Ok(()) => self.receive_links(&mut from_links),
+                    Err(e) => tracing::debug!("relay socket receive: {e}"),
+                },
                 () = tokio::time::sleep_until(deadline.into()) => {}
             }
             // Whatever the input made the core queue, a request's included.
@@ -303,6 +319,18 @@ impl MediaLoop {
     fn receive(&mut self, inbound: &mut RecvBatch) {
         let socket = Arc::clone(&self.socket);
         batch::receive_each(&*socket, inbound, |from, data| self.on_datagram(from, data));
+    }
+
+    /// Takes what waits on the relay socket, as [`receive`](Self::receive) does the media
+    /// socket's.
+    fn receive_links(&mut self, inbound: &mut RecvBatch) {
+        let Some(relay) = self.relay.clone() else {
+            return;
+        };
+        let core = &mut self.worker.core;
+        batch::receive_each(&*relay, inbound, |from, data| {
+            core.handle_packet(now(), Remote::Link(from), data);
+        });
     }
 
     /// A datagram the reader handed over, and up to a batch more that wait behind it: what
@@ -361,6 +389,20 @@ impl MediaLoop {
                             worker.core.count_dropped(reason, 1);
                         }
                     }
+                    // A link's datagram leaves from the relay socket, one call each: a link
+                    // carries one copy of each relayed packet, not one per viewer.
+                    Remote::Link(to) => {
+                        let relay = self.relay.as_ref();
+                        let sent = relay.map(|r| r.try_send_to(&buffer[..len], to));
+                        let taken = usize::from(matches!(sent, Some(Ok(_))));
+                        worker.core.count_sent(Sent {
+                            sent: taken,
+                            lost: 1 - taken,
+                            calls: 1,
+                            messages: taken,
+                            ..Sent::default()
+                        });
+                    }
                 }
             }
             if self.batch.is_empty() {
@@ -388,6 +430,14 @@ impl MediaLoop {
 async fn from_tcp(tcp: &mut Option<TcpPart>) -> Option<TcpInput> {
     match tcp {
         Some(tcp) => tcp.inbox.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The relay socket readable; never, on a node that does not relay.
+async fn relay_readable(relay: &Option<Arc<UdpSocket>>) -> std::io::Result<()> {
+    match relay {
+        Some(relay) => relay.readable().await,
         None => std::future::pending().await,
     }
 }

@@ -47,7 +47,7 @@ impl RelayHosts {
     pub fn contains(&self, remote: Remote) -> bool {
         match remote {
             Remote::Udp(addr) => self.0.contains(&addr.ip()),
-            Remote::Tcp { .. } => false,
+            Remote::Tcp { .. } | Remote::Link(_) => false,
         }
     }
 }

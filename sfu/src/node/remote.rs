@@ -1,6 +1,7 @@
-//! Where a packet came from and where one goes: a UDP address, or one of the node's ICE-TCP
-//! connections (RFC 6544). The core binds a session to whichever its ICE check came on and
-//! names it on everything it sends the session; the loop around the core sends it there.
+//! Where a packet came from and where one goes: a UDP address, one of the node's ICE-TCP
+//! connections (RFC 6544), or another node's end of a media relay link. The core binds a
+//! session to whichever its ICE check came on and names it on everything it sends the
+//! session; the loop around the core sends it there.
 
 use std::net::SocketAddr;
 
@@ -21,6 +22,9 @@ pub enum Remote {
         /// Its peer's address: the one a STUN answer reflects.
         peer: SocketAddr,
     },
+    /// Datagrams on the worker's relay socket, from and to another node's: the media relay's
+    /// links, which no session is ever bound to.
+    Link(SocketAddr),
 }
 
 /// The transports a session may be bound over, as `/metrics` labels them.
@@ -49,14 +53,14 @@ impl Remote {
     /// The peer's address, whichever the transport.
     pub fn addr(self) -> SocketAddr {
         match self {
-            Self::Udp(addr) | Self::Tcp { peer: addr, .. } => addr,
+            Self::Udp(addr) | Self::Tcp { peer: addr, .. } | Self::Link(addr) => addr,
         }
     }
 
     /// Which transport this is.
     pub fn transport(self) -> Transport {
         match self {
-            Self::Udp(_) => Transport::Udp,
+            Self::Udp(_) | Self::Link(_) => Transport::Udp,
             Self::Tcp { .. } => Transport::Tcp,
         }
     }
@@ -67,6 +71,7 @@ impl std::fmt::Display for Remote {
         match self {
             Self::Udp(addr) => write!(f, "udp {addr}"),
             Self::Tcp { id, peer } => write!(f, "tcp {peer} (connection {})", id.0),
+            Self::Link(addr) => write!(f, "link {addr}"),
         }
     }
 }

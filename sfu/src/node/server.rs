@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UdpSocket};
 use tokio::task::JoinSet;
 
 use super::admission::Admission;
@@ -18,7 +18,7 @@ use super::cluster::member::Identity;
 use super::cluster::redis::RedisStore;
 use super::cluster::relay_http::{self, RelayService};
 use super::cluster::relay_pulls;
-use super::cluster::{drain, heartbeat, room_feed, ClusterConfig, ClusterStore, Member};
+use super::cluster::{drain, heartbeat, room_feed, ClusterStore, Member};
 use super::config::{ConfigError, NodeConfig};
 use super::core::NodeCore;
 use super::dtls::{DtlsCertificate, DtlsConfig};
@@ -28,7 +28,7 @@ use super::media_loop::{MediaLoop, TcpPart};
 use super::relays::RelayHosts;
 use super::shard;
 use super::signaling::{Signaling, SignalingConfig};
-use super::socket::media_socket;
+use super::socket::{media_socket, relay_socket};
 use super::tcp::{self, Links, TcpLimits, TcpStats};
 use super::tls::{Certificates, TlsError};
 use crate::engine::RouterConfig;
@@ -153,6 +153,12 @@ pub async fn serve_with(
     // secret.
     let relaying = store.is_some() && config.cluster.secret.is_some();
     let (pulls, pulled) = relay_pulls::pull_queue();
+    let relay_sockets = match relaying {
+        true => relay_sockets(&config, workers)?,
+        false => Vec::new(),
+    };
+    let relay_addrs: Vec<SocketAddr> = relay_sockets.iter().map(|(_, at)| *at).collect();
+    let mut relay_sockets = relay_sockets.into_iter();
     for worker in 0..workers {
         let mut core = NodeCore::new(router, config.peer_timeout())
             .with_limits(config.limits)
@@ -170,8 +176,8 @@ pub async fn serve_with(
         if let Some(shard) = shard {
             media_loop = media_loop.with_shard(shard);
         }
-        if relaying {
-            media_loop = media_loop.with_pulls(pulls.clone());
+        if let Some((relay, _)) = relay_sockets.next() {
+            media_loop = media_loop.with_pulls(pulls.clone()).with_relay(relay);
         }
         if let (Some(_), Some(inbox)) = (&tcp, tcp_inboxes.next()) {
             let links = links.clone();
@@ -249,16 +255,15 @@ pub async fn serve_with(
     let app = http::routes(signaling.clone(), config.max_body_bytes, body_timeout, door);
     let app = match (&member, &config.cluster.secret) {
         (Some(member), Some(secret)) => {
-            let relay = relay_address(&config.cluster, candidate)?;
+            tracing::info!(relays = ?relay_addrs, "relaying media between nodes");
             let service = Arc::new(RelayService::new(
                 secret.clone(),
-                relay,
+                relay_addrs,
                 signaling.clone(),
                 member.clone(),
             ));
             signaling.set_relay(Arc::downgrade(&service));
             tokio::spawn(relay_pulls::serve(Arc::downgrade(&service), pulled));
-            tracing::info!(%relay, "relaying media between nodes");
             app.merge(relay_http::routes(service))
         }
         _ => app,
@@ -310,7 +315,7 @@ pub async fn serve_with(
 /// announced in answers.
 /// Whether the media socket segments runs to one destination: as `udp_gso` says, where the
 /// kernel knows how (said at start).
-fn segmentation(config: &NodeConfig, socket: &tokio::net::UdpSocket) -> Segmentation {
+fn segmentation(config: &NodeConfig, socket: &UdpSocket) -> Segmentation {
     let kernel = batch::kernel_segments(socket);
     let on = config.udp_gso && kernel;
     match (config.udp_gso, kernel) {
@@ -321,16 +326,35 @@ fn segmentation(config: &NodeConfig, socket: &tokio::net::UdpSocket) -> Segmenta
     Segmentation::new(on)
 }
 
-fn relay_address(
-    settings: &ClusterConfig,
-    candidate: SocketAddr,
-) -> Result<SocketAddr, ServeError> {
-    match &settings.relay {
+/// Each worker's socket for the media relay's links, and where other nodes reach it: on
+/// `cluster.relay`'s address at its port plus the worker's index (any port the kernel picks,
+/// for port 0), or else at the announced IP on a port the kernel picks; bound on the media
+/// socket's IP.
+fn relay_sockets(
+    config: &NodeConfig,
+    workers: usize,
+) -> Result<Vec<(Arc<UdpSocket>, SocketAddr)>, ServeError> {
+    let wanted: SocketAddr = match &config.cluster.relay {
         Some(relay) => relay
             .parse()
-            .map_err(|_| ServeError::Cluster("cluster.relay is ip:port".to_owned())),
-        None => Ok(candidate),
-    }
+            .map_err(|_| ServeError::Cluster("cluster.relay is ip:port".to_owned()))?,
+        None => SocketAddr::new(config.announced_ip(), 0),
+    };
+    (0..workers)
+        .map(|worker| {
+            let port = match wanted.port() {
+                0 => Some(0),
+                base => u16::try_from(worker).ok().and_then(|w| base.checked_add(w)),
+            };
+            let port = port.ok_or_else(|| {
+                ServeError::Cluster("cluster.relay's port leaves no port per worker".to_owned())
+            })?;
+            let addr = SocketAddr::new(config.udp.ip(), port);
+            let socket = relay_socket(addr).map_err(|source| ServeError::Udp { addr, source })?;
+            let bound = socket.local_addr().map_err(ServeError::Serve)?;
+            Ok((Arc::new(socket), SocketAddr::new(wanted.ip(), bound.port())))
+        })
+        .collect()
 }
 
 /// This node as a member of the cluster of `store`, its heartbeat started.

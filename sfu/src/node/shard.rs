@@ -82,11 +82,6 @@ impl Steering {
         }
     }
 
-    /// The worker `addr` is bound to, if any.
-    pub fn owner_of(&self, addr: SocketAddr) -> Option<WorkerId> {
-        self.owners.read().get(&addr).copied()
-    }
-
     /// The worker a datagram from `from` is for, if any says so: the owner of its address,
     /// or the mark in a binding request's ufrag.
     pub fn owner(&self, from: SocketAddr, datagram: &[u8]) -> Option<WorkerId> {

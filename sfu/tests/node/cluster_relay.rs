@@ -165,3 +165,58 @@ fn redis_data_only_participants_on_two_nodes_hear_each_other_over_relays_of_the_
         );
     }
 }
+
+/// Two rooms served by different workers of each of two nodes (`--workers 2`): each worker
+/// relays on links of its own, from and to its own relay socket, so both rooms' publishers
+/// reach the other node and both links hold (their keepalives authenticated both ways).
+#[test]
+#[ignore = "needs redis-server: .ci/run runs it (-- --ignored redis_)"]
+fn redis_rooms_on_different_workers_each_relay_on_links_of_their_own() {
+    use sfu::node::shard::worker_for_room;
+    let redis = Redis::start();
+    let node = || {
+        let toml = format!(
+            "redis = \"{}\"\n[cluster]\nsecret = \"s3cret\"\nprefer_home_below_percent = 0\n",
+            redis.url
+        );
+        node_with_config(&toml, &["--workers", "2"])
+    };
+    let (a, b) = (node(), node());
+    wait_for_metric(&a.http, "strata_cluster_serving_nodes", 1);
+    wait_for_metric(&b.http, "strata_cluster_serving_nodes", 1);
+    let rooms: Vec<String> = ["w", "x", "y", "z"].map(String::from).into_iter().collect();
+    let first = rooms.iter().find(|r| worker_for_room(r, 2) == 0);
+    let second = rooms.iter().find(|r| worker_for_room(r, 2) == 1);
+    let (Some(first), Some(second)) = (first, second) else {
+        panic!("rooms on both workers among {rooms:?}");
+    };
+    for (n, room) in [first, second].into_iter().enumerate() {
+        let path = format!("/whip/{room}");
+        let published = a.request("POST", &path, &[SDP], &participant_offer(n as u32));
+        assert_eq!(published.status, 201, "{room}: {}", published.body);
+        let watching = b.request("POST", &format!("/whep/{room}"), &[SDP], VIEWER);
+        assert_eq!(watching.status, 201, "{room}: {}", watching.body);
+    }
+    assert_eq!(relays(&a, "out"), Some(2));
+    assert_eq!(relays(&b, "in"), Some(2));
+    let links = |node: &Node, direction: &str| {
+        metric(
+            &node.http,
+            &format!("strata_media_relay_links{{direction=\"{direction}\"}}"),
+        )
+    };
+    assert_eq!(links(&a, "out"), Some(2), "a link per pair of workers");
+    assert_eq!(links(&b, "in"), Some(2));
+
+    // Past the link timeout: both links kept alive.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(relays(&b, "in"), Some(2));
+    for node in [&a, &b] {
+        assert_eq!(
+            metric(&node.http, "strata_media_relay_links_lost_total"),
+            Some(0)
+        );
+    }
+    let refused = "strata_media_relays_refused_total{reason=\"ssrc_taken\"}";
+    assert_eq!(metric(&a.http, refused), Some(0));
+}

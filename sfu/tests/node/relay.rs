@@ -16,13 +16,13 @@ use sfu::node::testing::{av1_track, av1_viewer, keys, publisher, Harness};
 
 use crate::fixtures::{addr, harness, l3t3, spatial_ids, DD_IN, DD_OUT};
 
-/// The origin's media address, as the edge sees it.
-pub(crate) const ORIGIN: Remote = Remote::Udp(SocketAddr::new(
+/// The origin's relay socket, as the edge sees it.
+pub(crate) const ORIGIN: Remote = Remote::Link(SocketAddr::new(
     std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)),
     50_000,
 ));
-/// The edge's media address, as the origin sees it.
-pub(crate) const EDGE: Remote = Remote::Udp(SocketAddr::new(
+/// The edge's relay socket, as the origin sees it.
+pub(crate) const EDGE: Remote = Remote::Link(SocketAddr::new(
     std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2)),
     50_000,
 ));
@@ -405,7 +405,7 @@ fn the_publishers_sender_reports_reach_the_edge_and_its_reports_measure_the_link
     let [(peer, quality)] = links.as_slice() else {
         panic!("one link: {links:?}");
     };
-    assert_eq!(Remote::Udp(*peer), EDGE);
+    assert_eq!(Remote::Link(*peer), EDGE);
     assert_eq!(quality.fraction_lost, Some(0));
     let round_trip = quality.round_trip.expect("a report of the relayed SR");
     assert!(

@@ -229,7 +229,7 @@ fn a_relay_whose_ssrcs_another_on_the_link_has_is_refused_and_counted() {
 fn an_origin_holds_at_most_its_links_and_counts_the_one_refused() {
     let (mut pair, _) = two_publishers();
     for port in 0..LINKS_PER_NODE as u16 {
-        let edge = Remote::Udp(std::net::SocketAddr::from(([10, 0, 1, 1], 40_000 + port)));
+        let edge = Remote::Link(std::net::SocketAddr::from(([10, 0, 1, 1], 40_000 + port)));
         let link = new_link(&format!("link-{port}"), &pair.link);
         pair.a
             .core

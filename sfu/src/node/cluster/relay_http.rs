@@ -22,9 +22,10 @@ use super::relay_link::{
     link_keys, nonce, read_request, sign, unix_ms, verify, LinkError, RelayAnswer, RelayKind,
     RelayRequest, AUTH_HEADER, MAX_BODY,
 };
-use crate::node::core::{CoreError, NewLink, NodeCore, RelayOffer, RelayRefusal};
+use crate::node::core::{CoreError, NewLink, RelayOffer, RelayRefusal};
 use crate::node::media_loop::LoopGone;
 use crate::node::remote::Remote;
+use crate::node::shard::worker_for_room;
 use crate::node::signaling::Signaling;
 use crate::node::srtp::session;
 
@@ -33,14 +34,16 @@ pub const PATH: &str = "/cluster/relay";
 /// How long an edge waits for the origin's answer.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Both ends of the relay on this node: the secret, this node's media address as the others
-/// reach it, and what asks its media loops.
+/// Both ends of the relay on this node: the secret, its workers' relay sockets as the others
+/// reach them, and what asks its media loops.
 #[derive(Debug)]
 pub struct RelayService {
     /// The cluster's shared secret.
     pub secret: String,
-    /// This node's media address, where links end.
-    pub relay: SocketAddr,
+    /// Each worker's relay socket, where the links of the rooms it serves end: a link is
+    /// between two workers' sockets, so rooms on different workers of the same two nodes
+    /// relay on links of their own.
+    pub relays: Vec<SocketAddr>,
     /// This node's signaling, whose loops hold the cores.
     pub signaling: Arc<Signaling>,
     /// This node in the cluster, to find a room's home.
@@ -93,6 +96,7 @@ pub async fn route(
         id: origin_nonce,
         srtp: Box::new(srtp),
     };
+    let room = request.room.clone();
     let relayed = match request.kind {
         RelayKind::Publisher => service.relay_publisher(request, link).await,
         RelayKind::Data => service.relay_data(request, link).await,
@@ -102,7 +106,7 @@ pub async fn route(
         Ok(Err(refused)) => return refusal(&refused).into_response(),
         Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
     };
-    let answer = RelayAnswer::new(service.relay, link, &offer);
+    let answer = RelayAnswer::new(service.relay_for(&room), link, &offer);
     let Ok(body) = serde_json::to_vec(&answer) else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
@@ -112,7 +116,7 @@ pub async fn route(
 
 /// The status of a relay the origin's core refused: `503` at a limit (the edge may ask
 /// again later), `404` for a publisher not here, `409` for an SSRC another relay of the link
-/// has or a link on another worker.
+/// has.
 fn refusal(refused: &CoreError) -> (StatusCode, String) {
     let status = match refused {
         CoreError::RelayRefused(RelayRefusal::LinkFull | RelayRefusal::TooManyLinks) => {
@@ -158,7 +162,7 @@ impl RelayService {
 
     /// The origin's end of a publisher's relay the edge asked for.
     async fn relay_publisher(&self, request: RelayRequest, link: NewLink) -> Relayed {
-        let to = Remote::Udp(request.relay);
+        let to = Remote::Link(request.relay);
         let RelayRequest {
             room,
             source,
@@ -180,7 +184,7 @@ impl RelayService {
     /// tracks, under the relay's tag. The edge's own data is pulled in turn first when this
     /// node's core asks for it.
     async fn relay_data(self: &Arc<Self>, request: RelayRequest, link: NewLink) -> Relayed {
-        let to = Remote::Udp(request.relay);
+        let to = Remote::Link(request.relay);
         let RelayRequest {
             room, links, node, ..
         } = request;
@@ -211,21 +215,29 @@ impl RelayService {
         Ok(Ok((offer, relayed.link)))
     }
 
-    /// The relay of a node of `member`'s cluster, whose media address is `relay`.
+    /// The relay of a node of `member`'s cluster, whose workers' relay sockets are at
+    /// `relays` (one per worker, in the workers' order).
     pub fn new(
         secret: String,
-        relay: SocketAddr,
+        relays: Vec<SocketAddr>,
         signaling: Arc<Signaling>,
         member: Arc<Member>,
     ) -> Self {
         Self {
             secret,
-            relay,
+            relays,
             signaling,
             member,
             pulling: tokio::sync::Mutex::new(()),
             following: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// The relay socket of the worker that serves `room` here (as the signaling picks it).
+    pub fn relay_for(&self, room: &str) -> SocketAddr {
+        let worker = worker_for_room(room, self.relays.len());
+        let unbound = SocketAddr::from(([0, 0, 0, 0], 0));
+        self.relays.get(worker).copied().unwrap_or(unbound)
     }
 
     /// On the edge, before a viewer of `room` is added: when nobody it would watch is here,
@@ -279,7 +291,6 @@ impl RelayService {
             .offer()
             .map_err(|e| PullError::Refused(e.to_string()))?;
         let room_name = room.to_owned();
-        let (link_id, named) = (link.id.clone(), offer.ssrcs().first().copied());
         let added = self
             .signaling
             .ask_room(room, move |worker, now| {
@@ -287,13 +298,6 @@ impl RelayService {
             })
             .await
             .map_err(|_| PullError::Io("the media loop stopped".into()))?;
-        if let (Err(CoreError::RelayRefused(RelayRefusal::OtherWorker)), Some(ssrc)) =
-            (&added, named)
-        {
-            // The origin put the relay on the link another worker holds: it ends there.
-            self.on_every_core(move |core| core.end_relay_on_link(from, &link_id, ssrc))
-                .await;
-        }
         added.map_err(|e| PullError::Refused(e.to_string()))?;
         Ok(())
     }
@@ -313,7 +317,7 @@ impl RelayService {
         };
         let (answer, link, from) = self.ask_origin(url, &request).await?;
         let (room_name, node_name) = (room.to_owned(), node.to_owned());
-        let (link_id, tag) = (link.id.clone(), answer.tag);
+        let tag = answer.tag;
         let added = self
             .signaling
             .ask_room(room, move |worker, now| {
@@ -322,26 +326,21 @@ impl RelayService {
             })
             .await
             .map_err(|_| PullError::Io("the media loop stopped".into()))?;
-        if let Err(CoreError::RelayRefused(RelayRefusal::OtherWorker)) = &added {
-            self.on_every_core(move |core| core.end_data_on_link(from, &link_id, tag))
-                .await;
-        }
         added.map_err(|e| PullError::Refused(e.to_string()))
     }
 
-    /// A request for `room`'s publisher `source` (or its first), naming every worker's links
-    /// in: a link another worker holds is named, so the origin does not take it for one this
-    /// node forgot.
+    /// A request for `room`'s publisher `source` (or its first), from the relay socket of the
+    /// worker that serves the room here, naming the links that worker receives on.
     async fn request(&self, room: &str, source: Option<&str>) -> Result<RelayRequest, PullError> {
         let links = self
             .signaling
-            .ask_every(|worker, _| worker.core.links_in())
+            .ask_room(room, |worker, _| worker.core.links_in())
             .await
             .map_err(|_| PullError::Io("the media loop stopped".into()))?;
         Ok(RelayRequest {
             room: room.to_owned(),
             source: source.map(str::to_owned),
-            relay: self.relay,
+            relay: self.relay_for(room),
             nonce: nonce(),
             links,
             at_ms: unix_ms(),
@@ -371,17 +370,8 @@ impl RelayService {
             id: answer.nonce.clone(),
             srtp: Box::new(srtp),
         };
-        let from = Remote::Udp(answer.relay);
+        let from = Remote::Link(answer.relay);
         Ok((answer, link, from))
-    }
-
-    /// `act` on every worker's core, one after the other.
-    async fn on_every_core(&self, act: impl Fn(&mut NodeCore) + Clone + Send + 'static) {
-        let done = self.signaling.ask_every(move |worker, _| {
-            act(&mut worker.core);
-            Vec::<()>::new()
-        });
-        let _ = done.await;
     }
 }
 

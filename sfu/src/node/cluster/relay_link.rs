@@ -104,7 +104,7 @@ pub struct RelayRequest {
     pub room: String,
     /// The publisher's name, or `None` for the room's first.
     pub source: Option<String>,
-    /// The edge's media address: where the origin sends.
+    /// The relay socket of the edge's worker that serves the room: where the origin sends.
     pub relay: SocketAddr,
     /// The edge's nonce for the link's keys, in hex: a new link's, should the relay not go
     /// on one of `links`.
@@ -132,7 +132,8 @@ const MAX_NODE_BYTES: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RelayAnswer {
-    /// The origin's media address: where the edge sends, and whence the media comes.
+    /// The relay socket of the origin's worker that serves the room: where the edge sends,
+    /// and whence the media comes.
     pub relay: SocketAddr,
     /// The origin's nonce for the link's keys, in hex, which is also the link's id: the
     /// edge's link of that id carries the relay, or else a new one keyed from both nonces.

@@ -15,8 +15,9 @@ pub struct ClusterConfig {
     /// Where other nodes send clients to reach this one (`https://node-1.example:8443`); by
     /// default the HTTP listener's address with the announced IP.
     pub url: Option<String>,
-    /// Where the media relay of other nodes reaches this node's media port (`ip:port`); by
-    /// default the media socket's address with the announced IP.
+    /// Where the media relay of other nodes reaches this node (`ip:port`): each worker has a
+    /// relay socket of its own, worker `w`'s at `port + w` (any port for port 0); by default
+    /// the announced IP, on ports the kernel picks.
     pub relay: Option<String>,
     /// The secret every node of the cluster shares: it authenticates the media relay's
     /// requests and keys its links. Without it, no media is relayed between nodes.

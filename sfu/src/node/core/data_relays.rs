@@ -141,16 +141,6 @@ impl NodeCore {
             .any(|d| d.room == room && d.node == node)
     }
 
-    /// On the edge: the relay of a room's data tagged `tag` on the link from `from` named
-    /// `link`, if this core holds that link, ended (its origin put it on a link another
-    /// worker holds).
-    pub fn end_data_on_link(&mut self, from: Remote, link: &str, tag: u32) {
-        let held = self.media_relays.ins.get(&from);
-        if held.is_some_and(|l| l.id == link) {
-            self.send_data_ended(from, tag);
-        }
-    }
-
     /// Ends the relays of rooms' data on the link from `from` whose room has had nobody on
     /// one of the two nodes for [`LINGER`]; the link ends with its last relay.
     pub(super) fn check_data_in(&mut self, now: Instant, from: Remote) {

@@ -1,9 +1,10 @@
 //! The media relay between nodes of a cluster: a publisher's tracks sent once from the node
 //! that has the publisher (the *origin*) to a node whose sessions receive them (the *edge*),
-//! over an SRTP link between the two nodes' media ports.
+//! over an SRTP link between the two nodes' workers that serve the room.
 //!
-//! A *link* is one per origin and edge (two nodes that relay each other's publishers have
-//! two, one each way): its keys, keepalives, loss detection and measures are the pair's. Any
+//! A *link* is one per origin and edge worker (two nodes that relay each other's publishers
+//! have two, one each way), between the two workers' relay sockets, which carry links alone
+//! (the peer at a link's end is a [`Remote::Link`]): its keys, keepalives, loss detection and measures are the pair's. Any
 //! number of *relays* (up to [`RELAYS_PER_LINK`]) share it, told apart by their SSRCs: a relay
 //! carries one publisher, and no two relays of a link may share an SSRC.
 //!
@@ -119,9 +120,6 @@ pub enum RelayRefusal {
     /// Another relay of the link has one of its SSRCs: the link could not tell them apart.
     #[error("an SSRC of the publisher is another relayed publisher's on the link")]
     SsrcTaken,
-    /// The other node's link is on another worker of this node (its address steers there).
-    #[error("the link to that node is on another worker")]
-    OtherWorker,
 }
 
 /// What the relays did, for `/metrics`.
@@ -143,8 +141,8 @@ pub struct RelayCounters {
     pub resent: u64,
     /// PLIs and FIRs from links passed to a publisher's keyframe throttle.
     pub keyframes_asked: u64,
-    /// Relays refused: a link full, too many links, an SSRC taken, another worker's link.
-    pub refused: [u64; 4],
+    /// Relays refused: a link full, too many links, an SSRC taken.
+    pub refused: [u64; 3],
     /// Relays of a room's data started toward another node ...
     pub data_started_out: u64,
     /// ... and from another node.
@@ -164,7 +162,7 @@ pub struct RelayCounters {
 
 impl RelayCounters {
     /// The refusals' labels, in [`refused`](Self::refused)'s order.
-    pub const REFUSALS: [&'static str; 4] = ["link_full", "links", "ssrc_taken", "other_worker"];
+    pub const REFUSALS: [&'static str; 3] = ["link_full", "links", "ssrc_taken"];
 
     fn refuse(&mut self, why: RelayRefusal) -> CoreError {
         self.refused[why as usize] += 1;
@@ -451,8 +449,6 @@ impl NodeCore {
                 data,
             };
             self.media_relays.outs.insert(to, fresh);
-            // With several workers, the edge's datagrams come to this one.
-            self.bind(to);
         }
         self.media_relays
             .outs
@@ -461,40 +457,16 @@ impl NodeCore {
     }
 
     /// Refuses a new link past [`LINKS_PER_NODE`] (`held` that way now, one to replace not
-    /// counted), or at an address another worker's link steers.
+    /// counted).
     fn check_new_link(&mut self, at: Remote, held: usize) -> Result<(), CoreError> {
         let replaces = self.media_relays.outs.contains_key(&at);
-        let refused = if held - usize::from(replaces) >= LINKS_PER_NODE {
-            RelayRefusal::TooManyLinks
-        } else if self.steered_elsewhere(at) {
-            RelayRefusal::OtherWorker
-        } else {
-            return Ok(());
-        };
-        Err(self.media_relays.counters.refuse(refused))
-    }
-
-    /// Whether datagrams from `at` go to another worker than this core's.
-    fn steered_elsewhere(&self, at: Remote) -> bool {
-        match (&self.steering, at) {
-            (Some((worker, steering)), Remote::Udp(addr)) => {
-                steering.owner_of(addr).is_some_and(|w| w != *worker)
-            }
-            _ => false,
+        if held - usize::from(replaces) >= LINKS_PER_NODE {
+            return Err(self
+                .media_relays
+                .counters
+                .refuse(RelayRefusal::TooManyLinks));
         }
-    }
-
-    /// On the edge: the relay named by `ssrc` on the link from `from` named `link`, if this
-    /// core holds that link, ended with a BYE (its relay-in was refused on another worker).
-    pub fn end_relay_on_link(&mut self, from: Remote, link: &str, ssrc: u32) {
-        if self
-            .media_relays
-            .ins
-            .get(&from)
-            .is_some_and(|l| l.id == link)
-        {
-            self.send_bye(from, false, ssrc);
-        }
+        Ok(())
     }
 
     pub(super) fn has_tracks(&self, id: &PeerId) -> bool {
@@ -614,7 +586,6 @@ impl NodeCore {
         let joins = held.is_some_and(|held| held.id == link.id);
         let refused = match held {
             Some(held) if joins => fits(held).err(),
-            _ if self.steered_elsewhere(from) => Some(RelayRefusal::OtherWorker),
             held => {
                 let kept = self.media_relays.ins.len() - usize::from(held.is_some());
                 (kept >= LINKS_PER_NODE).then_some(RelayRefusal::TooManyLinks)
@@ -642,7 +613,6 @@ impl NodeCore {
             data,
         };
         self.media_relays.ins.insert(from, fresh);
-        self.bind(from);
         // The association's INIT goes on the link now there.
         self.after_data(now);
         Ok(())
@@ -732,7 +702,6 @@ impl NodeCore {
             if let Some(link) = self.media_relays.ins.remove(&from) {
                 self.end_data_link(link.data);
             }
-            self.unbind_link(from);
         }
     }
 
@@ -769,7 +738,6 @@ impl NodeCore {
     pub(super) fn remove_link_out(&mut self, to: Remote) -> Option<LinkOut> {
         let link = self.media_relays.outs.remove(&to)?;
         self.end_data_link(link.data);
-        self.unbind_link(to);
         Some(link)
     }
 
@@ -782,15 +750,6 @@ impl NodeCore {
         // Each leaves the tables as any session; its BYE has no link to go on.
         for id in link.relays.into_keys() {
             let _ = self.remove_peer(id);
-        }
-        self.unbind_link(from);
-    }
-
-    /// Datagrams from `at` stop coming here unless a link the other way is there still.
-    pub(super) fn unbind_link(&self, at: Remote) {
-        let relays = &self.media_relays;
-        if !relays.outs.contains_key(&at) && !relays.ins.contains_key(&at) {
-            self.unbind(at);
         }
     }
 }

@@ -52,11 +52,19 @@ impl NodeCore {
     pub fn handle_packet(&mut self, now: Instant, from: Remote, data: &[u8]) {
         self.arm_sweep(now);
         match from {
-            Remote::Udp(_) => {
+            Remote::Udp(_) | Remote::Link(_) => {
                 self.counters.datagrams_in += 1;
                 self.counters.bytes_in += data.len() as u64;
             }
             Remote::Tcp { .. } => self.counters.tcp_bytes_in += data.len() as u64,
+        }
+        if let Remote::Link(_) = from {
+            // A relay socket carries links alone: no session is ever bound there.
+            match self.is_link(from) {
+                true => self.handle_from_link(now, from, data),
+                false => self.counters.drop(DropReason::UnknownSource),
+            }
+            return;
         }
         if self.relays.contains(from) {
             self.counters.relayed_bytes_in += data.len() as u64;
@@ -64,10 +72,6 @@ impl NodeCore {
         let kind = classify(data);
         if kind == PayloadKind::Stun {
             self.handle_stun(now, from, data);
-            return;
-        }
-        if self.is_link(from) {
-            self.handle_from_link(now, from, data);
             return;
         }
         let Some(&id) = self.by_addr.get(&from) else {
@@ -298,7 +302,9 @@ impl NodeCore {
         match result {
             Ok(protected) => {
                 match to {
-                    Remote::Udp(_) => self.counters.bytes_out += protected as u64,
+                    Remote::Udp(_) | Remote::Link(_) => {
+                        self.counters.bytes_out += protected as u64;
+                    }
                     Remote::Tcp { .. } => self.counters.tcp_bytes_out += protected as u64,
                 }
                 if self.relays.contains(to) {

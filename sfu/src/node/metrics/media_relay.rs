@@ -88,8 +88,7 @@ impl RelayFigures {
         );
         let c = &self.counters;
         let (name, kind) = ("media_relays_refused_total", "counter");
-        let help = "Relays refused, by reason: a link full, too many links, an SSRC taken, \
-            the link on another worker.";
+        let help = "Relays refused, by reason: a link full, too many links, an SSRC taken.";
         let labels = RelayCounters::REFUSALS.map(|r| format!("{{reason=\"{r}\"}}"));
         let samples = labels.iter().map(String::as_str).zip(c.refused);
         family(out, Family { name, help, kind }, samples);

@@ -64,7 +64,7 @@ fn frame(data: &[u8]) -> Vec<u8> {
 fn id(remote: Remote) -> crate::node::remote::ConnectionId {
     match remote {
         Remote::Tcp { id, .. } => id,
-        Remote::Udp(_) => unreachable!("a connection's"),
+        Remote::Udp(_) | Remote::Link(_) => unreachable!("a connection's"),
     }
 }
 
