@@ -220,3 +220,30 @@ fn redis_rooms_on_different_workers_each_relay_on_links_of_their_own() {
     let refused = "strata_media_relays_refused_total{reason=\"ssrc_taken\"}";
     assert_eq!(metric(&a.http, refused), Some(0));
 }
+
+/// A node pulls from one that registered after its last heartbeat read the others: it reads
+/// them again rather than wait for its next beat (here 30 s away).
+#[test]
+#[ignore = "needs redis-server: .ci/run runs it (-- --ignored redis_)"]
+fn redis_a_node_pulls_at_once_from_one_it_has_not_heard_of_yet() {
+    let redis = Redis::start();
+    let slow = format!(
+        "redis = \"{}\"\n[cluster]\nsecret = \"s3cret\"\nprefer_home_below_percent = 0\n\
+         lease_ms = 60000\nheartbeat_ms = 30000\n",
+        redis.url
+    );
+    let a = node_with_config(&slow, &[]);
+    wait_for_metric(&a.http, "strata_cluster_attached", 1);
+    let b = relaying(&redis, "s3cret");
+    wait_for_metric(&b.http, "strata_cluster_serving_nodes", 1);
+    assert_eq!(
+        metric(&a.http, "strata_cluster_serving_nodes"),
+        Some(0),
+        "node a has not read node b's registration yet"
+    );
+    let published = b.request("POST", "/whip/late", &[SDP], PUBLISHER);
+    assert_eq!(published.status, 201, "{}", published.body);
+    let watching = a.request("POST", "/whep/late", &[SDP], VIEWER);
+    assert_eq!(watching.status, 201, "{}", watching.body);
+    assert_eq!(relays(&a, "in"), Some(1), "relayed before the answer");
+}

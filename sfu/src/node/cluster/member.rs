@@ -221,6 +221,11 @@ impl Member {
             state.homes.retain(|_, until| *until > start);
         }
         self.claim_unheld(epoch, live_rooms).await?;
+        self.read_others().await
+    }
+
+    /// Reads the other nodes' registrations from the store.
+    async fn read_others(&self) -> Result<(), StoreError> {
         let asked = Instant::now();
         let others = self.store.nodes().await?;
         let me = &self.identity.node;
@@ -230,6 +235,20 @@ impl Member {
             .map(|listed| (listed.registration, asked + listed.left))
             .collect();
         Ok(())
+    }
+
+    /// The other nodes, as the last heartbeat read them, or read again now when they lack
+    /// one `known` wants (a node that registered since: a pull from it need not wait for
+    /// the next heartbeat).
+    async fn peers_knowing(&self, known: impl Fn(&[Registration]) -> bool) -> Vec<Registration> {
+        let peers = self.peers();
+        if known(&peers) {
+            return peers;
+        }
+        if let Err(failed) = self.read_others().await {
+            tracing::debug!(%failed, "the other nodes were not read again");
+        }
+        self.peers()
     }
 
     /// Claims the homes of the rooms with a session here that this node holds no home for:
@@ -363,11 +382,17 @@ impl Member {
         state.peers(now).cloned().collect()
     }
 
-    /// The registration of `room`'s home when it is another node, as the last heartbeat
-    /// read the others: where the media relay pulls the room's publishers from.
+    /// The registration of `room`'s home when it is another node (read again when the last
+    /// heartbeat did not know it): where the media relay pulls the room's publishers from.
     pub async fn home_elsewhere(&self, room: &str) -> Option<Registration> {
         let home = self.store.home(room).await.ok()??;
-        self.peers().into_iter().find(|r| r.node_ref() == home)
+        if home.node == self.identity.node {
+            return None;
+        }
+        let peers = self
+            .peers_knowing(|peers| peers.iter().any(|r| r.node_ref() == home))
+            .await;
+        peers.into_iter().find(|r| r.node_ref() == home)
     }
 
     /// Lists in the directory the publishers this node hosts in each room of `hosted`
@@ -404,9 +429,15 @@ impl Member {
         here: &[String],
     ) -> Result<Vec<(Registration, String)>, StoreError> {
         let entries = self.store.hosted(room).await?;
-        let peers = self.peers();
-        let wanted = to_pull(&entries, &self.identity.node, here).into_iter();
+        let wanted = to_pull(&entries, &self.identity.node, here);
+        let peers = self
+            .peers_knowing(|peers| {
+                let mut nodes = wanted.iter().map(|(node, _)| node);
+                nodes.all(|node| peers.iter().any(|r| r.node_ref() == *node))
+            })
+            .await;
         Ok(wanted
+            .into_iter()
             .filter_map(|(node, name)| {
                 let registration = peers.iter().find(|r| r.node_ref() == node)?;
                 Some((registration.clone(), name))
@@ -414,9 +445,13 @@ impl Member {
             .collect())
     }
 
-    /// The node `node` as the last heartbeat read it, while its registration may stand.
-    pub fn peer(&self, node: &str) -> Option<Registration> {
-        self.peers().into_iter().find(|r| r.node == node)
+    /// The node `node` while its registration may stand: as the last heartbeat read it, or
+    /// as the store has it now.
+    pub async fn peer(&self, node: &str) -> Option<Registration> {
+        let peers = self
+            .peers_knowing(|peers| peers.iter().any(|r| r.node == node))
+            .await;
+        peers.into_iter().find(|r| r.node == node)
     }
 
     /// What each other live node holds of `room`, from its part of the room's state in the
@@ -429,7 +464,13 @@ impl Member {
         let Some(parts) = self.store.read_parts(room).await? else {
             return Ok(Vec::new());
         };
-        let peers = self.peers();
+        let me = &self.identity.node;
+        let peers = self
+            .peers_knowing(|peers| {
+                let mut nodes = parts.parts.iter().map(|(node, _)| node);
+                nodes.all(|node| node == me || peers.iter().any(|r| r.node == *node))
+            })
+            .await;
         let nodes = parts.parts.into_iter().filter_map(|(node, json)| {
             let registration = peers.iter().find(|r| r.node == node)?;
             let part = Part::read(json.as_bytes()).ok()?;

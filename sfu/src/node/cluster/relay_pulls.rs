@@ -49,7 +49,7 @@ impl RelayService {
             return;
         }
         let origin = match node {
-            Some(node) => self.member.peer(node),
+            Some(node) => self.member.peer(node).await,
             None => {
                 let listed = self.member.hosted_elsewhere(room, &[]).await;
                 let listed = listed.unwrap_or_default().into_iter();
@@ -93,7 +93,7 @@ impl RelayService {
         if asked.await != Ok(true) {
             return;
         }
-        let Some(origin) = self.member.peer(node) else {
+        let Some(origin) = self.member.peer(node).await else {
             tracing::debug!(
                 room,
                 node,
