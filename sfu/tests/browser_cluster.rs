@@ -94,9 +94,10 @@ const OFFER: &str = include_str!("../src/node/sdp/fixtures/viewer_recvonly.sdp")
 /// AV1 L3T3_KEY from Chromium on node 1, decoded at every spatial layer by viewers on nodes
 /// 2 and 3 (each node pulling it once over the relay); node 2 killed: node 3's viewers go on
 /// without a freeze, node 1 ends its relay to node 2, node 3 sees node 2 gone; node 2's
-/// viewers (opened on node 2 from a page of node 3) find their connections gone and start
-/// again on their own, asking the page's node: node 3, full (its three viewers and the relay
-/// feeding them), sends them to node 1 with a `307` that the page follows, and they decode.
+/// viewers (on a page of node 2, gone with it) find their connections gone and start again on
+/// their own, asking the cluster's nodes the page read from node 2 while it lived: node 3,
+/// full (its three viewers and the relay feeding them), is no longer among them or sends
+/// them to node 1 with a `307` that the page follows, and they decode.
 #[test]
 #[ignore = "needs root, chromium, redis-server, nft and ethtool in a private network namespace: run .ci/browser-test"]
 fn av1_relayed_to_two_nodes_survives_a_killed_node_and_a_full_node_redirects() {
@@ -115,10 +116,10 @@ fn av1_relayed_to_two_nodes_survives_a_killed_node_and_a_full_node_redirects() {
         cluster.browser(&host_2, None),
         cluster.browser(&host_3, None),
     );
-    // Node 2's viewers from a page of node 3: the page outlives node 2.
-    let page_2 = browser_2.open(&cluster.url(3, "/"));
+    // Node 2's viewers on a page of node 2: the page outlives its node.
+    let page_2 = browser_2.open(&cluster.url(2, "/"));
     let page_3 = browser_3.open(&cluster.url(3, "/"));
-    let viewers_2 = every_layer(&page_2, room, Some(&cluster.url(2, "/")));
+    let viewers_2 = every_layer(&page_2, room, None);
     let viewers_3 = every_layer(&page_3, room, None);
     let (expected_2, expected_3) = (at_sizes(&viewers_2), at_sizes(&viewers_3));
     let took = wait_sizes(&page_2, "node 2's viewers", &expected_2, RAMP_UP);
@@ -152,7 +153,7 @@ fn av1_relayed_to_two_nodes_survives_a_killed_node_and_a_full_node_redirects() {
         MIN_FPS,
     );
 
-    // Node 2's viewers start again on their own: node 3 is full and sends them on.
+    // Node 2's viewers start again on their own, on a node the page read from node 2.
     wait_reconnected(&page_2, &viewers_2);
     let reconnected = killed.elapsed();
     println!("node 2's viewers connected again {reconnected:?} after node 2's death");

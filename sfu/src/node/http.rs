@@ -82,6 +82,7 @@ pub fn routes(
     ));
     if let Some(door) = door {
         app = app
+            .route("/cluster/nodes", get(cluster_http::nodes))
             .layer(Extension(door.member.clone()))
             .layer(middleware::from_fn_with_state(door, cluster_http::place));
     }

@@ -204,3 +204,25 @@ fn a_request_is_authorized_before_it_is_placed() {
     assert_eq!(moved.status, 307, "a takes no session: {}", moved.body);
     assert_eq!(moved.header("location"), Some(b.url("/whip/room").as_str()));
 }
+
+/// `GET /cluster/nodes` lists the nodes that take sessions, the one asked first: a full one
+/// leaves the list, as it would send a client on.
+#[test]
+fn the_cluster_nodes_that_take_sessions_are_listed() {
+    let store = MemoryStore::new();
+    let (a, b) = (InProcess::start(&store, 1), InProcess::start(&store, 4));
+    a.wait_until_attached(1);
+    b.wait_until_attached(1);
+    let listed = |node: &InProcess| {
+        let answer = request_to(&node.http, "GET", "/cluster/nodes", &[], "");
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let list: serde_json::Value = serde_json::from_str(&answer.body).expect("JSON");
+        list["nodes"].as_array().expect("a list").clone()
+    };
+    assert_eq!(listed(&a), [a.url(""), b.url("")]);
+    assert_eq!(listed(&b), [b.url(""), a.url("")]);
+
+    assert_eq!(a.post("/whip/one", PUBLISHER).status, 201);
+    b.wait_for("strata_cluster_serving_nodes", 0);
+    assert_eq!(listed(&b), [b.url("")], "a is full");
+}

@@ -15,6 +15,7 @@ use axum::http::header::{self, HeaderValue};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 
 use super::member::Member;
 use super::placement::Placement;
@@ -68,6 +69,28 @@ pub async fn place(State(door): State<Door>, request: Request, next: Next) -> Re
             response
         }
     }
+}
+
+/// `GET /cluster/nodes`: the URLs of the cluster's nodes that take sessions now (this one
+/// first, if it does), as this node last read the others: where a client whose node is
+/// gone starts again (the demo page reads them, for the day its own node is the one gone).
+pub async fn nodes(Extension(member): Extension<Arc<Member>>) -> Json<NodeList> {
+    let status = member.status();
+    let here = (status.attached && !status.draining).then(|| member.identity().url.clone());
+    let others = member
+        .peers()
+        .into_iter()
+        .filter(Registration::takes_sessions);
+    Json(NodeList {
+        nodes: here.into_iter().chain(others.map(|r| r.url)).collect(),
+    })
+}
+
+/// The body of `GET /cluster/nodes`.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct NodeList {
+    /// The URLs, as each node registered its own.
+    pub nodes: Vec<String>,
 }
 
 /// The room of a request that opens a session and the grant it needs, or `None` for any
