@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Instant, SystemTime};
 
 use selector::Layer;
+use tokio::sync::Notify;
 
 use super::auth::{Auth, AuthError, Grant};
 use super::cluster::relay_http::RelayService;
@@ -191,6 +192,10 @@ pub struct Signaling {
     /// The media relay between nodes, on a clustered node with a secret: a viewer of a room
     /// homed elsewhere has its publisher relayed here first. Weak: the HTTP routes own it.
     relay: OnceLock<Weak<RelayService>>,
+    /// Woken when a session joins or leaves: a clustered node's room feed then writes the
+    /// room's part at once instead of at its next look, so a node whose participant joins at
+    /// the same moment learns of this one within a round trip of the store.
+    sessions_changed: Arc<Notify>,
 }
 
 impl Signaling {
@@ -204,7 +209,18 @@ impl Signaling {
             config,
             offers_refused: AtomicU64::new(0),
             relay: OnceLock::new(),
+            sessions_changed: Arc::new(Notify::new()),
         }
+    }
+
+    /// What a session joining or leaving wakes (one wake-up kept while nobody waits).
+    pub fn sessions_changed(&self) -> Arc<Notify> {
+        self.sessions_changed.clone()
+    }
+
+    /// A session joined or left.
+    pub(super) fn changed(&self) {
+        self.sessions_changed.notify_one();
     }
 
     /// Relays publishers of rooms homed elsewhere to this node's viewers through `relay`.
@@ -296,6 +312,7 @@ impl Signaling {
                 added.inspect(|id| tracing::info!(peer = %id, room, "publisher joined"))
             })
             .await??;
+        self.changed();
         let answer = sdp::build_answer(&self.answer_params(
             &local,
             plan.extmap_allow_mixed,
@@ -334,6 +351,7 @@ impl Signaling {
                 watched.inspect(|w| tracing::info!(peer = %w.id, room, "viewer joined"))
             })
             .await??;
+        self.changed();
         let source_of = |media: &ViewedMedia| {
             let &(ssrc, rtx_ssrc) = sources.get(&media.mid)?;
             let has_rtx = media.codecs.iter().any(|c| c.rtx_payload_type.is_some());
@@ -370,7 +388,9 @@ impl Signaling {
             tracing::info!(peer = %id, "session ended by its client");
             worker.core.remove_peer(id)
         })
-        .await
+        .await?;
+        self.changed();
+        Ok(())
     }
 
     /// A viewer's new layer choice (`PATCH` with JSON), under the same rules as

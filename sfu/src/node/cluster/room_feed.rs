@@ -6,7 +6,8 @@
 //! successful read. It hands the other nodes' parts to its media loop, which shows them in
 //! `GET /rooms/{room}` and tells its participants what changed.
 //!
-//! When: every [`FEED_INTERVAL`] the node looks at its parts. One that changed (see
+//! When: every [`FEED_INTERVAL`] the node looks at its parts, and as a session joins or
+//! leaves through signaling (a participant joining finds the others sooner). One that changed (see
 //! [`Part::changed_from`]) is written at once, at most once per feed interval, and the room's
 //! other nodes are told with a [`notice`](super::notice); they read the room when told. A
 //! part that did not change is written again only to refresh its lease, every `refresh` (the
@@ -54,12 +55,16 @@ pub async fn run(
 ) {
     let mut feed = RoomFeed::new(member.identity().node.clone(), lease, refresh);
     let inbox = store.inbox().clone();
+    let Some(sessions_changed) = signaling.upgrade().map(|s| s.sessions_changed()) else {
+        return;
+    };
     let mut ticks = tokio::time::interval(FEED_INTERVAL);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
             () = inbox.told() => {}
+            () = sessions_changed.notified() => {}
         }
         let Some(signaling) = signaling.upgrade() else {
             return;

@@ -64,6 +64,7 @@ impl Signaling {
             .loop_of(room)?
             .ask(move |worker, now| worker.core.add_participant(now, join, participant))
             .await??;
+        self.changed();
         Ok(self.answered(&plan, &negotiated, room))
     }
 
