@@ -154,7 +154,7 @@ pub async fn serve_with(
     let relaying = store.is_some() && config.cluster.secret.is_some();
     let (pulls, pulled) = relay_pulls::pull_queue();
     let relay_sockets = match relaying {
-        true => relay_sockets(&config, workers)?,
+        true => relay_sockets(&config, workers, udp_addr)?,
         false => Vec::new(),
     };
     let relay_addrs: Vec<SocketAddr> = relay_sockets.iter().map(|(_, at)| *at).collect();
@@ -329,10 +329,11 @@ fn segmentation(config: &NodeConfig, socket: &UdpSocket) -> Segmentation {
 /// Each worker's socket for the media relay's links, and where other nodes reach it: on
 /// `cluster.relay`'s address at its port plus the worker's index (any port the kernel picks,
 /// for port 0), or else at the announced IP on a port the kernel picks; bound on the media
-/// socket's IP.
+/// socket's IP (`media`, which their ports must leave alone).
 fn relay_sockets(
     config: &NodeConfig,
     workers: usize,
+    media: SocketAddr,
 ) -> Result<Vec<(Arc<UdpSocket>, SocketAddr)>, ServeError> {
     let wanted: SocketAddr = match &config.cluster.relay {
         Some(relay) => relay
@@ -340,6 +341,15 @@ fn relay_sockets(
             .map_err(|_| ServeError::Cluster("cluster.relay is ip:port".to_owned()))?,
         None => SocketAddr::new(config.announced_ip(), 0),
     };
+    let first = usize::from(wanted.port());
+    if first != 0 && (first..first + workers).contains(&usize::from(media.port())) {
+        // Before, links ended on the media port: a setting from then names it.
+        return Err(ServeError::Cluster(format!(
+            "cluster.relay's ports ({first} and one more per worker) include the media port \
+             {}: the relay's sockets are its own, give it other ports",
+            media.port()
+        )));
+    }
     (0..workers)
         .map(|worker| {
             let port = match wanted.port() {

@@ -226,3 +226,27 @@ fn the_cluster_nodes_that_take_sessions_are_listed() {
     b.wait_for("strata_cluster_serving_nodes", 0);
     assert_eq!(listed(&b), [b.url("")], "a is full");
 }
+
+/// `cluster.relay` naming the media port (where links ended before each worker had a relay
+/// socket of its own) stops the node at start with a reason, not at the first relay.
+#[test]
+fn a_relay_port_that_is_the_media_port_is_refused_at_start() {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let media = std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("a free port");
+    let listener = runtime
+        .block_on(TcpListener::bind("127.0.0.1:0"))
+        .expect("a port");
+    let mut config = NodeConfig {
+        udp: media,
+        workers: 2,
+        ..NodeConfig::default()
+    };
+    config.cluster.secret = Some("s3cret".to_owned());
+    config.cluster.relay = Some(format!("127.0.0.1:{}", media.port() - 1));
+    let store = Arc::new(MemoryStore::new().connection());
+    let served = runtime.block_on(serve_with(config, listener, Some(store)));
+    let refused = served.expect_err("refused at start").to_string();
+    assert!(refused.contains("media port"), "{refused}");
+}
