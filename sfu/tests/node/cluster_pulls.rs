@@ -258,3 +258,33 @@ fn relay_requests_no_node_of_the_cluster_would_send_are_refused_with_a_reason_an
         Some(0)
     );
 }
+
+/// A participant joining the third node of a room that has participants on two others has
+/// both nodes' data relayed by its answer: its node asks them together, not one after the
+/// other, and each pulls its data in turn.
+#[test]
+fn a_participant_joining_a_third_node_has_both_others_data_by_its_answer() {
+    let store = MemoryStore::new();
+    let nodes = [0, 1, 2].map(|_| relaying(&store, 100));
+    for node in &nodes {
+        node.wait_until_attached(2);
+    }
+    let [a, b, c] = &nodes;
+    let ada = DataClient::join(&a.http, "call", "ada");
+    ada.connected();
+    let bo = DataClient::join(&b.http, "call", "bo");
+    bo.connected();
+    // Both parts are in the room's state.
+    for node in [a, b] {
+        node.wait_for("strata_media_data_relays{direction=\"in\"}", 1);
+    }
+    let asked = Instant::now();
+    let cy = DataClient::join(&c.http, "call", "cy");
+    let answered = asked.elapsed();
+    let relayed = both_ways(c, "strata_media_data_relays");
+    eprintln!("cy answered after {answered:?}, c's data relays (out, in): {relayed:?}");
+    assert_eq!(relayed, (Some(2), Some(2)), "both nodes' data, both ways");
+    cy.greet(0, "chat", "hello from cy");
+    ada.wait_for("hello from cy");
+    bo.wait_for("hello from cy");
+}

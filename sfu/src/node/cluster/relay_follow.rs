@@ -13,6 +13,8 @@
 
 use std::sync::Arc;
 
+use futures_util::future::join_all;
+
 use super::relay_http::RelayService;
 use super::store::Registration;
 use crate::node::core::RoomRelays;
@@ -64,9 +66,11 @@ impl RelayService {
             names.map(|name| (origin.clone(), name.clone()))
         });
         self.pull_missing(room, &here, &[], shown.collect()).await;
-        for (origin, _) in nodes.iter().filter(|(_, node)| node.participants) {
-            self.pull_data(room, &origin.node).await;
-        }
+        // Each node's data comes on a link of its own: asked of every node together.
+        let _one_at_a_time = self.pulling.lock().await;
+        let with_participants = nodes.iter().filter(|(_, node)| node.participants);
+        let pulls = with_participants.map(|(origin, _)| self.pull_data_held(room, &origin.node));
+        join_all(pulls).await;
     }
 
     /// Pulls each publisher of `room` that another node hosts (as the directory lists it, or
@@ -98,14 +102,26 @@ impl RelayService {
                 true
             }
         });
+        // The nodes asked together, each node's publishers one after the other: two relays
+        // asked of one node at once would each make a link of their own.
+        let mut by_node: Vec<(Registration, Vec<String>)> = Vec::new();
         for (origin, name) in wanted {
-            let _one_at_a_time = self.pulling.lock().await;
-            if !renew.contains(&name) && !self.needs_relay(room, Some(&name)).await {
-                continue;
-            }
-            if let Err(failed) = self.pull_from(&origin.url, room, Some(&name)).await {
-                tracing::warn!(room, origin = %origin.node, %failed, "no relay");
+            match by_node.iter_mut().find(|(o, _)| o.node == origin.node) {
+                Some((_, names)) => names.push(name),
+                None => by_node.push((origin, vec![name])),
             }
         }
+        let _one_at_a_time = self.pulling.lock().await;
+        let pulls = by_node.iter().map(|(origin, names)| async move {
+            for name in names {
+                if !renew.contains(name) && !self.needs_relay(room, Some(name)).await {
+                    continue;
+                }
+                if let Err(failed) = self.pull_from(&origin.url, room, Some(name)).await {
+                    tracing::warn!(room, origin = %origin.node, %failed, "no relay");
+                }
+            }
+        });
+        join_all(pulls).await;
     }
 }

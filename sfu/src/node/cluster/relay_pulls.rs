@@ -85,7 +85,7 @@ impl RelayService {
     }
 
     /// [`pull_data`](Self::pull_data), the pull's lock held.
-    async fn pull_data_held(&self, room: &str, node: &str) {
+    pub(super) async fn pull_data_held(&self, room: &str, node: &str) {
         let (room_name, node_name) = (room.to_owned(), node.to_owned());
         let asked = self.signaling.ask_room(room, move |worker, _| {
             worker.core.needs_data(&room_name, &node_name)
