@@ -5,7 +5,7 @@
 //! tag on the link; the edge marks its relay-in, and its node asks the origin for the relay
 //! again at once. The origin's answer renews the relay over the same link. When only SSRCs
 //! were bound since (a simulcast stream's first packets; its retransmissions', first sent at
-//! the publisher's first loss, often minutes in), the edge binds them into its relay-in in
+//! the publisher's first loss, whenever that comes), the edge binds them into its relay-in in
 //! place: its viewers keep their subscriptions and decoders. Otherwise (tracks added) the
 //! relay-in is replaced, and the edge's viewers of it are served again as when a publisher
 //! comes, from a keyframe.
