@@ -112,15 +112,15 @@ impl NodeCore {
         }
         let mut rebinds = Vec::new();
         for (at, track) in held.iter().enumerate() {
-            let id = track.id?;
-            let now = self.router.receiver_config(id)?;
+            let track_id = track.id?;
+            let now = self.router.receiver_config(track_id)?;
             let new = offer.tracks.iter().find(|o| o.origin == track.origin)?;
             if !same_but_ssrcs(track, now, new) {
                 return None;
             }
             let streams = now.streams.iter().zip(&new.config.streams).enumerate();
             let changed = streams.filter(|(_, (was, is))| was != is);
-            rebinds.extend(changed.map(|(index, (_, &is))| (at, id, index, is)));
+            rebinds.extend(changed.map(|(index, (_, &is))| (at, track_id, index, is)));
         }
         Some(rebinds)
     }
