@@ -15,6 +15,7 @@ use selector::{Layer, LayerLimits};
 
 use super::forwarder::Forwarder;
 use super::packet::ParsedPacket;
+use super::prefetch::{prefetch, prefetch_lines, prefetch_range};
 use super::receiver::PacketRef;
 use super::rtcp::{ReportBlock, SenderReport};
 use super::track::{DownTrackConfig, TrackConfig, TrackId};
@@ -27,6 +28,9 @@ pub const SEND_HISTORY: usize = 512;
 const INLINE_DD: usize = 24;
 /// Large DDs remembered at most, the newest: a keyframe's few packets, several keyframes back.
 const LARGE_DDS: usize = 16;
+/// The bytes of a DownTrack [`DownTrack::touch`] asks for.
+const TOUCHED: usize = 256;
+const TAIL: usize = 9168;
 
 /// One outgoing packet: `len` bytes the engine wrote into the caller's buffer (the header, and
 /// for VP8 the rewritten payload descriptor), then `payload`, shared with every subscriber.
@@ -202,9 +206,12 @@ impl DownTrack {
         }
     }
 
-    /// Reads the lock word, bringing the DownTrack's first cache line in ahead of its use.
+    /// Asks for the DownTrack's first cache lines (its ids, the lock and the state's start)
+    /// ahead of their use, without waiting for them.
     pub fn touch(&self) {
-        std::hint::black_box(self.state.is_locked());
+        prefetch_lines(self, TOUCHED);
+        let tail = (self as *const Self).cast::<u8>().wrapping_add(TAIL);
+        prefetch_range(tail, size_of::<Self>() - TAIL);
     }
 
     /// The published track it forwards.
@@ -328,6 +335,12 @@ impl DownTrack {
         transport_seq: Option<u16>,
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, WriteError> {
+        // The slot this packet is remembered in is a line not written since the ring last
+        // came round: asked for now, it arrives while the forwarder decides.
+        let next = state.last_sent.map_or(0, |seq| usize::from(seq.wrapping_add(1)));
+        if let Some(slot) = state.sent.get(next % SEND_HISTORY) {
+            prefetch(slot);
+        }
         let forwarded = match state.forwarder.forward(packet, &mut state.dd_scratch) {
             Ok(forwarded) => forwarded,
             Err(_) => return Err(state.failed()),

@@ -122,6 +122,9 @@ pub struct Router {
     /// and the ones with jobs waiting.
     paced: usize,
     backlogged: VecDeque<TransportId>,
+    /// Transports whose last allocation started a probe cluster, until it ends: the timers
+    /// and the probe queue look at these alone, not at every viewer's transport on every turn.
+    probing: Vec<TransportId>,
     rtcp: VecDeque<PendingRtcp>,
     events: VecDeque<Event>,
     /// Publisher transports whose transport-wide CC feedback is due: written straight into
@@ -155,6 +158,7 @@ impl Router {
             job_scratch: Vec::new(),
             paced: 0,
             backlogged: VecDeque::new(),
+            probing: Vec::new(),
             // Room for a round of reports and requests from the start: the queues grow only when
             // a router has more tracks and subscriptions than that, not in steady state.
             rtcp: VecDeque::with_capacity(QUEUE_CAPACITY),

@@ -96,6 +96,9 @@ impl Router {
         }
         self.paced += usize::from(fitted.paced);
         self.counters.probe_clusters += u64::from(fitted.probed);
+        if fitted.probed && !self.probing.contains(&transport) {
+            self.probing.push(transport);
+        }
     }
 
     /// The transport's audio rate, and its video subscriptions with their layer rates.

@@ -285,9 +285,15 @@ impl Router {
         }
     }
 
-    /// Whether any publisher transport gets transport-wide CC feedback or REMB.
+    /// Whether any publisher transport gets transport-wide CC feedback or REMB. Only a
+    /// transport that publishes a track gets either, so only publishers are looked at: the
+    /// timers ask on every turn, and the viewers' transports are hundreds.
     pub(super) fn has_uplink_feedback(&self) -> bool {
-        self.transports.values().any(|t| t.has_uplink_feedback())
+        self.tracks.values().any(|published| {
+            self.transports
+                .get(&published.transport)
+                .is_some_and(Transport::has_uplink_feedback)
+        })
     }
 
     /// A receiver report per published track, a sender report per DownTrack that sent.

@@ -168,12 +168,23 @@ impl Router {
     }
 
     /// Queues the probe packets due at `now`: each through a subscription of its transport
-    /// that has a packet to send again.
+    /// that has a packet to send again. A transport whose cluster ended (or that is gone)
+    /// leaves the probing ones.
     pub(super) fn queue_probes(&mut self, now: Instant) {
-        for (&transport, on) in &mut self.transports {
-            let Some(cluster) = on.send_side().and_then(|side| side.probe_due(now)) else {
-                continue;
-            };
+        let mut probing = std::mem::take(&mut self.probing);
+        probing.retain(|&transport| self.queue_probe(now, transport));
+        self.probing = probing;
+    }
+
+    /// Queues `transport`'s probe packet if one is due; whether its cluster still runs.
+    fn queue_probe(&mut self, now: Instant, transport: TransportId) -> bool {
+        let Some(on) = self.transports.get_mut(&transport) else {
+            return false;
+        };
+        let Some(side) = on.send_side() else {
+            return false;
+        };
+        if let Some(cluster) = side.probe_due(now) {
             let source = on.down_tracks.values().copied().find(|id| {
                 self.down_tracks
                     .get(id)
@@ -191,6 +202,7 @@ impl Router {
                 }
             }
         }
+        on.send_side().is_some_and(|side| side.next_probe().is_some())
     }
 
     /// One probe packet of `cluster` through subscription `id`: the newest packet it sent,
@@ -301,9 +313,9 @@ impl Router {
 
     /// When the next probe packet is due, toward any viewer.
     pub(super) fn probe_due(&self) -> Option<Instant> {
-        self.transports
-            .values()
-            .filter_map(|t| t.send_side()?.next_probe())
+        self.probing
+            .iter()
+            .filter_map(|t| self.transports.get(t)?.send_side()?.next_probe())
             .min()
     }
 
