@@ -337,7 +337,9 @@ impl DownTrack {
     ) -> Result<Option<Transmit>, WriteError> {
         // The slot this packet is remembered in is a line not written since the ring last
         // came round: asked for now, it arrives while the forwarder decides.
-        let next = state.last_sent.map_or(0, |seq| usize::from(seq.wrapping_add(1)));
+        let next = state
+            .last_sent
+            .map_or(0, |seq| usize::from(seq.wrapping_add(1)));
         if let Some(slot) = state.sent.get(next % SEND_HISTORY) {
             prefetch(slot);
         }

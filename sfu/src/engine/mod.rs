@@ -35,7 +35,7 @@ mod munger;
 mod nack;
 mod packet;
 mod packet_ring;
-mod prefetch;
+pub(crate) mod prefetch;
 mod receive_stats;
 mod receiver;
 mod router;

@@ -156,6 +156,10 @@ pub trait SrtpContext: Send {
     fn unprotect_rtp(&mut self, buf: &mut [u8]) -> Result<usize, SrtpError>;
     /// The same for an SRTCP packet.
     fn unprotect_rtcp(&mut self, buf: &mut [u8]) -> Result<usize, SrtpError>;
+    /// Asks for the state the next [`Self::protect_rtp`] reads (keys, rollover counts)
+    /// without waiting for it: called for the next viewer while the current one's packet is
+    /// written, so its state is in cache by its turn. A hint: none by default.
+    fn prefetch(&self) {}
 }
 
 /// No protection: packets pass unchanged. For driving the node's core without a DTLS

@@ -456,3 +456,38 @@ fn transport_wide_feedback_names_a_bound_ssrc() {
         "every feedback about the stream that is bound: {named:x?}"
     );
 }
+
+/// `next_transport` names the viewer the next `poll_transmit` writes for, so a host can
+/// fetch that viewer's state while finishing the current packet.
+#[test]
+fn the_next_transport_is_the_one_the_next_packet_goes_to() {
+    use sfu::engine::Router;
+    let mut router = Router::new(RouterConfig::default());
+    let publisher = router.add_transport();
+    let track = router
+        .publish(publisher, TrackConfig::single(Codec::Opus, 0x1111))
+        .expect("a new transport");
+    let viewers = [router.add_transport(), router.add_transport()];
+    for (i, &viewer) in viewers.iter().enumerate() {
+        let config = DownTrackConfig::new(0x2222 + i as u32, 111);
+        router
+            .subscribe(viewer, track, config, LayerLimits::default())
+            .expect("a new subscription");
+    }
+    assert_eq!(router.next_transport(), None, "nothing queued");
+    let mut packet = vec![0x80, 111, 0, 1, 0, 0, 0x03, 0xc0, 0, 0, 0x11, 0x11];
+    packet.extend_from_slice(&[0xfc, 0xff, 0xfe]);
+    router
+        .handle_rtp(Instant::now(), publisher, Bytes::from(packet))
+        .expect("a valid packet");
+    let mut buf = [0u8; 1500];
+    let mut written = Vec::new();
+    while let Some(next) = router.next_transport() {
+        let out = router.poll_transmit(&mut buf).expect("a packet for it");
+        assert_eq!(out.transport, next, "the transport named before");
+        written.push(out.transport);
+    }
+    written.sort_unstable();
+    assert_eq!(written, viewers, "one packet to each viewer");
+    assert!(router.poll_transmit(&mut buf).is_none());
+}

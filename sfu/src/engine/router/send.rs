@@ -16,6 +16,10 @@ use crate::engine::receiver::PacketRef;
 use crate::engine::track::{DownTrackId, TrackId};
 use crate::engine::transport::{Paced, SendSide, Transport, TransportId};
 
+/// Which queued job's DownTrack is asked for while one is written (0: the next): far enough
+/// ahead that its lines arrive before its turn, not so far that they leave again.
+const AHEAD: usize = 1;
+
 impl Router {
     /// The next media packet for a subscriber, its header written into `buf`.
     #[must_use = "what it returns is lost otherwise"]
@@ -79,11 +83,20 @@ impl Router {
         self.jobs.extend(scratch.drain(..).map(|(_, job)| job));
     }
 
-    /// Loads the next job's DownTrack while this one is written: with hundreds of subscribers
-    /// their state is out of cache, and the load overlaps the current subscriber's work
-    /// instead of stalling the next.
+    /// The transport the next queued job writes for, if one is queued: a host that keeps
+    /// per-transport state of its own (SRTP) can ask for it while this packet is finished.
+    pub fn next_transport(&self) -> Option<TransportId> {
+        let (Job::Forward { down_track, .. }
+        | Job::Retransmit { down_track, .. }
+        | Job::Probe { down_track, .. }) = *self.jobs.front()?;
+        self.down_tracks.get(&down_track).map(|d| d.transport())
+    }
+
+    /// Asks for the DownTrack of the job [`AHEAD`] while this one is written: with hundreds
+    /// of subscribers their state is out of cache, and fetching it overlaps the work of the
+    /// jobs before it instead of stalling its own.
     fn touch_next_down_track(&self) {
-        if let Some(Job::Forward { down_track, .. }) = self.jobs.front() {
+        if let Some(Job::Forward { down_track, .. }) = self.jobs.get(AHEAD) {
             if let Some(next) = self.down_tracks.get(down_track) {
                 next.touch();
             }
@@ -202,7 +215,8 @@ impl Router {
                 }
             }
         }
-        on.send_side().is_some_and(|side| side.next_probe().is_some())
+        on.send_side()
+            .is_some_and(|side| side.next_probe().is_some())
     }
 
     /// One probe packet of `cluster` through subscription `id`: the newest packet it sent,

@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use super::NodeCore;
 use crate::capture::{classify, PayloadKind};
+use crate::engine::prefetch::prefetch;
 use crate::engine::{ReceiveError, Transmit, TransportId};
 use crate::node::batch::Sent;
 use crate::node::ice::{BindingRequest, IceError};
@@ -267,12 +268,32 @@ impl NodeCore {
                 continue;
             };
             body.copy_from_slice(&payload);
+            self.prefetch_next_session();
             if let Some(sent) = self.protect(output.transport, false, out, len) {
                 self.counters.rtp_out += 1;
                 return Some(sent);
             }
         }
         None
+    }
+
+    /// Asks for the next viewer's session state (its address and SRTP context) while this
+    /// packet is encrypted: with hundreds of viewers it is out of cache by its turn.
+    fn prefetch_next_session(&self) {
+        let Some(transport) = self.router.next_transport() else {
+            return;
+        };
+        let Some(peer) = self
+            .by_transport
+            .get(&transport)
+            .and_then(|id| self.peers.get(id))
+        else {
+            return;
+        };
+        prefetch(&peer.addr);
+        if let Some(srtp) = &peer.srtp {
+            srtp.prefetch();
+        }
     }
 
     /// Encrypts the packet in `out[..len]` in place for the session on `transport`: where it

@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+use smallvec::SmallVec;
+
 use super::cm::AesCm;
 use super::gcm::Gcm;
 use super::kdf::{self, Labels};
@@ -11,6 +13,7 @@ use super::{
     Transform, E_FLAG, RTCP_HEADER_LEN, RTP_HEADER_LEN, SRTCP_INDEX_LEN,
 };
 use crate::engine::id_map::IdMap;
+use crate::engine::prefetch::prefetch_lines;
 use crate::node::replay::{ReplayWindow, Rollover, RtpReplay};
 
 /// The largest SRTCP index (RFC 3711 §3.4: 31 bits). Re-keying is due before it is passed.
@@ -28,9 +31,9 @@ pub struct SrtpSession {
     outbound: Direction,
     inbound: Direction,
     /// Per SSRC sent, the highest extended sequence number: the rollover count's source.
-    /// Looked up for every packet to every viewer, and keyed by the node's own SSRCs: an
-    /// unkeyed hash.
-    sent_rtp: IdMap<u32, Rollover>,
+    /// Looked up for every packet to every viewer: held in the session itself for the few
+    /// streams a viewer has, so the lookup reads lines [`SrtpContext::prefetch`] asked for.
+    sent_rtp: SentStreams,
     /// Per SSRC sent, the next SRTCP index.
     sent_rtcp: IdMap<u32, u32>,
     /// Keyed by whatever SSRCs the peer's authenticated packets carry: a keyed hash, so a
@@ -59,7 +62,7 @@ impl SrtpSession {
             profile,
             outbound: Direction::new(profile, &keys.local_key, &keys.local_salt)?,
             inbound: Direction::new(profile, &keys.remote_key, &keys.remote_salt)?,
-            sent_rtp: IdMap::default(),
+            sent_rtp: SentStreams::default(),
             sent_rtcp: IdMap::default(),
             rtp_replay: HashMap::new(),
             rtcp_replay: HashMap::new(),
@@ -88,6 +91,11 @@ impl SrtpSession {
 }
 
 impl SrtpContext for SrtpSession {
+    fn prefetch(&self) {
+        prefetch_lines(self, size_of::<Self>());
+        self.outbound.rtp.prefetch();
+    }
+
     fn protect_rtp(&mut self, buf: &mut [u8], len: usize) -> Result<usize, SrtpError> {
         let packet = buf.get(..len).ok_or(SrtpError::NoRoom)?;
         let header_len = rtp_header_len(packet).ok_or(SrtpError::Malformed)?;
@@ -95,7 +103,7 @@ impl SrtpContext for SrtpSession {
             return Err(SrtpError::NoRoom);
         }
         let (seq, ssrc) = (read_u16(buf, 2), read_u32(buf, 8));
-        let stream = self.sent_rtp.entry(ssrc).or_default();
+        let stream = self.sent_rtp.entry(ssrc);
         // A sequence number from before the first rollover count is sent under count 0.
         let index = stream.estimate(seq).unwrap_or(u64::from(seq));
         let packet = Rtp {
@@ -174,6 +182,24 @@ impl SrtpContext for SrtpSession {
     }
 }
 
+/// The SSRCs a session sends under, each with its rollover state, searched in order: a
+/// viewer has a handful (its video, its retransmissions, its audio); more spill to the heap.
+#[derive(Debug, Default)]
+struct SentStreams(SmallVec<[(u32, Rollover); 4]>);
+
+impl SentStreams {
+    fn entry(&mut self, ssrc: u32) -> &mut Rollover {
+        let at = match self.0.iter().position(|&(s, _)| s == ssrc) {
+            Some(at) => at,
+            None => {
+                self.0.push((ssrc, Rollover::default()));
+                self.0.len() - 1
+            }
+        };
+        &mut self.0[at].1
+    }
+}
+
 /// One direction's session keys (RFC 3711 §4.3): SRTP's and SRTCP's.
 struct Direction {
     rtp: Cipher,
@@ -212,6 +238,14 @@ impl Cipher {
                 Self::Cm(Box::new(AesCm::new(master_key, master_salt, labels)?))
             }
         })
+    }
+
+    /// Asks for the keys `transform` will read where they are apart from the session: AES-CM's
+    /// are boxed (AES-GCM's handle is in the session, its schedule inside the library).
+    fn prefetch(&self) {
+        if let Self::Cm(cm) = self {
+            prefetch_lines(&**cm, size_of::<AesCm>());
+        }
     }
 
     /// The profile's transform: one dispatch a packet.

@@ -157,6 +157,25 @@ fn the_rollover_count_follows_the_sequence_numbers_on_both_sides() {
     }
 }
 
+/// Each SSRC sent keeps its own rollover count, interleaved with others, past the handful a
+/// session keeps inline: a viewer of a conference is sent many streams.
+#[test]
+fn each_ssrc_sent_rolls_over_on_its_own() {
+    for profile in PROFILES {
+        let (mut ours, mut theirs) = pair(profile);
+        for step in 0..200u16 {
+            for ssrc in 1..=9u32 {
+                // Stream `ssrc` starts `ssrc * 20` packets before its rollover.
+                let seq = (u16::MAX - ssrc as u16 * 20).wrapping_add(step);
+                let packet = rtp(seq, ssrc, 20);
+                let protected = protect_rtp(&mut ours, &packet);
+                let plain = unprotect_rtp(&mut theirs, &protected);
+                assert_eq!(plain, Ok(packet), "{profile:?}, SSRC {ssrc}, seq {seq}");
+            }
+        }
+    }
+}
+
 #[test]
 fn replays_and_packets_older_than_the_window_are_rejected() {
     for profile in PROFILES {
