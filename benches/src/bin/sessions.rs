@@ -21,6 +21,8 @@ const SIZES: [usize; 5] = [10, 100, 1000, 2000, 5000];
 /// Joins timed at each size (and left again, so the room keeps its size).
 const SAMPLES: usize = 200;
 const PUBLISHERS: usize = 500;
+/// Room sizes of the room whose viewers all wait (see `waiting_joins`).
+const WAITING_SIZES: [usize; 2] = [10, 2000];
 
 fn main() {
     let json = std::env::args().any(|a| a == "--json");
@@ -45,6 +47,7 @@ fn main() {
             per_join.as_nanos() as f64,
         );
     }
+    waiting_joins(json);
     let viewers = sessions.len() - 1;
     let rss_viewers = rss_kib();
     report(
@@ -100,6 +103,27 @@ fn main() {
     );
 }
 
+/// Joins to a room whose publisher sends video alone, so every viewer (asking for audio and
+/// video) waits in it for audio: a join serves the joining viewer, not every waiting one.
+fn waiting_joins(json: bool) {
+    let (mut core, now) = core();
+    let mut serial = 0u32;
+    let mut sessions = vec![publisher_of(&mut core, now, "silent", &mut serial, false)];
+    for size in WAITING_SIZES {
+        while sessions.len() < size {
+            sessions.push(viewer(&mut core, now, "silent", &mut serial));
+        }
+        let started = Instant::now();
+        for _ in 0..SAMPLES {
+            let id = viewer(&mut core, now, "silent", &mut serial);
+            core.remove_peer(id).expect("just joined");
+        }
+        let per_join = started.elapsed() / SAMPLES as u32;
+        let case = format!("join_and_leave/waiting_room_{size}");
+        report(json, &case, "ns", per_join.as_nanos() as f64);
+    }
+}
+
 fn core() -> (NodeCore, Instant) {
     let limits = Limits {
         sessions: usize::MAX,
@@ -118,9 +142,11 @@ fn ice(serial: &mut u32) -> IceCredentials {
 
 /// A connected viewer of AV1 video and Opus audio.
 fn viewer(core: &mut NodeCore, now: Instant, room: &str, serial: &mut u32) -> PeerId {
-    let media = |codec, payload_type| ViewerMedia {
-        ssrc: 0x10,
-        rtx_ssrc: 0x11,
+    // Each subscription under SSRCs of its own: a transport's SSRCs are its own, and an
+    // audio subscription under the video's would be refused (the viewer left waiting).
+    let media = |codec, payload_type, ssrc| ViewerMedia {
+        ssrc,
+        rtx_ssrc: ssrc + 1,
         codecs: vec![ViewerCodec {
             codec,
             payload_type,
@@ -133,8 +159,8 @@ fn viewer(core: &mut NodeCore, now: Instant, room: &str, serial: &mut u32) -> Pe
         down_track: None,
     };
     let viewer = Viewer {
-        video: Some(media(Codec::Av1, 45)),
-        audio: Some(media(Codec::Opus, 111)),
+        video: Some(media(Codec::Av1, 45, 0x10)),
+        audio: Some(media(Codec::Opus, 111, 0x20)),
         target: Layer::MAX,
         source: None,
     };
@@ -147,11 +173,22 @@ fn viewer(core: &mut NodeCore, now: Instant, room: &str, serial: &mut u32) -> Pe
 
 /// A connected publisher of AV1 video and Opus audio.
 fn publisher(core: &mut NodeCore, now: Instant, room: &str, serial: &mut u32) -> PeerId {
+    publisher_of(core, now, room, serial, true)
+}
+
+/// A connected publisher of AV1 video, and of Opus audio if `audio`.
+fn publisher_of(
+    core: &mut NodeCore,
+    now: Instant,
+    room: &str,
+    serial: &mut u32,
+    audio: bool,
+) -> PeerId {
     let ssrc = 0x1000 + *serial * 4;
     let mut video = testing::av1_track(ssrc, 11);
     video.streams[0].rtx_ssrc = Some(ssrc + 1);
-    let audio = TrackConfig::single(Codec::Opus, ssrc + 2);
-    let publisher = testing::publisher([video, audio]);
+    let audio = audio.then(|| TrackConfig::single(Codec::Opus, ssrc + 2));
+    let publisher = testing::publisher([Some(video), audio].into_iter().flatten());
     let id = core
         .add_publisher(now, Join::new(room, ice(serial)), publisher)
         .expect("fresh SSRCs");

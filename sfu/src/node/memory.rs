@@ -1,9 +1,11 @@
-//! Handing freed memory back to the system. The C library's allocator keeps the pages of
-//! freed heap chunks that are not at the top of its heap, so after thousands of sessions
-//! came and went the node's resident memory stayed near its peak (measured: ~740 MB kept
-//! after 5,500 sessions were reaped, `cargo run --release -p benches --bin sessions`).
-//! `malloc_trim` returns every wholly free page; the media loop calls it after a reap, at
-//! most once per [`RELEASE_INTERVAL`](super::media_loop).
+//! Handing freed memory back to the system. The node's own heap is the `sfu` command's
+//! allocator's (mimalloc, see `main.rs`), which returns freed pages itself after a short
+//! delay; the C libraries it links (the SRTP and DTLS ciphers' contexts) allocate from the C
+//! library's heap, which keeps the pages of freed chunks that are not at its top (measured
+//! when the whole node used it: ~740 MB kept after 5,500 sessions were reaped, `cargo run
+//! --release -p benches --bin sessions`). `malloc_trim` returns every wholly free page of
+//! that heap; the media loop calls it after a reap, at most once per
+//! [`RELEASE_INTERVAL`](super::media_loop).
 
 /// Returns the pages of freed heap memory to the system, where the C library can.
 pub fn release_freed() {

@@ -204,6 +204,7 @@ impl NodeCore {
         if let Some(room) = self.rooms.get_mut(&peer.room) {
             room.remove(id);
         }
+        let mut unpublished = false;
         for track in peer
             .role
             .publisher()
@@ -211,6 +212,7 @@ impl NodeCore {
             .flat_map(|p| p.tracks.iter().filter_map(|t| t.id))
         {
             self.unpublish(&peer.room, track);
+            unpublished = true;
         }
         let shown = !self.is_relay_in(id) || !self.is_followed(&peer.room);
         if let Some(identity) = peer.identity.as_ref().filter(|_| shown) {
@@ -232,7 +234,10 @@ impl NodeCore {
         }
         self.removed.push_back(id);
         self.session_events.retain(|(to, _)| *to != id);
-        self.serve_waiting(&peer.room);
+        // Only a publisher's leaving changes what the room's waiting viewers could watch.
+        if unpublished {
+            self.serve_waiting(&peer.room);
+        }
         self.ask_renegotiation(&peer.room);
         Ok(())
     }
@@ -255,10 +260,9 @@ impl NodeCore {
         }
         self.connecting -= 1;
         self.admission.connected();
-        if let (Role::Viewer(_), Some(room)) = (&peer.role, self.rooms.get_mut(&peer.room)) {
-            room.waiting.insert(id);
+        if let (Role::Viewer(_), true) = (&peer.role, self.rooms.contains_key(&peer.room)) {
             let room = peer.room.clone();
-            self.serve_waiting(&room);
+            self.serve_viewer(&room, id);
         } else if let Role::Participant(_) = &peer.role {
             self.connect_sections(id);
         }

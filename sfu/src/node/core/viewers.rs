@@ -72,7 +72,9 @@ impl NodeCore {
     }
 
     /// Subscribes each waiting viewer of the room to the room's first published track of
-    /// each kind it lacks, in a codec it accepts. Costs the waiting viewers, not the room.
+    /// each kind it lacks, in a codec it accepts. Costs the waiting viewers, not the room; run
+    /// when the room's tracks changed (a track published, a publisher gone), since nothing
+    /// else gives a waiting viewer something new to watch.
     pub(super) fn serve_waiting(&mut self, room: &str) {
         let Some(members) = self.rooms.get(room) else {
             return;
@@ -82,16 +84,27 @@ impl NodeCore {
         }
         let waiting: Vec<PeerId> = members.waiting.iter().copied().collect();
         for viewer in waiting {
-            for track in self.watched_tracks(room, viewer) {
-                self.connect(viewer, track);
-            }
-            let served = self
-                .peers
-                .get_mut(&viewer)
-                .and_then(Peer::viewer_mut)
-                .is_none_or(|v| v.is_served());
-            if let (true, Some(members)) = (served, self.rooms.get_mut(room)) {
+            self.serve_viewer(room, viewer);
+        }
+    }
+
+    /// Subscribes one viewer to what it lacks of the room's tracks: it waits in the room
+    /// until it has every kind it asked for. A viewer that connects is served alone: the
+    /// others wait for tracks it does not bring.
+    pub(super) fn serve_viewer(&mut self, room: &str, viewer: PeerId) {
+        for track in self.watched_tracks(room, viewer) {
+            self.connect(viewer, track);
+        }
+        let served = self
+            .peers
+            .get_mut(&viewer)
+            .and_then(Peer::viewer_mut)
+            .is_none_or(|v| v.is_served());
+        if let Some(members) = self.rooms.get_mut(room) {
+            if served {
                 members.waiting.remove(&viewer);
+            } else {
+                members.waiting.insert(viewer);
             }
         }
     }
