@@ -31,15 +31,7 @@ fn main() {
     let mut serial = 0u32;
     let mut sessions = vec![publisher(&mut core, now, "big", &mut serial)];
     for &size in &SIZES {
-        while sessions.len() < size {
-            sessions.push(viewer(&mut core, now, "big", &mut serial));
-        }
-        let started = Instant::now();
-        for _ in 0..SAMPLES {
-            let id = viewer(&mut core, now, "big", &mut serial);
-            core.remove_peer(id).expect("just joined");
-        }
-        let per_join = started.elapsed() / SAMPLES as u32;
+        let per_join = join_and_leave(&mut core, now, "big", &mut serial, &mut sessions, size);
         report(
             json,
             &format!("join_and_leave/room_{size}"),
@@ -110,18 +102,31 @@ fn waiting_joins(json: bool) {
     let mut serial = 0u32;
     let mut sessions = vec![publisher_of(&mut core, now, "silent", &mut serial, false)];
     for size in WAITING_SIZES {
-        while sessions.len() < size {
-            sessions.push(viewer(&mut core, now, "silent", &mut serial));
-        }
-        let started = Instant::now();
-        for _ in 0..SAMPLES {
-            let id = viewer(&mut core, now, "silent", &mut serial);
-            core.remove_peer(id).expect("just joined");
-        }
-        let per_join = started.elapsed() / SAMPLES as u32;
+        let per_join = join_and_leave(&mut core, now, "silent", &mut serial, &mut sessions, size);
         let case = format!("join_and_leave/waiting_room_{size}");
         report(json, &case, "ns", per_join.as_nanos() as f64);
     }
+}
+
+/// Fills `room` with viewers up to `size` sessions, then the time one more viewer's join
+/// and leave takes, over [`SAMPLES`].
+fn join_and_leave(
+    core: &mut NodeCore,
+    now: Instant,
+    room: &str,
+    serial: &mut u32,
+    sessions: &mut Vec<PeerId>,
+    size: usize,
+) -> Duration {
+    while sessions.len() < size {
+        sessions.push(viewer(core, now, room, serial));
+    }
+    let started = Instant::now();
+    for _ in 0..SAMPLES {
+        let id = viewer(core, now, room, serial);
+        core.remove_peer(id).expect("just joined");
+    }
+    started.elapsed() / SAMPLES as u32
 }
 
 fn core() -> (NodeCore, Instant) {
