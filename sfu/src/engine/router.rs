@@ -32,12 +32,13 @@ use bytes::Bytes;
 use rtp_ext::rtp::RtpPacket;
 use smallvec::SmallVec;
 
+use super::bwe::PacketResult;
 use super::down_track::DownTrack;
 use super::id_map::IdMap;
 use super::receiver::{PacketRef, ReceiveError};
 use super::rtcp::{RtcpWireWriter, WallClock};
 use super::track::{DownTrackId, TrackId};
-use super::transport::{Transport, TransportId, TWCC_INTERVAL};
+use super::transport::{Transport, TransportId, RESULTS_CAPACITY, TWCC_INTERVAL};
 use feedback::{queue_nacks, PendingRtcp};
 use publish::Published;
 
@@ -134,6 +135,8 @@ pub struct Router {
     rtcp_writer: RtcpWireWriter,
     nack_scratch: Vec<(u32, u16)>,
     transport_scratch: Vec<TransportId>,
+    /// Any viewer's transport-wide feedback matched to what was sent, one feedback at a time.
+    feedback_results: Vec<PacketResult>,
     /// Maps `now` to wall-clock NTP time for reports; anchored at the first use if the host
     /// gives none.
     wall_clock: Option<WallClock>,
@@ -169,6 +172,7 @@ impl Router {
             rtcp_writer: RtcpWireWriter::new(b"strata").expect("a short CNAME"),
             nack_scratch: Vec::new(),
             transport_scratch: Vec::new(),
+            feedback_results: Vec::with_capacity(RESULTS_CAPACITY),
             wall_clock: None,
             next_report: None,
             last_input: None,

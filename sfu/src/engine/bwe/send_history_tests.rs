@@ -351,7 +351,30 @@ fn wire(reference: i64) -> u32 {
 }
 
 #[test]
-fn a_remembered_packet_takes_24_bytes() {
-    // 8,192 of them per viewer with transport-wide CC: 192 KiB.
-    assert_eq!(size_of::<Option<Sent>>(), 24);
+fn a_remembered_packet_takes_16_bytes() {
+    // 8,192 of them per viewer with transport-wide CC: 128 KiB.
+    assert_eq!(size_of::<Option<Sent>>(), 16);
+}
+
+#[test]
+fn a_remembered_packet_keeps_what_it_was_given() {
+    let mut sent = Sent::new(123_456_789, 1_188, 77, 3);
+    assert_eq!(
+        (sent.send_us(), sent.size(), sent.reported()),
+        (123_456_789, 1_188, false)
+    );
+    assert_eq!((sent.sequence, sent.probe), (77, 3));
+    sent.mark_reported();
+    assert_eq!(
+        (sent.send_us(), sent.size(), sent.reported()),
+        (123_456_789, 1_188, true)
+    );
+    // Past what their bits hold, the time and the size saturate, each in its own bits.
+    let big = Sent::new(u64::MAX, 70_000, 0, 0);
+    assert_eq!(
+        (big.send_us(), big.size(), big.reported()),
+        (u64::MAX >> 18, u16::MAX, false)
+    );
+    // Nothing at all is still a packet, not an empty slot.
+    assert_eq!(Sent::new(0, 0, 0, 0).stamp.get(), 1);
 }

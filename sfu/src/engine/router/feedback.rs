@@ -112,7 +112,7 @@ impl Router {
             else {
                 break;
             };
-            match side.handle_feedback(now, feedback) {
+            match side.handle_feedback(now, feedback, &mut self.feedback_results) {
                 Ok(Some(estimate)) => self.on_estimate(now, transport, estimate),
                 Ok(None) => {}
                 Err(_) => self.counters.bad_rtcp += 1,

@@ -22,7 +22,7 @@ mod twcc;
 pub(super) use pacer::Paced;
 pub use pacer::{MAX_HOLD, PACING_BURST, PACING_PERCENT};
 pub use publisher_estimate::{PUBLISHER_INITIAL_BPS, REMB_INTERVAL};
-pub(super) use send_side::SendSide;
+pub(super) use send_side::{SendSide, RESULTS_CAPACITY};
 pub(super) use twcc::{Twcc, TWCC_INTERVAL};
 
 use std::time::Instant;

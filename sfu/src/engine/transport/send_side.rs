@@ -11,7 +11,7 @@ use crate::engine::bwe::{
 use crate::engine::rtcp::{TransportCc, TransportCcError};
 
 /// Feedback of a few hundred packets matches without growing the results.
-const RESULTS_CAPACITY: usize = 512;
+pub(in crate::engine) const RESULTS_CAPACITY: usize = 512;
 /// A transport-wide estimate is handed to allocation when it moves by more than one part in
 /// this many ...
 const REPORT_CHANGE: u64 = 20;
@@ -22,8 +22,6 @@ const REPORT_INTERVAL: Duration = Duration::from_secs(1);
 pub(in crate::engine) struct SendSide {
     history: SendHistory,
     estimator: FeedbackEstimator,
-    /// Matched feedback, reused from one feedback to the next.
-    results: Vec<PacketResult>,
     /// The estimate last handed to allocation, and when.
     reported: Option<(Instant, u64)>,
     /// Probe clusters toward it.
@@ -40,7 +38,6 @@ impl SendSide {
         Self {
             history: SendHistory::new(),
             estimator: FeedbackEstimator::new(config),
-            results: Vec::with_capacity(RESULTS_CAPACITY),
             reported: None,
             prober: Prober::default(),
         }
@@ -69,16 +66,19 @@ impl SendSide {
         self.prober.on_sent(now, size);
     }
 
-    /// The viewer's transport-wide CC feedback: matched against what was sent and fed to the
+    /// The viewer's transport-wide CC feedback: matched against what was sent, into
+    /// `results` (the caller's, reused for every viewer: they are read once, right away, so
+    /// one set of lines in cache serves them all instead of a set per viewer), and fed to the
     /// estimator. Returns the estimate to hand to allocation when it moved by more than
     /// [`REPORT_CHANGE`] since the last one handed over, or [`REPORT_INTERVAL`] passed.
     pub fn handle_feedback(
         &mut self,
         now: Instant,
         feedback: &TransportCc<'_>,
+        results: &mut Vec<PacketResult>,
     ) -> Result<Option<u64>, TransportCcError> {
-        self.history.on_feedback(feedback, &mut self.results)?;
-        self.estimator.on_feedback(now, &self.results);
+        self.history.on_feedback(feedback, results)?;
+        self.estimator.on_feedback(now, results);
         let estimate = self.estimator.estimate_bps();
         let due = self.reported.is_none_or(|(at, last)| {
             now >= at + REPORT_INTERVAL || estimate.abs_diff(last) > last / REPORT_CHANGE
