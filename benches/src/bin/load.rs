@@ -8,7 +8,8 @@
 //! `cargo run --release -p benches --bin load -- --viewers 300 --seconds 60 [--workers N]
 //! [--loss PCT] [--pin] [--json] [--check]`; `--help` lists the rest. Beside the table, the
 //! node's CPU per delivered packet against the kernel's floor, measured first in the same run
-//! (`--floor-seconds`). Progress goes to stderr, the
+//! (`--floor-seconds`), and against the same floor at the node's own pace, measured last.
+//! Progress goes to stderr, the
 //! report (a table, or one JSON line with `--json`) to stdout. With `--check` the exit status
 //! is 1 unless every viewer connected and got video and the loss after retransmission stayed
 //! below `--max-loss` percent (1 by default); 2 when the run itself could not be done.

@@ -99,6 +99,9 @@ pub struct Cost {
     pub wire: Option<Wire>,
     /// None when `--floor-seconds 0`.
     pub floor: Option<Floor>,
+    /// The same floor at the node's pace: what the kernel takes per datagram at the rate and
+    /// the batches the node sent (none without the node's send counters).
+    pub paced_floor: Option<Floor>,
     pub placement: Placement,
 }
 
@@ -110,7 +113,16 @@ impl Cost {
 
     /// How many floors the node's cost per packet is.
     pub fn ratio(&self) -> Option<f64> {
-        let floor = self.floor.as_ref()?.us_per_datagram()?;
+        self.ratio_to(self.floor.as_ref())
+    }
+
+    /// How many floors at its own pace the node's cost per packet is.
+    pub fn paced_ratio(&self) -> Option<f64> {
+        self.ratio_to(self.paced_floor.as_ref())
+    }
+
+    fn ratio_to(&self, floor: Option<&Floor>) -> Option<f64> {
+        let floor = floor?.us_per_datagram()?;
         let node = self.node_us_per_packet()?;
         (floor > 0.0).then(|| node / floor)
     }
@@ -126,27 +138,12 @@ impl Cost {
                 self.delivered
             ),
         );
-        match &self.floor {
-            Some(f) => row(
-                out,
-                "kernel floor",
-                format!(
-                    "{} per datagram (sendmmsg of {:.0} to {} loopback sockets; {} sent, {} read, over {:.1} s)",
-                    us(f.us_per_datagram()),
-                    f.per_call().unwrap_or(0.0),
-                    f.destinations,
-                    f.sent,
-                    f.received,
-                    f.wall.as_secs_f64()
-                ),
-            ),
-            None => row(out, "kernel floor", "not measured".into()),
+        floor_row(out, "kernel floor", self.floor.as_ref());
+        row(out, "node / floor", times(self.ratio()));
+        if let Some(paced) = &self.paced_floor {
+            floor_row(out, "kernel floor at node's pace", Some(paced));
+            row(out, "node / floor at its pace", times(self.paced_ratio()));
         }
-        row(
-            out,
-            "node / floor",
-            self.ratio().map_or("-".into(), |r| format!("{r:.1} x")),
-        );
         if let Some(wire) = self.wire {
             row(
                 out,
@@ -193,6 +190,11 @@ impl Cost {
             "delivered": self.delivered,
             "floor_us_per_datagram": self.floor.as_ref().and_then(Floor::us_per_datagram),
             "node_to_floor": self.ratio(),
+            "paced_floor_us_per_datagram": self.paced_floor.as_ref().and_then(Floor::us_per_datagram),
+            "node_to_paced_floor": self.paced_ratio(),
+            "paced_floor_call_interval_us": self.paced_floor.and_then(|f| f.pace).map(|p| p.call_interval.as_micros() as u64),
+            "paced_floor_wake_interval_us": self.paced_floor.and_then(|f| f.pace).map(|p| p.wake_interval.as_micros() as u64),
+            "paced_floor_sleeps": self.paced_floor.map(|f| f.sleeps),
             "floor": self.floor.as_ref().map(|f| json!({
                 "destinations": f.destinations,
                 "sent": f.sent,
@@ -215,9 +217,42 @@ impl Cost {
     }
 }
 
+/// A floor's figure and what it was measured on, or that it was not.
+fn floor_row(out: &mut String, label: &str, floor: Option<&Floor>) {
+    let Some(f) = floor else {
+        return row(out, label, "not measured".into());
+    };
+    let pace = f.pace.map_or(String::new(), |p| {
+        format!(
+            ", a call every {} us, {} sleeps",
+            p.call_interval.as_micros(),
+            f.sleeps
+        )
+    });
+    row(
+        out,
+        label,
+        format!(
+            "{} per datagram (sendmmsg of {:.0} to {} loopback sockets{pace}; {} sent, {} read, over {:.1} s)",
+            f.us_per_datagram().map_or("-".into(), |v| format!("{v:.2} us")),
+            f.per_call().unwrap_or(0.0),
+            f.destinations,
+            f.sent,
+            f.received,
+            f.wall.as_secs_f64()
+        ),
+    );
+}
+
+/// A ratio as the table shows it.
+fn times(ratio: Option<f64>) -> String {
+    ratio.map_or("-".into(), |r| format!("{r:.1} x"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::floor::Pace;
 
     #[test]
     fn the_send_counters_are_read_from_metrics_and_taken_over_the_window() {
@@ -287,6 +322,40 @@ mod tests {
         assert!(table.contains("5.00 us per datagram delivered (600000 to the viewers)"));
         assert!(table.contains("2.50 us per datagram (sendmmsg of 32 to 200 loopback"));
         assert!(table.contains("2.0 x"));
+        assert!(!table.contains("at its pace"), "no paced floor, no row");
+    }
+
+    #[test]
+    fn the_node_is_set_against_the_floor_at_its_pace_too() {
+        let paced = Floor {
+            destinations: 200,
+            sent: 28_000,
+            calls: 1_000,
+            received: 28_000,
+            sender_cpu: Duration::from_millis(112),
+            pace: Pace::of(28_000, 1_000, 750, Duration::from_secs(2)),
+            sleeps: 750,
+            ..Floor::default()
+        };
+        let cost = Cost {
+            node_cpu: Duration::from_secs(3),
+            delivered: 600_000,
+            paced_floor: Some(paced),
+            ..Cost::default()
+        };
+        assert_eq!(cost.ratio(), None);
+        assert_eq!(cost.paced_ratio(), Some(1.25));
+        assert_eq!(cost.json()["node_to_paced_floor"], 1.25);
+        assert_eq!(cost.json()["paced_floor_call_interval_us"], 2_000);
+        assert_eq!(cost.json()["paced_floor_wake_interval_us"], 2_666);
+        let mut table = String::new();
+        cost.rows(&mut table);
+        assert!(
+            table.contains("4.00 us per datagram (sendmmsg of 28 to 200 loopback sockets, a call every 2000 us, 750 sleeps;"),
+            "{table}"
+        );
+        assert!(table.contains("node / floor at its pace"));
+        assert!(table.contains("1.2 x"));
     }
 
     #[test]

@@ -12,6 +12,13 @@
 //! The sender stays a bounded number of datagrams ahead of the reader, so the receiving
 //! sockets' buffers do not overflow (a dropped datagram costs the kernel less than a
 //! delivered one); whatever did not arrive is reported beside the figure.
+//!
+//! As fast as it can, the sender gives the kernel's best case: the reader never sleeps and
+//! every path in the kernel stays in cache. [`Pace`] makes it send as the node did instead,
+//! as many datagrams per call and as many calls a second, sleeping between them: each call
+//! then wakes the reader, and the sender wakes from its sleep, as the node's turns do. That
+//! is the floor at the node's rate, which says how much of the node's cost the rate alone
+//! brings.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
@@ -54,6 +61,43 @@ pub enum Until {
     Elapsed(Duration),
 }
 
+/// A sender that sends as the node did: `per_call` datagrams a call, a call every
+/// `call_interval`, and asleep between calls as often as the node slept (once every
+/// `wake_interval`): the calls due within one wake-up's span go out back to back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pace {
+    pub per_call: usize,
+    pub call_interval: Duration,
+    pub wake_interval: Duration,
+}
+
+impl Pace {
+    /// The pace of `datagrams` in `calls` with `wakes` over `wall`, each call holding at
+    /// most a batch, and at most one wake-up a call; none without calls.
+    pub fn of(datagrams: u64, calls: u64, wakes: u64, wall: Duration) -> Option<Self> {
+        let call_interval = wall.checked_div(u32::try_from(calls).ok()?)?;
+        let wakes = u32::try_from(wakes.clamp(1, calls)).ok()?;
+        let per_call = (datagrams as f64 / calls as f64).round() as usize;
+        Some(Self {
+            per_call: per_call.clamp(1, BATCH_LEN),
+            call_interval,
+            wake_interval: wall / wakes,
+        })
+    }
+
+    /// When call `n` is due, from the start.
+    fn due(&self, n: u64) -> Duration {
+        self.call_interval * u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// Whether call `n` falls in a later wake-up's span than the call before it: then the
+    /// sender sleeps until it is due.
+    fn sleeps_before(&self, n: u64) -> bool {
+        let span = |call| self.due(call).as_nanos() / self.wake_interval.as_nanos().max(1);
+        n > 0 && span(n) > span(n - 1)
+    }
+}
+
 /// What the floor measured.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Floor {
@@ -69,6 +113,10 @@ pub struct Floor {
     /// The sending thread's CPU time while it sent.
     pub sender_cpu: Duration,
     pub wall: Duration,
+    /// Set when the sender kept the node's pace.
+    pub pace: Option<Pace>,
+    /// Times it slept to keep that pace.
+    pub sleeps: u64,
 }
 
 impl Floor {
@@ -107,12 +155,14 @@ struct Progress {
     sent: AtomicU64,
 }
 
-/// Sends to `destinations` loopback sockets until `until`, the sending thread on `sender_cpu`
-/// when given, and reads them on another thread (on the caller's CPUs).
+/// Sends to `destinations` loopback sockets until `until`, as fast as it can or at `pace`,
+/// the sending thread on `sender_cpu` when given, and reads them on another thread (on the
+/// caller's CPUs).
 pub fn measure(
     destinations: usize,
     until: Until,
     sender_cpu: Option<usize>,
+    pace: Option<Pace>,
 ) -> Result<Floor, FloorError> {
     let sockets = (0..destinations.max(1))
         .map(|_| {
@@ -135,7 +185,7 @@ pub fn measure(
                 let sent = sender_cpu
                     .map_or(Ok(()), pin_this_thread)
                     .map_err(FloorError::from)
-                    .and_then(|()| send(&addresses, until, &progress));
+                    .and_then(|()| send(&addresses, until, pace, &progress));
                 // The reader stops on this even when the sender failed.
                 progress.done.store(true, Ordering::Release);
                 sent
@@ -150,12 +200,19 @@ pub fn measure(
 }
 
 /// The sending thread's loop; `received` is left for the reader to fill in.
-fn send(addresses: &[SocketAddr], until: Until, progress: &Progress) -> Result<Floor, FloorError> {
+fn send(
+    addresses: &[SocketAddr],
+    until: Until,
+    pace: Option<Pace>,
+    progress: &Progress,
+) -> Result<Floor, FloorError> {
     let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
     let mut batch = Batch::new(PACKET_LEN);
     let ahead = AHEAD_PER_DESTINATION * addresses.len() as u64;
+    let per_call = pace.map_or(BATCH_LEN, |p| p.per_call) as u64;
     let mut floor = Floor {
         destinations: addresses.len(),
+        pace,
         ..Floor::default()
     };
     // Datagrams that never arrived, written off so the sender need not wait for them.
@@ -165,10 +222,8 @@ fn send(addresses: &[SocketAddr], until: Until, progress: &Progress) -> Result<F
     let start = Instant::now();
     loop {
         let room = match until {
-            Until::Sent(n) => n
-                .saturating_sub(floor.sent + floor.lost)
-                .min(BATCH_LEN as u64),
-            Until::Elapsed(d) if start.elapsed() < d => BATCH_LEN as u64,
+            Until::Sent(n) => n.saturating_sub(floor.sent + floor.lost).min(per_call),
+            Until::Elapsed(d) if start.elapsed() < d => per_call,
             Until::Elapsed(_) => 0,
         };
         if room == 0 {
@@ -193,6 +248,12 @@ fn send(addresses: &[SocketAddr], until: Until, progress: &Progress) -> Result<F
         floor.lost += outcome.lost as u64;
         floor.calls += outcome.calls as u64;
         written_off = wait_for_reader(progress, floor.sent, written_off, ahead);
+        if let Some(pace) = pace.filter(|p| p.sleeps_before(floor.calls)) {
+            // On a schedule from the start, so the rate holds however long each call took.
+            let due = start + pace.due(floor.calls);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            floor.sleeps += 1;
+        }
     }
     floor.sender_cpu = thread_cpu()?.saturating_sub(cpu_before);
     floor.wall = start.elapsed();
@@ -285,7 +346,7 @@ mod tests {
 
     #[test]
     fn every_datagram_sent_is_read_in_batches_of_the_node() {
-        let floor = measure(3, Until::Sent(100), None).expect("floor");
+        let floor = measure(3, Until::Sent(100), None, None).expect("floor");
         assert_eq!(floor.destinations, 3);
         assert_eq!((floor.sent, floor.lost, floor.received), (100, 0, 100));
         // 32 + 32 + 32 + 4.
@@ -297,10 +358,50 @@ mod tests {
 
     #[test]
     fn a_time_limit_sends_whole_batches() {
-        let floor = measure(2, Until::Elapsed(Duration::from_millis(20)), None).expect("floor");
+        let floor =
+            measure(2, Until::Elapsed(Duration::from_millis(20)), None, None).expect("floor");
         assert!(floor.sent >= BATCH_LEN as u64);
         assert_eq!(floor.sent % BATCH_LEN as u64, 0);
         assert_eq!(floor.received, floor.sent);
+    }
+
+    #[test]
+    fn a_paced_sender_sends_the_node_s_batches_at_its_rate() {
+        let pace = Pace {
+            per_call: 5,
+            call_interval: Duration::from_millis(4),
+            wake_interval: Duration::from_millis(8),
+        };
+        let floor = measure(4, Until::Sent(40), None, Some(pace)).expect("floor");
+        assert_eq!((floor.sent, floor.received, floor.calls), (40, 40, 8));
+        assert_eq!(floor.per_call(), Some(5.0));
+        assert_eq!(floor.pace, Some(pace));
+        // Calls due at 0, 4, .. 28 ms, two to a wake-up: asleep before 8, 16, 24 and 32.
+        assert_eq!(floor.sleeps, 4);
+        assert!(floor.wall >= Duration::from_millis(32), "{:?}", floor.wall);
+    }
+
+    #[test]
+    fn the_pace_is_the_node_s_calls_and_wake_ups_over_its_seconds() {
+        let pace = Pace::of(28_000, 1_000, 500, Duration::from_secs(10)).expect("a pace");
+        assert_eq!(pace.per_call, 28);
+        assert_eq!(pace.call_interval, Duration::from_millis(10));
+        assert_eq!(pace.wake_interval, Duration::from_millis(20));
+        assert_eq!(
+            (1..=4).map(|n| pace.sleeps_before(n)).collect::<Vec<_>>(),
+            [false, true, false, true]
+        );
+        // Never more than a batch a call, never none; never more wake-ups than calls.
+        let second = Duration::from_secs(1);
+        assert_eq!(
+            Pace::of(100_000, 10, 1, second).map(|p| p.per_call),
+            Some(BATCH_LEN)
+        );
+        assert_eq!(Pace::of(1, 10, 1, second).map(|p| p.per_call), Some(1));
+        let every_call = Pace::of(10, 10, 50, second).expect("a pace");
+        assert_eq!(every_call.wake_interval, every_call.call_interval);
+        assert!((1..5).all(|n| every_call.sleeps_before(n)));
+        assert_eq!(Pace::of(10, 0, 1, second), None);
     }
 
     #[test]

@@ -39,11 +39,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::client::{Client, ClientError, VideoCodec};
+use crate::client::{Client, ClientError, Transport, VideoCodec};
 
 use cluster::Nodes;
 use cost::Placement;
-use floor::{Floor, FloorError, Until};
+use floor::{Floor, FloorError, Pace, Until};
 use node::NodeProcess;
 pub use options::{Options, OptionsError};
 use pin::{PinError, Pinning};
@@ -156,7 +156,7 @@ pub fn run(options: &Options) -> Result<Report, LoadError> {
         // Before this thread starts any other: they inherit its mask.
         pin::pin_this_thread(pinning.tool)?;
     }
-    let floor = measure_floor(options, pinning)?;
+    let floor = measure_floor(options, pinning, None)?;
     let mut nodes = start_nodes(options, pinning)?;
     let https = nodes.https();
     let placement = Placement {
@@ -206,6 +206,21 @@ pub fn run(options: &Options) -> Result<Report, LoadError> {
     measured.node_drops = node::drops(&https);
     measured.keyframe_requests_sent = node::metric(&https, "strata_keyframe_requests_sent_total");
     measured.probe_clusters = node::metric(&https, "strata_probe_clusters_total");
+    // Every viewer and publisher stopped: the node is idle while the floor runs at its pace.
+    let pace = measured
+        .wire
+        .filter(|_| options.viewer_transport == Transport::Udp);
+    let pace = pace.zip(measured.node_sleeps).and_then(|(w, sleeps)| {
+        Pace::of(
+            w.datagrams.max(w.packets_out),
+            w.send_calls,
+            sleeps,
+            measured.wall,
+        )
+    });
+    if let Some(pace) = pace {
+        measured.paced_floor = measure_floor(options, pinning, Some(pace))?;
+    }
     Ok(Report::new(
         options, &joining, &measured, &reports, &publisher,
     ))
@@ -219,20 +234,34 @@ pub fn run_data(options: &Options) -> Result<data::DataReport, LoadError> {
     data::run(nodes.origin(), options)
 }
 
-/// The kernel's floor for as many destinations as viewers, unless `--floor-seconds 0`; its
-/// sender on the node's core when pinned, as the node's sends are.
-fn measure_floor(options: &Options, pinning: Option<Pinning>) -> Result<Option<Floor>, LoadError> {
+/// The kernel's floor for as many destinations as viewers, as fast as it goes or at `pace`,
+/// unless `--floor-seconds 0`; its sender on the node's core when pinned, as the node's sends
+/// are.
+fn measure_floor(
+    options: &Options,
+    pinning: Option<Pinning>,
+    pace: Option<Pace>,
+) -> Result<Option<Floor>, LoadError> {
     if options.floor_seconds == 0.0 {
         return Ok(None);
     }
+    let at = match pace {
+        Some(p) => format!(
+            " at the node's pace ({} a call every {} us, a wake-up every {} us)",
+            p.per_call,
+            p.call_interval.as_micros(),
+            p.wake_interval.as_micros()
+        ),
+        None => String::new(),
+    };
     progress(&format!(
-        "measuring the kernel's floor for {} s ({} loopback destinations)",
+        "measuring the kernel's floor{at} for {} s ({} loopback destinations)",
         options.floor_seconds, options.viewers
     ));
     let until = Until::Elapsed(Duration::from_secs_f64(options.floor_seconds));
-    let floor = floor::measure(options.viewers, until, pinning.map(|p| p.node))?;
+    let floor = floor::measure(options.viewers, until, pinning.map(|p| p.node), pace)?;
     progress(&format!(
-        "kernel floor: {:.2} us per datagram ({} sent, {} read)",
+        "kernel floor{at}: {:.2} us per datagram ({} sent, {} read)",
         floor.us_per_datagram().unwrap_or(0.0),
         floor.sent,
         floor.received
@@ -429,6 +458,7 @@ fn measure(
 ) -> Result<Measured, LoadError> {
     let https: Vec<SocketAddr> = nodes.iter().map(|n| n.http).collect();
     let wire_before = node::wire(&https);
+    let sleeps_before = sleeps(nodes);
     let node_cpu = cpu_times(nodes)?;
     let tool_cpu = Process::This.cpu_time().map_err(LoadError::Io)?;
     let (busy, cores) = procfs::machine_busy().map_err(LoadError::Io)?;
@@ -449,6 +479,9 @@ fn measure(
         );
     }
     let wall = start.elapsed();
+    let node_sleeps = sleeps_before
+        .zip(sleeps(nodes))
+        .map(|(before, after)| after.saturating_sub(before));
     let per_node_cpu: Vec<Duration> = cpu_times(nodes)?
         .iter()
         .zip(&node_cpu)
@@ -472,8 +505,17 @@ fn measure(
         rss_before_kib: rss_before,
         rss_after_kib: rss_kib(nodes)?,
         wire,
+        node_sleeps,
         ..Measured::default()
     })
+}
+
+/// The nodes' sleeps so far, all told: none when one cannot be read.
+fn sleeps(nodes: &[NodeProcess]) -> Option<u64> {
+    nodes
+        .iter()
+        .map(|n| Process::Pid(n.pid()).sleeps().ok())
+        .sum()
 }
 
 /// Each node's CPU time so far.

@@ -55,7 +55,9 @@ pub struct Options {
     pub client_threads: usize,
     /// Seconds the kernel's floor is measured for, before the node starts: one socket sends
     /// full-size datagrams with `sendmmsg` to as many loopback sockets as there are viewers;
-    /// the node's CPU per delivered packet is reported against its CPU per datagram. 0 skips it.
+    /// the node's CPU per delivered packet is reported against its CPU per datagram. Measured
+    /// again after the viewers stopped, at the node's pace (its datagrams per call, calls a
+    /// second and wake-ups a second). 0 skips both.
     #[arg(long, default_value_t = 2.0)]
     pub floor_seconds: f64,
     /// The node on one core (the highest this process may use), this tool on another (the

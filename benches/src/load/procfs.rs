@@ -28,6 +28,22 @@ impl Process {
         Ok(Duration::from_millis(ticks * 1000 / TICKS_PER_SECOND))
     }
 
+    /// Times any of its threads went to sleep so far (`voluntary_ctxt_switches`, summed over
+    /// `/proc/<pid>/task`): each is a wake-up later, the cost an event loop pays per turn.
+    pub fn sleeps(self) -> std::io::Result<u64> {
+        let mut sleeps = 0;
+        for task in std::fs::read_dir(self.path("task"))? {
+            let status = task?.path().join("status");
+            // A thread that ended since the listing took its count with it.
+            let Ok(status) = std::fs::read_to_string(&status) else {
+                continue;
+            };
+            sleeps += parse_status_count(&status, "voluntary_ctxt_switches:")
+                .ok_or_else(|| bad(&status))?;
+        }
+        Ok(sleeps)
+    }
+
     /// Resident memory now, in KiB.
     pub fn rss_kib(self) -> std::io::Result<u64> {
         let status = std::fs::read_to_string(self.path("status"))?;
@@ -104,6 +120,11 @@ fn parse_cpu_ticks(stat: &str) -> Option<u64> {
 
 /// A `Key:   N kB` line of `/proc/<pid>/status`.
 fn parse_status_kib(status: &str, key: &str) -> Option<u64> {
+    parse_status_count(status, key)
+}
+
+/// The number after `key` in a `status` file (its unit, if any, after it).
+fn parse_status_count(status: &str, key: &str) -> Option<u64> {
     let line = status.lines().find_map(|l| l.strip_prefix(key))?;
     line.split_whitespace().next()?.parse().ok()
 }
@@ -132,6 +153,22 @@ mod tests {
         let status = "Name:\tsfu\nVmPeak:\t  9000 kB\nVmRSS:\t   12345 kB\n";
         assert_eq!(parse_status_kib(status, "VmRSS:"), Some(12345));
         assert_eq!(parse_status_kib(status, "VmHWM:"), None);
+    }
+
+    #[test]
+    fn sleeps_are_counted_over_every_thread() {
+        let status = "Name:\tsfu\nvoluntary_ctxt_switches:\t1168\nnonvoluntary_ctxt_switches:\t5\n";
+        assert_eq!(
+            parse_status_count(status, "voluntary_ctxt_switches:"),
+            Some(1168)
+        );
+        // This thread's own sleep is in the sum (other tests' threads come and go with theirs).
+        std::thread::sleep(Duration::from_millis(1));
+        assert!(Process::This.sleeps().expect("this process's threads") >= 1);
+        assert_eq!(
+            parse_status_count("Name:\tsfu\n", "voluntary_ctxt_switches:"),
+            None
+        );
     }
 
     #[test]

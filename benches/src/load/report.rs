@@ -109,8 +109,13 @@ pub struct Measured {
     pub socket_drops: Option<SocketDrops>,
     /// The node's send counters over the measured seconds.
     pub wire: Option<Wire>,
+    /// Times the node's threads slept over the measured seconds (each a wake-up).
+    pub node_sleeps: Option<u64>,
     /// The kernel's floor, measured before the node started.
     pub floor: Option<Floor>,
+    /// The same at the node's pace (its datagrams per call and calls a second), measured
+    /// after the viewers stopped.
+    pub paced_floor: Option<Floor>,
     pub placement: Placement,
 }
 
@@ -231,6 +236,7 @@ impl Report {
                     .wire
                     .filter(|_| options.viewer_transport == Transport::Udp),
                 floor: measured.floor,
+                paced_floor: measured.paced_floor,
                 placement: measured.placement.clone(),
             },
             publisher: publisher.clone(),
