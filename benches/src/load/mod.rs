@@ -206,7 +206,10 @@ pub fn run(options: &Options) -> Result<Report, LoadError> {
     measured.node_drops = node::drops(&https);
     measured.keyframe_requests_sent = node::metric(&https, "strata_keyframe_requests_sent_total");
     measured.probe_clusters = node::metric(&https, "strata_probe_clusters_total");
-    // Every viewer and publisher stopped: the node is idle while the floor runs at its pace.
+    // Every viewer and publisher stopped, and the nodes with them: the floor at the node's
+    // pace has the machine to itself (a node still sending to its gone viewers' ports would
+    // reach the floor's sockets that took them).
+    drop(nodes);
     let pace = measured
         .wire
         .filter(|_| options.viewer_transport == Transport::Udp);

@@ -29,8 +29,8 @@ const DELTA_UNIT_US: i64 = DELTA_UNIT.as_micros() as i64;
 struct Sent {
     /// Its send time in microseconds after the history's epoch (46 bits: two years), its
     /// bytes on the wire (16 bits: an MTU is 1,500) and whether a feedback reported it
-    /// already (it is given once), above a bit always set: a slot never written is `None`
-    /// in no more room (the niche of a value that is never zero).
+    /// already (it is given once), above a bit always set: the word is never zero, so an
+    /// `Option<Sent>` takes no more room than a `Sent` (a slot never written is all zeros).
     stamp: NonZeroU64,
     /// The extended sequence number's low 32 bits: a slot holds the packet asked for when
     /// they match (an older occupant is a multiple of the capacity behind, far less than 2^32).
