@@ -97,6 +97,9 @@ pub struct Cost {
     pub delivered: u64,
     /// The node's counters over the window, when its `/metrics` has them.
     pub wire: Option<Wire>,
+    /// Times the node's threads slept over the window (each a wake-up), and the window.
+    pub sleeps: Option<u64>,
+    pub wall: Duration,
     /// None when `--floor-seconds 0`.
     pub floor: Option<Floor>,
     /// The same floor at the node's pace: what the kernel takes per datagram at the rate and
@@ -109,6 +112,12 @@ impl Cost {
     /// The node's CPU microseconds per datagram delivered.
     pub fn node_us_per_packet(&self) -> Option<f64> {
         per(self.node_cpu.as_secs_f64() * 1e6, self.delivered)
+    }
+
+    /// The node's wake-ups a second over the window.
+    pub fn wakeups_per_second(&self) -> Option<f64> {
+        let sleeps = self.sleeps?;
+        (!self.wall.is_zero()).then(|| sleeps as f64 / self.wall.as_secs_f64())
     }
 
     /// How many floors the node's cost per packet is.
@@ -171,6 +180,17 @@ impl Cost {
                 ),
             );
         }
+        if let (Some(sleeps), Some(per_second)) = (self.sleeps, self.wakeups_per_second()) {
+            row(
+                out,
+                "node wake-ups",
+                format!(
+                    "{per_second:.0} a second ({sleeps} over {:.1} s; {} datagrams delivered per wake-up)",
+                    self.wall.as_secs_f64(),
+                    per(self.delivered as f64, sleeps).map_or("-".into(), |d| format!("{d:.1}"))
+                ),
+            );
+        }
         let p = &self.placement;
         row(
             out,
@@ -190,6 +210,7 @@ impl Cost {
             "delivered": self.delivered,
             "floor_us_per_datagram": self.floor.as_ref().and_then(Floor::us_per_datagram),
             "node_to_floor": self.ratio(),
+            "node_wakeups_per_second": self.wakeups_per_second(),
             "paced_floor_us_per_datagram": self.paced_floor.as_ref().and_then(Floor::us_per_datagram),
             "node_to_paced_floor": self.paced_ratio(),
             "paced_floor_call_interval_us": self.paced_floor.and_then(|f| f.pace).map(|p| p.call_interval.as_micros() as u64),
@@ -345,6 +366,7 @@ mod tests {
         };
         assert_eq!(cost.ratio(), None);
         assert_eq!(cost.paced_ratio(), Some(1.25));
+        assert_eq!(cost.wakeups_per_second(), None, "no sleeps counted");
         assert_eq!(cost.json()["node_to_paced_floor"], 1.25);
         assert_eq!(cost.json()["paced_floor_call_interval_us"], 2_000);
         assert_eq!(cost.json()["paced_floor_wake_interval_us"], 2_666);
@@ -356,6 +378,26 @@ mod tests {
         );
         assert!(table.contains("node / floor at its pace"));
         assert!(table.contains("1.2 x"));
+    }
+
+    #[test]
+    fn the_node_s_wake_ups_are_counted_a_second() {
+        let cost = Cost {
+            delivered: 440_000,
+            sleeps: Some(11_000),
+            wall: Duration::from_secs(10),
+            ..Cost::default()
+        };
+        assert_eq!(cost.wakeups_per_second(), Some(1_100.0));
+        assert_eq!(cost.json()["node_wakeups_per_second"], 1_100.0);
+        let mut table = String::new();
+        cost.rows(&mut table);
+        assert!(
+            table.contains(
+                "1100 a second (11000 over 10.0 s; 40.0 datagrams delivered per wake-up)"
+            ),
+            "{table}"
+        );
     }
 
     #[test]

@@ -237,6 +237,8 @@ impl Report {
                     .filter(|_| options.viewer_transport == Transport::Udp),
                 floor: measured.floor,
                 paced_floor: measured.paced_floor,
+                sleeps: measured.node_sleeps,
+                wall: measured.wall,
                 placement: measured.placement.clone(),
             },
             publisher: publisher.clone(),
