@@ -47,7 +47,7 @@ impl Process {
     /// Resident memory now, in KiB.
     pub fn rss_kib(self) -> std::io::Result<u64> {
         let status = std::fs::read_to_string(self.path("status"))?;
-        parse_status_kib(&status, "VmRSS:").ok_or_else(|| bad(&self.path("status")))
+        parse_status_count(&status, "VmRSS:").ok_or_else(|| bad(&self.path("status")))
     }
 }
 
@@ -118,11 +118,6 @@ fn parse_cpu_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
-/// A `Key:   N kB` line of `/proc/<pid>/status`.
-fn parse_status_kib(status: &str, key: &str) -> Option<u64> {
-    parse_status_count(status, key)
-}
-
 /// The number after `key` in a `status` file (its unit, if any, after it).
 fn parse_status_count(status: &str, key: &str) -> Option<u64> {
     let line = status.lines().find_map(|l| l.strip_prefix(key))?;
@@ -151,8 +146,8 @@ mod tests {
     #[test]
     fn resident_memory_is_read_from_status() {
         let status = "Name:\tsfu\nVmPeak:\t  9000 kB\nVmRSS:\t   12345 kB\n";
-        assert_eq!(parse_status_kib(status, "VmRSS:"), Some(12345));
-        assert_eq!(parse_status_kib(status, "VmHWM:"), None);
+        assert_eq!(parse_status_count(status, "VmRSS:"), Some(12345));
+        assert_eq!(parse_status_count(status, "VmHWM:"), None);
     }
 
     #[test]
