@@ -14,6 +14,10 @@
 //! is 1 unless every viewer connected and got video and the loss after retransmission stayed
 //! below `--max-loss` percent (1 by default); 2 when the run itself could not be done.
 //!
+//! The floor alone, `--floor-pace PER_CALL,CALL_US,WAKE_US` (repeatable): no node, the
+//! kernel's best case and the same sender at each pace (`benches::load::floor_sweep`); with
+//! `--check` it fails when a floor's datagrams did not all arrive.
+//!
 //! The data mode, `--participants N [--data-rate R] [--data-size B]`: no media, N conference
 //! participants in one room, each with a data channel the node relays to the others, writing R
 //! messages a second; reports the message latency (p50, p99), what arrived of what should
@@ -23,7 +27,7 @@
 use std::process::ExitCode;
 
 #[cfg(target_os = "linux")]
-use benches::load::{run, run_data, Options};
+use benches::load::{floor_sweep, run, run_data, Options};
 #[cfg(target_os = "linux")]
 use clap::Parser;
 
@@ -37,8 +41,13 @@ fn main() -> ExitCode {
 fn main() -> ExitCode {
     let options = Options::parse();
     // The report as JSON and as a table, and why `--check` fails it.
-    let outcome = match options.participants {
-        0 => run(&options).map(|r| (r.json().to_string(), r.table(), r.check(options.max_loss))),
+    let outcome = match (options.participants, options.floor_pace.is_empty()) {
+        (0, false) => {
+            floor_sweep::run(&options).map(|s| (s.json().to_string(), s.table(), s.check()))
+        }
+        (0, true) => {
+            run(&options).map(|r| (r.json().to_string(), r.table(), r.check(options.max_loss)))
+        }
         _ => run_data(&options).map(|r| (r.json().to_string(), r.table(), r.check())),
     };
     let (json, table, failures) = match outcome {

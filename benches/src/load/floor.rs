@@ -23,6 +23,7 @@
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -96,6 +97,45 @@ impl Pace {
         let span = |call| self.due(call).as_nanos() / self.wake_interval.as_nanos().max(1);
         n > 0 && span(n) > span(n - 1)
     }
+}
+
+/// A pace as the command line gives it, `PER_CALL,CALL_US,WAKE_US`: datagrams a call, and
+/// microseconds between calls and between wake-ups.
+impl FromStr for Pace {
+    type Err = PaceError;
+
+    fn from_str(text: &str) -> Result<Self, PaceError> {
+        let fields: Vec<&str> = text.split(',').collect();
+        let [per_call, call_us, wake_us] = fields[..] else {
+            return Err(PaceError::Fields);
+        };
+        let number = |field: &str| field.trim().parse::<u64>().ok().filter(|&n| n > 0);
+        let (Some(per_call), Some(call_us), Some(wake_us)) =
+            (number(per_call), number(call_us), number(wake_us))
+        else {
+            return Err(PaceError::NotPositive);
+        };
+        let per_call = usize::try_from(per_call)
+            .ok()
+            .filter(|&n| n <= BATCH_LEN)
+            .ok_or(PaceError::PerCall)?;
+        Ok(Self {
+            per_call,
+            call_interval: Duration::from_micros(call_us),
+            wake_interval: Duration::from_micros(wake_us),
+        })
+    }
+}
+
+/// Why a pace on the command line is not one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PaceError {
+    #[error("a pace is PER_CALL,CALL_US,WAKE_US: three numbers")]
+    Fields,
+    #[error("a pace's three numbers are whole and above 0")]
+    NotPositive,
+    #[error("a pace sends at most {BATCH_LEN} datagrams a call")]
+    PerCall,
 }
 
 /// What the floor measured.
@@ -402,6 +442,25 @@ mod tests {
         assert_eq!(every_call.wake_interval, every_call.call_interval);
         assert!((1..5).all(|n| every_call.sleeps_before(n)));
         assert_eq!(Pace::of(10, 0, 1, second), None);
+    }
+
+    #[test]
+    fn a_pace_is_read_from_its_three_numbers() {
+        assert_eq!(
+            "28,638,918".parse(),
+            Ok(Pace {
+                per_call: 28,
+                call_interval: Duration::from_micros(638),
+                wake_interval: Duration::from_micros(918),
+            })
+        );
+        assert_eq!("28,638".parse::<Pace>(), Err(PaceError::Fields));
+        assert_eq!("28,638,918,1".parse::<Pace>(), Err(PaceError::Fields));
+        assert_eq!("28,0,918".parse::<Pace>(), Err(PaceError::NotPositive));
+        assert_eq!("28,-1,918".parse::<Pace>(), Err(PaceError::NotPositive));
+        assert_eq!("a,638,918".parse::<Pace>(), Err(PaceError::NotPositive));
+        assert_eq!("33,638,918".parse::<Pace>(), Err(PaceError::PerCall));
+        assert_eq!("32,638,918".parse::<Pace>().map(|p| p.per_call), Ok(32));
     }
 
     #[test]

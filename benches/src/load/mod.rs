@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod cost;
 pub mod data;
 pub mod floor;
+pub mod floor_sweep;
 pub mod node;
 pub mod options;
 pub mod pin;
@@ -250,7 +251,7 @@ fn measure_floor(
     }
     let at = match pace {
         Some(p) => format!(
-            " at the node's pace ({} a call every {} us, a wake-up every {} us)",
+            " at a pace of {} a call every {} us, a wake-up every {} us",
             p.per_call,
             p.call_interval.as_micros(),
             p.wake_interval.as_micros()

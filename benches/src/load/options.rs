@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+use super::floor::Pace;
 use crate::client::Transport;
 
 /// Loads a node with one AV1 L3T3 publisher (a generated stream with its Dependency
@@ -60,6 +61,12 @@ pub struct Options {
     /// second and wake-ups a second). 0 skips both.
     #[arg(long, default_value_t = 2.0)]
     pub floor_seconds: f64,
+    /// The floor alone, no node: the kernel's best case, then the same sender at each pace
+    /// given (`PER_CALL,CALL_US,WAKE_US`: datagrams a call, microseconds between calls and
+    /// between wake-ups), each for `--floor-seconds` to `--viewers` destinations. Repeatable;
+    /// the pace the load run measured the node at is in its log line for the paced floor.
+    #[arg(long, value_name = "PER_CALL,CALL_US,WAKE_US")]
+    pub floor_pace: Vec<Pace>,
     /// The node on one core (the highest this process may use), this tool on another (the
     /// lowest); the floor's sender on the node's, its reader on the tool's.
     #[arg(long)]
@@ -125,6 +132,8 @@ pub enum OptionsError {
     Nodes,
     #[error("--{0} runs one node: not with --nodes above 1")]
     OneNode(&'static str),
+    #[error("--floor-pace measures the floor alone: not with --participants, --nodes above 1 or --floor-seconds 0")]
+    FloorAlone,
 }
 
 impl Options {
@@ -164,7 +173,16 @@ impl Options {
         if !positive(self.data_rate) {
             return Err(OptionsError::DataRate);
         }
-        self.validate_nodes()
+        self.validate_nodes()?;
+        self.validate_floor()
+    }
+
+    fn validate_floor(&self) -> Result<(), OptionsError> {
+        let alone = self.participants == 0 && self.nodes == 1 && self.floor_seconds > 0.0;
+        match self.floor_pace.is_empty() || alone {
+            true => Ok(()),
+            false => Err(OptionsError::FloorAlone),
+        }
     }
 
     fn validate_nodes(&self) -> Result<(), OptionsError> {
@@ -183,6 +201,8 @@ impl Options {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -213,6 +233,38 @@ mod tests {
         assert_eq!(options.validate(), Ok(()));
         let bad = Options::parse_from(["load", "--floor-seconds=-1"]);
         assert_eq!(bad.validate(), Err(OptionsError::Seconds("floor-seconds")));
+    }
+
+    #[test]
+    fn the_floor_alone_takes_paces_and_nothing_else() {
+        assert!(Options::parse_from(["load"]).floor_pace.is_empty());
+        let alone = [
+            "load",
+            "--floor-pace",
+            "28,638,918",
+            "--floor-pace",
+            "28,638,5000",
+        ];
+        let options = Options::parse_from(alone);
+        assert_eq!(options.floor_pace.len(), 2);
+        assert_eq!(
+            options.floor_pace[1].wake_interval,
+            Duration::from_millis(5)
+        );
+        assert_eq!(options.validate(), Ok(()));
+        for other in [
+            ["--participants", "4"],
+            ["--nodes", "2"],
+            ["--floor-seconds", "0"],
+        ] {
+            let options = Options::parse_from(alone.iter().chain(&other));
+            assert_eq!(
+                options.validate(),
+                Err(OptionsError::FloorAlone),
+                "{other:?}"
+            );
+        }
+        assert!(Options::try_parse_from(["load", "--floor-pace", "28,638"]).is_err());
     }
 
     #[test]
