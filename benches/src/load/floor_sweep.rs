@@ -9,8 +9,7 @@ use serde_json::{json, Value};
 
 use super::floor::Floor;
 use super::options::Options;
-use super::pin::{self, Pinning};
-use super::{measure_floor, LoadError};
+use super::{measure_floor, pin_tool, LoadError};
 
 /// The floors measured, the best case first.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,14 +20,8 @@ pub struct Sweep {
 /// Measures the best case, then each of `--floor-pace`, pinned as a load run pins its floor.
 pub fn run(options: &Options) -> Result<Sweep, LoadError> {
     options.validate()?;
-    let pinning = match options.pin {
-        true => Some(Pinning::for_this_machine()?),
-        false => None,
-    };
-    if let Some(pinning) = pinning {
-        // The reader is spawned from this thread and keeps its mask: on the tool's core.
-        pin::pin_this_thread(pinning.tool)?;
-    }
+    // The floor's reader is spawned from this thread: on the tool's core.
+    let pinning = pin_tool(options)?;
     let paces = std::iter::once(None).chain(options.floor_pace.iter().copied().map(Some));
     let mut floors = Vec::new();
     for pace in paces {

@@ -149,14 +149,7 @@ impl Drop for StopOnDrop {
 /// Runs the load test the options describe.
 pub fn run(options: &Options) -> Result<Report, LoadError> {
     options.validate()?;
-    let pinning = match options.pin {
-        true => Some(Pinning::for_this_machine()?),
-        false => None,
-    };
-    if let Some(pinning) = pinning {
-        // Before this thread starts any other: they inherit its mask.
-        pin::pin_this_thread(pinning.tool)?;
-    }
+    let pinning = pin_tool(options)?;
     let floor = measure_floor(options, pinning, None)?;
     let mut nodes = start_nodes(options, pinning)?;
     let https = nodes.https();
@@ -228,6 +221,19 @@ pub fn run(options: &Options) -> Result<Report, LoadError> {
     Ok(Report::new(
         options, &joining, &measured, &reports, &publisher,
     ))
+}
+
+/// With `--pin`, the cores the run uses, this thread already on the tool's: before it starts
+/// any other, since they inherit its mask.
+fn pin_tool(options: &Options) -> Result<Option<Pinning>, LoadError> {
+    let pinning = match options.pin {
+        true => Some(Pinning::for_this_machine()?),
+        false => None,
+    };
+    if let Some(pinning) = pinning {
+        pin::pin_this_thread(pinning.tool)?;
+    }
+    Ok(pinning)
 }
 
 /// Runs the data mode (`--participants N`): the node alone, N participants exchanging data
