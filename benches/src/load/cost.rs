@@ -21,6 +21,9 @@ pub struct Wire {
     pub messages: u64,
     /// `strata_udp_gso_datagrams_total`: datagrams that left in segmented messages.
     pub segmented: u64,
+    /// `strata_media_loop_turns_total`: turns of the node's loops (0 from a node that does
+    /// not say).
+    pub turns: u64,
 }
 
 impl Wire {
@@ -37,6 +40,7 @@ impl Wire {
             datagrams: value("strata_datagrams_out_total").unwrap_or(0),
             messages: value("strata_udp_send_messages_total").unwrap_or(0),
             segmented: value("strata_udp_gso_datagrams_total").unwrap_or(0),
+            turns: value("strata_media_loop_turns_total").unwrap_or(0),
         })
     }
 
@@ -48,6 +52,7 @@ impl Wire {
             datagrams: later.datagrams.saturating_sub(self.datagrams),
             messages: later.messages.saturating_sub(self.messages),
             segmented: later.segmented.saturating_sub(self.segmented),
+            turns: later.turns.saturating_sub(self.turns),
         }
     }
 
@@ -59,6 +64,7 @@ impl Wire {
             datagrams: self.datagrams + other.datagrams,
             messages: self.messages + other.messages,
             segmented: self.segmented + other.segmented,
+            turns: self.turns + other.turns,
         }
     }
 
@@ -191,6 +197,20 @@ impl Cost {
                 ),
             );
         }
+        if let Some(turns) = self.wire.map(|w| w.turns).filter(|&t| t > 0) {
+            row(
+                out,
+                "node loop turns",
+                format!(
+                    "{:.0} a second ({turns} over {:.1} s; {} sleeps of its threads per turn)",
+                    turns as f64 / self.wall.as_secs_f64().max(f64::MIN_POSITIVE),
+                    self.wall.as_secs_f64(),
+                    self.sleeps
+                        .and_then(|s| per(s as f64, turns))
+                        .map_or("-".into(), |p| format!("{p:.2}")),
+                ),
+            );
+        }
         let p = &self.placement;
         row(
             out,
@@ -230,6 +250,7 @@ impl Cost {
             "node_datagrams_out": self.wire.map(|w| w.datagrams),
             "node_send_messages": self.wire.map(|w| w.messages),
             "node_segmented_datagrams": self.wire.map(|w| w.segmented),
+            "node_loop_turns": self.wire.map(|w| w.turns),
             "node_datagrams_per_message": self.wire.and_then(|w| w.datagrams_per_message()),
             "pinned": self.placement.pinned,
             "node_cpus": self.placement.node_cpus,
@@ -298,21 +319,31 @@ mod tests {
             datagrams: 3300,
             messages: 1100,
             segmented: 2640,
+            turns: 900,
         };
         let window = before.since(after);
         assert_eq!((window.packets_out, window.send_calls), (3200, 100));
+        assert_eq!(
+            window.turns, 900,
+            "none counted before: a node that does not count turns"
+        );
         assert_eq!(window.packets_per_call(), Some(32.0));
         assert_eq!(window.datagrams_per_message(), Some(3.0));
         assert_eq!(window.segmented_share(), Some(0.8));
         assert_eq!(Wire::default().packets_per_call(), None);
         let counted = format!(
             "{metrics}strata_datagrams_out_total 5\nstrata_udp_send_messages_total 4\n\
-             strata_udp_gso_datagrams_total 2\n"
+             strata_udp_gso_datagrams_total 2\nstrata_media_loop_turns_total 9\n"
         );
         let counted = Wire::parse(&counted).expect("all");
         assert_eq!(
-            (counted.datagrams, counted.messages, counted.segmented),
-            (5, 4, 2)
+            (
+                counted.datagrams,
+                counted.messages,
+                counted.segmented,
+                counted.turns
+            ),
+            (5, 4, 2, 9)
         );
     }
 
@@ -398,6 +429,33 @@ mod tests {
             ),
             "{table}"
         );
+    }
+
+    #[test]
+    fn the_node_s_turns_are_counted_a_second_with_its_sleeps_per_turn() {
+        let mut cost = Cost {
+            delivered: 440_000,
+            sleeps: Some(11_000),
+            wall: Duration::from_secs(10),
+            wire: Some(Wire {
+                turns: 31_000,
+                ..Wire::default()
+            }),
+            ..Cost::default()
+        };
+        assert_eq!(cost.json()["node_loop_turns"], 31_000);
+        let mut table = String::new();
+        cost.rows(&mut table);
+        assert!(
+            table
+                .contains("3100 a second (31000 over 10.0 s; 0.35 sleeps of its threads per turn)"),
+            "{table}"
+        );
+        // A node that does not count its turns has no such row.
+        cost.wire = Some(Wire::default());
+        let mut table = String::new();
+        cost.rows(&mut table);
+        assert!(!table.contains("node loop turns"), "{table}");
     }
 
     #[test]

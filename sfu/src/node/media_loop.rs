@@ -295,6 +295,7 @@ impl MediaLoop {
             }
             // Whatever the input made the core queue, a request's included.
             self.flush();
+            self.worker.core.count_turn();
         }
     }
 
@@ -508,6 +509,20 @@ mod tests {
             swept > Duration::from_secs(3) && swept <= Duration::from_millis(4100),
             "swept at {swept:?}"
         );
+    }
+
+    /// Each turn is counted once, whatever woke it: here a request each (the clock paused, so
+    /// no timer's turn comes between them).
+    #[tokio::test(start_paused = true)]
+    async fn each_turn_of_the_loop_is_counted() {
+        let (media, handle) = media_loop().await;
+        tokio::spawn(media.run());
+        let turns = || handle.ask(|worker, _| worker.snapshot().node.loop_turns);
+        let first = turns().await.expect("the loop runs");
+        let second = turns().await.expect("the loop runs");
+        let third = turns().await.expect("the loop runs");
+        // Counted after its turn, a request sees the turns before it.
+        assert_eq!((second - first, third - second), (1, 1));
     }
 
     /// A request to a loop that has stopped, or that stops with the request queued, is told

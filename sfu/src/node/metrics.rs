@@ -31,6 +31,9 @@ pub struct NodeCounters {
     /// Bytes of the frames sent on TCP connections, as the core gave them (without their
     /// length prefix; some may yet be dropped at a slow reader's queue, counted).
     pub tcp_bytes_out: u64,
+    /// Turns of the media loop: each takes what woke it (datagrams, a timer, a request) and
+    /// sends what that made the core queue. Most follow the last without a sleep between.
+    pub loop_turns: u64,
     /// UDP send calls made: each sends a batch of datagrams.
     pub send_calls: u64,
     /// The messages those calls sent: a datagram alone, or a run to one destination
@@ -116,6 +119,7 @@ impl NodeCounters {
         self.datagrams_out += other.datagrams_out;
         self.tcp_bytes_in += other.tcp_bytes_in;
         self.tcp_bytes_out += other.tcp_bytes_out;
+        self.loop_turns += other.loop_turns;
         self.send_calls += other.send_calls;
         self.send_messages += other.send_messages;
         self.segmented_datagrams += other.segmented_datagrams;
@@ -491,6 +495,11 @@ impl Snapshot {
                 "datagrams_out_total",
                 "UDP datagrams sent.",
                 n.datagrams_out,
+            ),
+            (
+                "media_loop_turns_total",
+                "Turns of the media loops: each takes what woke it and sends what that made.",
+                n.loop_turns,
             ),
             (
                 "udp_send_calls_total",

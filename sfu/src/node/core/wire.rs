@@ -43,6 +43,11 @@ impl NodeCore {
         self.counters.segmentation_refused += outcome.refusals as u64;
     }
 
+    /// A turn of the loop around the core is over.
+    pub fn count_turn(&mut self) {
+        self.counters.loop_turns += 1;
+    }
+
     /// One datagram from the UDP socket.
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
         self.handle_packet(now, Remote::Udp(from), data);
