@@ -20,6 +20,7 @@
 //! is the floor at the node's rate, which says how much of the node's cost the rate alone
 //! brings.
 
+use std::fmt;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -124,6 +125,20 @@ impl FromStr for Pace {
             call_interval: Duration::from_micros(call_us),
             wake_interval: Duration::from_micros(wake_us),
         })
+    }
+}
+
+/// The command-line form `FromStr` reads back, to the microsecond: a measured pace printed
+/// this way can be given to `--floor-pace` to measure that floor alone.
+impl fmt::Display for Pace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{},{},{}",
+            self.per_call,
+            self.call_interval.as_micros(),
+            self.wake_interval.as_micros()
+        )
     }
 }
 
@@ -382,6 +397,8 @@ fn drain(socket: &UdpSocket, batch: &mut RecvBatch) -> io::Result<u64> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -442,6 +459,30 @@ mod tests {
         assert_eq!(every_call.wake_interval, every_call.call_interval);
         assert!((1..5).all(|n| every_call.sleeps_before(n)));
         assert_eq!(Pace::of(10, 0, 1, second), None);
+    }
+
+    proptest! {
+        #[test]
+        fn a_pace_printed_is_read_back(
+            per_call in 1..=BATCH_LEN,
+            call_us in 1..u64::MAX,
+            wake_us in 1..u64::MAX,
+        ) {
+            let pace = Pace {
+                per_call,
+                call_interval: Duration::from_micros(call_us),
+                wake_interval: Duration::from_micros(wake_us),
+            };
+            prop_assert_eq!(pace.to_string().parse::<Pace>(), Ok(pace));
+        }
+
+        #[test]
+        fn any_text_is_a_pace_or_says_why_not(text in "[0-9, a-]{0,40}|\\PC{0,40}") {
+            if let Ok(pace) = text.parse::<Pace>() {
+                prop_assert_eq!(pace.to_string().parse::<Pace>(), Ok(pace));
+                prop_assert!((1..=BATCH_LEN).contains(&pace.per_call));
+            }
+        }
     }
 
     #[test]

@@ -257,7 +257,7 @@ fn measure_floor(
     }
     let at = match pace {
         Some(p) => format!(
-            " at a pace of {} a call every {} us, a wake-up every {} us",
+            " at a pace of {} a call every {} us, a wake-up every {} us (--floor-pace {p})",
             p.per_call,
             p.call_interval.as_micros(),
             p.wake_interval.as_micros()
