@@ -33,32 +33,26 @@ const GROWTH_RARITY: usize = 100;
 /// The receiver's parse of a keyframe's structure: its template list and the `Arc` that
 /// shares it.
 const PARSED_STRUCTURE: u64 = 2;
-/// A DownTrack remembers a keyframe packet's DD (too large to keep inline) as `Bytes` for
-/// retransmission: one allocation per subscriber the packet goes to.
-const REMEMBERED_DD: u64 = 1;
-
-const fn fanout(subscribers: u64) -> Budget {
-    Budget {
-        each: 0,
-        structure: PARSED_STRUCTURE + subscribers * REMEMBERED_DD,
-        growth: 0,
-    }
-}
+/// A packet through the engine to any number of subscribers: nothing per subscriber, a
+/// keyframe's packet included (each DownTrack keeps its large DD in slots of its own).
+const FANOUT: Budget = Budget {
+    each: 0,
+    structure: PARSED_STRUCTURE,
+    growth: 0,
+};
 
 /// A publisher's packet through the node: the buffer it is decrypted in, which the engine
 /// keeps and every subscriber's payload shares, and the reference count `Bytes` shares it
 /// under.
 const KEPT_PACKET: u64 = 2;
 
-/// One publisher packet through the node's core to `viewers` viewers: nothing per viewer but
-/// what the engine's own fan-out allocates.
-const fn node_path(viewers: u64) -> Budget {
-    Budget {
-        each: KEPT_PACKET,
-        structure: KEPT_PACKET + PARSED_STRUCTURE + viewers * REMEMBERED_DD,
-        growth: 0,
-    }
-}
+/// One publisher packet through the node's core to any number of viewers: nothing per
+/// viewer.
+const NODE_PATH: Budget = Budget {
+    each: KEPT_PACKET,
+    structure: KEPT_PACKET + PARSED_STRUCTURE,
+    growth: 0,
+};
 
 /// One data channel message relayed to `receivers` at the SCTP layer
 /// (`data_relay_allocs.rs` takes it apart): the message's own cost, and per receiver the
@@ -100,19 +94,19 @@ const EXPECTED: &[(&str, Budget)] = &[
     ("select/simulcast", each(0)),
     ("select/vp8", each(0)),
     ("select/vp9", each(0)),
-    ("receive/av1_l3t3", fanout(0)),
+    ("receive/av1_l3t3", FANOUT),
     // A keyframe's packets start each pass (on a fresh DownTrack, not counted): the stream
     // test in `engine_stream_allocs.rs` counts keyframes through a DownTrack.
     ("forward/av1_l3t3/subscriber", each(0)),
     ("forward/vp8/subscriber", each(0)),
     ("forward/h264/subscriber", each(0)),
     ("forward/opus/subscriber", each(0)),
-    ("fanout/av1_l3t3/1", fanout(1)),
-    ("fanout/av1_l3t3/10", fanout(10)),
-    ("fanout/av1_l3t3/100", fanout(100)),
-    ("fanout/av1_l3t3/1000", fanout(1000)),
+    ("fanout/av1_l3t3/1", FANOUT),
+    ("fanout/av1_l3t3/10", FANOUT),
+    ("fanout/av1_l3t3/100", FANOUT),
+    ("fanout/av1_l3t3/1000", FANOUT),
     // Stamping, the send history, the pacer and the timers add none.
-    ("paced/av1_l3t3/100", fanout(100)),
+    ("paced/av1_l3t3/100", FANOUT),
     ("nack/answer/av1_l3t3", each(0)),
     // The send history is preallocated once; the results `Vec` keeps its capacity.
     ("bwe/send_record", each(0)),
@@ -129,9 +123,9 @@ const EXPECTED: &[(&str, Budget)] = &[
     ("node/unprotect_srtp/aes_cm", each(0)),
     // The whole path through the core, SRTP both ways: each viewer's datagram is written,
     // protected and polled in place.
-    ("node/ingress/av1_l3t3", node_path(0)),
-    ("node/fanout/av1_l3t3/8", node_path(8)),
-    ("node/fanout/av1_l3t3/100", node_path(100)),
+    ("node/ingress/av1_l3t3", NODE_PATH),
+    ("node/fanout/av1_l3t3/8", NODE_PATH),
+    ("node/fanout/av1_l3t3/100", NODE_PATH),
     ("data/relay/100B/0", data_relay(11, 10, 0)),
     ("data/relay/100B/1", data_relay(11, 10, 1)),
     ("data/relay/100B/10", data_relay(11, 10, 10)),

@@ -41,10 +41,9 @@ const SUBSCRIBERS: [Layer; 3] = [Layer::MAX, Layer::new(1, 1), Layer::new(0, 0)]
 
 /// The receiver's parse of a keyframe's structure: its template list and the `Arc` sharing it.
 const PARSED_STRUCTURE: u64 = 2;
-/// A DownTrack keeps a keyframe packet's DD (too large to keep inline) as `Bytes` for
-/// retransmission: one allocation per subscriber. The structure's packet (the base layer)
-/// goes to every subscriber.
-const STRUCTURE_PACKET: u64 = PARSED_STRUCTURE + SUBSCRIBERS.len() as u64;
+/// A keyframe's structure packet goes to every subscriber, each DownTrack keeping its large
+/// DD in slots of its own: nothing per subscriber.
+const STRUCTURE_PACKET: u64 = PARSED_STRUCTURE;
 
 /// A publisher packet: its bytes, and whether it carries the keyframe's structure.
 struct Packet {

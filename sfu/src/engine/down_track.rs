@@ -3,7 +3,6 @@
 //! as the shared `Bytes`), and remembers what it sent so that a NACK is answered with the same
 //! bytes: same sequence number, timestamp, marker and DD.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,16 +17,12 @@ use super::packet::ParsedPacket;
 use super::prefetch::{prefetch, prefetch_lines, prefetch_range};
 use super::receiver::PacketRef;
 use super::rtcp::{ReportBlock, SenderReport};
+use super::sent_dd::{LargeDds, SentDd};
 use super::track::{DownTrackConfig, TrackConfig, TrackId};
 use super::transport::TransportId;
 
 /// Packets remembered per DownTrack for retransmission, by output sequence number.
 pub const SEND_HISTORY: usize = 512;
-/// DDs up to this size are remembered inline; a larger one (a keyframe's structure) is kept as
-/// `Bytes` aside: one allocation, on keyframe packets only.
-const INLINE_DD: usize = 24;
-/// Large DDs remembered at most, the newest: a keyframe's few packets, several keyframes back.
-const LARGE_DDS: usize = 16;
 /// The bytes of a DownTrack [`DownTrack::touch`] asks for from its start: the lock and the
 /// forwarder's head (the selector's decision state).
 const TOUCHED: usize = 256;
@@ -61,34 +56,6 @@ pub enum WriteError {
     /// A retransmission was asked for a packet no longer remembered.
     #[error("packet no longer in the send history")]
     NotRemembered,
-}
-
-/// The rewritten DD a packet went out with. `Copy`, with no destructor: recording a packet is
-/// then only a store into its slot, with no read of the slot's old (cold) contents to drop.
-#[derive(Debug, Clone, Copy)]
-enum SentDd {
-    Inline {
-        len: u8,
-        bytes: [u8; INLINE_DD],
-    },
-    /// In the DownTrack's large DDs, under the packet's output sequence number.
-    Large,
-}
-
-impl SentDd {
-    /// The first `len` bytes of `scratch`; `Large` when they do not fit inline (the caller
-    /// keeps them aside). The copy is of a fixed size whatever `len`: a few vector moves,
-    /// where a copy of `len` bytes would be a call whose result the CPU cannot forward.
-    fn new(scratch: &[u8; MAX_DD_SIZE], len: usize) -> Self {
-        match scratch.first_chunk::<INLINE_DD>() {
-            Some(&bytes) if len <= INLINE_DD => Self::Inline {
-                // At most INLINE_DD.
-                len: len as u8,
-                bytes,
-            },
-            _ => Self::Large,
-        }
-    }
 }
 
 /// What was sent under one output sequence number.
@@ -126,8 +93,8 @@ pub struct DownTrackCounters {
 struct State {
     forwarder: Forwarder,
     sent: Box<[Option<Sent>]>,
-    /// DDs too large to keep inline in `sent`, by output sequence number, oldest first.
-    large_dds: VecDeque<(u16, Bytes)>,
+    /// DDs too large to keep inline in `sent`, by output sequence number.
+    large_dds: LargeDds,
     counters: DownTrackCounters,
     /// The newest output timestamp and when its source packet arrived: where the subscriber's
     /// RTP clock stands, for sender reports.
@@ -197,7 +164,7 @@ impl DownTrack {
             state: Mutex::new(State {
                 forwarder: Forwarder::new(track_config, limits),
                 sent: vec![None; SEND_HISTORY].into_boxed_slice(),
-                large_dds: VecDeque::with_capacity(LARGE_DDS),
+                large_dds: LargeDds::new(track_config.dd_ext_id.is_some()),
                 counters: DownTrackCounters::default(),
                 clock: None,
                 reception: None,
@@ -369,7 +336,7 @@ impl DownTrack {
         let transmit = self.write_sent(packet, &sent, dd, transport_seq, buf, None);
         let transmit = state.count(transmit)?;
         if let SentDd::Large = sent.dd {
-            state.keep_large_dd(f.seq, f.dd_len);
+            state.large_dds.keep(f.seq, &state.dd_scratch[..f.dd_len]);
         }
         state.sent[usize::from(f.seq) % SEND_HISTORY] = Some(sent);
         state.last_sent = Some(f.seq);
@@ -519,25 +486,11 @@ impl DownTrack {
 }
 
 impl State {
-    /// Keeps the large DD just written to `dd_scratch`, forgetting the oldest beyond
-    /// [`LARGE_DDS`] (the deque's capacity, so no reallocation).
-    fn keep_large_dd(&mut self, out_seq: u16, len: usize) {
-        if self.large_dds.len() == LARGE_DDS {
-            self.large_dds.pop_front();
-        }
-        let dd = Bytes::copy_from_slice(&self.dd_scratch[..len]);
-        self.large_dds.push_back((out_seq, dd));
-    }
-
     /// The DD `sent` went out with; None for a large one no longer kept.
     fn sent_dd<'a>(&'a self, sent: &'a Sent) -> Option<&'a [u8]> {
         match &sent.dd {
             SentDd::Inline { len, bytes } => Some(&bytes[..usize::from(*len)]),
-            SentDd::Large => self
-                .large_dds
-                .iter()
-                .find(|(seq, _)| *seq == sent.out_seq)
-                .map(|(_, dd)| &dd[..]),
+            SentDd::Large => self.large_dds.get(sent.out_seq),
         }
     }
 

@@ -41,6 +41,7 @@ mod receiver;
 mod router;
 pub mod rtcp;
 mod rtx_budget;
+mod sent_dd;
 mod speech;
 mod stream_activity;
 mod track;
