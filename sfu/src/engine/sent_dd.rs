@@ -8,8 +8,10 @@ use selector::dd::MAX_DD_SIZE;
 
 /// DDs up to this size are remembered inline.
 const INLINE_DD: usize = 24;
-/// Large DDs remembered at most, the newest: a keyframe's few packets, several keyframes back.
-const LARGE_DDS: usize = 16;
+/// Large DDs remembered at most, the newest. A keyframe's structure rides on its first packet,
+/// and the send history's 512 packets reach back a keyframe or two (the router asks for one
+/// at most every half a second), so eight outlast every packet a NACK can still name.
+const LARGE_DDS: usize = 8;
 
 /// The rewritten DD a packet went out with. `Copy`, with no destructor: recording a packet is
 /// then only a store into its slot, with no read of the slot's old (cold) contents to drop.
@@ -55,7 +57,7 @@ const EMPTY: LargeDd = LargeDd {
 };
 
 /// The newest [`LARGE_DDS`] large DDs, each over the oldest; no slots at all for a track that
-/// carries no DD (audio), so they cost only the DownTracks that can use them (4 KiB each).
+/// carries no DD (audio), so they cost only the DownTracks that can use them (2 KiB each).
 #[derive(Debug)]
 pub(super) struct LargeDds {
     slots: Box<[LargeDd]>,
