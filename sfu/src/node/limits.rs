@@ -3,6 +3,8 @@
 
 use serde::Deserialize;
 
+use super::srtp::DEFAULT_STREAMS;
+
 /// The node's limits (settings `[limits]`); each has a default that fits a 2-core node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -38,6 +40,10 @@ pub struct Limits {
     /// Offers a conference participant may send per second after its first (renegotiations;
     /// as many may come at once); past it 429. 0: no limit.
     pub offers_per_second: u32,
+    /// SSRCs a session's SRTP keeps replay state for, in each of RTP and RTCP; a packet under
+    /// one more is dropped (`srtp_streams`). Each SSRC whose packet authenticates holds about
+    /// 150 bytes for the session's life, and the peer picks them.
+    pub srtp_streams_per_session: usize,
 }
 
 impl Default for Limits {
@@ -62,6 +68,9 @@ impl Default for Limits {
             // change however many come: a few a second even in a busy room. Reading a large
             // room's offer costs milliseconds, so a client may not make the node do it more.
             offers_per_second: 5,
+            // A browser sends under a handful; a conference participant's receiver reports
+            // may come under one SSRC per receiving m-section (128 by default).
+            srtp_streams_per_session: DEFAULT_STREAMS,
         }
     }
 }

@@ -14,8 +14,9 @@ mod cm;
 mod gcm;
 mod kdf;
 mod session;
+mod streams;
 
-pub use session::{session, SrtpSession};
+pub use session::{session, SrtpSession, DEFAULT_STREAMS};
 
 /// The SRTP protection profiles the node knows (RFC 5764 §4.1.2, RFC 7714 §14.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +140,10 @@ pub enum SrtpError {
     /// §9.2).
     #[error("the stream has sent all 2^31 SRTCP indices its keys allow")]
     Exhausted,
+    /// A packet under an SSRC the session has no state for, when it keeps state for as many
+    /// SSRCs (in that packet's kind, RTP or RTCP) as it may.
+    #[error("the session keeps state for as many SSRCs as it may")]
+    TooManyStreams,
 }
 
 /// Protection of one peer's packets in both directions, in place in the caller's buffer so an

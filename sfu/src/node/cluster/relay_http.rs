@@ -19,15 +19,14 @@ use tokio::net::TcpStream;
 
 use super::member::Member;
 use super::relay_link::{
-    link_keys, nonce, read_request, sign, unix_ms, verify, LinkError, RelayAnswer, RelayKind,
-    RelayRequest, AUTH_HEADER, MAX_BODY,
+    link_keys, link_session, nonce, read_request, sign, unix_ms, verify, LinkError, RelayAnswer,
+    RelayKind, RelayRequest, AUTH_HEADER, MAX_BODY,
 };
 use crate::node::core::{CoreError, NewLink, RelayOffer, RelayRefusal};
 use crate::node::media_loop::LoopGone;
 use crate::node::remote::Remote;
 use crate::node::shard::worker_for_room;
 use crate::node::signaling::Signaling;
-use crate::node::srtp::session;
 
 /// The route's path.
 pub const PATH: &str = "/cluster/relay";
@@ -89,7 +88,7 @@ pub async fn route(
     };
     let origin_nonce = nonce();
     let keys = link_keys(&service.secret, &request.nonce, &origin_nonce, true);
-    let Ok(srtp) = session(&keys) else {
+    let Ok(srtp) = link_session(&keys) else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     let link = NewLink {
@@ -365,7 +364,7 @@ impl RelayService {
         let answer: RelayAnswer =
             serde_json::from_slice(&body).map_err(|e| PullError::Refused(e.to_string()))?;
         let keys = link_keys(&self.secret, &request.nonce, &answer.nonce, false);
-        let srtp = session(&keys).map_err(|e| PullError::Refused(e.to_string()))?;
+        let srtp = link_session(&keys).map_err(|e| PullError::Refused(e.to_string()))?;
         let link = NewLink {
             id: answer.nonce.clone(),
             srtp: Box::new(srtp),

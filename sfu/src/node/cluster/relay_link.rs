@@ -24,7 +24,7 @@ use crate::node::core::{RelayOffer, LINKS_PER_NODE};
 use crate::node::participant::ParticipantId;
 use crate::node::peer::PublishedTrack;
 use crate::node::sdp::RoomCodec;
-use crate::node::srtp::{SrtpKeys, SrtpProfile};
+use crate::node::srtp::{SrtpError, SrtpKeys, SrtpProfile, SrtpSession};
 
 /// The header that carries a request's or an answer's HMAC, in hex.
 pub const AUTH_HEADER: &str = "strata-relay-auth";
@@ -38,6 +38,11 @@ const MAX_TRACKS: usize = 16;
 const MAX_STREAMS: usize = 4;
 /// The profile of every link.
 const PROFILE: SrtpProfile = SrtpProfile::AeadAes128Gcm;
+/// The SSRCs a link's SRTP keeps replay state for in each of RTP and RTCP: a link carries
+/// every publisher its origin relays to the edge (each up to [`MAX_TRACKS`] tracks of
+/// [`MAX_STREAMS`] streams, with their retransmissions), from a node the cluster's secret
+/// vouches for; the bound holds its state to about 10 MB a kind.
+const LINK_SRTP_STREAMS: usize = 65_536;
 
 /// Why a request or an answer was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -273,6 +278,11 @@ pub fn link_keys(secret: &str, edge_nonce: &str, origin_nonce: &str, origin: boo
     } else {
         keys.mirrored()
     }
+}
+
+/// The SRTP session of a link with `keys` ([`link_keys`]).
+pub fn link_session(keys: &SrtpKeys) -> Result<SrtpSession, SrtpError> {
+    SrtpSession::with_streams(keys, LINK_SRTP_STREAMS)
 }
 
 impl RelayAnswer {

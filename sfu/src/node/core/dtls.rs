@@ -140,7 +140,7 @@ impl NodeCore {
     }
 
     fn connect_srtp(&mut self, id: PeerId, keys: &srtp::SrtpKeys) {
-        match srtp::session(keys) {
+        match srtp::SrtpSession::with_streams(keys, self.limits.srtp_streams_per_session) {
             Ok(context) => {
                 tracing::info!(peer = %id, "DTLS-SRTP connected");
                 self.set_srtp(id, Box::new(context));

@@ -17,6 +17,7 @@ use crate::engine::RouterConfig;
 use crate::node::dtls::test_client::{client_certificate, export_keys, ChannelConn, ClientError};
 use crate::node::dtls::test_pair::{client_config, sleep_until, Clock, ALL_PROFILES};
 use crate::node::dtls::{DtlsCertificate, DtlsConfig, Side};
+use crate::node::limits::Limits;
 use crate::node::metrics::DropReason;
 use crate::node::peer::{IceCredentials, PeerId, Viewer};
 use crate::node::srtp::{self, SrtpContext, SrtpKeys, MAX_OVERHEAD};
@@ -26,6 +27,8 @@ const CLIENT: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALH
 const TIMEOUT: Duration = Duration::from_secs(10);
 const UFRAG: &str = "nodeufrg";
 const PWD: &str = "a-password-of-24-chars!!";
+/// The SSRCs a session's SRTP keeps state for in these cores: few, so a test reaches them.
+const SRTP_STREAMS: usize = 4;
 
 /// A node with one viewer session whose offer named `fingerprint`, at [`CLIENT`] after its
 /// ICE check.
@@ -35,8 +38,13 @@ fn node_with_session(
     clock: &Clock,
 ) -> (NodeCore, PeerId) {
     let config = DtlsConfig::new(node, TIMEOUT).expect("a configuration");
-    let mut core =
-        NodeCore::new(RouterConfig::default(), Duration::from_secs(60)).with_dtls(config);
+    let limits = Limits {
+        srtp_streams_per_session: SRTP_STREAMS,
+        ..Limits::default()
+    };
+    let mut core = NodeCore::new(RouterConfig::default(), Duration::from_secs(60))
+        .with_dtls(config)
+        .with_limits(limits);
     let ice = IceCredentials {
         local_ufrag: UFRAG.into(),
         local_pwd: PWD.into(),
@@ -158,13 +166,7 @@ async fn a_handshake_through_the_core_connects_the_session_with_matching_keys() 
     // What the client protects with its keys, the node's session unprotects; a forgery it
     // refuses.
     let mut client = srtp::session(&client_keys).expect("the client's keys");
-    let receiver_report = [0x80, 201, 0, 1, 0, 0, 0x12, 0x34];
-    let mut packet = receiver_report.to_vec();
-    packet.resize(receiver_report.len() + MAX_OVERHEAD, 0);
-    let len = client
-        .protect_rtcp(&mut packet, receiver_report.len())
-        .expect("protected");
-    packet.truncate(len);
+    let mut packet = receiver_report(&mut client, 0x1234);
     let now = Instant::now();
     outcome.core.handle_datagram(now, CLIENT, &packet);
     let rejected = |core: &NodeCore| core.snapshot().node.dropped(DropReason::SrtpRejected);
@@ -173,6 +175,44 @@ async fn a_handshake_through_the_core_connects_the_session_with_matching_keys() 
     packet[last] ^= 1;
     outcome.core.handle_datagram(now, CLIENT, &packet);
     assert_eq!(rejected(&outcome.core), 1);
+}
+
+/// A receiver report (no blocks) from `ssrc`, protected by the client's session.
+fn receiver_report(client: &mut dyn SrtpContext, ssrc: u32) -> Vec<u8> {
+    let mut report = vec![0x80, 201, 0, 1];
+    report.extend_from_slice(&ssrc.to_be_bytes());
+    let plain = report.len();
+    report.resize(plain + MAX_OVERHEAD, 0);
+    let len = client.protect_rtcp(&mut report, plain).expect("protected");
+    report.truncate(len);
+    report
+}
+
+#[tokio::test(start_paused = true)]
+async fn ssrcs_past_the_session_s_limit_are_dropped_by_reason_and_the_kept_ones_still_go() {
+    let mut outcome = connects_despite(|_| true, |_| true).await;
+    let Some(Ok((_, keys))) = &outcome.client else {
+        unreachable!("connected");
+    };
+    let mut client = srtp::session(keys).expect("the client's keys");
+    let dropped = |core: &NodeCore, reason| core.snapshot().node.dropped(reason);
+    let now = Instant::now();
+    for ssrc in 1..=SRTP_STREAMS as u32 + 2 {
+        let report = receiver_report(&mut client, ssrc);
+        outcome.core.handle_datagram(now, CLIENT, &report);
+    }
+    assert_eq!(dropped(&outcome.core, DropReason::SrtpStreams), 2);
+    // The SSRCs kept still authenticate, each packet once.
+    let again = receiver_report(&mut client, 1);
+    outcome.core.handle_datagram(now, CLIENT, &again);
+    assert_eq!(dropped(&outcome.core, DropReason::SrtpRejected), 0);
+    outcome.core.handle_datagram(now, CLIENT, &again);
+    assert_eq!(
+        dropped(&outcome.core, DropReason::SrtpRejected),
+        1,
+        "a replay"
+    );
+    assert_eq!(dropped(&outcome.core, DropReason::SrtpStreams), 2);
 }
 
 /// A handshake whose datagrams `deliver` and `answer` pick (as in [`handshake`]) that must

@@ -100,8 +100,8 @@ impl NodeCore {
         let mut packet = data.to_vec();
         match link.srtp.unprotect_rtp(&mut packet) {
             Ok(len) => packet.truncate(len),
-            Err(_) => {
-                self.counters.drop(DropReason::SrtpRejected);
+            Err(refused) => {
+                self.counters.drop(DropReason::of_srtp(refused));
                 return;
             }
         }
@@ -544,11 +544,13 @@ fn unprotect_rtcp(
 ) -> Option<usize> {
     plain.clear();
     plain.extend_from_slice(data);
-    let unprotected = srtp.unprotect_rtcp(plain);
-    if unprotected.is_err() {
-        counters.drop(DropReason::SrtpRejected);
+    match srtp.unprotect_rtcp(plain) {
+        Ok(len) => Some(len),
+        Err(refused) => {
+            counters.drop(DropReason::of_srtp(refused));
+            None
+        }
     }
-    unprotected.ok()
 }
 
 /// An RTCP header with no body past one SSRC: a receiver report without blocks (of its

@@ -172,8 +172,8 @@ impl NodeCore {
         let mut packet = data.to_vec();
         match srtp.unprotect_rtp(&mut packet) {
             Ok(len) => packet.truncate(len),
-            Err(_) => {
-                self.counters.drop(DropReason::SrtpRejected);
+            Err(refused) => {
+                self.counters.drop(DropReason::of_srtp(refused));
                 return false;
             }
         }
@@ -207,9 +207,12 @@ impl NodeCore {
         };
         self.plain.clear();
         self.plain.extend_from_slice(data);
-        let Ok(len) = srtp.unprotect_rtcp(&mut self.plain) else {
-            self.counters.drop(DropReason::SrtpRejected);
-            return None;
+        let len = match srtp.unprotect_rtcp(&mut self.plain) {
+            Ok(len) => len,
+            Err(refused) => {
+                self.counters.drop(DropReason::of_srtp(refused));
+                return None;
+            }
         };
         // Parsed once; the engine dispatches each item within the session's transport.
         let transport = peer.transport;

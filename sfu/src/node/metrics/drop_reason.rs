@@ -2,6 +2,7 @@
 //! with its `/metrics` label.
 
 use crate::engine::ReceiveError;
+use crate::node::srtp::SrtpError;
 
 /// Why the node or the engine dropped a datagram or a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +17,9 @@ pub enum DropReason {
     NoKeys,
     /// SRTP or SRTCP that failed authentication or replay protection (or failed to encrypt).
     SrtpRejected,
+    /// SRTP or SRTCP under a new SSRC when the session keeps replay state for as many as it
+    /// may (`srtp_streams_per_session`): refused before decryption.
+    SrtpStreams,
     /// RTP from a viewer.
     NotAPublisher,
     /// RTP under an SSRC the sending session did not announce or bind (a simulcast stream
@@ -93,12 +97,13 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub(super) const ALL: [DropReason; 33] = [
+    pub(super) const ALL: [DropReason; 34] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
         Self::NoKeys,
         Self::SrtpRejected,
+        Self::SrtpStreams,
         Self::NotAPublisher,
         Self::UnknownSsrc,
         Self::MalformedRtp,
@@ -136,6 +141,7 @@ impl DropReason {
             Self::BadStun => "bad_stun",
             Self::NoKeys => "no_keys",
             Self::SrtpRejected => "srtp_rejected",
+            Self::SrtpStreams => "srtp_streams",
             Self::NotAPublisher => "not_a_publisher",
             Self::UnknownSsrc => "unknown_ssrc",
             Self::MalformedRtp => "malformed_rtp",
@@ -164,6 +170,14 @@ impl DropReason {
             Self::TcpQueueFull => "tcp_queue_full",
             Self::TcpClosed => "tcp_closed",
             Self::MalformedRtcp => "malformed_rtcp",
+        }
+    }
+
+    /// The reason a packet SRTP refused to unprotect is dropped for.
+    pub fn of_srtp(error: SrtpError) -> Self {
+        match error {
+            SrtpError::TooManyStreams => Self::SrtpStreams,
+            _ => Self::SrtpRejected,
         }
     }
 

@@ -1,13 +1,12 @@
 //! Both directions of one peer's SRTP: the session keys of each, the rollover counts and SRTCP
 //! indices of what we send, the replay windows of what we receive.
 
-use std::collections::HashMap;
-
 use smallvec::SmallVec;
 
 use super::cm::AesCm;
 use super::gcm::Gcm;
 use super::kdf::{self, Labels};
+use super::streams::Streams;
 use super::{
     read_u16, read_u32, rtp_header_len, Rtcp, Rtp, SrtpContext, SrtpError, SrtpKeys, SrtpProfile,
     Transform, E_FLAG, RTCP_HEADER_LEN, RTP_HEADER_LEN, SRTCP_INDEX_LEN,
@@ -19,9 +18,15 @@ use crate::node::replay::{ReplayWindow, Rollover, RtpReplay};
 /// The largest SRTCP index (RFC 3711 §3.4: 31 bits). Re-keying is due before it is passed.
 const MAX_SRTCP_INDEX: u32 = 0x7FFF_FFFF;
 
-/// A session for `keys`.
+/// The SSRCs a session keeps replay state for, in each of RTP and RTCP, unless told
+/// otherwise ([`SrtpSession::with_streams`]): a browser sends under a handful, and a
+/// conference participant's receiver reports come under one SSRC per receiving m-section at
+/// most. 512 windows of RTCP and of RTP come to about 150 KB.
+pub const DEFAULT_STREAMS: usize = 512;
+
+/// A session for `keys`, keeping state for at most [`DEFAULT_STREAMS`] SSRCs of each kind.
 pub fn session(keys: &SrtpKeys) -> Result<SrtpSession, SrtpError> {
-    SrtpSession::new(keys)
+    SrtpSession::with_streams(keys, DEFAULT_STREAMS)
 }
 
 /// Both directions of one peer's SRTP, with the node's replay windows on the inbound side.
@@ -36,10 +41,10 @@ pub struct SrtpSession {
     sent_rtp: SentStreams,
     /// Per SSRC sent, the next SRTCP index.
     sent_rtcp: IdMap<u32, u32>,
-    /// Keyed by whatever SSRCs the peer's authenticated packets carry: a keyed hash, so a
-    /// peer cannot pick SSRCs that collide.
-    rtp_replay: HashMap<u32, RtpReplay>,
-    rtcp_replay: HashMap<u32, ReplayWindow>,
+    /// Per SSRC the peer's authenticated packets carried, up to a bound: a packet under one
+    /// more is refused before it is decrypted. Boxed: only what the peer sends reads it, and
+    /// the session's lines asked for ahead of every packet sent stay few.
+    received: Box<Received>,
 }
 
 impl std::fmt::Debug for SrtpSession {
@@ -52,8 +57,8 @@ impl std::fmt::Debug for SrtpSession {
 
 impl SrtpSession {
     /// Both directions' session keys, derived from `keys` (RFC 3711 §4.3); no stream has state
-    /// yet.
-    pub fn new(keys: &SrtpKeys) -> Result<Self, SrtpError> {
+    /// yet, and at most `max_streams` SSRCs of what the peer sends in each of RTP and RTCP will.
+    pub fn with_streams(keys: &SrtpKeys, max_streams: usize) -> Result<Self, SrtpError> {
         let profile = keys.profile;
         if keys.local_key.len() != profile.key_len() || keys.remote_key.len() != profile.key_len() {
             return Err(SrtpError::Keys);
@@ -64,8 +69,10 @@ impl SrtpSession {
             inbound: Direction::new(profile, &keys.remote_key, &keys.remote_salt)?,
             sent_rtp: SentStreams::default(),
             sent_rtcp: IdMap::default(),
-            rtp_replay: HashMap::new(),
-            rtcp_replay: HashMap::new(),
+            received: Box::new(Received {
+                rtp: Streams::new(max_streams),
+                rtcp: Streams::new(max_streams),
+            }),
         })
     }
 
@@ -147,8 +154,9 @@ impl SrtpContext for SrtpSession {
         let (seq, ssrc) = (read_u16(buf, 2), read_u32(buf, 8));
         // Checked before decrypting so replays cost no decryption; the window only moves once
         // the packet authenticated.
-        let index = match self.rtp_replay.get(&ssrc) {
+        let index = match self.received.rtp.get(ssrc) {
             Some(replay) => replay.check(seq).ok_or(SrtpError::Replayed)?,
+            None if !self.received.rtp.has_room() => return Err(SrtpError::TooManyStreams),
             None => u64::from(seq),
         };
         let packet = Rtp {
@@ -157,7 +165,7 @@ impl SrtpContext for SrtpSession {
             index,
         };
         let plain = self.inbound.rtp.transform().open_rtp(buf, packet)?;
-        self.rtp_replay.entry(ssrc).or_default().accept(index);
+        self.received.rtp.entry(ssrc)?.accept(index);
         Ok(plain)
     }
 
@@ -168,18 +176,23 @@ impl SrtpContext for SrtpSession {
             return Err(SrtpError::Unencrypted);
         }
         let ssrc = read_u32(buf, 4);
-        let window = self.rtcp_replay.get(&ssrc);
-        if window.is_some_and(|w| !w.check(u64::from(index))) {
-            return Err(SrtpError::Replayed);
+        match self.received.rtcp.get(ssrc) {
+            Some(window) if !window.check(u64::from(index)) => return Err(SrtpError::Replayed),
+            None if !self.received.rtcp.has_room() => return Err(SrtpError::TooManyStreams),
+            _ => {}
         }
         let packet = Rtcp { ssrc, index };
         let plain = self.inbound.rtcp.transform().open_rtcp(buf, packet)?;
-        self.rtcp_replay
-            .entry(ssrc)
-            .or_default()
-            .accept(u64::from(index));
+        self.received.rtcp.entry(ssrc)?.accept(u64::from(index));
         Ok(plain)
     }
+}
+
+/// The replay state of what the peer sends, per SSRC: RTP's windows with their rollover
+/// counts, SRTCP's windows over its indices.
+struct Received {
+    rtp: Streams<RtpReplay>,
+    rtcp: Streams<ReplayWindow>,
 }
 
 /// The SSRCs a session sends under, each with its rollover state, searched in order: a
@@ -260,8 +273,36 @@ impl Cipher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::srtp::tests::{keys, rtcp, PROFILES};
+    use crate::node::srtp::tests::{
+        keys, protect_rtcp, protect_rtp, rtcp, rtp, unprotect_rtcp, unprotect_rtp, PROFILES,
+    };
     use crate::node::srtp::MAX_OVERHEAD;
+
+    /// A peer that sends under more SSRCs than its session keeps state for: the packets under
+    /// the extra ones are refused (before decryption), in RTP and RTCP each, and the kept
+    /// streams go on, their replay windows intact.
+    #[test]
+    fn ssrcs_past_the_bound_are_refused_and_the_kept_ones_go_on() {
+        for profile in PROFILES {
+            let mut ours = SrtpSession::with_streams(&keys(profile), 2).expect("valid keys");
+            let mut theirs = session(&keys(profile).mirrored()).expect("valid keys");
+            for ssrc in [1, 2] {
+                let packet = protect_rtp(&mut theirs, &rtp(1, ssrc, 100));
+                assert!(unprotect_rtp(&mut ours, &packet).is_ok(), "{profile:?}");
+                let report = protect_rtcp(&mut theirs, &rtcp(ssrc));
+                assert!(unprotect_rtcp(&mut ours, &report).is_ok(), "{profile:?}");
+            }
+            let packet = protect_rtp(&mut theirs, &rtp(1, 3, 100));
+            let refused = Err(SrtpError::TooManyStreams);
+            assert_eq!(unprotect_rtp(&mut ours, &packet), refused, "{profile:?}");
+            let report = protect_rtcp(&mut theirs, &rtcp(3));
+            assert_eq!(unprotect_rtcp(&mut ours, &report), refused, "{profile:?}");
+            let next = protect_rtp(&mut theirs, &rtp(2, 1, 100));
+            assert!(unprotect_rtp(&mut ours, &next).is_ok(), "{profile:?}");
+            let replayed = Err(SrtpError::Replayed);
+            assert_eq!(unprotect_rtp(&mut ours, &next), replayed, "{profile:?}");
+        }
+    }
 
     /// Past 2^31 packets an SSRC's SRTCP index would repeat under the same keys: refused.
     #[test]
