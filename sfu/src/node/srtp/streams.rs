@@ -5,6 +5,8 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
+use smallvec::SmallVec;
+
 use super::SrtpError;
 
 /// SSRCs searched in order before the keyed table: one cache line of them. A browser's
@@ -14,11 +16,12 @@ const SEARCHED: usize = 16;
 
 /// Per SSRC, one `T`: the first [`SEARCHED`] in order of their first packet, the rest (a
 /// relay link carries many publishers') in a keyed hash, since the peer picks the SSRCs and
-/// could pick ones that collide under an unkeyed one. At most `max` in all. Nothing is
-/// allocated until the first SSRC comes.
+/// could pick ones that collide under an unkeyed one. At most `max` in all. The states are
+/// allocated as their SSRCs come, never per packet.
 #[derive(Debug)]
 pub(super) struct Streams<T> {
-    ssrcs: Vec<u32>,
+    /// Inline, never past [`SEARCHED`]: a lookup reads the line it is on and then its state's.
+    ssrcs: SmallVec<[u32; SEARCHED]>,
     states: Vec<T>,
     rest: HashMap<u32, T>,
     max: usize,
@@ -28,7 +31,7 @@ impl<T: Default> Streams<T> {
     /// No stream yet; at most `max` ever.
     pub fn new(max: usize) -> Self {
         Self {
-            ssrcs: Vec::new(),
+            ssrcs: SmallVec::new(),
             states: Vec::new(),
             rest: HashMap::new(),
             max,
