@@ -63,8 +63,9 @@ pub enum DtlsError {
     /// where the stack would end the association over it.
     #[error("the datagram is not a sequence of whole DTLS records")]
     MalformedDatagram,
-    /// More handshake bytes than a handshake of the node's needs: refused so a peer cannot make
-    /// the association buffer without bound.
+    /// More handshake bytes than a handshake of the node's needs, during the handshake or (the
+    /// repeats of the peer's final flight) after it: refused so a peer cannot make the
+    /// association buffer without bound.
     #[error("the peer sent more handshake bytes than a handshake needs")]
     HandshakeTooLong,
     /// A record the association already holds while it waits for the keys to decrypt it: a copy,

@@ -291,3 +291,66 @@ async fn a_stalled_handshake_ends_the_session_at_the_dtls_timeout() {
         assert_eq!(outcome.core.snapshot().node.dtls_failures, 1);
     }
 }
+
+/// After the handshake the stack still takes handshake records (a peer repeats its final
+/// flight when the node's was lost) and keeps every fragment of a message it does not wait
+/// for, unencrypted ones from anyone at the peer's address: the association takes them in as
+/// many bytes as a handshake, then drops them (counted), and the session goes on.
+#[tokio::test(start_paused = true)]
+async fn handshake_records_after_the_handshake_are_bounded_and_the_session_goes_on() {
+    let mut outcome = connects_despite(|_| true, |_| true).await;
+    let Some(Ok((_, keys))) = &outcome.client else {
+        unreachable!("connected");
+    };
+    let mut client = srtp::session(keys).expect("the client's keys");
+    let now = Instant::now();
+    let bad_dtls = |core: &NodeCore| core.snapshot().node.dropped(DropReason::BadDtls);
+    let before = bad_dtls(&outcome.core);
+    // Empty fragments of Finished messages the stack is not waiting for: 60 records of 25
+    // bytes a datagram, each under a new record sequence number.
+    let mut record_seq = 1_000u64;
+    let mut flood = |message_seq: u16| {
+        let mut datagram = Vec::new();
+        for _ in 0..60 {
+            datagram.extend_from_slice(&[22, 0xFE, 0xFD, 0, 0]);
+            datagram.extend_from_slice(&record_seq.to_be_bytes()[2..]);
+            datagram.extend_from_slice(&12u16.to_be_bytes());
+            datagram.extend_from_slice(&[20, 0, 0, 0]);
+            datagram.extend_from_slice(&(message_seq + 100).to_be_bytes());
+            datagram.extend_from_slice(&[0; 6]);
+            record_seq += 1;
+        }
+        datagram
+    };
+    let mut taken = 0;
+    for message_seq in 0..200u16 {
+        outcome
+            .core
+            .handle_datagram(now, CLIENT, &flood(message_seq));
+        if bad_dtls(&outcome.core) > before {
+            break;
+        }
+        taken += 1;
+    }
+    assert!((40..50).contains(&taken), "{taken} datagrams taken");
+    outcome.core.handle_datagram(now, CLIENT, &flood(1_000));
+    assert_eq!(
+        bad_dtls(&outcome.core),
+        before + 2,
+        "each one past the bound"
+    );
+    assert!(outcome
+        .core
+        .peer(outcome.id)
+        .is_some_and(|p| p.srtp.is_some()));
+    let report = receiver_report(&mut client, 9);
+    outcome.core.handle_datagram(now, CLIENT, &report);
+    assert_eq!(
+        outcome
+            .core
+            .snapshot()
+            .node
+            .dropped(DropReason::SrtpRejected),
+        0
+    );
+}

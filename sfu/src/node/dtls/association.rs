@@ -20,7 +20,9 @@ use rtc_dtls::extension::extension_use_srtp::SrtpProtectionProfile;
 use rtc_shared::error::Error as StackError;
 use rtc_shared::TransportProtocol;
 
-use super::early_records::{has_server_hello, is_client_hello, is_well_framed, EarlyRecords};
+use super::early_records::{
+    handshake_bytes, has_server_hello, is_client_hello, is_well_framed, EarlyRecords,
+};
 use super::{
     expected_fingerprint, sha256, split_keying_material, DtlsCertificate, DtlsError, Side,
 };
@@ -175,6 +177,8 @@ pub struct DtlsAssociation {
     /// The latest `now` an input brought, to stamp what [`Self::close`] queues.
     now: Instant,
     phase: Phase,
+    /// Handshake record bytes taken in since the handshake ended ([`HANDSHAKE_BYTES`]).
+    repeated: usize,
     /// What the stack reported, for after the datagrams it queued alongside.
     events: VecDeque<Event>,
 }
@@ -236,6 +240,7 @@ impl DtlsAssociation {
                 taken: 0,
                 answered: false,
             }),
+            repeated: 0,
             events: VecDeque::new(),
         })
     }
@@ -273,7 +278,17 @@ impl DtlsAssociation {
                 handshake.early.admit(datagram)?;
                 handshake.taken += datagram.len();
             }
-            Phase::Connected | Phase::Closing => {}
+            // A genuine peer repeats its final flight when ours was lost (RFC 6347 §4.2.4),
+            // so the stack takes handshake records for the association's life, and keeps
+            // every fragment of a message it is not waiting for (unencrypted ones from anyone
+            // who can send from the peer's address): they are charged as the handshake's were.
+            Phase::Connected | Phase::Closing => {
+                let repeated = self.repeated + handshake_bytes(datagram);
+                if repeated > HANDSHAKE_BYTES {
+                    return Err(DtlsError::HandshakeTooLong);
+                }
+                self.repeated = repeated;
+            }
             Phase::Failing(_) | Phase::Ended => return Ok(()),
         }
         match self

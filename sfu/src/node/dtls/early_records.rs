@@ -62,6 +62,15 @@ pub(super) fn is_well_framed(datagram: &[u8]) -> bool {
     true
 }
 
+/// The bytes of `datagram`'s handshake records, headers included: what a repeat of the peer's
+/// final flight costs after the handshake.
+pub(super) fn handshake_bytes(datagram: &[u8]) -> usize {
+    records(datagram)
+        .filter(|record| record.content_type == HANDSHAKE)
+        .map(|record| HEADER_LEN + record.body.len())
+        .sum()
+}
+
 /// Whether `datagram` carries the node's ServerHello: the stack has answered the peer's hello.
 pub(super) fn has_server_hello(datagram: &[u8]) -> bool {
     records(datagram).any(|record| record.hello() == Some(SERVER_HELLO))
