@@ -167,11 +167,24 @@ impl SendHistory {
         results: &mut Vec<PacketResult>,
     ) -> Result<FeedbackSummary, TransportCcError> {
         results.clear();
+        // A viewer reports what arrived since its last feedback, a few hundred packets; one
+        // that says 65,535 (a few bytes of run-length chunks) would cost a walk of the ring.
+        if usize::from(feedback.packet_status_count) > SEND_HISTORY_CAPACITY {
+            self.counters.malformed += 1;
+            return Err(TransportCcError::TooManyPackets);
+        }
         let reports = PacketReports::new(feedback).inspect_err(|_| self.counters.malformed += 1)?;
         let base = self.extend_sequence(feedback.base_sequence);
         let mut arrival_us = self.extend_reference(feedback.reference_time) * REFERENCE_UNIT_US;
-        let mut summary = FeedbackSummary::default();
-        for (sequence, report) in (base..).zip(reports) {
+        // Nothing past the last packet sent can match, nor move the clock of one that does:
+        // those are counted unknown without a walk.
+        let count = i64::from(feedback.packet_status_count);
+        let ahead = (base + count - self.next_sequence).clamp(0, count);
+        let mut summary = FeedbackSummary {
+            unknown: ahead as usize,
+            ..FeedbackSummary::default()
+        };
+        for (sequence, report) in (base..self.next_sequence).zip(reports) {
             // Every received packet moves the clock on, remembered or not.
             let delta = report.status.delta();
             if let Some(delta) = delta {

@@ -184,6 +184,26 @@ fn a_malformed_feedback_gives_nothing() {
         Err(TransportCcError::TruncatedDeltas)
     );
     assert_eq!(history.counters().malformed, 1);
+    // Run-length chunks of packets not received, 8,191 each, a few bytes for all 65,535.
+    let all = TransportCc {
+        packet_status_count: u16::MAX,
+        chunks_and_deltas: &[[0x1F, 0xFF]; 8].concat(),
+        ..feedback
+    };
+    assert_eq!(
+        history.on_feedback(&all, &mut results),
+        Err(TransportCcError::TooManyPackets)
+    );
+    assert_eq!(history.counters().malformed, 2);
+    let most = TransportCc {
+        packet_status_count: SEND_HISTORY_CAPACITY as u16,
+        ..all
+    };
+    let summary = history.on_feedback(&most, &mut results).expect("read");
+    assert_eq!(
+        (summary.matched, summary.unknown),
+        (4, SEND_HISTORY_CAPACITY - 4)
+    );
 }
 
 #[test]

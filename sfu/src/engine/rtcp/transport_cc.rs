@@ -89,6 +89,10 @@ pub enum TransportCcError {
     TruncatedDeltas,
     /// A status symbol of 3, which the draft reserves.
     ReservedSymbol,
+    /// More packets than a sender remembers (`SEND_HISTORY_CAPACITY`): no viewer's feedback
+    /// honestly covers them, and walking each would cost the sender a lookup. Refused by the
+    /// send history, not the parser.
+    TooManyPackets,
 }
 
 impl fmt::Display for TransportCcError {
@@ -97,6 +101,7 @@ impl fmt::Display for TransportCcError {
             Self::MissingChunks => "transport-cc chunks cover fewer packets than counted",
             Self::TruncatedDeltas => "transport-cc receive deltas truncated",
             Self::ReservedSymbol => "transport-cc status symbol is reserved",
+            Self::TooManyPackets => "transport-cc reports more packets than were remembered",
         })
     }
 }
