@@ -23,6 +23,11 @@ use super::transport::TransportId;
 
 /// Packets remembered per DownTrack for retransmission, by output sequence number.
 pub const SEND_HISTORY: usize = 512;
+/// Retransmissions of one packet at most. A viewer repeats its NACK while a retransmission
+/// is on its way or was lost too, a few times on a lossy link; one that lost it this often
+/// asks for a keyframe instead. Past it NACKs of the packet (a viewer's own, however many)
+/// go unanswered, so no packet is sent more than this many times again.
+pub const MAX_RESENDS: u8 = 8;
 /// The bytes of a DownTrack [`DownTrack::touch`] asks for from its start: the lock and the
 /// forwarder's head (the selector's decision state).
 const TOUCHED: usize = 256;
@@ -68,6 +73,8 @@ struct Sent {
     dd: SentDd,
     vp8_patch: Option<Vp8Patch>,
     filler: bool,
+    /// Times it was retransmitted ([`MAX_RESENDS`]).
+    resends: u8,
 }
 
 /// Per-DownTrack counters.
@@ -85,6 +92,8 @@ pub struct DownTrackCounters {
     pub probes: u64,
     /// NACKed packets no longer in the send history: not retransmitted.
     pub nack_misses: u64,
+    /// NACKed packets retransmitted [`MAX_RESENDS`] times already: not again.
+    pub resends_refused: u64,
     /// Packets whose header or Dependency Descriptor could not be rewritten: dropped.
     pub rewrite_failures: u64,
 }
@@ -332,6 +341,7 @@ impl DownTrack {
             dd: SentDd::new(&state.dd_scratch, f.dd_len),
             vp8_patch: f.vp8_patch,
             filler: f.filler,
+            resends: 0,
         };
         let transmit = self.write_sent(packet, &sent, dd, transport_seq, buf, None);
         let transmit = state.count(transmit)?;
@@ -346,14 +356,21 @@ impl DownTrack {
         Ok(Some(transmit))
     }
 
-    /// Where the packet sent under `out_seq` came from, if it is still remembered.
+    /// Where the packet sent under `out_seq` came from, if it is still remembered and was
+    /// not retransmitted [`MAX_RESENDS`] times already.
     pub fn sent_source(&self, out_seq: u16) -> Option<PacketRef> {
         let mut state = self.state.lock();
-        let found = state.remembered(out_seq).map(|s| s.source);
-        if found.is_none() {
-            state.counters.nack_misses += 1;
+        match state.remembered(out_seq).map(|s| (s.source, s.resends)) {
+            Some((source, resends)) if resends < MAX_RESENDS => Some(source),
+            Some(_) => {
+                state.counters.resends_refused += 1;
+                None
+            }
+            None => {
+                state.counters.nack_misses += 1;
+                None
+            }
         }
-        found
     }
 
     /// The packet sent under `out_seq` again, with the same header, DD and marker; as RTX
@@ -410,6 +427,9 @@ impl DownTrack {
             state.counters.probes += 1;
         } else {
             state.counters.retransmitted += 1;
+            if let Some(sent) = state.remembered_mut(out_seq) {
+                sent.resends = sent.resends.saturating_add(1);
+            }
         }
         Ok(transmit)
     }
@@ -497,6 +517,12 @@ impl State {
     fn remembered(&self, out_seq: u16) -> Option<&Sent> {
         self.sent[usize::from(out_seq) % SEND_HISTORY]
             .as_ref()
+            .filter(|s| s.out_seq == out_seq)
+    }
+
+    fn remembered_mut(&mut self, out_seq: u16) -> Option<&mut Sent> {
+        self.sent[usize::from(out_seq) % SEND_HISTORY]
+            .as_mut()
             .filter(|s| s.out_seq == out_seq)
     }
 

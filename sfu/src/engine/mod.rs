@@ -51,7 +51,7 @@ mod transport;
 // returns.
 pub use allocation::LayerOrder;
 pub use binding::StreamIds;
-pub use down_track::{DownTrackCounters, SubscriberReception, Transmit};
+pub use down_track::{DownTrackCounters, SubscriberReception, Transmit, MAX_RESENDS, SEND_HISTORY};
 pub use fault::Fault;
 pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};
 pub use layer_rates::{LayerBitrates, MEASURED_LAYERS};
@@ -71,7 +71,7 @@ pub use transport::{
 // The router's parts on their own, for the benches that measure them one by one: not an
 // embedder's API, and free to change.
 #[cfg(feature = "internal")]
-pub use down_track::{DownTrack, WriteError, Written, SEND_HISTORY};
+pub use down_track::{DownTrack, WriteError, Written};
 #[cfg(feature = "internal")]
 pub use packet::ParsedPacket;
 #[cfg(feature = "internal")]

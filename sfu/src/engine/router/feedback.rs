@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 
 use super::{Job, Published, Router, RouterError, RtcpTarget, RtcpTransmit};
-use crate::engine::down_track::DownTrack;
+use crate::engine::down_track::{DownTrack, SEND_HISTORY};
 use crate::engine::id_map::IdMap;
 use crate::engine::rtcp::{
     compact_ntp, parse_compound, write_compound, Fir, FirEntries, FirEntry, Nack, NackPairs, Pli,
@@ -50,6 +50,7 @@ impl Router {
         let mut estimate = None;
         let mut round_trip = None;
         let mut transport_cc = TransportCcItems::new();
+        let (mut nacked, mut over_history) = (Nacked::default(), 0);
         let (tracks, down_tracks, jobs) = (&mut self.tracks, &self.down_tracks, &mut self.jobs);
         // The subscription the router sends to this transport under `ssrc` (media, not RTX).
         let sent_under = |ssrc: u32| {
@@ -74,10 +75,15 @@ impl Router {
             }
             RtcpFeedback::Nack(nack) => {
                 if let Some((down_track, _)) = sent_under(nack.media_ssrc) {
-                    jobs.extend(nack.pairs.lost().map(|out_seq| Job::Retransmit {
+                    let room = nacked.room(down_track);
+                    let before = jobs.len();
+                    jobs.extend(nack.pairs.lost().take(room).map(|out_seq| Job::Retransmit {
                         down_track,
                         out_seq,
                     }));
+                    let taken = jobs.len() - before;
+                    nacked.take(down_track, taken);
+                    over_history += nack.pairs.lost().count().saturating_sub(taken) as u64;
                 }
             }
             RtcpFeedback::Pli(pli) => ask(&mut keyframes, sent_under(pli.media_ssrc)),
@@ -99,6 +105,7 @@ impl Router {
         if parsed.is_err() {
             self.counters.bad_rtcp += 1;
         }
+        self.counters.nacks_over_history += over_history;
         let side = self.transports.get_mut(&transport);
         if let (Some(side), Some(rtt)) = (side.and_then(Transport::send_side_mut), round_trip) {
             side.handle_round_trip(now, rtt);
@@ -415,5 +422,31 @@ fn flush(rtcp: &mut VecDeque<PendingRtcp>, track: TrackId, nack: Option<(u32, Na
             media_ssrc,
             pairs,
         });
+    }
+}
+
+/// The retransmissions one datagram asked of each subscription so far: at most
+/// [`SEND_HISTORY`] each, what it remembers. A NACK item names up to 1,088 sequence numbers
+/// in 256 bytes, and a datagram may carry many naming the same packets: without the bound a
+/// few kilobytes would queue thousands of jobs.
+#[derive(Default)]
+struct Nacked(SmallVec<[(DownTrackId, usize); 2]>);
+
+impl Nacked {
+    /// How many more `down_track` may be asked in this datagram.
+    fn room(&self, down_track: DownTrackId) -> usize {
+        let taken = self
+            .0
+            .iter()
+            .find(|(d, _)| *d == down_track)
+            .map_or(0, |e| e.1);
+        SEND_HISTORY - taken
+    }
+
+    fn take(&mut self, down_track: DownTrackId, count: usize) {
+        match self.0.iter_mut().find(|(d, _)| *d == down_track) {
+            Some(entry) => entry.1 += count,
+            None => self.0.push((down_track, count)),
+        }
     }
 }

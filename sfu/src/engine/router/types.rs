@@ -182,6 +182,9 @@ pub struct RouterCounters {
     pub nacks_sent: u64,
     /// Subscriber NACKs not answered: the subscriber's estimate had no room for them.
     pub retransmissions_over_budget: u64,
+    /// Sequence numbers one RTCP datagram NACKed for one subscription past the
+    /// [`SEND_HISTORY`](crate::engine::down_track::SEND_HISTORY) it remembers: not answered.
+    pub nacks_over_history: u64,
     /// Packets sent past a viewer's pacer after waiting [`MAX_HOLD`](crate::engine::MAX_HOLD) for
     /// it: what the viewer was allocated exceeded its pacing rate.
     pub paced_overdue: u64,

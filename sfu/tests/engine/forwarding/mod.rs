@@ -27,7 +27,8 @@ use sfu::engine::rtcp::{
 };
 use sfu::engine::{
     DownTrackConfig, DownTrackId, Event, KeyframeRequest, ReceiveError, Router, RouterConfig,
-    RouterError, StreamConfig, TrackConfig, TrackId, TransportCc, TransportId,
+    RouterError, StreamConfig, TrackConfig, TrackId, TransportCc, TransportId, MAX_RESENDS,
+    SEND_HISTORY,
 };
 use sfu::sim::{Delivery, LinkConfig, Network, Refusal};
 

@@ -296,6 +296,59 @@ fn rtx_both_ways_and_padding() {
     assert_eq!(&again.payload()[..2], &wanted.to_be_bytes());
 }
 
+/// A subscriber that NACKs the same packet again and again has it at most `MAX_RESENDS`
+/// times more; one datagram of NACKs for more packets than the subscription remembers queues
+/// no more than it remembers. Both counted.
+#[test]
+fn repeated_and_flooding_nacks_are_answered_within_bounds() {
+    let (_, bytes) = generated(ScalabilityMode::L3T3, 20);
+    let mut session = Session::new(dd_track(0x1000));
+    let id = session.subscribe(Layer::new(2, 2));
+    session.feed(bytes, &|_, _| false);
+    let received = session.received[&id].headers();
+    let (first, sent) = (received[0].sequence_number, received.len());
+    for _ in 0..usize::from(MAX_RESENDS) + 3 {
+        session.nack(id, 0x5000, &[first]);
+    }
+    let resent = session.received[&id].packets.len() - sent;
+    assert_eq!(resent, usize::from(MAX_RESENDS));
+    let counters = |session: &mut Session| {
+        let down_track = session.network.with_router(|r| r.down_track_counters(id));
+        down_track.expect("a known subscription")
+    };
+    assert_eq!(counters(&mut session).resends_refused, 3);
+
+    // 40 NACK items of 17 packets each, in one datagram: 680 sequence numbers.
+    let mut compound = Vec::new();
+    for item in 0..40u16 {
+        let mut pairs = NackPairs::default();
+        for seq in 0..17 {
+            pairs
+                .push(first.wrapping_add(1 + item * 17 + seq))
+                .expect("fits");
+        }
+        let nack = RtcpFeedback::Nack(Nack {
+            sender_ssrc: 9,
+            media_ssrc: 0x5000,
+            pairs,
+        });
+        compound.extend_from_slice(&rtcp_bytes(&nack));
+    }
+    let before = counters(&mut session);
+    session.subscriber_rtcp(id, &compound);
+    let over = session
+        .network
+        .with_router(|r| r.counters().nacks_over_history);
+    assert_eq!(over, 680 - SEND_HISTORY as u64);
+    let after = counters(&mut session);
+    let answered =
+        (after.retransmitted - before.retransmitted) + (after.nack_misses - before.nack_misses);
+    assert_eq!(
+        answered, SEND_HISTORY as u64,
+        "each job queued was looked up"
+    );
+}
+
 /// What subscriber `id` receives last after it NACKs `seq` of its stream (SSRC 0x5000).
 fn retransmission(session: &mut Session, id: DownTrackId, seq: u16) -> Vec<u8> {
     session.nack(id, 0x5000, &[seq]);
