@@ -26,6 +26,10 @@ use crate::node::peer::PeerId;
 const SEND_WINDOW: usize = 64 * 1024;
 /// What a queued message counts for beyond its bytes, so empty messages are bounded too.
 const MESSAGE_COST: usize = 64;
+/// The longest label and protocol of a channel, together, that the relay takes: both are
+/// copied to every other participant and into each one's event stream (DCEP allows 64 KiB
+/// of each, which alone would fill an event stream and close it).
+pub const MAX_CHANNEL_NAME: usize = 1024;
 
 /// A channel of a participant, as the room's state and events show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -290,7 +294,7 @@ impl DataRelay {
     fn drive(&mut self, now: Instant, id: PeerId) {
         while let Some(event) = self.members.get_mut(&id).and_then(|m| m.sctp.poll_event()) {
             match event {
-                SctpEvent::Opened { stream, params } => self.opened(id, stream, params),
+                SctpEvent::Opened { stream, params } => self.opened(now, id, stream, params),
                 SctpEvent::Acked { stream } => {
                     if let Some(relayed) = self.relayed_by_stream(id, stream) {
                         relayed.open = true;
@@ -304,6 +308,10 @@ impl DataRelay {
                     self.counters.drop(DropReason::DataUnknownPpid);
                 }
                 SctpEvent::Closed { stream } => self.closed(id, stream),
+                SctpEvent::TooManyStreams => {
+                    tracing::debug!(peer = %id, "data channel association past its streams");
+                    self.counters.drop(DropReason::DataStreams);
+                }
                 SctpEvent::Lost => {
                     let streams: Vec<u16> = self.members[&id].own.keys().copied().collect();
                     for stream in streams {
@@ -325,7 +333,9 @@ impl DataRelay {
 
     /// A participant's new channel: kept, and a relayed channel set up toward every other
     /// participant of the room (opened at once where its association is up).
-    fn opened(&mut self, id: PeerId, stream: u16, params: ChannelParams) {
+    /// A channel past the participant's limit, with a longer name than [`MAX_CHANNEL_NAME`],
+    /// or opened past its message rate (an open counts as a message) is closed as it opens.
+    fn opened(&mut self, now: Instant, id: PeerId, stream: u16, params: ChannelParams) {
         let Some(member) = self.members.get_mut(&id) else {
             return;
         };
@@ -333,9 +343,18 @@ impl DataRelay {
             self.opened_on_link(id, stream, params);
             return;
         }
-        if member.own.len() >= self.config.channels_per_participant {
+        let refused = if member.own.len() >= self.config.channels_per_participant {
+            Some(DropReason::DataChannelLimit)
+        } else if params.label.len() + params.protocol.len() > MAX_CHANNEL_NAME {
+            Some(DropReason::DataChannelName)
+        } else if !self.config.within_rate(&mut member.rate, now, 0) {
+            Some(DropReason::DataRate)
+        } else {
+            None
+        };
+        if let Some(reason) = refused {
             member.sctp.close_channel(stream);
-            self.counters.drop(DropReason::DataChannelLimit);
+            self.counters.drop(reason);
             return;
         }
         member.own.insert(stream, params.clone());

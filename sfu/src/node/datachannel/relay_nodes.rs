@@ -106,8 +106,8 @@ impl DataRelay {
         }
         let max = self.config.max_message_size;
         let sctp = match client {
-            true => SctpAssociation::client(now, max),
-            false => SctpAssociation::new(now, max, None),
+            true => SctpAssociation::client(now, max).for_link(),
+            false => SctpAssociation::new(now, max, None).for_link(),
         };
         let member = Member {
             room: String::new(),

@@ -137,3 +137,50 @@ fn empty_messages_are_relayed_as_empty_with_their_type() {
         "the empty ones count none"
     );
 }
+
+/// A channel whose name is longer than the relay takes, or opened past the participant's
+/// message rate (an open counts as a message), is closed as it opens, counted by reason; the
+/// ones within both stay.
+#[test]
+fn long_names_and_opens_past_the_rate_are_closed_as_they_open() {
+    let now = Instant::now();
+    let config = DataChannelConfig {
+        messages_per_second: 3,
+        ..DataChannelConfig::default()
+    };
+    let mut relay = DataRelay::new(config);
+    let id = PeerId(1);
+    relay.join(now, id, ("room", ParticipantId(1)), None);
+    let mut client = client();
+    let mut node = Through {
+        relay: &mut relay,
+        id,
+    };
+    exchange(now, &mut client, &mut node);
+    let named = |label: usize, protocol: usize| ChannelParams {
+        label: "l".repeat(label),
+        protocol: "p".repeat(protocol),
+        ..chat()
+    };
+    let opens = [
+        named(1000, 24),
+        named(1000, 25),
+        named(MAX_CHANNEL_NAME + 1, 0),
+        named(4, 0),
+        named(4, 0),
+        named(4, 0),
+    ];
+    for (i, params) in opens.iter().enumerate() {
+        open_from_client(&mut client, 2 * i as u16, params);
+    }
+    exchange(now, &mut client, &mut node);
+    let kept: Vec<u16> = relay.channels_of(id).iter().map(|c| c.stream).collect();
+    assert_eq!(
+        kept,
+        [0, 6, 8],
+        "the first within the name, then two within the rate"
+    );
+    let counters = relay.counters();
+    assert_eq!(counters.dropped(DropReason::DataChannelName), 2);
+    assert_eq!(counters.dropped(DropReason::DataRate), 1);
+}

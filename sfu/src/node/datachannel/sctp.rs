@@ -12,7 +12,7 @@
 //! a message written is handed over as shared bytes, which the stack slices into chunks
 //! without copying (a chunk's header and each packet it builds are the stack's allocations).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,6 +23,7 @@ use sctp_proto::{
     Payload, PayloadProtocolIdentifier as Ppid, ReliabilityType, ServerConfig, StreamEvent,
     TransportConfig,
 };
+use smallvec::SmallVec;
 
 use super::dcep::{ChannelParams, Dcep, DcepError, Reliability};
 #[cfg(doc)]
@@ -38,6 +39,16 @@ const PEER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 5000
 const MAX_CHUNK_PAYLOAD: u32 = 900;
 /// The one byte an empty message carries (RFC 8831 section 6.6).
 const EMPTY: &[u8] = &[0];
+/// The highest stream id a channel takes: an association has at most 65,535 streams.
+const LAST_STREAM: u16 = 65_534;
+/// Free stream ids a channel's open tries before it gives up: the stack refuses one whose
+/// reset it has not finished (it no longer lists it, but waits for the peer's answer).
+const STREAM_TRIES: usize = 4;
+/// Streams of the peer's parity the stack may hold at once. A browser opens one per channel
+/// (a participant has at most a few dozen; a relay link, one per channel it relays); the
+/// stack makes one for DATA on any stream id (about 300 bytes each, never freed unless
+/// reset), so a peer past this has its association ended.
+pub const MAX_PEER_STREAMS: usize = 4096;
 
 fn clamp(size: u64) -> u32 {
     u32::try_from(size).unwrap_or(u32::MAX)
@@ -122,6 +133,9 @@ pub enum SctpEvent {
         /// Its stream.
         stream: u16,
     },
+    /// The peer sent on more streams than [`MAX_PEER_STREAMS`]: the association is ended (a
+    /// [`SctpEvent::Lost`] follows).
+    TooManyStreams,
     /// The association ended.
     Lost,
 }
@@ -144,6 +158,8 @@ pub struct SctpAssociation {
     /// The largest message the peer takes (its `a=max-message-size`).
     remote_max_message_size: u32,
     next_stream: u16,
+    /// Streams of the peer's parity the stack may hold ([`MAX_PEER_STREAMS`]).
+    max_peer_streams: usize,
     events: VecDeque<SctpEvent>,
     /// Packets polled from the stack, one SCTP packet each.
     transmit: VecDeque<Bytes>,
@@ -197,11 +213,19 @@ impl SctpAssociation {
             channels: BTreeMap::new(),
             remote_max_message_size: remote_max_message_size.map_or(u32::MAX, clamp),
             next_stream: 1,
+            max_peer_streams: MAX_PEER_STREAMS,
             events: VecDeque::new(),
             transmit: VecDeque::new(),
             inbound: BytesMut::new(),
             now,
         }
+    }
+
+    /// The same association as a relay link's end: its peer is another node of the cluster,
+    /// which relays every channel of the rooms the link carries, as many as stream ids go.
+    pub fn for_link(mut self) -> Self {
+        self.max_peer_streams = usize::MAX;
+        self
     }
 
     /// Whether channels can be opened and written.
@@ -271,18 +295,49 @@ impl SctpAssociation {
     /// Opens a channel toward the peer: the next odd stream, its DATA_CHANNEL_OPEN sent. Its
     /// messages may be written once [`SctpEvent::Acked`] says so.
     pub fn open_channel(&mut self, params: &ChannelParams) -> Result<u16, SctpError> {
-        let stream = self.next_stream;
         let mut open = Vec::new();
         Dcep::Open(params.clone()).write(&mut open)?;
         let (kind, value) = reliability_params(params.reliability);
+        let candidates = self.free_streams();
         let (_, association) = self.established()?;
-        let mut s = association.open_stream(stream, Ppid::Dcep).map_err(stack)?;
-        s.set_reliability_params(params.unordered, kind, value)
-            .map_err(stack)?;
-        s.write_with_ppi(&open, Ppid::Dcep).map_err(stack)?;
-        self.next_stream = stream.checked_add(2).ok_or(SctpError::NoStreamId)?;
-        self.channels.insert(stream, Channel::Opening);
-        Ok(stream)
+        let mut refused = SctpError::NoStreamId;
+        for stream in candidates {
+            // The stack refuses an id whose reset it has not finished: the next one, then.
+            let mut s = match association.open_stream(stream, Ppid::Dcep) {
+                Ok(s) => s,
+                Err(e) => {
+                    refused = stack(e);
+                    continue;
+                }
+            };
+            s.set_reliability_params(params.unordered, kind, value)
+                .map_err(stack)?;
+            s.write_with_ppi(&open, Ppid::Dcep).map_err(stack)?;
+            self.next_stream = stream.wrapping_add(2);
+            self.channels.insert(stream, Channel::Opening);
+            return Ok(stream);
+        }
+        Err(refused)
+    }
+
+    /// The streams the next channel the node opens may take, best first: the next ids of its
+    /// parity from the last one taken, past those in use (a channel's, or one the stack still
+    /// holds), wrapping past [`LAST_STREAM`] to take again the ids closed channels left, so
+    /// however many channels open and close in turn, ids last.
+    fn free_streams(&self) -> SmallVec<[u16; STREAM_TRIES]> {
+        let held: BTreeSet<u16> = self
+            .association
+            .as_ref()
+            .map(|(_, a)| a.stream_ids().into_iter().collect())
+            .unwrap_or_default();
+        let parity = u32::from(self.next_stream % 2);
+        let ids = (u32::from(LAST_STREAM) - parity) / 2 + 1;
+        let first = u32::from(self.next_stream) / 2;
+        (0..ids)
+            .filter_map(|i| u16::try_from((first + i) % ids * 2 + parity).ok())
+            .filter(|id| !self.channels.contains_key(id) && !held.contains(id))
+            .take(STREAM_TRIES)
+            .collect()
     }
 
     /// Writes one message on an open channel, its bytes shared with the caller's.
@@ -355,6 +410,13 @@ impl SctpAssociation {
                 Event::Stream(StreamEvent::Opened { .. }) => {
                     // Known by its id from here on; the queue of accepted streams is not used.
                     let _ = association.accept_stream();
+                    let ours = self.next_stream % 2;
+                    let ids = association.stream_ids();
+                    if ids.iter().filter(|&&id| id % 2 != ours).count() > self.max_peer_streams {
+                        // Its loss comes next from the stack, as any other's.
+                        let _ = association.close();
+                        self.events.push_back(SctpEvent::TooManyStreams);
+                    }
                 }
                 Event::Stream(StreamEvent::Readable { id }) => {
                     read_stream(association, id, &mut self.channels, &mut self.events);

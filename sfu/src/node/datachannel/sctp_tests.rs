@@ -222,3 +222,77 @@ fn channels_open_both_ways_and_every_ppid_is_kept() {
     exchange(now, &mut client, &mut node);
     assert!(events(&mut node).contains(&SctpEvent::Closed { stream: 0 }));
 }
+
+/// Past the last stream id the node's channels wrap around to the ids closed channels left,
+/// skipping those still in use.
+#[test]
+fn channel_streams_wrap_around_past_those_in_use() {
+    let now = Instant::now();
+    let mut node = SctpAssociation::new(now, 256 * 1024, None);
+    let mut client = client();
+    exchange(now, &mut client, &mut node);
+    let params = chat();
+    assert_eq!(node.open_channel(&params), Ok(1));
+    node.next_stream = LAST_STREAM - 3;
+    assert_eq!(node.open_channel(&params), Ok(LAST_STREAM - 3));
+    assert_eq!(node.open_channel(&params), Ok(LAST_STREAM - 1));
+    assert_eq!(node.open_channel(&params), Ok(3), "1 is in use");
+    exchange(now, &mut client, &mut node);
+    // Closed as a browser closes it: each end resets its outgoing stream.
+    node.close_channel(LAST_STREAM - 3);
+    exchange(now, &mut client, &mut node);
+    node.next_stream = LAST_STREAM - 3;
+    assert_eq!(
+        node.free_streams()[0],
+        5,
+        "held until the peer resets its end too"
+    );
+    let mut s = client.association.stream(LAST_STREAM - 3).unwrap();
+    s.close().unwrap();
+    exchange(now, &mut client, &mut node);
+    // Listed free, its reset not finished: the stack refuses it, the next free one is taken.
+    assert_eq!(node.free_streams()[0], LAST_STREAM - 3);
+    assert_eq!(node.open_channel(&params), Ok(5));
+    node.next_stream = LAST_STREAM - 3;
+    // The acknowledgements the stacks delay, sent.
+    let later = now + std::time::Duration::from_secs(1);
+    node.handle_timeout(later);
+    client.association.handle_timeout(later);
+    exchange(later, &mut client, &mut node);
+    assert_eq!(
+        node.open_channel(&params),
+        Ok(LAST_STREAM - 3),
+        "its reset done, the id is free again"
+    );
+}
+
+/// A peer that sends on more streams than the association may hold has it ended: the
+/// stack's state for each is gone with it.
+#[test]
+fn a_peer_past_its_streams_has_its_association_ended() {
+    let now = Instant::now();
+    let mut node = SctpAssociation::new(now, 256 * 1024, None);
+    node.max_peer_streams = 8;
+    let mut client = client();
+    exchange(now, &mut client, &mut node);
+    // DATA on streams no DCEP opened, as out-of-band channels would send it.
+    for stream in 0..8u16 {
+        let mut s = client
+            .association
+            .open_stream(2 * stream, Ppid::String)
+            .unwrap();
+        s.write_with_ppi(b"x", Ppid::String).unwrap();
+    }
+    exchange(now, &mut client, &mut node);
+    assert!(node.is_established(), "eight streams fit");
+    let mut s = client.association.open_stream(16, Ppid::String).unwrap();
+    s.write_with_ppi(b"x", Ppid::String).unwrap();
+    exchange(now, &mut client, &mut node);
+    let events = events(&mut node);
+    assert!(
+        events.ends_with(&[SctpEvent::TooManyStreams, SctpEvent::Lost]),
+        "{events:?}"
+    );
+    assert!(!node.is_established());
+    assert_eq!(node.open_channel(&chat()), Err(SctpError::NotEstablished));
+}

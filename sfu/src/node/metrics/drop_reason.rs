@@ -75,6 +75,14 @@ pub enum DropReason {
     DataTooLarge,
     /// Data channels past their participant's limit: closed as they opened.
     DataChannelLimit,
+    /// Data channels whose label and protocol together are longer than the relay takes
+    /// ([`MAX_CHANNEL_NAME`](crate::node::datachannel::relay::MAX_CHANNEL_NAME)): closed as they
+    /// opened.
+    DataChannelName,
+    /// A participant's SCTP association that sent on more streams than it may hold
+    /// ([`MAX_PEER_STREAMS`](crate::node::datachannel::sctp::MAX_PEER_STREAMS)): ended, its
+    /// channels closed.
+    DataStreams,
     /// Data channel messages on a stream that is not a channel the participant opened in band
     /// (one negotiated out of band, or a channel the node opened toward it): not relayed.
     DataNoChannel,
@@ -97,7 +105,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub(super) const ALL: [DropReason; 34] = [
+    pub(super) const ALL: [DropReason; 36] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -125,6 +133,8 @@ impl DropReason {
         Self::DataRate,
         Self::DataTooLarge,
         Self::DataChannelLimit,
+        Self::DataChannelName,
+        Self::DataStreams,
         Self::DataNoChannel,
         Self::DataUnknownPpid,
         Self::DataLinkChannel,
@@ -163,6 +173,8 @@ impl DropReason {
             Self::DataRate => "data_rate",
             Self::DataTooLarge => "data_too_large",
             Self::DataChannelLimit => "data_channel_limit",
+            Self::DataChannelName => "data_channel_name",
+            Self::DataStreams => "data_streams",
             Self::DataNoChannel => "data_no_channel",
             Self::DataUnknownPpid => "data_unknown_ppid",
             Self::DataLinkChannel => "data_link_channel",
