@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rtp_ext::rtp::RtpPacket;
 use selector::Layer;
-use sfu::node::core::{CoreError, NewLink, LINGER, LINK_TIMEOUT};
+use sfu::node::core::{CoreError, NewLink, NodeCore, LINGER, LINK_TIMEOUT};
 use sfu::node::metrics::DropReason;
 use sfu::node::peer::PeerId;
 use sfu::node::remote::Remote;
@@ -398,6 +398,15 @@ fn the_publishers_sender_reports_reach_the_edge_and_its_reports_measure_the_link
     pair.a.send(addr(5000), &report);
     pair.shuttle();
     assert_eq!(pair.b.core.router().counters().rtcp_in, before + 1);
+    // A report under an SSRC none of the publisher's streams has is not relayed: the link
+    // keeps an SRTCP index per SSRC it sends under.
+    let unknown = |core: &NodeCore| core.snapshot().node.dropped(DropReason::UnknownSsrc);
+    let dropped = unknown(&pair.a.core);
+    report[4..8].copy_from_slice(&0x0BAD_5551_u32.to_be_bytes());
+    pair.a.send(addr(5000), &report);
+    pair.shuttle();
+    assert_eq!(pair.b.core.router().counters().rtcp_in, before + 1);
+    assert_eq!(unknown(&pair.a.core), dropped + 1);
 
     // The edge's receiver reports of it measure the link on the origin.
     pair.run(Duration::from_millis(100), 30, false);

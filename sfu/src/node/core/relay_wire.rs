@@ -292,11 +292,20 @@ impl NodeCore {
                 sent_report = Some((report.ntp_time >> 16) as u32);
             }
         });
+        // What the edge reads is the publisher's sender reports, under its streams' SSRCs;
+        // the link's SRTCP keeps an index per SSRC it sends under, so nothing else goes.
+        let sender = compound
+            .get(4..8)
+            .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]));
         let mut buf = Vec::with_capacity(compound.len() + MAX_OVERHEAD);
         for (&to, link) in self.media_relays.outs.iter_mut() {
             let Some(relay) = link.relays.iter_mut().find(|r| r.transport == transport) else {
                 continue;
             };
+            if !sender.is_some_and(|ssrc| relay.ssrcs.contains(&ssrc)) {
+                self.counters.drop(DropReason::UnknownSsrc);
+                continue;
+            }
             if let Some(ntp) = sent_report {
                 if relay.reports.len() == REPORTS_KEPT {
                     relay.reports.pop_front();

@@ -23,7 +23,8 @@ pub enum DropReason {
     /// RTP from a viewer.
     NotAPublisher,
     /// RTP under an SSRC the sending session did not announce or bind (a simulcast stream
-    /// before its rid is read, another session's SSRC), or too short to name one.
+    /// before its rid is read, another session's SSRC), or too short to name one; or a relayed
+    /// publisher's RTCP under an SSRC none of its streams has, not relayed.
     UnknownSsrc,
     /// RTP whose header, extensions or payload descriptor did not parse.
     MalformedRtp,

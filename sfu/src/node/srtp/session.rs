@@ -1,6 +1,8 @@
 //! Both directions of one peer's SRTP: the session keys of each, the rollover counts and SRTCP
 //! indices of what we send, the replay windows of what we receive.
 
+use std::collections::HashMap;
+
 use smallvec::SmallVec;
 
 use super::cm::AesCm;
@@ -195,21 +197,30 @@ struct Received {
     rtcp: Streams<ReplayWindow>,
 }
 
-/// The SSRCs a session sends under, each with its rollover state, searched in order: a
-/// viewer has a handful (its video, its retransmissions, its audio); more spill to the heap.
+/// The SSRCs a session sends under, each with its rollover state: the first [`SEARCHED_SENT`]
+/// searched in order, the first four of them inline (a viewer has a handful: its video, its
+/// retransmissions, its audio). A relay link sends under every relayed publisher's, SSRCs
+/// the publishers picked: past those, a keyed hash, so the search never grows with them.
 #[derive(Debug, Default)]
-struct SentStreams(SmallVec<[(u32, Rollover); 4]>);
+struct SentStreams {
+    first: SmallVec<[(u32, Rollover); 4]>,
+    rest: HashMap<u32, Rollover>,
+}
+
+/// SSRCs sent under that are searched in order before the keyed hash.
+const SEARCHED_SENT: usize = 8;
 
 impl SentStreams {
     fn entry(&mut self, ssrc: u32) -> &mut Rollover {
-        let at = match self.0.iter().position(|&(s, _)| s == ssrc) {
+        let at = match self.first.iter().position(|&(s, _)| s == ssrc) {
             Some(at) => at,
-            None => {
-                self.0.push((ssrc, Rollover::default()));
-                self.0.len() - 1
+            None if self.first.len() < SEARCHED_SENT => {
+                self.first.push((ssrc, Rollover::default()));
+                self.first.len() - 1
             }
+            None => return self.rest.entry(ssrc).or_default(),
         };
-        &mut self.0[at].1
+        &mut self.first[at].1
     }
 }
 
@@ -277,6 +288,24 @@ mod tests {
         keys, protect_rtcp, protect_rtp, rtcp, rtp, unprotect_rtcp, unprotect_rtp, PROFILES,
     };
     use crate::node::srtp::MAX_OVERHEAD;
+
+    /// A link sends under as many SSRCs as the publishers it relays have: each keeps its own
+    /// rollover count, those past the searched ones too.
+    #[test]
+    fn each_of_many_ssrcs_sent_keeps_its_rollover_count() {
+        let mut sent = SentStreams::default();
+        for ssrc in 0..100u32 {
+            sent.entry(ssrc).advance(u64::from(ssrc) << 16 | 7);
+        }
+        assert_eq!(
+            (sent.first.len(), sent.rest.len()),
+            (SEARCHED_SENT, 100 - SEARCHED_SENT)
+        );
+        for ssrc in 0..100u32 {
+            let estimate = sent.entry(ssrc).estimate(8);
+            assert_eq!(estimate, Some(u64::from(ssrc) << 16 | 8), "{ssrc}");
+        }
+    }
 
     /// A peer that sends under more SSRCs than its session keeps state for: the packets under
     /// the extra ones are refused (before decryption), in RTP and RTCP each, and the kept
