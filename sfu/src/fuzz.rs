@@ -11,10 +11,10 @@ use rtp_ext::rtp::RtpPacket;
 use selector::{Layer, LayerLimits};
 
 use crate::capture::{classify, udp_datagram, Capture, PayloadKind};
-use crate::engine::bwe::SendHistory;
+use crate::engine::bwe::{SendHistory, SEND_HISTORY_CAPACITY};
 use crate::engine::rtcp::{
     parse_compound, write_chunks_and_deltas, PacketReports, RtcpFeedback, RtcpWireWriter,
-    RtcpWriter, TransportCc as TransportCcFeedback,
+    RtcpWriter, TransportCc as TransportCcFeedback, TransportCcError,
 };
 use crate::engine::{
     DownTrackConfig, DownTrackId, RouterConfig, TrackConfig, TransportCc, TransportId,
@@ -133,9 +133,12 @@ pub fn twcc_feedback(data: &[u8]) {
         history.on_send(now, 100, None);
     }
     let mut results = Vec::new();
-    let summary = history
-        .on_feedback(&feedback, &mut results)
-        .expect("read above");
+    let read = history.on_feedback(&feedback, &mut results);
+    if deltas.len() > SEND_HISTORY_CAPACITY {
+        assert_eq!(read, Err(TransportCcError::TooManyPackets));
+        return;
+    }
+    let summary = read.expect("read above");
     assert_eq!(summary.matched, results.len());
     assert_eq!(
         summary.matched + summary.unknown + summary.duplicates,
