@@ -33,6 +33,9 @@ pub use remb::RembEstimator;
 // The send history is the router's; benches measure it on its own.
 #[cfg(not(feature = "internal"))]
 pub(crate) use send_history::SendHistory;
+// The fuzz body checks the history's bound.
+#[cfg(all(feature = "fuzzing", not(feature = "internal")))]
+pub(crate) use send_history::SEND_HISTORY_CAPACITY;
 #[cfg(feature = "internal")]
 pub use send_history::{
     acknowledged_bitrate, FeedbackSummary, SendHistory, SendHistoryCounters, SEND_HISTORY_CAPACITY,
