@@ -188,13 +188,19 @@ fn receiver_report(client: &mut dyn SrtpContext, ssrc: u32) -> Vec<u8> {
     report
 }
 
+/// A session connected through the core, and the client's SRTP under its keys.
+async fn connected() -> (Outcome, srtp::SrtpSession) {
+    let outcome = connects_despite(|_| true, |_| true).await;
+    let Some(Ok((_, keys))) = &outcome.client else {
+        unreachable!("connects_despite saw it connect");
+    };
+    let client = srtp::session(keys).expect("the client's keys");
+    (outcome, client)
+}
+
 #[tokio::test(start_paused = true)]
 async fn ssrcs_past_the_session_s_limit_are_dropped_by_reason_and_the_kept_ones_still_go() {
-    let mut outcome = connects_despite(|_| true, |_| true).await;
-    let Some(Ok((_, keys))) = &outcome.client else {
-        unreachable!("connected");
-    };
-    let mut client = srtp::session(keys).expect("the client's keys");
+    let (mut outcome, mut client) = connected().await;
     let dropped = |core: &NodeCore, reason| core.snapshot().node.dropped(reason);
     let now = Instant::now();
     for ssrc in 1..=SRTP_STREAMS as u32 + 2 {
@@ -298,11 +304,7 @@ async fn a_stalled_handshake_ends_the_session_at_the_dtls_timeout() {
 /// many bytes as a handshake, then drops them (counted), and the session goes on.
 #[tokio::test(start_paused = true)]
 async fn handshake_records_after_the_handshake_are_bounded_and_the_session_goes_on() {
-    let mut outcome = connects_despite(|_| true, |_| true).await;
-    let Some(Ok((_, keys))) = &outcome.client else {
-        unreachable!("connected");
-    };
-    let mut client = srtp::session(keys).expect("the client's keys");
+    let (mut outcome, mut client) = connected().await;
     let now = Instant::now();
     let bad_dtls = |core: &NodeCore| core.snapshot().node.dropped(DropReason::BadDtls);
     let before = bad_dtls(&outcome.core);
