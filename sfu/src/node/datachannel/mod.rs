@@ -6,8 +6,10 @@
 //! - [`dcep`]: the node's own DCEP parser and writer.
 //! - [`sctp`]: one participant's SCTP association, behind the node's own small interface.
 //! - [`relay`]: a room's channels and what each message becomes for each receiver, other
-//!   nodes' associations on the media relay's links among its members (`relay_nodes.rs`).
+//!   nodes' associations on the media relay's links among its members (`relay_nodes.rs`);
+//!   `backlog.rs`, what waits toward each receiver.
 
+mod backlog;
 pub mod dcep;
 pub mod relay;
 pub mod sctp;

@@ -4,8 +4,9 @@
 //! message is handed to every receiver's association as the same shared bytes.
 //!
 //! Nothing is lost silently. Toward each receiver a relayed channel queues what its association
-//! cannot take yet (not open, or its send window full), up to the configured backlog: a
-//! reliable channel past it is closed toward that receiver alone, a lossy one drops its
+//! cannot take yet (not open, or its send window full), up to the configured backlog, and all
+//! its relayed channels together up to [`RECEIVER_BACKLOGS`] of them (`backlog.rs`): a
+//! reliable channel past either is closed toward that receiver alone, a lossy one drops its
 //! oldest; each counted by reason. A participant's messages past its rates, larger than a
 //! receiver takes, or channels past its limit are refused and counted.
 
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::backlog::{Backlog, ReceiverTotal};
 use super::dcep::{ChannelParams, Reliability};
 use super::sctp::{MessageKind, SctpAssociation, SctpEvent};
 use super::DataChannelConfig;
@@ -24,8 +26,10 @@ use crate::node::peer::PeerId;
 /// What the stack may hold unacknowledged on one relayed channel before the relay keeps the
 /// rest in its own queue, where it can be bounded and dropped oldest first.
 const SEND_WINDOW: usize = 64 * 1024;
-/// What a queued message counts for beyond its bytes, so empty messages are bounded too.
-const MESSAGE_COST: usize = 64;
+/// What all the relayed channels toward one participant may hold together, in backlogs
+/// (`backlog_bytes`) of one channel: a participant that reads nothing holds this much, not a
+/// backlog for every channel of every other participant.
+pub const RECEIVER_BACKLOGS: usize = 8;
 /// The longest label and protocol of a channel, together, that the relay takes: both are
 /// copied to every other participant and into each one's event stream (DCEP allows 64 KiB
 /// of each, which alone would fill an event stream and close it).
@@ -59,8 +63,7 @@ struct Relayed {
     /// Acknowledged: messages may go.
     open: bool,
     params: ChannelParams,
-    queue: VecDeque<(MessageKind, Bytes)>,
-    queued: usize,
+    backlog: Backlog,
 }
 
 impl Relayed {
@@ -95,6 +98,8 @@ struct Member {
     timer: Option<Instant>,
     /// The largest message it takes.
     max_message_size: Option<u64>,
+    /// What waits toward it over all its relayed channels.
+    waiting: ReceiverTotal,
 }
 
 /// Every participant's data channels on one core.
@@ -162,7 +167,11 @@ impl DataRelay {
         if self.members.contains_key(&id) {
             return;
         }
-        let relayed = self.channels_in(room, false).into_iter().collect();
+        let waiting = ReceiverTotal::default();
+        let relayed = self
+            .channels_in(room, false, &waiting)
+            .into_iter()
+            .collect();
         let sctp = SctpAssociation::new(now, self.config.max_message_size, remote_max);
         let rate = Rate {
             since: now,
@@ -180,6 +189,7 @@ impl DataRelay {
             node: None,
             timer: None,
             max_message_size: remote_max,
+            waiting,
         };
         self.members.insert(id, member);
         self.rooms.entry(room.to_owned()).or_default().push(id);
@@ -380,7 +390,7 @@ impl DataRelay {
         self.for_others(id, stream, |relay, other| {
             if let Some(receiver) = relay.members.get_mut(&other) {
                 let link = receiver.node.is_some().then_some(room);
-                let relayed = relayed_toward(params, public, link);
+                let relayed = relayed_toward(params, public, link, &receiver.waiting);
                 receiver.relayed.insert((id, stream), relayed);
                 relay.open_toward(other);
                 relay.collect(other);
@@ -464,9 +474,8 @@ impl DataRelay {
             let Some(relayed) = receiver.relayed.get_mut(&(id, stream)) else {
                 return;
             };
-            relayed.queued += data.len() + MESSAGE_COST;
             // The same bytes for every receiver: a reference count, no copy.
-            relayed.queue.push_back((kind, data.clone()));
+            relayed.backlog.push(kind, data.clone());
             relay.flush(other, (id, stream));
             relay.collect(other);
         });
@@ -605,10 +614,9 @@ fn flush(
 ) -> bool {
     if let (Some(stream), true) = (relayed.stream, relayed.open) {
         while sctp.buffered(stream) < SEND_WINDOW {
-            let Some((kind, data)) = relayed.queue.pop_front() else {
+            let Some((kind, data)) = relayed.backlog.pop() else {
                 break;
             };
-            relayed.queued -= data.len() + MESSAGE_COST;
             match sctp.send(stream, kind, &data) {
                 Ok(()) if link => counters.data_link_messages_out += 1,
                 Ok(()) => {
@@ -622,20 +630,23 @@ fn flush(
             }
         }
     }
-    if relayed.queued <= backlog {
+    // Another node's association carries many rooms' channels: its own backlogs bound it.
+    let receiver = if link {
+        usize::MAX
+    } else {
+        backlog * RECEIVER_BACKLOGS
+    };
+    let over = |b: &Backlog| b.queued() > backlog || b.receiver_total() > receiver;
+    if !over(&relayed.backlog) {
         return true;
     }
     if relayed.lossy() {
-        while relayed.queued > backlog {
-            let Some((_, data)) = relayed.queue.pop_front() else {
-                break;
-            };
-            relayed.queued -= data.len() + MESSAGE_COST;
+        while over(&relayed.backlog) && relayed.backlog.pop().is_some() {
             counters.drop(DropReason::DataLossyOldest);
         }
         return true;
     }
-    counters.drop_many(DropReason::DataBacklog, relayed.queue.len() as u64);
+    counters.drop_many(DropReason::DataBacklog, relayed.backlog.len() as u64);
     if let Some(stream) = relayed.stream {
         sctp.close_channel(stream);
     }
@@ -673,7 +684,12 @@ impl DataChannelConfig {
 /// The channel toward a receiver relaying a channel of `owner` with `params`: the same label
 /// and reliability, the protocol naming the sender (and its room, toward another node's
 /// association, `link`).
-fn relayed_toward(params: &ChannelParams, owner: ParticipantId, link: Option<&str>) -> Relayed {
+fn relayed_toward(
+    params: &ChannelParams,
+    owner: ParticipantId,
+    link: Option<&str>,
+    waiting: &ReceiverTotal,
+) -> Relayed {
     let protocol = match link {
         Some(room) => link_protocol(owner, room),
         None => format!("p{owner}"),
@@ -685,8 +701,7 @@ fn relayed_toward(params: &ChannelParams, owner: ParticipantId, link: Option<&st
             protocol,
             ..params.clone()
         },
-        queue: VecDeque::new(),
-        queued: 0,
+        backlog: Backlog::new(waiting),
     }
 }
 

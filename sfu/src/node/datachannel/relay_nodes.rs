@@ -14,7 +14,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
-use super::{relayed_toward, ChannelParams, DataRelay, Member, Rate, Relayed, SctpAssociation};
+use super::{
+    relayed_toward, ChannelParams, DataRelay, Member, Rate, ReceiverTotal, Relayed, SctpAssociation,
+};
 use crate::node::metrics::DropReason;
 use crate::node::participant::ParticipantId;
 use crate::node::peer::PeerId;
@@ -124,6 +126,7 @@ impl DataRelay {
             },
             timer: None,
             max_message_size: None,
+            waiting: ReceiverTotal::default(),
         };
         self.members.insert(id, member);
         // A client's INIT goes at once.
@@ -154,7 +157,10 @@ impl DataRelay {
             self.close_toward_node(id, &room);
         }
         for room in new {
-            let channels = self.channels_in(&room, true);
+            let Some(waiting) = self.members.get(&id).map(|m| m.waiting.clone()) else {
+                return;
+            };
+            let channels = self.channels_in(&room, true, &waiting);
             self.rooms.entry(room).or_default().push(id);
             if let Some(member) = self.members.get_mut(&id) {
                 member.relayed.extend(channels);
@@ -187,6 +193,7 @@ impl DataRelay {
         &self,
         room: &str,
         toward_link: bool,
+        waiting: &ReceiverTotal,
     ) -> Vec<((PeerId, u16), Relayed)> {
         let mut channels = Vec::new();
         let local = self.rooms.get(room).into_iter().flatten();
@@ -196,7 +203,10 @@ impl DataRelay {
             }
             let link = toward_link.then_some(room);
             channels.extend(member.own.iter().map(|(&stream, params)| {
-                ((id, stream), relayed_toward(params, member.public, link))
+                (
+                    (id, stream),
+                    relayed_toward(params, member.public, link, waiting),
+                )
             }));
         }
         if toward_link {
@@ -209,7 +219,8 @@ impl DataRelay {
             for (&stream, params) in &member.own {
                 match node.owners.get(&stream) {
                     Some((r, owner)) if r == room => {
-                        channels.push(((id, stream), relayed_toward(params, *owner, None)));
+                        let relayed = relayed_toward(params, *owner, None, waiting);
+                        channels.push(((id, stream), relayed));
                     }
                     _ => {}
                 }

@@ -66,7 +66,8 @@ fn messages_of_an_unknown_ppid_or_on_no_channel_are_counted_by_reason() {
 }
 
 /// Carries packets between the relay and the clients (client `i` is participant `i + 1`)
-/// until none moves.
+/// until none moves; packets toward a participant past the clients are lost (one that never
+/// answers).
 fn pump(now: Instant, relay: &mut DataRelay, clients: &mut [Client]) {
     for _ in 0..100 {
         let mut moved = false;
@@ -81,8 +82,10 @@ fn pump(now: Instant, relay: &mut DataRelay, clients: &mut [Client]) {
             }
         }
         while let Some((to, packet)) = relay.poll_packet() {
-            moved = true;
-            clients[to.0 as usize - 1].receive(now, packet);
+            if let Some(client) = clients.get_mut(to.0 as usize - 1) {
+                moved = true;
+                client.receive(now, packet);
+            }
         }
         if !moved {
             return;
@@ -183,4 +186,56 @@ fn long_names_and_opens_past_the_rate_are_closed_as_they_open() {
     let counters = relay.counters();
     assert_eq!(counters.dropped(DropReason::DataChannelName), 2);
     assert_eq!(counters.dropped(DropReason::DataRate), 1);
+}
+
+/// A participant that reads nothing (its association never comes up) holds at most
+/// `RECEIVER_BACKLOGS` channel backlogs in all, however many channels send toward it: lossy
+/// channels drop their oldest past it, reliable ones close toward it; each counted.
+#[test]
+fn a_receiver_that_reads_nothing_holds_a_bounded_backlog_over_all_channels() {
+    let now = Instant::now();
+    let config = DataChannelConfig {
+        backlog_bytes: 4096,
+        ..DataChannelConfig::default()
+    };
+    let mut relay = DataRelay::new(config);
+    for i in 1..=2 {
+        relay.join(now, PeerId(i), ("room", ParticipantId(i as u64)), None);
+    }
+    // Only the sender answers; the receiver's association never starts.
+    let mut clients = [client()];
+    pump(now, &mut relay, &mut clients);
+    let lossy = ChannelParams {
+        unordered: true,
+        reliability: Reliability::MaxRetransmits(0),
+        ..chat()
+    };
+    // Twelve lossy channels and four reliable ones, 3 KB on each: 48 KB toward the receiver,
+    // each channel within its own 4 KB.
+    for stream in 0..16u16 {
+        let params = if stream < 12 { lossy.clone() } else { chat() };
+        open_from_client(&mut clients[0], 2 * stream, &params);
+    }
+    pump(now, &mut relay, &mut clients);
+    assert_eq!(relay.channels_of(PeerId(1)).len(), 16);
+    for stream in 0..16u16 {
+        let mut s = clients[0].association.stream(2 * stream).unwrap();
+        for _ in 0..3 {
+            s.write_with_ppi(&[7; 1000], Ppid::Binary).unwrap();
+        }
+        pump(now, &mut relay, &mut clients);
+    }
+    let waiting = relay.members[&PeerId(2)].waiting.get();
+    assert!(
+        waiting <= RECEIVER_BACKLOGS * 4096,
+        "{waiting} bytes wait toward the receiver"
+    );
+    // The lossy channels' 36 messages filled it: what they keep and what they dropped add up.
+    let counters = relay.counters();
+    let kept = (waiting / (1000 + 64)) as u64;
+    assert_eq!(kept + counters.dropped(DropReason::DataLossyOldest), 36);
+    // Each reliable channel found it full at its first message: closed toward the receiver
+    // with it (its later messages have no channel toward it).
+    assert_eq!(counters.dropped(DropReason::DataBacklog), 4);
+    assert_eq!(relay.members[&PeerId(2)].relayed.len(), 12);
 }
