@@ -11,7 +11,7 @@ use selector::LayerLimits;
 use sfu::engine::rtcp::{Nack, NackPairs, Remb, RembSsrcs, RtcpFeedback};
 use sfu::engine::{
     DownTrackConfig, DownTrackId, RouterConfig, TrackConfig, TransportId, MAX_HOLD, PACING_BURST,
-    PACING_PERCENT,
+    PACING_PERCENT, SEND_HISTORY,
 };
 use sfu::sim::{LinkConfig, Network, ReceivedMedia};
 
@@ -278,4 +278,38 @@ fn without_an_estimate_nothing_is_paced() {
         "all at once"
     );
     assert_eq!(s.network.router().paced_jobs(other), 0);
+}
+
+/// A viewer whose pacer is closed and whose NACKs keep coming has at most two send histories'
+/// worth of retransmissions wait (the rest refused, counted), not every one for the hold limit.
+#[test]
+fn retransmissions_waiting_on_a_closed_pacer_are_bounded() {
+    let mut s = setup(100_000, 40);
+    let at = s.start + Duration::from_millis(10);
+    s.frame(at);
+    let sent = s.run_until(at);
+    let first = sent[0].sequence_number;
+    // Three datagrams, each naming 600 packets: 512 of each taken, the rest over the history.
+    for _ in 0..3 {
+        let mut pairs = NackPairs::default();
+        for seq in 0..600u16 {
+            pairs.push(first.wrapping_add(seq)).expect("room");
+        }
+        let nack = RtcpFeedback::Nack(Nack {
+            sender_ssrc: 9,
+            media_ssrc: VIDEO_SSRC,
+            pairs,
+        });
+        s.network
+            .send_feedback(s.viewer, &nack)
+            .expect("on the network");
+    }
+    s.run_until(at + Duration::from_millis(1));
+    let counters = s.network.router().counters();
+    assert_eq!(counters.nacks_over_history, 3 * 88);
+    assert_eq!(counters.retransmissions_queue_full, 3 * 512 - 2 * 512);
+    let waiting = s.paced_jobs();
+    assert!(waiting <= 2 * SEND_HISTORY + 40, "{waiting} wait");
+    s.run_until(at + Duration::from_secs(2));
+    assert_eq!(s.paced_jobs(), 0, "what waited left within the hold limit");
 }

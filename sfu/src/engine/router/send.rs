@@ -9,7 +9,7 @@ use std::time::Instant;
 use rtp_ext::codec::MediaKind;
 
 use super::{Event, Job, Output, Published, Router};
-use crate::engine::down_track::{DownTrack, Transmit, WriteError};
+use crate::engine::down_track::{DownTrack, Transmit, WriteError, SEND_HISTORY};
 use crate::engine::id_map::IdMap;
 use crate::engine::packet::ParsedPacket;
 use crate::engine::receiver::PacketRef;
@@ -19,6 +19,8 @@ use crate::engine::transport::{Paced, SendSide, Transport, TransportId};
 /// Which queued job's DownTrack is asked for while one is written (0: the next): far enough
 /// ahead that its lines arrive before its turn, not so far that they leave again.
 const AHEAD: usize = 1;
+/// Retransmissions one paced transport holds while its pacer is closed, at most.
+const WAITING_RETRANSMISSIONS: usize = 2 * SEND_HISTORY;
 
 impl Router {
     /// The next media packet for a subscriber, its header written into `buf`.
@@ -275,6 +277,14 @@ impl Router {
                     .get(&d.track())
                     .is_some_and(|p| p.receiver.config().codec.kind() == MediaKind::Audio)
         };
+        // NACKs that keep coming while the pacer is closed (a viewer that reports a tiny
+        // estimate) would queue retransmissions for up to `MAX_HOLD`: no more wait than two
+        // send histories' worth; the rest are refused now.
+        let full = |paced: &Paced| paced.retransmissions() >= WAITING_RETRANSMISSIONS;
+        if retransmission && on.pacer_mut().is_some_and(|paced| full(paced)) {
+            self.counters.retransmissions_queue_full += 1;
+            return true;
+        }
         match on
             .pacer_mut()
             .and_then(|paced| paced.hold(now, job, urgent))

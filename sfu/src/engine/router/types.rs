@@ -185,6 +185,9 @@ pub struct RouterCounters {
     /// Sequence numbers one RTCP datagram NACKed for one subscription past the
     /// [`SEND_HISTORY`](crate::engine::down_track::SEND_HISTORY) it remembers: not answered.
     pub nacks_over_history: u64,
+    /// Retransmissions refused because their viewer's closed pacer held as many as it may
+    /// (two send histories' worth) already.
+    pub retransmissions_queue_full: u64,
     /// Packets sent past a viewer's pacer after waiting [`MAX_HOLD`](crate::engine::MAX_HOLD) for
     /// it: what the viewer was allocated exceeded its pacing rate.
     pub paced_overdue: u64,

@@ -107,6 +107,8 @@ pub(in crate::engine) struct Paced {
     urgent: VecDeque<(Instant, Job)>,
     /// Video.
     media: VecDeque<(Instant, Job)>,
+    /// Retransmissions among `urgent`.
+    retransmissions: usize,
     /// Whether the transport is in the router's list of those with jobs waiting.
     listed: bool,
 }
@@ -117,6 +119,7 @@ impl Paced {
             pacer: Pacer::new(estimate_bps),
             urgent: VecDeque::new(),
             media: VecDeque::new(),
+            retransmissions: 0,
             listed: false,
         }
     }
@@ -139,6 +142,7 @@ impl Paced {
         } else {
             &mut self.media
         };
+        self.retransmissions += usize::from(matches!(job, Job::Retransmit { .. }));
         queue.push_back((now, job));
         Some(!std::mem::replace(&mut self.listed, true))
     }
@@ -146,6 +150,11 @@ impl Paced {
     /// A packet of `bytes` left at `now`: the bucket is charged with it.
     pub fn on_sent(&mut self, now: Instant, bytes: usize) {
         self.pacer.on_sent(now, bytes);
+    }
+
+    /// Retransmissions waiting.
+    pub fn retransmissions(&self) -> usize {
+        self.retransmissions
     }
 
     /// Jobs waiting (those the selector will drop included: it decides when they leave).
@@ -178,6 +187,7 @@ impl Paced {
             return None;
         }
         let (_, job) = self.urgent.pop_front().or_else(|| self.media.pop_front())?;
+        self.retransmissions -= usize::from(matches!(job, Job::Retransmit { .. }));
         Some((job, overdue))
     }
 
