@@ -116,6 +116,22 @@ impl Setup {
         self.network.take_media(self.viewer)
     }
 
+    /// The viewer NACKs `lost` of its video, in one datagram.
+    fn nack(&mut self, lost: impl IntoIterator<Item = u16>) {
+        let mut pairs = NackPairs::default();
+        for seq in lost {
+            pairs.push(seq).expect("room");
+        }
+        let nack = RtcpFeedback::Nack(Nack {
+            sender_ssrc: 9,
+            media_ssrc: VIDEO_SSRC,
+            pairs,
+        });
+        self.network
+            .send_feedback(self.viewer, &nack)
+            .expect("on the network");
+    }
+
     fn paced_jobs(&self) -> usize {
         self.network.router().paced_jobs(self.viewer)
     }
@@ -202,16 +218,7 @@ fn audio_and_retransmissions_go_ahead_of_waiting_video() {
     let waiting = s.paced_jobs();
     assert!(waiting > 20, "video waits: {waiting}");
     s.audio_packet(later);
-    let mut pairs = NackPairs::default();
-    pairs.push(nacked).expect("room");
-    let nack = RtcpFeedback::Nack(Nack {
-        sender_ssrc: 9,
-        media_ssrc: VIDEO_SSRC,
-        pairs,
-    });
-    s.network
-        .send_feedback(s.viewer, &nack)
-        .expect("on the network");
+    s.nack([nacked]);
     let rest = s.run_until(at + Duration::from_secs(2));
     let video = |o: &&ReceivedMedia| o.down_track == s.video && !o.retransmission;
     let frame = sent
@@ -291,18 +298,7 @@ fn retransmissions_waiting_on_a_closed_pacer_are_bounded() {
     let first = sent[0].sequence_number;
     // Three datagrams, each naming 600 packets: 512 of each taken, the rest over the history.
     for _ in 0..3 {
-        let mut pairs = NackPairs::default();
-        for seq in 0..600u16 {
-            pairs.push(first.wrapping_add(seq)).expect("room");
-        }
-        let nack = RtcpFeedback::Nack(Nack {
-            sender_ssrc: 9,
-            media_ssrc: VIDEO_SSRC,
-            pairs,
-        });
-        s.network
-            .send_feedback(s.viewer, &nack)
-            .expect("on the network");
+        s.nack((0..600u16).map(|seq| first.wrapping_add(seq)));
     }
     s.run_until(at + Duration::from_millis(1));
     let counters = s.network.router().counters();
