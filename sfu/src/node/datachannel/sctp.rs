@@ -158,8 +158,9 @@ pub struct SctpAssociation {
     /// The largest message the peer takes (its `a=max-message-size`).
     remote_max_message_size: u32,
     next_stream: u16,
-    /// Streams of the peer's parity the stack may hold ([`MAX_PEER_STREAMS`]).
-    max_peer_streams: usize,
+    /// Streams of the peer's parity the stack may hold ([`MAX_PEER_STREAMS`]); `None` on a
+    /// relay link, whose streams are not counted at all.
+    max_peer_streams: Option<usize>,
     events: VecDeque<SctpEvent>,
     /// Packets polled from the stack, one SCTP packet each.
     transmit: VecDeque<Bytes>,
@@ -213,7 +214,7 @@ impl SctpAssociation {
             channels: BTreeMap::new(),
             remote_max_message_size: remote_max_message_size.map_or(u32::MAX, clamp),
             next_stream: 1,
-            max_peer_streams: MAX_PEER_STREAMS,
+            max_peer_streams: Some(MAX_PEER_STREAMS),
             events: VecDeque::new(),
             transmit: VecDeque::new(),
             inbound: BytesMut::new(),
@@ -224,7 +225,7 @@ impl SctpAssociation {
     /// The same association as a relay link's end: its peer is another node of the cluster,
     /// which relays every channel of the rooms the link carries, as many as stream ids go.
     pub fn for_link(mut self) -> Self {
-        self.max_peer_streams = usize::MAX;
+        self.max_peer_streams = None;
         self
     }
 
@@ -410,9 +411,14 @@ impl SctpAssociation {
                 Event::Stream(StreamEvent::Opened { .. }) => {
                     // Known by its id from here on; the queue of accepted streams is not used.
                     let _ = association.accept_stream();
+                    // Counting lists the stack's ids (linear in the streams held): only where
+                    // there is a bound, and opens are charged against the peer's message rate.
+                    let Some(max) = self.max_peer_streams else {
+                        continue;
+                    };
                     let ours = self.next_stream % 2;
                     let ids = association.stream_ids();
-                    if ids.iter().filter(|&&id| id % 2 != ours).count() > self.max_peer_streams {
+                    if ids.iter().filter(|&&id| id % 2 != ours).count() > max {
                         // Its loss comes next from the stack, as any other's.
                         let _ = association.close();
                         self.events.push_back(SctpEvent::TooManyStreams);

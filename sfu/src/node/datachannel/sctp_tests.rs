@@ -272,22 +272,12 @@ fn channel_streams_wrap_around_past_those_in_use() {
 fn a_peer_past_its_streams_has_its_association_ended() {
     let now = Instant::now();
     let mut node = SctpAssociation::new(now, 256 * 1024, None);
-    node.max_peer_streams = 8;
+    node.max_peer_streams = Some(8);
     let mut client = client();
     exchange(now, &mut client, &mut node);
-    // DATA on streams no DCEP opened, as out-of-band channels would send it.
-    for stream in 0..8u16 {
-        let mut s = client
-            .association
-            .open_stream(2 * stream, Ppid::String)
-            .unwrap();
-        s.write_with_ppi(b"x", Ppid::String).unwrap();
-    }
-    exchange(now, &mut client, &mut node);
+    send_on_streams(now, &mut client, &mut node, 0..8);
     assert!(node.is_established(), "eight streams fit");
-    let mut s = client.association.open_stream(16, Ppid::String).unwrap();
-    s.write_with_ppi(b"x", Ppid::String).unwrap();
-    exchange(now, &mut client, &mut node);
+    send_on_streams(now, &mut client, &mut node, 8..9);
     let events = events(&mut node);
     assert!(
         events.ends_with(&[SctpEvent::TooManyStreams, SctpEvent::Lost]),
@@ -295,4 +285,38 @@ fn a_peer_past_its_streams_has_its_association_ended() {
     );
     assert!(!node.is_established());
     assert_eq!(node.open_channel(&chat()), Err(SctpError::NotEstablished));
+}
+
+/// A relay link's peer is another node relaying every channel of its rooms: its streams are
+/// not bounded (nor counted).
+#[test]
+fn a_link_s_peer_may_send_on_more_streams_than_a_participant() {
+    let now = Instant::now();
+    let mut node = SctpAssociation::new(now, 256 * 1024, None).for_link();
+    let mut client = client();
+    exchange(now, &mut client, &mut node);
+    let past = u16::try_from(MAX_PEER_STREAMS + 1).unwrap();
+    for first in (0..past).step_by(512) {
+        send_on_streams(now, &mut client, &mut node, first..(first + 512).min(past));
+    }
+    assert!(node.is_established());
+    assert!(!events(&mut node).contains(&SctpEvent::TooManyStreams));
+}
+
+/// One message on each of the client's streams `streams` (ids twice those: the client's
+/// parity), DATA no DCEP opened, as out-of-band channels send it.
+fn send_on_streams(
+    now: Instant,
+    client: &mut Client,
+    node: &mut SctpAssociation,
+    streams: std::ops::Range<u16>,
+) {
+    for stream in streams {
+        let mut s = client
+            .association
+            .open_stream(2 * stream, Ppid::String)
+            .unwrap();
+        s.write_with_ppi(b"x", Ppid::String).unwrap();
+    }
+    exchange(now, client, node);
 }
