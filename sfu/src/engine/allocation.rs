@@ -393,7 +393,7 @@ impl Allocation {
         // the camera sees (keyframes no longer move it, see `layer_rates`), and a layer that
         // fits on average should not be dropped (and, after the hold-down, taken again) each
         // time it drifts over.
-        let tolerated = allocate(budget + budget / STAY_TOLERANCE, &inputs);
+        let tolerated = allocate(budget.saturating_add(budget / STAY_TOLERANCE), &inputs);
         // What the viewer asked for, whatever it costs: when the estimate holds it below
         // that, a probe cluster tests whether the path carries more.
         let wanted = allocate(u64::MAX, &inputs);

@@ -28,7 +28,9 @@ impl RtxBudget {
     pub fn set(&mut self, now: Instant, estimate_bps: u64, media_bps: u64) {
         let first = self.updated.is_none();
         self.refill(now);
-        self.rate_bps = estimate_bps.saturating_sub(media_bps) + estimate_bps / FLOOR_DIVISOR;
+        self.rate_bps = estimate_bps
+            .saturating_sub(media_bps)
+            .saturating_add(estimate_bps / FLOOR_DIVISOR);
         self.tokens = if first {
             self.depth()
         } else {

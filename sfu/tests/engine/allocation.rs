@@ -10,6 +10,7 @@ use bytes::Bytes;
 use rtp_ext::codec::Codec;
 use selector::scalability::{GeneratorConfig, ScalabilityMode, StreamGenerator};
 use selector::{Layer, LayerLimits};
+use sfu::engine::bwe::EstimatorConfig;
 use sfu::engine::rtcp::{parse_compound, Nack, NackPairs, Remb, RembSsrcs, RtcpFeedback};
 use sfu::engine::{
     DownTrackConfig, DownTrackId, Event, RouterConfig, RouterError, StreamConfig, TrackConfig,
@@ -483,4 +484,27 @@ fn a_later_subscription_on_a_viewer_with_an_estimate_is_allocated_at_subscribe()
         [0xB0 + u32::from(for_later[0].spatial)],
         "a keyframe of the allocated stream"
     );
+}
+
+/// A REMB says up to 2^64 bits per second: a viewer without transport-wide feedback, whose
+/// REMB is its estimate, is granted what the server grants one viewer, and what is derived
+/// from the estimate (its pacing, its retransmission budget) holds.
+#[test]
+fn a_remb_past_any_rate_is_taken_as_the_most_one_viewer_is_granted() {
+    let mut room = Room::new(LayerLimits::default());
+    room.run(2);
+    let events = room.remb(u64::MAX);
+    let granted = EstimatorConfig::default().max_bps;
+    assert!(
+        events.contains(&Event::BandwidthEstimate {
+            transport: room.viewer,
+            bitrate_bps: granted
+        }),
+        "{events:?}"
+    );
+    room.run(2);
+    let retransmitted = room.retransmitted;
+    room.nack_last(4);
+    assert_eq!(room.retransmitted, retransmitted + 4);
+    assert_eq!(room.forwarded(), Some(Layer::new(2, 2)));
 }

@@ -175,7 +175,10 @@ impl SendHistory {
         }
         let reports = PacketReports::new(feedback).inspect_err(|_| self.counters.malformed += 1)?;
         let base = self.extend_sequence(feedback.base_sequence);
-        let mut arrival_us = self.extend_reference(feedback.reference_time) * REFERENCE_UNIT_US;
+        // Saturating: a viewer that steps its reference time half a wrap ahead in every
+        // feedback moves it on without bound, past what microseconds of it can hold.
+        let reference = self.extend_reference(feedback.reference_time);
+        let mut arrival_us = reference.saturating_mul(REFERENCE_UNIT_US);
         // Nothing past the last packet sent can match, nor move the clock of one that does:
         // those are counted unknown without a walk.
         let count = i64::from(feedback.packet_status_count);
@@ -188,7 +191,7 @@ impl SendHistory {
             // Every received packet moves the clock on, remembered or not.
             let delta = report.status.delta();
             if let Some(delta) = delta {
-                arrival_us += i64::from(delta) * DELTA_UNIT_US;
+                arrival_us = arrival_us.saturating_add(i64::from(delta) * DELTA_UNIT_US);
             }
             let epoch = self.epoch;
             let Some((sent, epoch)) = self.remembered(sequence).zip(epoch) else {

@@ -398,3 +398,24 @@ fn a_remembered_packet_keeps_what_it_was_given() {
     // Nothing at all is still a packet, not an empty slot.
     assert_eq!(Sent::new(0, 0, 0, 0).stamp.get(), 1);
 }
+
+/// A viewer that steps its reference time half a wrap ahead in each feedback (millions of
+/// them) moves the extended reference past what its microseconds hold: its arrivals then
+/// saturate, and its feedback still matches.
+#[test]
+fn a_reference_time_moved_past_what_microseconds_hold_saturates() {
+    let t0 = Instant::now();
+    let mut history = sent(t0, 4);
+    // The feedback's reference time extends to past the most whose microseconds fit: the
+    // highest so far is one unit behind it.
+    let most = i64::MAX / REFERENCE_UNIT_US;
+    let extended = most - most.rem_euclid(REFERENCE_WRAP) + REFERENCE_WRAP + i64::from(REFERENCE);
+    history.reference = Some(extended - 1);
+    let mut results = Vec::new();
+    let summary = feed(&mut history, 0, &[Some(4), None, Some(4)], &mut results);
+    assert_eq!(summary.matched, 3, "{summary:?}");
+    assert_eq!(sequences(&results), [0, 1, 2]);
+    let saturated = micros(i64::MAX);
+    assert_eq!(results[0].arrival, Some(saturated));
+    assert_eq!(results[2].arrival, Some(saturated));
+}

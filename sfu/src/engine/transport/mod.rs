@@ -33,6 +33,7 @@ use selector::Layer;
 use smallvec::SmallVec;
 
 use super::allocation::{Allocation, Fit, Weighed};
+use super::bwe::EstimatorConfig;
 use super::track::{DownTrackId, TrackConfig, TrackId};
 use publisher_estimate::PublisherEstimate;
 use twcc::TwccRecorder;
@@ -272,11 +273,13 @@ impl Transport {
     }
 
     /// Its REMB as a viewer: a ceiling on its transport-wide estimate when it has one, the
-    /// estimate itself when it has not. Returns the estimate.
+    /// estimate itself when it has not, up to what the server grants one viewer (a REMB may
+    /// say up to 2^64 bits per second, past what the rates derived from it can hold).
+    /// Returns the estimate.
     pub fn handle_remb(&mut self, now: Instant, bitrate_bps: u64) -> u64 {
         match self.send.as_deref_mut() {
             Some(side) => side.handle_remb(now, bitrate_bps),
-            None => bitrate_bps,
+            None => bitrate_bps.min(EstimatorConfig::default().max_bps),
         }
     }
 

@@ -83,7 +83,10 @@ impl Pacer {
     }
 
     fn burst_bits(&self) -> u64 {
-        let burst = self.rate_bps * PACING_BURST.as_micros() as u64 / 1_000_000;
+        let burst = self
+            .rate_bps
+            .saturating_mul(PACING_BURST.as_micros() as u64)
+            / 1_000_000;
         burst.max(MIN_BURST_BITS)
     }
 

@@ -77,8 +77,7 @@ impl PublisherEstimate {
         }
         let extended = self.extend(send_time.0);
         let base = *self.send_base.get_or_insert(extended - SEND_MARGIN);
-        let units = (extended - base).max(0);
-        let sent = Duration::from_nanos((units * 1_000_000_000 / UNITS_PER_SECOND) as u64);
+        let sent = send_offset(extended - base);
         self.sequence += 1;
         self.pending.push(PacketResult {
             sequence: self.sequence,
@@ -127,12 +126,22 @@ impl PublisherEstimate {
     }
 }
 
+/// The time `units` of the send clock after its base (nothing before it), whole seconds
+/// apart from the fraction: a product of all the units and a billion would pass `i64` after
+/// some ten hours of a stream.
+fn send_offset(units: i64) -> Duration {
+    let units = u64::try_from(units).unwrap_or(0);
+    let per_second = UNITS_PER_SECOND as u64;
+    let fraction = units % per_second * 1_000_000_000 / per_second;
+    Duration::from_secs(units / per_second) + Duration::from_nanos(fraction)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn units(d: Duration) -> u32 {
-        ((d.as_nanos() as i64 * UNITS_PER_SECOND / 1_000_000_000) % WRAP) as u32
+        (d.as_nanos() * UNITS_PER_SECOND as u128 / 1_000_000_000 % WRAP as u128) as u32
     }
 
     /// `seconds` of 1200-byte packets every `gap`, each waiting `growth` longer than the one
@@ -212,5 +221,22 @@ mod tests {
         assert_eq!(estimate.extend(5), WRAP + 5);
         assert_eq!(estimate.extend(WRAP as u32 - 20), WRAP - 20);
         assert_eq!(estimate.extend(7), WRAP + 7);
+    }
+
+    /// A stream of eleven hours, 30 s of its send clock between packets (the clock wraps
+    /// every 64 s): every send time is where the clock says, past the ten hours after which
+    /// nanoseconds of the whole span no longer fit a multiplication in 64 bits.
+    #[test]
+    fn send_times_of_a_long_stream_stay_exact() {
+        let start = Instant::now();
+        let mut estimate = PublisherEstimate::new(TrackId(1), start);
+        let step = Duration::from_secs(30);
+        let mut first = None;
+        for n in 0..1_320 {
+            estimate.record(start + step * n, AbsSendTime(units(step * n)), 1200);
+            let sent = estimate.pending.last().expect("just recorded").send_time;
+            let first = *first.get_or_insert(sent);
+            assert_eq!(sent - first, step * n);
+        }
     }
 }
