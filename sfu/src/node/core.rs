@@ -29,6 +29,7 @@ mod relay;
 mod relay_data;
 mod relay_pulls;
 mod relay_renew;
+mod relay_resend;
 mod relay_wire;
 mod room;
 mod sessions;
@@ -415,7 +416,8 @@ impl NodeCore {
                     tracing::debug!(peer = ?id, bitrate_bps, "viewer bandwidth estimate");
                     // A participant hears of a change of a twentieth or more, not of every
                     // feedback's.
-                    let moved = before.is_none_or(|b| b.abs_diff(bitrate_bps) * 20 >= b);
+                    let moved =
+                        before.is_none_or(|b| b.abs_diff(bitrate_bps).saturating_mul(20) >= b);
                     if moved && matches!(peer.role, Role::Participant(_)) {
                         let event = SessionEvent::Estimate { bitrate_bps };
                         self.session_events.push_back((id, event));

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use rtp_ext::rtp::RtpPacket;
 use selector::Layer;
+use sfu::engine::MAX_RESENDS;
 use sfu::node::core::{CoreError, NewLink, NodeCore, LINGER, LINK_TIMEOUT};
 use sfu::node::metrics::DropReason;
 use sfu::node::peer::PeerId;
@@ -188,6 +189,21 @@ fn protected(srtp: &mut dyn SrtpContext, mut packet: Vec<u8>, rtcp: bool) -> Vec
         false => srtp.protect_rtp(&mut packet, len),
     };
     packet.truncate(len.expect("protects"));
+    packet
+}
+
+/// A generic NACK from `sender` for the publisher's `seqs`, a pair each (RFC 4585 section
+/// 6.2.1).
+fn nack(sender: u32, seqs: &[u16]) -> Vec<u8> {
+    let words = u16::try_from(2 + seqs.len()).expect("a short NACK");
+    let mut packet = vec![0x81, 205];
+    packet.extend_from_slice(&words.to_be_bytes());
+    packet.extend_from_slice(&sender.to_be_bytes());
+    packet.extend_from_slice(&PUBLISHER_SSRC.to_be_bytes());
+    for seq in seqs {
+        packet.extend_from_slice(&seq.to_be_bytes());
+        packet.extend_from_slice(&[0, 0]);
+    }
     packet
 }
 
@@ -381,6 +397,36 @@ fn a_packet_lost_on_the_link_is_nacked_by_the_edge_and_sent_again_by_the_origin(
         .expect("a track");
     assert_eq!(counters.nacked, 1);
     assert_eq!(counters.recovered, 1);
+}
+
+/// An edge's NACKs are answered within bounds: a packet named many times in one datagram is
+/// sent again once, and none more than `MAX_RESENDS` times however often it is named.
+#[test]
+fn an_edges_repeated_nacks_are_answered_within_bounds() {
+    let mut pair = Pair::new();
+    let link = pair.link.mirrored();
+    pair.start(&link);
+    let packets = l3t3(PUBLISHER_SSRC, 10);
+    pair.publish(&packets);
+    let seq = u16::from_be_bytes([packets[3][2], packets[3][3]]);
+    // The edge's keys, under an SSRC of the test's own (its replay window starts afresh).
+    let mut edge = session(&link).expect("keys");
+    let mut nack_times = |times: usize| protected(&mut edge, nack(1, &vec![seq; times]), true);
+    let before = pair.a.core.relay_counters();
+    pair.a.send(EDGE, &nack_times(20));
+    let once = pair.a.core.relay_counters();
+    assert_eq!(
+        once.resent - before.resent,
+        1,
+        "named 20 times in one datagram"
+    );
+    assert_eq!(once.resends_refused - before.resends_refused, 19);
+    for _ in 0..10 {
+        pair.a.send(EDGE, &nack_times(1));
+    }
+    let end = pair.a.core.relay_counters();
+    assert_eq!(end.resent - before.resent, u64::from(MAX_RESENDS));
+    assert_eq!(end.resends_refused - before.resends_refused, 19 + 3);
 }
 
 #[test]

@@ -33,6 +33,7 @@ use bytes::Bytes;
 use super::data_relays::DataIn;
 use super::followed::Names;
 use super::relay_pulls::Pulls;
+use super::relay_resend::ResendRing;
 use super::{CoreError, NodeCore};
 use crate::engine::{StreamIds, TransportId};
 use crate::node::metrics::RelayFigures;
@@ -139,6 +140,10 @@ pub struct RelayCounters {
     pub packets_out: u64,
     /// Packets sent again for a link's NACK.
     pub resent: u64,
+    /// Sequence numbers a link's NACK named and were not answered: named again in the same
+    /// datagram, past a ring's worth of it, or of a packet already sent again
+    /// [`MAX_RESENDS`](crate::engine::MAX_RESENDS) times.
+    pub resends_refused: u64,
     /// PLIs and FIRs from links passed to a publisher's keyframe throttle.
     pub keyframes_asked: u64,
     /// Relays refused: a link full, too many links, an SSRC taken.
@@ -206,7 +211,7 @@ pub(super) struct RelayOut {
     /// The last packets sent, to answer NACKs with the same bytes: protected again under the
     /// same SRTP index, they encrypt to the same datagram, so no keystream is used twice on
     /// different bytes.
-    pub sent: VecDeque<Bytes>,
+    pub sent: ResendRing,
     /// The last sender reports relayed (their compact NTP time) and when: the edge's report
     /// blocks name one, and the time since, less the delay they state, is the round trip.
     pub reports: VecDeque<(u32, Instant)>,
@@ -397,7 +402,7 @@ impl NodeCore {
                 tag: out.take_tag(),
                 transport,
                 ssrcs,
-                sent: VecDeque::with_capacity(RESEND_RING),
+                sent: ResendRing::default(),
                 reports: VecDeque::with_capacity(REPORTS_KEPT),
             },
         };

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use super::relay::{RelayOut, KEEPALIVE, LINGER, LINK_TIMEOUT, REPORTS_KEPT, RESEND_RING, TICK};
+use super::relay::{RelayOut, KEEPALIVE, LINGER, LINK_TIMEOUT, REPORTS_KEPT, TICK};
+use super::relay_resend::{dedup_asked, rtp_id};
 use super::NodeCore;
 use crate::capture::{classify, PayloadKind};
 use crate::engine::rtcp::{parse_compound, RtcpFeedback};
@@ -53,7 +54,6 @@ enum Ask {
     Keyframe(u32),
     /// A report block: its SSRC, fraction lost, last SR, delay since it.
     Report(u32, u8, u32, u32),
-    Resend(u32, u16),
     /// A BYE: the relay with this SSRC ends.
     Bye(u32),
 }
@@ -187,6 +187,7 @@ impl NodeCore {
         let compound = &self.plain[..len];
         let ended = data_ended_tags(compound);
         let mut asks: Vec<Ask> = bye_ssrcs(compound).into_iter().map(Ask::Bye).collect();
+        let mut resends: Vec<(u32, u16)> = Vec::new();
         let parsed = parse_compound(compound, |item| match item {
             RtcpFeedback::Pli(pli) => asks.push(Ask::Keyframe(pli.media_ssrc)),
             RtcpFeedback::Fir(fir) => {
@@ -194,7 +195,7 @@ impl NodeCore {
             }
             RtcpFeedback::Nack(nack) => {
                 let ssrc = nack.media_ssrc;
-                asks.extend(nack.pairs.lost().map(|seq| Ask::Resend(ssrc, seq)));
+                resends.extend(nack.pairs.lost().map(|seq| (ssrc, seq)));
             }
             RtcpFeedback::ReceiverReport(report) => {
                 asks.extend(report.blocks.iter().map(|b| {
@@ -210,6 +211,7 @@ impl NodeCore {
         for ask in asks {
             self.answer_edge(now, from, ask);
         }
+        self.resend_to_edge(from, resends);
         for tag in ended {
             tracing::info!(?from, tag, "the edge ended a relay of a room's data");
             self.end_data_out(from, tag);
@@ -251,21 +253,26 @@ impl NodeCore {
                     self.media_relays.counters.keyframes_asked += 1;
                 }
             }
-            Ask::Resend(ssrc, seq) => {
-                let Some(relay) = link.relays.iter_mut().find(of(ssrc)) else {
-                    return;
-                };
-                let sent = relay
-                    .sent
-                    .iter()
-                    .rev()
-                    .find(|p| rtp_id(p) == Some((ssrc, seq)));
-                if let Some(packet) = sent.cloned() {
-                    self.media_relays.counters.resent += 1;
-                    self.media_relays.queue.push_back((from, packet));
-                }
-            }
             Ask::Bye(_) => {}
+        }
+    }
+
+    /// The packets an edge's NACKs named (`asked`, one datagram's) sent again, within the
+    /// bounds of [`relay_resend`](super::relay_resend).
+    fn resend_to_edge(&mut self, from: Remote, mut asked: Vec<(u32, u16)>) {
+        let relays = &mut self.media_relays;
+        relays.counters.resends_refused += dedup_asked(&mut asked);
+        let Some(link) = relays.outs.get_mut(&from) else {
+            return;
+        };
+        let of_asked = |r: &&mut RelayOut| asked.iter().any(|(ssrc, _)| r.ssrcs.contains(ssrc));
+        for relay in link.relays.iter_mut().filter(of_asked) {
+            let queue = &mut relays.queue;
+            let answered = relay
+                .sent
+                .answer(&asked, |packet| queue.push_back((from, packet)));
+            relays.counters.resent += answered.resent;
+            relays.counters.resends_refused += answered.refused;
         }
     }
 
@@ -273,10 +280,7 @@ impl NodeCore {
     pub(super) fn relay_packet(&mut self, transport: TransportId, packet: &Bytes) {
         for (&to, link) in self.media_relays.outs.iter_mut() {
             for relay in link.relays.iter_mut().filter(|r| r.transport == transport) {
-                if relay.sent.len() == RESEND_RING {
-                    relay.sent.pop_front();
-                }
-                relay.sent.push_back(packet.clone());
+                relay.sent.push(packet.clone());
                 self.media_relays.queue.push_back((to, packet.clone()));
             }
         }
@@ -576,13 +580,6 @@ pub(super) fn link_rtcp(packet_type: u8, count: u8, ssrc: u32) -> [u8; 8] {
         ssrc[2],
         ssrc[3],
     ]
-}
-
-/// An RTP packet's SSRC and sequence number.
-fn rtp_id(packet: &[u8]) -> Option<(u32, u16)> {
-    let seq = u16::from_be_bytes(packet.get(2..4)?.try_into().ok()?);
-    let ssrc = u32::from_be_bytes(packet.get(8..12)?.try_into().ok()?);
-    Some((ssrc, seq))
 }
 
 /// The packets of a compound RTCP packet, each as long as its header says; those past a bad

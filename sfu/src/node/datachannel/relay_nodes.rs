@@ -15,8 +15,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 use super::{
-    relayed_toward, ChannelParams, DataRelay, Member, Rate, ReceiverTotal, Relayed, SctpAssociation,
+    relayed_toward, ChannelParams, DataRelay, Member, Rate, ReceiverTotal, Relayed,
+    SctpAssociation, MAX_CHANNEL_NAME,
 };
+use crate::node::cluster::notice::MAX_ROOM_BYTES;
 use crate::node::metrics::DropReason;
 use crate::node::participant::ParticipantId;
 use crate::node::peer::PeerId;
@@ -276,6 +278,14 @@ impl DataRelay {
         let Some(node) = member.node.as_mut() else {
             return;
         };
+        // Bounded as a participant's open is on its own node: the label (the link's protocol
+        // names the owner and the room in place of the owner's), a room a cluster can name,
+        // and the open counted as a message of its owner's.
+        if params.label.len() > MAX_CHANNEL_NAME || room.len() > MAX_ROOM_BYTES {
+            member.sctp.close_channel(stream);
+            self.counters.drop(DropReason::DataChannelName);
+            return;
+        }
         let sender = node.senders.entry((room.clone(), owner)).or_insert(Sender {
             rate: Rate {
                 since: now,
@@ -284,9 +294,16 @@ impl DataRelay {
             },
             channels: 0,
         });
-        if sender.channels >= self.config.channels_per_participant {
+        let refused = if sender.channels >= self.config.channels_per_participant {
+            Some(DropReason::DataChannelLimit)
+        } else if !self.config.within_rate(&mut sender.rate, now, 0) {
+            Some(DropReason::DataRate)
+        } else {
+            None
+        };
+        if let Some(reason) = refused {
             member.sctp.close_channel(stream);
-            self.counters.drop(DropReason::DataChannelLimit);
+            self.counters.drop(reason);
             return;
         }
         sender.channels += 1;

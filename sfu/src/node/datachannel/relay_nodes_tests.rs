@@ -9,6 +9,7 @@ use sctp_proto::{Event, Payload, PayloadProtocolIdentifier as Ppid, StreamEvent}
 
 use super::super::*;
 use super::link_protocol;
+use crate::node::cluster::notice::MAX_ROOM_BYTES;
 use crate::node::core::{link_data, write_link_data};
 use crate::node::datachannel::dcep::{Dcep, Reliability};
 use crate::node::datachannel::sctp::tests::{chat, client, client_reads, open_from_client, Client};
@@ -272,6 +273,40 @@ fn a_channel_from_a_node_naming_no_room_closes_and_limits_hold_per_remote_partic
     assert_eq!(counters.dropped(DropReason::DataLinkChannel), 1);
     assert_eq!(counters.dropped(DropReason::DataChannelLimit), 1);
     assert_eq!(nodes.opened(B1).len(), 1, "the one within the limit");
+}
+
+/// A node's opens are bounded as a participant's are on its own node: the label's length, a
+/// room a cluster can name, and the open a message of its owner's.
+#[test]
+fn a_node_s_channels_are_bounded_in_name_and_rate_as_a_participant_s() {
+    let mut nodes = Nodes::new();
+    nodes.b.config = DataChannelConfig {
+        messages_per_second: 2,
+        ..DataChannelConfig::default()
+    };
+    let of = |owner: u64, room: &str, label: String| ChannelParams {
+        protocol: link_protocol(ParticipantId(owner), room),
+        label,
+        ..chat()
+    };
+    let opens = [
+        of(11, "room", "l".repeat(MAX_CHANNEL_NAME + 1)),
+        of(11, &"r".repeat(MAX_ROOM_BYTES + 1), "long room".into()),
+        of(12, "room", "first".into()),
+        of(12, "room", "second".into()),
+        of(12, "room", "past the rate".into()),
+    ];
+    let link = nodes.a.members.get_mut(&A_TO_B.0).unwrap();
+    for params in &opens {
+        link.sctp.open_channel(params).unwrap();
+    }
+    nodes.a.collect(A_TO_B.0);
+    nodes.pump();
+    let counters = nodes.b.counters();
+    assert_eq!(counters.dropped(DropReason::DataChannelName), 2);
+    assert_eq!(counters.dropped(DropReason::DataRate), 1);
+    let labels: Vec<String> = nodes.opened(B1).into_iter().map(|(_, p)| p.label).collect();
+    assert_eq!(labels, ["first", "second"]);
 }
 
 #[test]

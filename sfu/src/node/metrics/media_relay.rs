@@ -45,6 +45,7 @@ impl RelayFigures {
         a.links_lost += b.links_lost;
         a.packets_out += b.packets_out;
         a.resent += b.resent;
+        a.resends_refused += b.resends_refused;
         a.keyframes_asked += b.keyframes_asked;
         for (a, b) in a.refused.iter_mut().zip(b.refused) {
             *a += b;
@@ -110,6 +111,14 @@ impl RelayFigures {
         counter(out, "media_relay_packets_out_total", help, c.packets_out);
         let help = "RTP packets sent again on relay links for an edge's NACK.";
         counter(out, "media_relay_resent_total", help, c.resent);
+        let help = "Sequence numbers an edge's NACK named that were not sent again: named \
+            twice in one datagram, past a ring's worth of it, or sent again eight times already.";
+        counter(
+            out,
+            "media_relay_resends_refused_total",
+            help,
+            c.resends_refused,
+        );
         let help = "Keyframe requests (PLI, FIR) from edges passed to a publisher's throttle.";
         counter(
             out,
