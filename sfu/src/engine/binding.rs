@@ -7,6 +7,8 @@
 //! (`a=ssrc` lines and `a=ssrc-group:FID` pairs), are bound by rid all the same, and the pair
 //! of the SSRC so bound comes with it: a stream's RTX then needs no repaired rid of its own.
 
+use std::time::{Duration, Instant};
+
 use rtp_ext::ext::{HeaderExtension, Mid, RepairedRtpStreamId, RtpStreamId};
 use rtp_ext::rtp::RtpPacket;
 use smallvec::SmallVec;
@@ -133,6 +135,46 @@ fn announced_pair(ids: &StreamIds, ssrc: u32, repair: bool) -> Option<StreamConf
 
 fn read<'a, E: HeaderExtension<'a>>(packet: &RtpPacket<'a>, id: Option<u8>) -> Option<E> {
     E::parse(packet.extension(id?)?).ok()
+}
+
+/// How soon a stream bound from its packets may be bound again, to other SSRCs: a sender
+/// restarts a stream under a new SSRC now and then (a renegotiation, an encoder restarted),
+/// not from one packet to the next, and each new SSRC starts the stream's reception afresh.
+/// A packet that would rebind it sooner is not taken (the SSRC stays unknown).
+pub const REBIND_HOLD: Duration = Duration::from_secs(1);
+
+/// When each stream of a track was last bound again to other SSRCs, to hold it to one
+/// rebinding per [`REBIND_HOLD`].
+#[derive(Debug, Default)]
+pub(super) struct Rebinds {
+    at: SmallVec<[Option<Instant>; 4]>,
+}
+
+impl Rebinds {
+    /// Whether stream `index`, bound to `old`, may be bound to `new` at `now`; noted if so. A
+    /// first binding (nothing bound yet, or an RTX SSRC learned) always may.
+    pub fn allow(
+        &mut self,
+        now: Instant,
+        index: usize,
+        old: StreamConfig,
+        new: StreamConfig,
+    ) -> bool {
+        let replaced = (old.ssrc != 0 && old.ssrc != new.ssrc)
+            || old.rtx_ssrc.is_some_and(|rtx| Some(rtx) != new.rtx_ssrc);
+        if !replaced {
+            return true;
+        }
+        if self.at.len() <= index {
+            self.at.resize(index + 1, None);
+        }
+        let last = &mut self.at[index];
+        if last.is_some_and(|at| now.saturating_duration_since(at) < REBIND_HOLD) {
+            return false;
+        }
+        *last = Some(now);
+        true
+    }
 }
 
 #[cfg(test)]

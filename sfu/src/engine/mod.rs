@@ -50,7 +50,7 @@ mod transport;
 // What an embedder uses: the router, what it is configured with and names, and what it
 // returns.
 pub use allocation::LayerOrder;
-pub use binding::StreamIds;
+pub use binding::{StreamIds, REBIND_HOLD};
 pub use down_track::{DownTrackCounters, SubscriberReception, Transmit, MAX_RESENDS, SEND_HISTORY};
 pub use fault::Fault;
 pub use keyframe::{KeyframeCounters, DEFAULT_KEYFRAME_INTERVAL};

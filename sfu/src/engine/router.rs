@@ -213,7 +213,7 @@ impl Router {
             .transports
             .get(&transport)
             .and_then(|on| on.ssrcs.get(&ssrc));
-        let Some(track) = known.copied().or_else(|| self.bind(transport, &view)) else {
+        let Some(track) = known.copied().or_else(|| self.bind(now, transport, &view)) else {
             self.counters.unknown_ssrc += 1;
             return Err(ReceiveError::UnknownSsrc);
         };

@@ -14,7 +14,7 @@ use selector::{Layer, LayerLimits};
 use sfu::engine::rtcp::{Pli, Remb, RembSsrcs, RtcpFeedback};
 use sfu::engine::{
     DownTrackConfig, Event, ReceiveError, RouterConfig, RouterError, StreamConfig, StreamIds,
-    TrackConfig, TrackId, TransportCc, TransportId,
+    TrackConfig, TrackId, TransportCc, TransportId, REBIND_HOLD,
 };
 use sfu::sim::{Delivery, LinkConfig, Network, Refusal};
 
@@ -359,6 +359,34 @@ fn streams_bind_by_rid_within_their_transport() {
     let to_a = sent(&mut network, &all);
     assert!(!to_a.is_empty() && to_a.iter().all(|&(t, _)| t == a_view));
     assert_eq!(network.router().counters().unknown_ssrc, 1);
+}
+
+/// A stream bound by rid is bound again to a new SSRC at most once per `REBIND_HOLD`: a
+/// publisher that flips its SSRCs from packet to packet does not restart the stream's
+/// reception with each.
+#[test]
+fn a_stream_is_bound_again_at_most_once_per_hold() {
+    let mut network = network(Instant::now());
+    let (publisher, track, _) = room_of(&mut network, rid_config(), 0x10);
+    let named = |ssrc: u32| -> Vec<Bytes> {
+        l3t3(ssrc, 5)
+            .iter()
+            .map(|p| Bytes::from(common::with_rid(p, RID_EXT, b"f")))
+            .collect()
+    };
+    feed(&mut network, publisher, &named(0x5151));
+    feed(&mut network, publisher, &named(0x6161));
+    assert_eq!(network.router().ssrc_track(publisher, 0x6161), Some(track));
+    let again = named(0x5151);
+    let held = send(&mut network, publisher, &again);
+    assert_eq!(held, vec![ReceiveError::UnknownSsrc; again.len()], "within the hold");
+    let counters = network.router().counters();
+    assert_eq!(counters.rebinds_held, again.len() as u64);
+    assert_eq!(network.router().ssrc_track(publisher, 0x6161), Some(track));
+    network.run_until(network.now() + REBIND_HOLD);
+    feed(&mut network, publisher, &named(0x5151));
+    assert_eq!(network.router().ssrc_track(publisher, 0x5151), Some(track));
+    assert_eq!(network.router().ssrc_track(publisher, 0x6161), None);
 }
 
 /// The router's events so far.

@@ -3,6 +3,8 @@
 //! subscriptions made and ended, and what goes with a transport, a track or a subscription
 //! when it leaves.
 
+use std::time::Instant;
+
 use rtp_ext::rtp::RtpPacket;
 use selector::LayerLimits;
 
@@ -36,6 +38,8 @@ pub(super) struct Published {
     pub forwarded: bool,
     /// How loud it is, for an audio track whose publisher writes its level.
     pub speech: SpeechLevel,
+    /// When its streams bound from their packets were last bound again.
+    pub rebinds: binding::Rebinds,
 }
 
 impl Router {
@@ -106,6 +110,7 @@ impl Router {
                 priority: false,
                 forwarded: true,
                 speech: SpeechLevel::default(),
+                rebinds: binding::Rebinds::default(),
             },
         );
         Ok(id)
@@ -245,13 +250,16 @@ impl Router {
 
     /// Binds the packet's SSRC to the stream of the transport's tracks that its rid, mid or
     /// payload type names, if any.
+    /// A stream is bound again to other SSRCs at most once per
+    /// [`REBIND_HOLD`](crate::engine::REBIND_HOLD) (`RouterCounters::rebinds_held`).
     pub(super) fn bind(
         &mut self,
+        now: Instant,
         transport: TransportId,
         packet: &RtpPacket<'_>,
     ) -> Option<TrackId> {
         let ssrc = packet.fields().ssrc;
-        let (track, index, ssrcs) =
+        let (track, index, old, ssrcs) =
             self.transports
                 .get(&transport)?
                 .tracks
@@ -261,8 +269,13 @@ impl Router {
                     let (index, repair) = binding::claim(config, packet)?;
                     let stream = *config.streams.get(index)?;
                     let ssrcs = binding::bound(&config.stream_ids, stream, ssrc, repair);
-                    Some((track, index, ssrcs))
+                    Some((track, index, stream, ssrcs))
                 })?;
+        let published = self.tracks.get_mut(&track)?;
+        if !published.rebinds.allow(now, index, old, ssrcs) {
+            self.counters.rebinds_held += 1;
+            return None;
+        }
         self.bind_stream(track, index, ssrcs).ok()?;
         self.events.push_back(Event::StreamBound {
             transport,

@@ -170,6 +170,9 @@ pub struct RouterCounters {
     pub rtp_in: u64,
     /// Packets under an SSRC the transport does not publish: dropped.
     pub unknown_ssrc: u64,
+    /// Of those, packets that named a stream bound from its packets, under other SSRCs than
+    /// it was bound to less than [`REBIND_HOLD`](crate::engine::REBIND_HOLD) ago.
+    pub rebinds_held: u64,
     /// Packets that did not parse or that the receiver refused (duplicates, out of window).
     pub dropped_in: u64,
     /// RTCP datagrams given to `handle_rtcp`.
