@@ -379,7 +379,11 @@ fn a_stream_is_bound_again_at_most_once_per_hold() {
     assert_eq!(network.router().ssrc_track(publisher, 0x6161), Some(track));
     let again = named(0x5151);
     let held = send(&mut network, publisher, &again);
-    assert_eq!(held, vec![ReceiveError::UnknownSsrc; again.len()], "within the hold");
+    assert_eq!(
+        held,
+        vec![ReceiveError::UnknownSsrc; again.len()],
+        "within the hold"
+    );
     let counters = network.router().counters();
     assert_eq!(counters.rebinds_held, again.len() as u64);
     assert_eq!(network.router().ssrc_track(publisher, 0x6161), Some(track));
