@@ -46,10 +46,13 @@ impl Entry {
         serde_json::to_string(&entry).map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
-    /// Node `node`'s entry read back.
+    /// Node `node`'s entry read back, at most [`MAX_LISTED`] of its publishers: the store
+    /// holds whatever was written, and every viewer's join on a node without the publisher
+    /// looks through the room's entries.
     pub fn read(node: String, json: &str) -> Result<Hosted, StoreError> {
-        let entry: Entry = serde_json::from_str(json)
+        let mut entry: Entry = serde_json::from_str(json)
             .map_err(|e| StoreError::Corrupt(format!("a directory entry: {e}")))?;
+        entry.publishers.truncate(MAX_LISTED);
         Ok(Hosted {
             node: NodeRef {
                 node,
@@ -210,5 +213,9 @@ mod tests {
         assert_eq!(read.node, node("a", 7));
         assert_eq!(read.publishers.len(), MAX_LISTED);
         assert!(Entry::read("a".into(), "{").is_err());
+        // One written past the limit by another hand is read to it all the same.
+        let written = serde_json::json!({ "epoch": 7, "publishers": many }).to_string();
+        let read = Entry::read("a".into(), &written).expect("parses");
+        assert_eq!(read.publishers, many[..MAX_LISTED]);
     }
 }

@@ -363,7 +363,8 @@ impl Following {
         Some(Followed {
             before: participants(before),
             after: participants(after),
-            viewers: self.others.iter().map(|(_, part, _)| part.viewers).sum(),
+            // Saturating: another node's part says what it likes.
+            viewers: (self.others.iter()).fold(0, |n, (_, part, _)| n.saturating_add(part.viewers)),
             speaker,
             nodes: self
                 .others

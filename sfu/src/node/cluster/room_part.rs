@@ -32,12 +32,16 @@ pub struct Part {
 
 impl Part {
     /// A part as another node wrote it: its JSON, with a finite level (a level past what an
-    /// `f32` holds would read as infinite, and the hysteresis would never let go of it).
+    /// `f32` holds would read as infinite, and the hysteresis would never let go of it) and
+    /// at most [`MAX_PART_VIEWERS`] viewers (the room's count adds every node's).
     pub fn read(json: &[u8]) -> Result<Self, PartError> {
         let part: Self = serde_json::from_slice(json).map_err(|_| PartError::NotJson)?;
         let finite = |c: &Candidate| c.level.is_finite();
         if !part.candidate.as_ref().is_none_or(finite) {
             return Err(PartError::BadLevel);
+        }
+        if part.viewers > MAX_PART_VIEWERS {
+            return Err(PartError::TooManyViewers);
         }
         Ok(part)
     }
@@ -95,7 +99,14 @@ pub enum PartError {
     /// A candidate's level that is not a finite number.
     #[error("a level that is not a finite number")]
     BadLevel,
+    /// More viewers than [`MAX_PART_VIEWERS`].
+    #[error("more viewers than a node holds")]
+    TooManyViewers,
 }
+
+/// Viewers a node's part may say it has: more than any node holds, few enough that the
+/// room's count over every node's part cannot pass a `usize`.
+pub const MAX_PART_VIEWERS: usize = u32::MAX as usize;
 
 /// A node's dominant speaker, which the home weighs against the other nodes'.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -205,6 +216,11 @@ mod tests {
         assert_eq!(Part::read(infinite), Err(PartError::BadLevel));
         let bad_id = br#"{"participants":[],"viewers":0,"candidate":null,"speaker":"12"}"#;
         assert_eq!(Part::read(bad_id), Err(PartError::NotJson));
+        let crowd = format!(
+            r#"{{"participants":[],"viewers":{},"candidate":null,"speaker":null}}"#,
+            MAX_PART_VIEWERS + 1
+        );
+        assert_eq!(Part::read(crowd.as_bytes()), Err(PartError::TooManyViewers));
     }
 
     #[test]

@@ -31,7 +31,7 @@ impl NodeCore {
                 .chain(local)
                 .chain(after.iter().cloned())
                 .collect(),
-            viewers: members.viewers.len() + followed.map_or(0, |f| f.viewers),
+            viewers: (members.viewers.len()).saturating_add(followed.map_or(0, |f| f.viewers)),
             dominant_speaker: followed.map_or(members.speaker, |f| f.speaker),
         })
     }
