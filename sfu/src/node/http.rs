@@ -90,11 +90,11 @@ pub fn routes(
 }
 
 /// The routes with bodies of at most `limit` bytes, each arriving within `timeout`.
-fn bodies_within(
-    routes: axum::Router<Arc<Signaling>>,
+pub(crate) fn bodies_within<S: Clone + Send + Sync + 'static>(
+    routes: axum::Router<S>,
     limit: usize,
     timeout: Duration,
-) -> axum::Router<Arc<Signaling>> {
+) -> axum::Router<S> {
     routes
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn(move |request, next| {

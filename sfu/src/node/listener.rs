@@ -66,9 +66,6 @@ impl ConnectionControl {
 /// sends, so a client that does not read leaves what waits counted in the node.
 const WRITE_QUEUE: usize = 16 << 10;
 
-/// Descriptors kept free for everything besides HTTP connections (sockets, files, logs).
-const FD_RESERVE: usize = 64;
-
 /// How long a graceful stop waits for requests in flight.
 const DRAIN: Duration = Duration::from_secs(5);
 
@@ -101,7 +98,7 @@ pub async fn serve(
     settings: HttpSettings,
     shutdown: impl Future<Output = ()>,
 ) {
-    let cap = settings.limits.connections.min(fd_budget()).max(1);
+    let cap = settings.limits.connections.max(1);
     let permits = Arc::new(Semaphore::new(cap));
     let (stop, stopped) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -152,7 +149,7 @@ struct Connection {
 
 impl Connection {
     /// Until the client closes, a timeout, or the node stops: TLS first if configured (its
-    /// handshake within the header timeout, as the idle stream enforces), then HTTP/2 if the
+    /// handshake within the header timeout), then HTTP/2 if the
     /// client chose it by ALPN, else HTTP/1.1.
     async fn run(self, stream: TcpStream) {
         let _ = stream.set_nodelay(true);
@@ -161,10 +158,17 @@ impl Connection {
         let Some(acceptor) = self.settings.tls.clone() else {
             return self.http1(TokioIo::new(idle), control).await;
         };
-        let tls = match acceptor.accept(idle).await {
-            Ok(tls) => tls,
-            Err(e) => {
+        // The idle stream's deadline moves on with every byte: a client trickling its
+        // handshake a byte at a time would keep the connection's slot for ever.
+        let handshake = acceptor.accept(idle);
+        let tls = match tokio::time::timeout(self.settings.limits.header_timeout, handshake).await {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
                 tracing::debug!(remote = %self.remote, "TLS handshake: {e}");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(remote = %self.remote, "TLS handshake: not done in time");
                 return;
             }
         };
@@ -254,18 +258,6 @@ fn log_end(remote: SocketAddr, served: Result<(), hyper::Error>) {
     if let Err(e) = served {
         tracing::debug!(%remote, "http connection: {e}");
     }
-}
-
-/// File descriptors this process may still open for connections (Linux: from its soft
-/// limit); elsewhere no bound beyond the configured one.
-fn fd_budget() -> usize {
-    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
-    limits
-        .lines()
-        .find(|l| l.starts_with("Max open files"))
-        .and_then(|l| l.split_whitespace().nth(3))
-        .and_then(|soft| soft.parse::<usize>().ok())
-        .map_or(usize::MAX, |soft| soft.saturating_sub(FD_RESERVE))
 }
 
 /// A TCP stream that fails once nothing has moved for too long: first the header timeout

@@ -29,6 +29,7 @@
 //!   [`event_queue`]: what of it waits in the node, bounded.
 //! - [`limits`]: what one node holds at most, and how a refusal reads.
 //! - [`listener`]: the HTTP connections: a cap, and timeouts for slow or idle clients.
+//! - [`descriptors`]: the open-files limit raised, and shared by HTTP and ICE-TCP connections.
 //! - [`server`]: start, run, shut down.
 //! - [`cluster`]: nodes sharing a store: registration, rooms' homes, placement, drain.
 //! - `testing` (feature `testing`): the core with sessions set up as browsers set them up, for
@@ -43,6 +44,7 @@ pub mod cluster;
 pub mod config;
 pub mod core;
 pub mod datachannel;
+pub mod descriptors;
 pub mod dominant;
 pub mod dtls;
 pub mod event_queue;

@@ -21,6 +21,7 @@ use super::cluster::relay_pulls;
 use super::cluster::{drain, heartbeat, room_feed, ClusterStore, Member};
 use super::config::{ConfigError, NodeConfig};
 use super::core::NodeCore;
+use super::descriptors;
 use super::dtls::{DtlsCertificate, DtlsConfig};
 use super::http;
 use super::listener::{self, HttpLimits, HttpSettings};
@@ -122,6 +123,7 @@ pub async fn serve_with(
     let http_addr = listener.local_addr().map_err(ServeError::Serve)?;
     let udp_addr = socket.local_addr().map_err(ServeError::Serve)?;
     let tcp = bind_tcp(&config, udp_addr).await?;
+    let (http_connections, tcp_connections) = connection_caps(&config, tcp.is_some());
     let certificate =
         DtlsCertificate::generate().map_err(|e| ServeError::Certificate(e.to_string()))?;
     let dtls = DtlsConfig::new(&certificate, config.dtls_timeout())
@@ -195,7 +197,7 @@ pub async fn serve_with(
         Some(listener) => {
             let tcp_addr = listener.local_addr().map_err(ServeError::Serve)?;
             let limits = TcpLimits {
-                connections: config.limits.sessions,
+                connections: tcp_connections,
                 per_client: config.limits.tcp_connections_per_client,
                 handshake_timeout: config.tcp_handshake_timeout(),
                 idle_timeout: config.peer_timeout(),
@@ -264,7 +266,7 @@ pub async fn serve_with(
             ));
             signaling.set_relay(Arc::downgrade(&service));
             tokio::spawn(relay_pulls::serve(Arc::downgrade(&service), pulled));
-            app.merge(relay_http::routes(service))
+            app.merge(relay_http::routes(service, body_timeout))
         }
         _ => app,
     };
@@ -283,7 +285,7 @@ pub async fn serve_with(
     println!("Strata is serving: open {scheme}://{http_addr}/ to publish and watch");
     let settings = HttpSettings {
         limits: HttpLimits {
-            connections: config.limits.http_connections,
+            connections: http_connections,
             header_timeout: Duration::from_millis(config.http_header_timeout_ms),
             idle_timeout: Duration::from_millis(config.http_idle_timeout_ms),
             streams: config.http2_max_streams,
@@ -315,6 +317,28 @@ pub async fn serve_with(
 /// announced in answers.
 /// Whether the media socket segments runs to one destination: as `udp_gso` says, where the
 /// kernel knows how (said at start).
+/// HTTP and ICE-TCP connections at most, as configured (ICE-TCP at most one per session)
+/// within the file descriptors the process may open, its limit raised first; said at start
+/// when the descriptors hold either below its setting.
+fn connection_caps(config: &NodeConfig, ice_tcp: bool) -> (usize, usize) {
+    let budget = descriptors::raise_limit();
+    let wanted = (
+        config.limits.http_connections,
+        if ice_tcp { config.limits.sessions } else { 0 },
+    );
+    let caps = descriptors::share(budget, wanted.0, wanted.1);
+    if caps != wanted {
+        tracing::warn!(
+            descriptors = budget,
+            http_connections = caps.0,
+            ice_tcp_connections = caps.1,
+            "the process may open too few file descriptors for the configured connections: \
+             raise its open-files limit (LimitNOFILE=, ulimit -n)"
+        );
+    }
+    caps
+}
+
 fn segmentation(config: &NodeConfig, socket: &UdpSocket) -> Segmentation {
     let kernel = batch::kernel_segments(socket);
     let on = config.udp_gso && kernel;

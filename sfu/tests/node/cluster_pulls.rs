@@ -288,3 +288,24 @@ fn a_participant_joining_a_third_node_has_both_others_data_by_its_answer() {
     ada.wait_for("hello from cy");
     bo.wait_for("hello from cy");
 }
+
+/// A relay request's body arrives within the body timeout, as a session's does: its
+/// signature is checked only once it has all come, so until then anyone may be sending it.
+#[test]
+fn a_relay_request_whose_body_does_not_arrive_in_time_is_refused() {
+    use std::io::{Read, Write};
+    let store = MemoryStore::new();
+    let node = InProcess::start_tuned(&store, 10, &[], |config| {
+        config.cluster.secret = Some("s3cret".to_owned());
+        config.http_body_timeout_ms = 500;
+    });
+    let mut stream = std::net::TcpStream::connect(&node.http).expect("connects");
+    let head = "POST /cluster/relay HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                Content-Length: 1000\r\n\r\n{";
+    stream.write_all(head.as_bytes()).expect("sent");
+    let timeout = std::time::Duration::from_secs(20);
+    stream.set_read_timeout(Some(timeout)).expect("a timeout");
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+}

@@ -2,6 +2,7 @@
 //! SIGHUP replaces without dropping connections or sessions, a self-signed one, and the client
 //! behind a trusted reverse proxy.
 
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -229,6 +230,28 @@ fn an_idle_http2_connection_is_closed_at_the_idle_timeout() {
         let ended = tokio::time::timeout(Duration::from_secs(5), connection).await;
         assert!(ended.is_ok(), "the node closed the idle connection");
     });
+}
+
+/// A TLS handshake trickled a byte at a time (each byte would keep an idle connection) is
+/// given the header timeout in all, so such clients cannot hold every connection slot.
+#[test]
+fn a_trickled_tls_handshake_is_closed_at_the_header_timeout() {
+    let node = node_with_config(
+        "tls_self_signed = true\nhttp_header_timeout_ms = 500\nhttp_idle_timeout_ms = 1000\n",
+        &[],
+    );
+    let mut stream = TcpStream::connect(&node.http).expect("connects");
+    // A handshake record of 16 KiB announced, then its bytes one by one.
+    let mut written = stream.write(&[0x16, 0x03, 0x01, 0x40, 0x00]).is_ok();
+    let start = Instant::now();
+    while written && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(100));
+        written = stream.write(&[0x01]).is_ok_and(|n| n == 1);
+    }
+    assert!(
+        !written,
+        "the node closed the handshake it was given a byte at a time"
+    );
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{to_bytes, Body, Bytes};
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -23,6 +23,7 @@ use super::relay_link::{
     RelayKind, RelayRequest, AUTH_HEADER, MAX_BODY,
 };
 use crate::node::core::{CoreError, NewLink, RelayOffer, RelayRefusal};
+use crate::node::http;
 use crate::node::media_loop::LoopGone;
 use crate::node::remote::Remote;
 use crate::node::shard::worker_for_room;
@@ -55,12 +56,11 @@ pub struct RelayService {
     pub(super) following: tokio::sync::Mutex<()>,
 }
 
-/// The route, its body limited to [`MAX_BODY`].
-pub fn routes(service: Arc<RelayService>) -> Router {
-    Router::new()
-        .route(PATH, post(route))
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .with_state(service)
+/// The route, its body limited to [`MAX_BODY`] and to arrive within `body_timeout` (the
+/// signature is checked once it has all come, so until then anyone may be sending it).
+pub fn routes(service: Arc<RelayService>, body_timeout: Duration) -> Router {
+    let routes = Router::new().route(PATH, post(route));
+    http::bodies_within(routes, MAX_BODY, body_timeout).with_state(service)
 }
 
 /// `POST /cluster/relay` on the origin: an authenticated edge's request starts the relay of a
