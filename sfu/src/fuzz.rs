@@ -38,9 +38,11 @@ use crate::node::tcp::framing::{self, FrameError};
 use crate::node::testing;
 use crate::sim::{Delivery, LinkConfig, Network};
 
+mod directory_entry;
 mod relay_link;
 mod room_notice;
 mod room_part;
+pub use directory_entry::directory_entry;
 pub use relay_link::{relay_link, RELAY_NOW_MS, RELAY_SECRET};
 pub use room_notice::room_notice;
 pub use room_part::room_part;

@@ -46,9 +46,17 @@ pub struct HttpLimits {
 pub struct ConnectionControl {
     /// A send buffer size asked for; 0: none asked.
     send_buffer: Arc<AtomicUsize>,
+    /// How long the connection may carry nothing; zero: no bound.
+    idle: Duration,
 }
 
 impl ConnectionControl {
+    /// How long the connection may carry nothing before it is closed: a response that
+    /// streams with pauses writes something more often. `None`: no bound.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        Some(self.idle).filter(|idle| !idle.is_zero())
+    }
+
     /// Asks for the connection's kernel send buffer to be `bytes` (a response that streams
     /// for the connection's life to a client that may not read).
     pub fn set_send_buffer(&self, bytes: usize) {
@@ -153,7 +161,10 @@ impl Connection {
     /// client chose it by ALPN, else HTTP/1.1.
     async fn run(self, stream: TcpStream) {
         let _ = stream.set_nodelay(true);
-        let control = ConnectionControl::default();
+        let control = ConnectionControl {
+            idle: self.settings.limits.idle_timeout,
+            ..ConnectionControl::default()
+        };
         let idle = Idle::new(stream, self.settings.limits, control.clone());
         let Some(acceptor) = self.settings.tls.clone() else {
             return self.http1(TokioIo::new(idle), control).await;
@@ -183,7 +194,8 @@ impl Connection {
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let service = self.service(control);
+        // One request at a time, and bytes between them, which the idle stream times.
+        let service = self.service(control, OpenRequests::default());
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(TokioTimer::new())
@@ -208,7 +220,8 @@ impl Connection {
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let service = self.service(control);
+        let open = OpenRequests::default();
+        let service = self.service(control, open.clone());
         let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         builder
             .timer(TokioTimer::new())
@@ -220,9 +233,17 @@ impl Connection {
         let conn = builder.serve_connection(io, service);
         tokio::pin!(conn);
         let mut stop = self.stop;
+        // The idle stream sees bytes, and a client's pings (or settings) are bytes: without
+        // streams counted, a pinging client would keep its connection's slot for ever.
+        let idle = open.none_for(self.settings.limits.idle_timeout);
         tokio::select! {
             served = conn.as_mut() => log_end(self.remote, served),
             _ = stop.changed() => {
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.await;
+            }
+            () = idle => {
+                tracing::debug!(remote = %self.remote, "http/2 connection: no stream open");
                 conn.as_mut().graceful_shutdown();
                 let _ = conn.await;
             }
@@ -230,10 +251,12 @@ impl Connection {
     }
 
     /// Each request with its client's address (the proxy's, or the one a trusted proxy
-    /// forwarded) and the connection's control.
+    /// forwarded) and the connection's control, counted in `open` until its response's body
+    /// is done with.
     fn service(
         &self,
         control: ConnectionControl,
+        open: OpenRequests,
     ) -> impl hyper::service::Service<
         hyper::Request<Incoming>,
         Response = axum::response::Response,
@@ -249,8 +272,80 @@ impl Connection {
             let client = forwarded::client(remote, request.headers(), &proxies);
             request.extensions_mut().insert(ConnectInfo(client));
             request.extensions_mut().insert(control.clone());
-            app.clone().oneshot(request)
+            let opened = open.opened();
+            let response = app.clone().oneshot(request);
+            async move {
+                let response = response.await?;
+                Ok(response.map(|body| {
+                    axum::body::Body::new(Counted {
+                        body,
+                        _opened: opened,
+                    })
+                }))
+            }
         })
+    }
+}
+
+/// The requests open on one connection, each until its response's body is done with (sent,
+/// or the stream reset).
+#[derive(Debug, Clone, Default)]
+struct OpenRequests(Arc<watch::Sender<usize>>);
+
+impl OpenRequests {
+    /// One more open, until the returned guard drops.
+    fn opened(&self) -> Opened {
+        self.0.send_modify(|open| *open += 1);
+        Opened(Arc::clone(&self.0))
+    }
+
+    /// Completes once none has been open for `idle`.
+    async fn none_for(&self, idle: Duration) {
+        let mut open = self.0.subscribe();
+        loop {
+            // Never an error: `self` holds the sender.
+            let _ = open.wait_for(|&open| open == 0).await;
+            tokio::select! {
+                () = tokio::time::sleep(idle) => return,
+                _ = open.changed() => {}
+            }
+        }
+    }
+}
+
+/// A request counted open.
+#[derive(Debug)]
+struct Opened(Arc<watch::Sender<usize>>);
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        self.0.send_modify(|open| *open -= 1);
+    }
+}
+
+/// A response's body that keeps its request counted open until the server drops it.
+struct Counted {
+    body: axum::body::Body,
+    _opened: Opened,
+}
+
+impl hyper::body::Body for Counted {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -16,7 +16,7 @@ type Seeds = Vec<(&'static str, Vec<u8>)>;
 /// A target's name, its body and the seeds it starts from.
 type Target = (&'static str, fn(&[u8]), fn() -> Seeds);
 
-const TARGETS: [Target; 12] = [
+const TARGETS: [Target; 13] = [
     ("sdp_offer", fuzz::sdp_offer, sdp_offer_seeds),
     ("stun_binding", fuzz::stun_binding, stun_binding_seeds),
     ("auth_header", fuzz::auth_header, auth_header_seeds),
@@ -33,7 +33,25 @@ const TARGETS: [Target; 12] = [
     ("relay_link", fuzz::relay_link, relay_link_seeds),
     ("room_part", fuzz::room_part, room_part_seeds),
     ("room_notice", fuzz::room_notice, room_notice_seeds),
+    (
+        "directory_entry",
+        fuzz::directory_entry,
+        directory_entry_seeds,
+    ),
 ];
+
+/// A node's directory entry of a room: two publishers; none; one with a field the reader
+/// does not know of.
+fn directory_entry_seeds() -> Seeds {
+    vec![
+        ("two", br#"{"epoch":7,"publishers":["ada","cam"]}"#.to_vec()),
+        ("none", br#"{"epoch":0,"publishers":[]}"#.to_vec()),
+        (
+            "extra_field",
+            br#"{"epoch":18446744073709551615,"publishers":["x"],"at":1}"#.to_vec(),
+        ),
+    ]
+}
 
 /// A node's notice of a room as Redis delivers it (channel, line break, payload), one whose
 /// channel is another key's, and one whose payload holds a space.

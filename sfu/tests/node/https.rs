@@ -162,29 +162,51 @@ fn https_over_http1_and_http2_with_a_self_signed_certificate() {
     assert_eq!(statuses, vec![200; 12]);
 }
 
+type Http2 = hyper::client::conn::http2::SendRequest<Empty<Bytes>>;
+
+/// An HTTP/2 connection over TLS to the node, pinging it every `ping` if asked: its
+/// requests, the protocol ALPN chose, and the connection's task (done when it closes).
+async fn http2_connect(
+    node: &Node,
+    ping: Option<Duration>,
+) -> (Http2, Option<Vec<u8>>, tokio::task::JoinHandle<()>) {
+    let tcp = tokio::net::TcpStream::connect(&node.http)
+        .await
+        .expect("connects");
+    let name = ServerName::try_from("localhost").expect("a name");
+    let tls = tokio_rustls::TlsConnector::from(client_config(b"h2"))
+        .connect(name, tcp)
+        .await
+        .expect("a handshake");
+    let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    let io = hyper_util::rt::TokioIo::new(tls);
+    let mut builder =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+    builder.timer(hyper_util::rt::TokioTimer::new());
+    if let Some(ping) = ping {
+        builder
+            .keep_alive_interval(ping)
+            .keep_alive_while_idle(true);
+    }
+    let (sender, connection) = builder.handshake(io).await.expect("an HTTP/2 connection");
+    let task = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    (sender, alpn, task)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
 /// `count` concurrent GET /metrics on one HTTP/2 connection: the protocol ALPN chose, and
 /// their statuses.
 fn http2_gets(node: &Node, count: usize) -> (Option<Vec<u8>>, Vec<u16>) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async move {
-        let tcp = tokio::net::TcpStream::connect(&node.http)
-            .await
-            .expect("connects");
-        let name = ServerName::try_from("localhost").expect("a name");
-        let tls = tokio_rustls::TlsConnector::from(client_config(b"h2"))
-            .connect(name, tcp)
-            .await
-            .expect("a handshake");
-        let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-        let io = hyper_util::rt::TokioIo::new(tls);
-        let (sender, connection) =
-            hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
-                .await
-                .expect("an HTTP/2 connection");
-        tokio::spawn(connection);
+    runtime().block_on(async move {
+        let (sender, alpn, _connection) = http2_connect(node, None).await;
         let mut requests = tokio::task::JoinSet::new();
         for _ in 0..count {
             let mut sender = sender.clone();
@@ -207,28 +229,54 @@ fn http2_gets(node: &Node, count: usize) -> (Option<Vec<u8>>, Vec<u16>) {
 #[test]
 fn an_idle_http2_connection_is_closed_at_the_idle_timeout() {
     let node = node_with_config("tls_self_signed = true\nhttp_idle_timeout_ms = 300\n", &[]);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async {
-        let tcp = tokio::net::TcpStream::connect(&node.http)
-            .await
-            .expect("connects");
-        let name = ServerName::try_from("localhost").expect("a name");
-        let tls = tokio_rustls::TlsConnector::from(client_config(b"h2"))
-            .connect(name, tcp)
-            .await
-            .expect("a handshake");
-        let io = hyper_util::rt::TokioIo::new(tls);
-        let (_sender, connection) = hyper::client::conn::http2::handshake::<_, _, Empty<Bytes>>(
-            hyper_util::rt::TokioExecutor::new(),
-            io,
-        )
-        .await
-        .expect("an HTTP/2 connection");
+    runtime().block_on(async {
+        let (_sender, _, connection) = http2_connect(&node, None).await;
         let ended = tokio::time::timeout(Duration::from_secs(5), connection).await;
         assert!(ended.is_ok(), "the node closed the idle connection");
+    });
+}
+
+/// A client's pings are bytes, which would keep the idle timeout from firing: an HTTP/2
+/// connection pinging every 100 ms is closed once it has had no stream open for the idle
+/// timeout, and kept while a stream (an event stream) is open on it.
+#[test]
+fn a_pinging_http2_connection_is_kept_only_while_a_stream_is_open() {
+    let node = node_with_config("tls_self_signed = true\nhttp_idle_timeout_ms = 300\n", &[]);
+    let mut tls = connect(&node, b"http/1.1");
+    let alice = request(
+        &mut tls,
+        "POST",
+        "/rooms/call?name=alice",
+        &[SDP],
+        AV1_OFFER,
+    );
+    assert_eq!(alice.status, 201, "{}", alice.body);
+    let events = format!(
+        "https://localhost{}/events",
+        alice.header("location").expect("a resource")
+    );
+    let ping = Some(Duration::from_millis(100));
+    runtime().block_on(async {
+        let (_idle, _, pinging) = http2_connect(&node, ping).await;
+        let (mut sender, _, streaming) = http2_connect(&node, ping).await;
+        let request = hyper::Request::get(events)
+            .body(Empty::<Bytes>::new())
+            .expect("a request");
+        let response = sender.send_request(request).await.expect("a response");
+        assert_eq!(response.status(), 200);
+        let ended = tokio::time::timeout(Duration::from_secs(5), pinging).await;
+        assert!(
+            ended.is_ok(),
+            "the node closed the connection with no stream"
+        );
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert!(
+            !streaming.is_finished(),
+            "the node kept the connection with a stream open, five idle timeouts on"
+        );
+        drop(response);
+        let ended = tokio::time::timeout(Duration::from_secs(5), streaming).await;
+        assert!(ended.is_ok(), "and closed it once the stream was reset");
     });
 }
 

@@ -450,3 +450,40 @@ fn offers_past_a_participants_rate_are_refused_until_it_refills() {
         200
     );
 }
+
+/// Under an idle timeout shorter than the event stream's usual keep-alive, the stream writes
+/// its comment line often enough that its connection, quiet otherwise, is not closed.
+#[test]
+fn an_event_stream_outlives_a_short_idle_timeout() {
+    let node = node_with_config("http_idle_timeout_ms = 400\n", &[]);
+    let alice = node.request("POST", "/rooms/quiet?name=alice", &[SDP], AV1_OFFER);
+    assert_eq!(alice.status, 201, "{}", alice.body);
+    let alice_at = alice.header("location").expect("a resource");
+    let mut stream = TcpStream::connect(&node.http).expect("connects");
+    let head = format!(
+        "GET {alice_at}/events HTTP/1.1\r\nHost: {}\r\n\r\n",
+        node.http
+    );
+    stream.write_all(head.as_bytes()).expect("sent");
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("a timeout");
+    let start = Instant::now();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    while start.elapsed() < Duration::from_secs(2) {
+        match stream.read(&mut buf) {
+            Ok(0) => panic!(
+                "closed after {:?}: {}",
+                start.elapsed(),
+                String::from_utf8_lossy(&raw)
+            ),
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    let kept_alive = String::from_utf8_lossy(&raw)
+        .matches(": keep-alive")
+        .count();
+    assert!(kept_alive >= 5, "{kept_alive} comment lines in 2 s");
+}

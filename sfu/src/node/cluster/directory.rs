@@ -31,8 +31,10 @@ pub struct Hosted {
 
 /// An entry as the Redis hash holds it, under its node's id.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct Entry {
+pub struct Entry {
+    /// The boot of the node that wrote it.
     pub epoch: u64,
+    /// The publishers it hosts in the room.
     pub publishers: Vec<String>,
 }
 
@@ -217,5 +219,19 @@ mod tests {
         let written = serde_json::json!({ "epoch": 7, "publishers": many }).to_string();
         let read = Entry::read("a".into(), &written).expect("parses");
         assert_eq!(read.publishers, many[..MAX_LISTED]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn an_entry_reads_back_as_written_to_its_limit(
+            epoch in proptest::prelude::any::<u64>(),
+            publishers in proptest::collection::vec(".{0,12}", 0..MAX_LISTED + 8),
+        ) {
+            let json = Entry::json(&node("n", epoch), &publishers).expect("serializes");
+            let read = Entry::read("n".into(), &json).expect("parses");
+            let kept = publishers.len().min(MAX_LISTED);
+            proptest::prop_assert_eq!(read.node, node("n", epoch));
+            proptest::prop_assert_eq!(&read.publishers[..], &publishers[..kept]);
+        }
     }
 }

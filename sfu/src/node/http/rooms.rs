@@ -22,8 +22,13 @@ use crate::node::peer::Kind;
 use crate::node::signaling::{Answered, SignalError, Signaling};
 use selector::Layer;
 
-/// A comment line this often keeps an event stream's connection from being taken for idle.
+/// A comment line this often (or twice per the connection's idle timeout, if shorter) keeps
+/// an event stream's connection from being taken for idle.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The keep-alive's floor, whatever the idle timeout: a comment line a few times a second at
+/// most.
+const MIN_KEEP_ALIVE: Duration = Duration::from_millis(100);
 
 /// `?name=`: the name a participant (or WHIP publisher) goes by when its token has no
 /// subject.
@@ -121,12 +126,15 @@ pub(super) async fn events(
         .await?;
     // The connection now carries this stream for good: its kernel buffer is kept small, so
     // a client that does not read holds little beyond what the node counts.
+    let mut keep_alive = KEEP_ALIVE;
     if let Some(Extension(connection)) = connection {
         connection.set_send_buffer(CONNECTION_SEND_BUFFER);
+        let idle = connection.idle_timeout().unwrap_or(KEEP_ALIVE);
+        keep_alive = keep_alive.min(idle / 2).max(MIN_KEEP_ALIVE);
     }
     let body = Body::from_stream(EventStream {
         events,
-        keep_alive: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
+        keep_alive: tokio::time::interval_at(tokio::time::Instant::now() + keep_alive, keep_alive),
     });
     let mut response = (StatusCode::OK, body).into_response();
     let headers = response.headers_mut();
