@@ -309,3 +309,59 @@ fn a_relay_request_whose_body_does_not_arrive_in_time_is_refused() {
     let _ = stream.read_to_string(&mut reply);
     assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
 }
+
+/// A join waits a bounded time for the pulls it asks for. The directory names ten
+/// publishers on a registered node that takes connections and never answers, so each pull
+/// waits out the origin's answer timeout (2 s), one after the other: 20 s of pulls for a
+/// participant joining the room. It is answered once the join's wait is over, as is a viewer
+/// joining behind it (whose pull waits for those), each counted as going on before its pulls.
+#[test]
+fn joins_go_on_while_pulls_from_a_silent_node_hold_the_relay() {
+    use sfu::node::cluster::{ClusterStore, Load, NodeState, Registration};
+    use std::time::Duration;
+    const VIEWER: &str = include_str!("../../src/node/sdp/fixtures/viewer_recvonly.sdp");
+    let store = MemoryStore::new();
+    let node = relaying(&store, 100);
+    node.wait_until_attached(0);
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let epoch = store.next_epoch("silent").await.expect("an epoch");
+        let registration = Registration {
+            node: "silent".to_owned(),
+            epoch,
+            url: format!("http://{}", silent.local_addr().expect("an address")),
+            relay: Some("127.0.0.1:9".to_owned()),
+            state: NodeState::Serving,
+            // Nearly full: seen as a node that serves, never the one a session is sent to.
+            load: Load {
+                sessions: 999,
+                capacity: 1000,
+                cpu_percent: 99,
+                outbound_kbps: 0,
+            },
+        };
+        let minute = Duration::from_secs(60);
+        let registered = store.register(&registration, &[], minute).await;
+        registered.expect("registered");
+        let names: Vec<String> = (0..10).map(|i| format!("p{i}")).collect();
+        let node_ref = registration.node_ref();
+        let listed = store.set_hosted("call", &node_ref, &names, minute).await;
+        listed.expect("listed");
+    });
+    node.wait_until_attached(1);
+    let start = Instant::now();
+    let participant = node.post("/rooms/call?name=ada", PUBLISHER);
+    assert_eq!(participant.status, 201, "{}", participant.body);
+    let viewer = node.post("/whep/call", VIEWER);
+    assert_eq!(viewer.status, 201, "{}", viewer.body);
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "answered after {:?}, behind the pulls",
+        start.elapsed()
+    );
+    assert_eq!(node.metric("strata_cluster_join_pulls_late_total"), Some(2));
+}

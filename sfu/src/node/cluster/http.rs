@@ -196,6 +196,10 @@ pub fn render(member: &Member, out: &mut String) {
          publisher, a bad node id, a room's name this node does not serve.",
         refused.map(|(reason, n)| (reason, load(n))),
     );
+    let late = "Joins that went on before the relay's pulls they asked for were done (3 s: \
+                an origin slow to answer, or other pulls ahead); the pulls finish behind them.";
+    let late_n = load(&c.join_pulls_late);
+    counter(out, "cluster_join_pulls_late_total", late, late_n);
     let epochs = "Boot epochs taken (the first registration and each after a lapse).";
     counter(out, "cluster_epochs_total", epochs, load(&c.epochs));
     peers(&member.peers(), out);

@@ -99,6 +99,8 @@ pub(super) struct Counters {
     /// Relay requests refused before they reached a core, by reason (in
     /// [`LinkError::LABELS`](super::relay_link::LinkError::LABELS)' order).
     pub(super) relay_refused: [AtomicU64; 7],
+    /// Joins that went on before the relay's pulls they asked for were done.
+    pub(super) join_pulls_late: AtomicU64,
 }
 
 /// The member's state at a glance, for `/metrics`.

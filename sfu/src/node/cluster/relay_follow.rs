@@ -47,8 +47,17 @@ impl RelayService {
 
     /// Before a participant joins `room`: the room's publishers on other nodes relayed here
     /// first, so that its answer has them, and the data of the other nodes' participants, so
-    /// that what they write reaches it from the start.
-    pub async fn pull_room(&self, room: &str) {
+    /// that what they write reaches it from the start. The join goes on after
+    /// [`JOIN_WAIT`](super::relay_pulls::JOIN_WAIT) all the same, and what the pulls bring
+    /// later reaches it as a publisher joining does.
+    pub async fn pull_room(self: &Arc<Self>, room: &str) {
+        let (service, room) = (self.clone(), room.to_owned());
+        self.before_join(async move { service.pull_joined(&room).await })
+            .await;
+    }
+
+    /// [`pull_room`](Self::pull_room), waited for whole.
+    async fn pull_joined(&self, room: &str) {
         let name = room.to_owned();
         let here = self
             .signaling

@@ -243,8 +243,16 @@ impl RelayService {
     /// asks the node that hosts the publisher (the directory's, or else the room's home) for
     /// a relay of it and publishes it here, so the viewer is served as by a local publisher.
     /// Whatever fails is logged and the viewer added all the same, waiting as for a
-    /// publisher to come.
-    pub async fn pull(&self, room: &str, source: Option<&str>) {
+    /// publisher to come; so it is when the pull is not done within
+    /// [`JOIN_WAIT`](super::relay_pulls::JOIN_WAIT).
+    pub async fn pull(self: &Arc<Self>, room: &str, source: Option<&str>) {
+        let (service, room, source) = (self.clone(), room.to_owned(), source.map(str::to_owned));
+        self.before_join(async move { service.pull_viewed(&room, source.as_deref()).await })
+            .await;
+    }
+
+    /// [`pull`](Self::pull), waited for whole.
+    async fn pull_viewed(&self, room: &str, source: Option<&str>) {
         let _one_at_a_time = self.pulling.lock().await;
         if !self.needs_relay(room, source).await {
             return;

@@ -1,15 +1,24 @@
 //! The pulls the media loops' cores ask for (see the core's `relay_pulls.rs`), made over HTTP
 //! as they come: a publisher another node has (the room's state named it, or its origin said
-//! its track set changed), the data of a room's participants on another node. One at a time,
+//! its track set changed), the data of a room's participants on another node; and the
+//! pulls a join asks for, waited for a bounded time. One at a time,
 //! under the relay's pull lock, each checked again first: another pull (a viewer's, a join's,
 //! the heartbeat's) may have made it meanwhile.
 
+use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use super::relay_http::RelayService;
 use crate::node::core::RelayPull;
+
+/// How long a join waits for the pulls it asks for: an origin's answer takes 2 s at most,
+/// and other pulls may be ahead of it (one at a time, each of them up to 2 s). Past it the
+/// join goes on, and the pulls finish behind it.
+pub const JOIN_WAIT: Duration = Duration::from_secs(3);
 
 /// Pulls the media loops may queue for the relay before one is dropped (counted by the core,
 /// which asks for it again when next wanted).
@@ -37,6 +46,17 @@ pub async fn serve(relay: Weak<RelayService>, mut pulls: mpsc::Receiver<RelayPul
 }
 
 impl RelayService {
+    /// A join's `pulls`, made on a task of their own and waited for at most [`JOIN_WAIT`];
+    /// counted when the join goes on before they are done.
+    pub(super) async fn before_join(&self, pulls: impl Future<Output = ()> + Send + 'static) {
+        let pulls = tokio::spawn(pulls);
+        if tokio::time::timeout(JOIN_WAIT, pulls).await.is_err() {
+            tracing::debug!("a join goes on before its pulls are done");
+            let late = &self.member.counters().join_pulls_late;
+            late.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// The publisher named `name` of `room` from node `node` (or the one the room directory
     /// names), unless it is here already with the track set its origin has.
     async fn pull_publisher(&self, room: &str, name: &str, node: Option<&str>) {
