@@ -449,6 +449,15 @@ fn offers_past_a_participants_rate_are_refused_until_it_refills() {
         node.request("PATCH", &bob_at, &[SDP], VIEWER_OFFER).status,
         200
     );
+    // Offers that are not SDP are read too, and count.
+    let carol = node.request("POST", "/rooms/rate?name=carol", &[SDP], VIEWER_OFFER);
+    let carol_at = carol.header("location").expect("a resource").to_owned();
+    for _ in 0..3 {
+        let bad = node.request("PATCH", &carol_at, &[SDP], "v=0\r\nnot sdp\r\n");
+        assert_eq!(bad.status, 400, "{}", bad.body);
+    }
+    let next = node.request("PATCH", &carol_at, &[SDP], VIEWER_OFFER);
+    assert_eq!(next.status, 429, "{}", next.body);
 }
 
 /// Under an idle timeout shorter than the event stream's usual keep-alive, the stream writes

@@ -111,7 +111,39 @@ pub enum SdpError {
     /// No media section can be accepted; the text says why for each section.
     #[error("no usable media: {0}")]
     NoUsableMedia(String),
+    /// A media section lists more of something than any offer needs; the number counts
+    /// sections from 0.
+    #[error("media section {section}: more than {limit} {what}")]
+    TooMany {
+        /// The section.
+        section: usize,
+        /// What it lists too many of.
+        what: &'static str,
+        /// How many the node reads at most.
+        limit: usize,
+    },
+    /// Two media sections carry the same `a=mid` (RFC 8843 section 7.2.1 needs each unique).
+    #[error("a=mid:{0} names two media sections")]
+    DuplicateMid(String),
+    /// `a=group:BUNDLE` names more mids than there are media sections.
+    #[error("a=group:BUNDLE names {mids} mids for {sections} media sections")]
+    BundleTooLong {
+        /// The mids the group names.
+        mids: usize,
+        /// The media sections.
+        sections: usize,
+    },
 }
+
+/// Payload types an `m=` line lists at most: RTP's are 7 bits (RFC 3550 section 5.1), so
+/// more are repeats.
+pub const MAX_FORMATS: usize = 128;
+/// Distinct `a=ssrc` sources a media section declares at most: a browser's simulcast section
+/// declares six (three streams and their RTX).
+pub const MAX_SSRCS: usize = 32;
+/// `a=rid` lines a media section declares at most in each direction: a browser's simulcast
+/// declares three.
+pub const MAX_RIDS: usize = 16;
 
 /// The characters of `ice-char` (RFC 8839 section 5.4).
 const ICE_CHARS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -33,9 +33,6 @@ const VIEWER_EXTENSIONS: [&str; 5] = [
     AudioLevel::URI,
 ];
 
-/// The RTCP feedback the engine answers (RFC 4585, RFC 5104) or sends.
-const FEEDBACK: [&str; 5] = ["nack", "nack pli", "ccm fir", "transport-cc", "goog-remb"];
-
 /// An answer for one media section: accepted with a plan, or refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Section<T> {
@@ -248,7 +245,7 @@ pub(super) fn plan_published(
     Ok(PublishedMedia {
         mid: media.mid.clone(),
         kind,
-        codec: keep_feedback(codec),
+        codec: codec.clone(),
         extensions,
         ssrcs: media.ssrcs.clone(),
         rids: media.send_rids.clone(),
@@ -280,7 +277,7 @@ pub(super) fn plan_viewed(
         .iter()
         .filter(|c| supported(c, kind))
         .filter(|c| published.is_empty() || published.iter().any(|r| r.decoded_by(c)))
-        .map(keep_feedback)
+        .cloned()
         .collect();
     if codecs.is_empty() {
         let room: Vec<String> = published
@@ -433,18 +430,6 @@ impl RoomCodec {
     /// Whether a viewer offering `offered` decodes what the publisher sends.
     pub fn decoded_by(&self, offered: &OfferedCodec) -> bool {
         offered.codec == self.codec && decodes(self.codec, &self.fmtp, &offered.fmtp)
-    }
-}
-
-fn keep_feedback(codec: &OfferedCodec) -> OfferedCodec {
-    OfferedCodec {
-        feedback: codec
-            .feedback
-            .iter()
-            .filter(|f| FEEDBACK.contains(&f.as_str()))
-            .cloned()
-            .collect(),
-        ..codec.clone()
     }
 }
 

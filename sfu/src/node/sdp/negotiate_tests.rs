@@ -37,11 +37,14 @@ fn publisher_gets_opus_and_the_first_supported_video_codec() {
 
 #[test]
 fn publisher_feedback_is_cut_to_what_the_engine_uses() {
-    let mut offer = offer(PUBLISHER_VP8);
-    offer.media[1].codecs[0]
-        .feedback
-        .push("ack rpsi".to_owned());
-    let plan = negotiate_publisher(&offer).unwrap();
+    // Feedback the engine has no part in, and a line written twice.
+    let text = PUBLISHER_VP8.replacen(
+        "a=rtcp-fb:96 goog-remb",
+        "a=rtcp-fb:96 ack rpsi\na=rtcp-fb:* nack\na=rtcp-fb:96 goog-remb",
+        1,
+    );
+    assert_ne!(text, PUBLISHER_VP8, "the fixture has the line");
+    let plan = negotiate_publisher(&offer(&text)).unwrap();
     let video = &accepted(&plan.sections)[1];
     assert_eq!(video.codec.feedback.len(), 5);
     assert!(!video.codec.feedback.iter().any(|f| f == "ack rpsi"));

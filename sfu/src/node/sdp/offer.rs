@@ -12,7 +12,7 @@ use sdp::description::common::Attribute;
 use sdp::description::media::MediaDescription;
 use sdp::SessionDescription;
 
-use super::{SdpError, MAX_SDP_LEN};
+use super::{SdpError, MAX_FORMATS, MAX_RIDS, MAX_SDP_LEN, MAX_SSRCS};
 
 /// A DTLS certificate fingerprint (`a=fingerprint`, RFC 8122 section 5).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,6 +228,14 @@ fn read_description(text: &str, max_len: usize) -> Result<Offer, SdpError> {
         .enumerate()
         .map(|(index, section)| read_media(index, section, session_direction))
         .collect::<Result<Vec<_>, _>>()?;
+    check_mids(&media)?;
+    let bundle_mids = read_bundle(&description.attributes);
+    if bundle_mids.len() > media.len() {
+        return Err(SdpError::BundleTooLong {
+            mids: bundle_mids.len(),
+            sections: media.len(),
+        });
+    }
     let fingerprint =
         session_or_media(&description, "fingerprint").ok_or(SdpError::NoFingerprint)?;
     Ok(Offer {
@@ -243,9 +251,19 @@ fn read_description(text: &str, max_len: usize) -> Result<Offer, SdpError> {
                 .media_descriptions
                 .iter()
                 .any(|m| has(&m.attributes, "extmap-allow-mixed")),
-        bundle_mids: read_bundle(&description.attributes),
+        bundle_mids,
         media,
     })
+}
+
+/// Each section's mid names it alone: answers, plans and the demultiplexing find sections by
+/// their mid.
+fn check_mids(media: &[OfferedMedia]) -> Result<(), SdpError> {
+    let mut seen = std::collections::HashSet::with_capacity(media.len());
+    match media.iter().find(|m| !seen.insert(m.mid.as_str())) {
+        Some(twice) => Err(SdpError::DuplicateMid(twice.mid.clone())),
+        None => Ok(()),
+    }
 }
 
 /// Every line must be `<type>=<value>` with a lower-case letter as type (RFC 8866 section 5).
@@ -300,6 +318,14 @@ fn read_media(
     session_direction: Option<Direction>,
 ) -> Result<OfferedMedia, SdpError> {
     let attributes = &section.attributes;
+    let too_many = |what, limit| SdpError::TooMany {
+        section: index,
+        what,
+        limit,
+    };
+    if section.media_name.formats.len() > MAX_FORMATS {
+        return Err(too_many("formats on its m= line", MAX_FORMATS));
+    }
     let media_type = section.media_name.media.clone();
     let kind = match media_type.as_str() {
         "audio" => Some(MediaKind::Audio),
@@ -325,9 +351,9 @@ fn read_media(
             .unwrap_or(Direction::SendRecv),
         codecs,
         extensions: read_extmaps(attributes)?,
-        ssrcs: read_ssrcs(attributes)?,
-        send_rids: read_rids(attributes, "send"),
-        recv_rids: read_rids(attributes, "recv"),
+        ssrcs: read_ssrcs(attributes).map_err(|e| e.unwrap_or(too_many("sources", MAX_SSRCS)))?,
+        send_rids: read_rids(attributes, "send").ok_or(too_many("send rids", MAX_RIDS))?,
+        recv_rids: read_rids(attributes, "recv").ok_or(too_many("receive rids", MAX_RIDS))?,
         rejected: section.media_name.port.value == 0 && !has(attributes, "bundle-only"),
         sctp: read_sctp(section)?,
     })
@@ -423,12 +449,19 @@ fn read_codecs(section: &MediaDescription) -> Result<Vec<OfferedCodec>, SdpError
     let feedback = read_feedback(attributes);
     let rtpmap_of: HashMap<u8, &Rtpmap<'_>> =
         rtpmaps.iter().rev().map(|r| (r.payload_type, r)).collect();
-    // The m= line lists the payload types in order of preference (RFC 3264 section 5.1).
+    // The m= line lists the payload types in order of preference (RFC 3264 section 5.1); one
+    // listed again is the same codec (and would be each line's copy again).
+    let mut listed = 0u128;
     let order = section
         .media_name
         .formats
         .iter()
-        .filter_map(|f| f.parse::<u8>().ok());
+        .filter_map(|f| f.parse::<u8>().ok().filter(|pt| *pt < 128))
+        .filter(|&pt| {
+            let first = listed & (1 << pt) == 0;
+            listed |= 1 << pt;
+            first
+        });
     Ok(order
         .filter_map(|pt| rtpmap_of.get(&pt))
         .filter_map(|rtpmap| {
@@ -461,25 +494,40 @@ struct Feedback<'a> {
 impl Feedback<'_> {
     /// The values for `payload_type`, those for every payload type included.
     fn of(&self, payload_type: u8) -> Vec<String> {
-        self.lines
-            .iter()
-            .filter(|(pt, _)| pt.is_none_or(|pt| pt == payload_type))
-            .map(|(_, feedback)| (*feedback).to_owned())
-            .collect()
+        let mut values: Vec<String> = Vec::new();
+        let lines = self.lines.iter();
+        for (_, feedback) in lines.filter(|(pt, _)| pt.is_none_or(|pt| pt == payload_type)) {
+            // Both for every payload type and for this one: once.
+            if !values.iter().any(|v| v == feedback) {
+                values.push((*feedback).to_owned());
+            }
+        }
+        values
     }
 }
 
+/// The feedback the node takes part in (RFC 4585, RFC 5104, transport-wide CC, REMB); the
+/// rest is read past, since every line for every payload type would be copied to each codec.
+pub(crate) const FEEDBACK: [&str; 5] = ["nack", "nack pli", "ccm fir", "transport-cc", "goog-remb"];
+
 fn read_feedback(attributes: &[Attribute]) -> Feedback<'_> {
-    let lines = values(attributes, "rtcp-fb")
+    let mut lines: Vec<(Option<u8>, &str)> = Vec::new();
+    let read = values(attributes, "rtcp-fb")
         .filter_map(|fb| fb.split_once(' '))
         .filter_map(|(pt, feedback)| {
             let pt = match pt {
                 "*" => None,
                 pt => Some(pt.parse::<u8>().ok()?),
             };
-            Some((pt, feedback.trim()))
-        })
-        .collect();
+            let feedback = feedback.trim();
+            FEEDBACK.contains(&feedback).then_some((pt, feedback))
+        });
+    for line in read {
+        // Written again, a line says nothing more (and at most 5 x 129 lines are kept).
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
     Feedback { lines }
 }
 
@@ -515,12 +563,13 @@ fn read_extmaps(attributes: &[Attribute]) -> Result<Vec<Extmap>, SdpError> {
 
 /// `a=ssrc:<ssrc> <attribute>[:<value>]` lines (RFC 5576 section 4.1) gathered per SSRC, and
 /// the second SSRC of each `a=ssrc-group:FID` folded into the first as its RTX stream.
-fn read_ssrcs(attributes: &[Attribute]) -> Result<Vec<SsrcInfo>, SdpError> {
+/// `Err(None)`: more than [`MAX_SSRCS`] sources (each line looks through those before it).
+fn read_ssrcs(attributes: &[Attribute]) -> Result<Vec<SsrcInfo>, Option<SdpError>> {
     let mut sources: Vec<SsrcInfo> = Vec::new();
     for text in values(attributes, "ssrc") {
         let (ssrc, source_attribute) = text.split_once(' ').unwrap_or((text, ""));
         let ssrc: u32 = ssrc.parse().map_err(|_| bad_attribute("ssrc", text))?;
-        let source = source_mut(&mut sources, ssrc);
+        let source = source_mut(&mut sources, ssrc).ok_or(None)?;
         if let Some(cname) = source_attribute.strip_prefix("cname:") {
             source.cname = Some(cname.to_owned());
         } else if let Some(msid) = source_attribute.strip_prefix("msid:") {
@@ -531,24 +580,27 @@ fn read_ssrcs(attributes: &[Attribute]) -> Result<Vec<SsrcInfo>, SdpError> {
         if let Some(pair) = text.strip_prefix("FID ") {
             let (media, rtx) = read_fid(pair).ok_or_else(|| bad_attribute("ssrc-group", text))?;
             sources.retain(|s| s.ssrc != rtx);
-            source_mut(&mut sources, media).rtx_ssrc = Some(rtx);
+            source_mut(&mut sources, media).ok_or(None)?.rtx_ssrc = Some(rtx);
         }
     }
     Ok(sources)
 }
 
-/// The source `ssrc`, added at the end when not seen yet.
-fn source_mut(sources: &mut Vec<SsrcInfo>, ssrc: u32) -> &mut SsrcInfo {
-    if !sources.iter().any(|s| s.ssrc == ssrc) {
-        sources.push(SsrcInfo {
-            ssrc,
-            ..SsrcInfo::default()
-        });
-    }
-    sources
-        .iter_mut()
-        .find(|s| s.ssrc == ssrc)
-        .expect("the source was pushed above when missing")
+/// The source `ssrc`, added at the end when not seen yet; `None` when that would make more
+/// than [`MAX_SSRCS`].
+fn source_mut(sources: &mut Vec<SsrcInfo>, ssrc: u32) -> Option<&mut SsrcInfo> {
+    let at = match sources.iter().position(|s| s.ssrc == ssrc) {
+        Some(at) => at,
+        None if sources.len() == MAX_SSRCS => return None,
+        None => {
+            sources.push(SsrcInfo {
+                ssrc,
+                ..SsrcInfo::default()
+            });
+            sources.len() - 1
+        }
+    };
+    sources.get_mut(at)
 }
 
 /// The media and RTX SSRCs of an FID group, exactly two (RFC 4588 section 8.1).
@@ -570,7 +622,8 @@ fn bad_attribute(attribute: &'static str, text: &str) -> SdpError {
 /// The RIDs declared with `a=rid:<id> <direction>` (RFC 8851 section 4), in the order of the
 /// `a=simulcast` stream list for that direction (RFC 8853 section 5.1) when there is one. Of
 /// alternatives (`a,b`) the first is taken; paused streams (`~a`) are left out.
-fn read_rids(attributes: &[Attribute], direction: &str) -> Vec<String> {
+/// `None`: more than [`MAX_RIDS`] declared (each stream of the list looks through them).
+fn read_rids(attributes: &[Attribute], direction: &str) -> Option<Vec<String>> {
     let declared: Vec<&str> = values(attributes, "rid")
         .filter_map(|rid| {
             let mut parts = rid.split_whitespace();
@@ -578,15 +631,24 @@ fn read_rids(attributes: &[Attribute], direction: &str) -> Vec<String> {
             (parts.next() == Some(direction)).then_some(id)
         })
         .collect();
+    if declared.len() > MAX_RIDS {
+        return None;
+    }
     let Some(list) = values(attributes, "simulcast").find_map(|s| simulcast_list(s, direction))
     else {
-        return declared.into_iter().map(str::to_owned).collect();
+        return Some(declared.into_iter().map(str::to_owned).collect());
     };
-    list.split(';')
-        .filter_map(|stream| stream.split(',').next())
-        .filter(|rid| !rid.starts_with('~') && declared.contains(rid))
-        .map(str::to_owned)
-        .collect()
+    let mut rids: Vec<String> = Vec::new();
+    let streams = list
+        .split(';')
+        .filter_map(|stream| stream.split(',').next());
+    for rid in streams.filter(|rid| !rid.starts_with('~') && declared.contains(rid)) {
+        // A stream listed twice is one stream.
+        if !rids.iter().any(|r| r == rid) {
+            rids.push(rid.to_owned());
+        }
+    }
+    Some(rids)
 }
 
 /// The stream list following `direction` in an `a=simulcast` value (`send q;h;f recv a`).

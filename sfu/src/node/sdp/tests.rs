@@ -19,6 +19,8 @@ mod datachannel;
 mod firefox;
 #[path = "interop_tests.rs"]
 mod interop;
+#[path = "limits_tests.rs"]
+mod limits;
 #[path = "negotiate_tests.rs"]
 mod negotiation;
 #[path = "offer_tests.rs"]

@@ -11,7 +11,7 @@ use rtp_ext::codec::MediaKind;
 use super::watch::viewer_media;
 use super::{publisher_of, refused, Caller, SignalError, Signaling};
 use crate::node::auth::Grant;
-use crate::node::core::{CoreError, Negotiated, ParticipantOffer, Sending};
+use crate::node::core::{Negotiated, ParticipantOffer, Sending};
 use crate::node::event_queue::EventReceiver;
 use crate::node::participant::{Choice, NamedTrack};
 use crate::node::peer::{Join, Kind, PeerId};
@@ -81,6 +81,8 @@ impl Signaling {
         let resource = self.resource((Kind::Participant, room, id), caller)?;
         let session = resource.id;
         self.check_offer_rate(session)?;
+        // Counted from here, whatever is wrong with the offer: reading a bad one is work too.
+        self.offer_rate.spend(session, Instant::now());
         let read = match self.offer_memo.recall(session, text) {
             Some(read) => read,
             None => {
@@ -95,13 +97,6 @@ impl Signaling {
             worker.core.renegotiate(now, id, if_match, participant)
         });
         let negotiated = renegotiated.await?;
-        // The core knew the session (whatever it made of the offer): the offer counts.
-        if !matches!(
-            negotiated,
-            Err(CoreError::UnknownPeer | CoreError::NotOwner)
-        ) {
-            self.offer_rate.spend(session, Instant::now());
-        }
         let answered = self.answered(plan, &negotiated?, room);
         self.offer_memo.keep(session, text, Arc::clone(&read));
         tracing::debug!(peer = %session, took = ?started.elapsed(), "offer answered");
