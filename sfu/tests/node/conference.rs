@@ -179,6 +179,28 @@ fn a_stale_or_mismatched_offer_is_refused_and_changes_nothing() {
         panic!("{refused:?}");
     };
     assert!(reason.contains("ICE"), "{reason}");
+    // Two more sending sections, the second with the SSRC of one it has: refused, again and
+    // again, and the first of them not left published each time.
+    let mut conflicting = Client::new(1, &[]);
+    conflicting.sections = c.clients[&1].sections.clone();
+    conflicting.next_mid = c.clients[&1].next_mid;
+    let taken = c.clients[&1].sections.iter().find_map(|s| match s {
+        Section::Send { what, .. } => Some(match *what {
+            Send::Vp8(ssrc) | Send::Av1(ssrc) | Send::Opus(ssrc) => ssrc,
+        }),
+        _ => None,
+    });
+    for what in [
+        Send::Vp8(4242),
+        Send::Vp8(taken.expect("a sending section")),
+    ] {
+        let mid = conflicting.mid();
+        conflicting.sections.push(Section::Send { mid, what });
+    }
+    for _ in 0..5 {
+        let refused = c.core.renegotiate(c.now, id, None, offer_of(&conflicting));
+        assert!(matches!(refused, Err(CoreError::SsrcInUse)), "{refused:?}");
+    }
     assert_eq!(c.core.table_entries(), entries, "nothing changed");
     c.check_everyone_receives_the_others();
 }

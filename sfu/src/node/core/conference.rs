@@ -138,7 +138,7 @@ impl NodeCore {
             .shape
             .check_follows(&offer.shape)
             .map_err(CoreError::OfferMismatch)?;
-        participant.shape = offer.shape;
+        let shape = std::mem::replace(&mut participant.shape, offer.shape);
         let sending: Vec<&str> = offer
             .publisher
             .tracks
@@ -175,7 +175,14 @@ impl NodeCore {
             self.unpublish(&room, track);
             self.broadcast_removed(&room, id, track);
         }
-        self.publish_tracks(transport, &mut added)?;
+        if let Err(refused) = self.publish_tracks(transport, &mut added) {
+            // The offer is refused: the next must follow the last one answered. (The tracks
+            // it stopped stay stopped, as its sending sections said.)
+            if let Some(participant) = self.participant_mut(id) {
+                participant.shape = shape;
+            }
+            return Err(refused);
+        }
         let new_tracks: Vec<TrackId> = added.tracks.iter().filter_map(|t| t.id).collect();
         if let Some(participant) = self.participant_mut(id) {
             participant.publisher.tracks.extend(added.tracks);
@@ -237,18 +244,27 @@ impl NodeCore {
         Ok(())
     }
 
-    /// Publishes a session's tracks on its transport: each gets its router id.
+    /// Publishes a session's tracks on its transport: each gets its router id. All or none:
+    /// when one cannot be published, those before it are unpublished again (a refused offer
+    /// leaves nothing behind to offer again).
     pub(super) fn publish_tracks(
         &mut self,
         transport: crate::engine::TransportId,
         publisher: &mut Publisher,
     ) -> Result<(), CoreError> {
-        for track in &mut publisher.tracks {
-            let id = self
-                .router
-                .publish(transport, track.config.clone())
-                .map_err(|_| CoreError::SsrcInUse)?;
-            track.id = Some(id);
+        for at in 0..publisher.tracks.len() {
+            let config = publisher.tracks[at].config.clone();
+            match self.router.publish(transport, config) {
+                Ok(id) => publisher.tracks[at].id = Some(id),
+                Err(_) => {
+                    for track in &mut publisher.tracks[..at] {
+                        if let Some(id) = track.id.take() {
+                            let _ = self.router.unpublish(id);
+                        }
+                    }
+                    return Err(CoreError::SsrcInUse);
+                }
+            }
         }
         Ok(())
     }
