@@ -725,19 +725,33 @@ pub fn dcep(data: &[u8]) {
 }
 
 /// `sctp_input`: the bytes as SCTP packets from a participant (each after a two-byte
-/// length), into a fresh association of the node: whatever it makes of them, it answers with
-/// packets a DTLS record carries, and its timer moves forward.
+/// length), into a fresh association of the node, and again into a relay link edge's (the
+/// client end): whatever each makes of them, it answers with packets a DTLS record carries,
+/// and its timer moves forward.
 pub fn sctp_input(data: &[u8]) {
     use crate::node::datachannel::sctp::SctpAssociation;
     let start = Instant::now();
-    let mut association = SctpAssociation::new(start, 256 * 1024, Some(64 * 1024));
+    sctp_packets(
+        data,
+        SctpAssociation::new(start, 256 * 1024, Some(64 * 1024)),
+        start,
+    );
+    sctp_packets(data, SctpAssociation::client(start, 256 * 1024), start);
+}
+
+fn sctp_packets(
+    data: &[u8],
+    mut association: crate::node::datachannel::sctp::SctpAssociation,
+    start: Instant,
+) {
     let mut rest = data;
     let mut now = start;
     while let [high, low, tail @ ..] = rest {
         let len = usize::from(u16::from_be_bytes([*high, *low])).min(tail.len());
         let (packet, next) = tail.split_at(len);
         rest = next;
-        association.handle_packet(now, packet);
+        // Refused or not, the association goes on.
+        let _ = association.handle_packet(now, packet);
         while let Some(out) = association.poll_transmit() {
             assert!(out.len() <= MTU, "an SCTP packet fits a DTLS record");
         }

@@ -69,11 +69,13 @@ pub fn event_queue() -> (EventSender, EventReceiver) {
 }
 
 impl EventSender {
-    /// Queues an event unless the stream is at its bound or gone.
+    /// Queues an event unless the stream is at its bound or gone. With nothing waiting, an
+    /// event is taken whatever its size: a large room's state, a stream's first event, may
+    /// be larger than the bound, which is on what a client leaves unread.
     pub fn send(&self, event: String) -> Result<(), Closed> {
         let events = self.waiting.events.load(Ordering::Acquire);
         let bytes = self.waiting.bytes.load(Ordering::Acquire);
-        if events >= MAX_EVENTS || bytes + event.len() > MAX_BYTES {
+        if events >= MAX_EVENTS || (events > 0 && bytes + event.len() > MAX_BYTES) {
             return Err(Closed::Behind);
         }
         let len = event.len();
@@ -131,6 +133,19 @@ mod tests {
         }
         assert_eq!(tx.send("y".into()), Err(Closed::Behind), "bytes bound");
         assert_eq!(tx.waiting(), (4, MAX_BYTES));
+    }
+
+    /// A large room's state, a stream's first event, is larger than the bound: with nothing
+    /// waiting it is taken, and the bound holds for what comes after it unread.
+    #[tokio::test]
+    async fn an_event_larger_than_the_bound_is_taken_when_nothing_waits() {
+        let (tx, mut rx) = event_queue();
+        let state = "s".repeat(2 * MAX_BYTES);
+        assert_eq!(tx.send(state.clone()), Ok(()));
+        assert_eq!(tx.send("next".into()), Err(Closed::Behind));
+        let first = poll_fn(|cx| rx.poll_recv(cx)).await;
+        assert_eq!(first, Some(state));
+        assert_eq!(tx.send("next".into()), Ok(()));
     }
 
     #[tokio::test]

@@ -4,7 +4,8 @@
 //! no envelope of the node's own, so any WebRTC client takes part.
 //!
 //! - [`dcep`]: the node's own DCEP parser and writer.
-//! - [`sctp`]: one participant's SCTP association, behind the node's own small interface.
+//! - [`sctp`]: one participant's SCTP association, behind the node's own small interface;
+//!   [`screen`], what of its packets the stack is not given.
 //! - [`relay`]: a room's channels and what each message becomes for each receiver, other
 //!   nodes' associations on the media relay's links among its members (`relay_nodes.rs`);
 //!   `backlog.rs`, what waits toward each receiver.
@@ -12,6 +13,7 @@
 mod backlog;
 pub mod dcep;
 pub mod relay;
+pub mod screen;
 pub mod sctp;
 
 use serde::Deserialize;

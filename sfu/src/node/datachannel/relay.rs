@@ -17,6 +17,7 @@ use bytes::Bytes;
 
 use super::backlog::{Backlog, ReceiverTotal};
 use super::dcep::{ChannelParams, Reliability};
+use super::screen::chunks_per_second;
 use super::sctp::{MessageKind, SctpAssociation, SctpEvent};
 use super::DataChannelConfig;
 use crate::node::metrics::{DropReason, NodeCounters};
@@ -30,10 +31,23 @@ const SEND_WINDOW: usize = 64 * 1024;
 /// (`backlog_bytes`) of one channel: a participant that reads nothing holds this much, not a
 /// backlog for every channel of every other participant.
 pub const RECEIVER_BACKLOGS: usize = 8;
-/// The longest label and protocol of a channel, together, that the relay takes: both are
-/// copied to every other participant and into each one's event stream (DCEP allows 64 KiB
-/// of each, which alone would fill an event stream and close it).
+/// The longest label and protocol of a channel, together and as JSON writes them
+/// ([`written_len`]), that the relay takes: both are copied to every other participant and
+/// into each one's event stream (DCEP allows 64 KiB of each, which alone would fill an event
+/// stream and close it).
 pub const MAX_CHANNEL_NAME: usize = 1024;
+
+/// The bytes `text` takes in an event stream's JSON: a control character is written as six
+/// (`\u0001`), a quote or backslash as two, the rest as in UTF-8.
+pub fn written_len(text: &str) -> usize {
+    text.chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            c if c < ' ' => 6,
+            c => c.len_utf8(),
+        })
+        .sum()
+}
 
 /// A channel of a participant, as the room's state and events show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,7 +186,12 @@ impl DataRelay {
             .channels_in(room, false, &waiting)
             .into_iter()
             .collect();
-        let sctp = SctpAssociation::new(now, self.config.max_message_size, remote_max);
+        let chunks = chunks_per_second(
+            self.config.messages_per_second,
+            self.config.bytes_per_second,
+        );
+        let sctp = SctpAssociation::new(now, self.config.max_message_size, remote_max)
+            .with_chunk_rate(chunks);
         let rate = Rate {
             since: now,
             messages: 0,
@@ -238,7 +257,10 @@ impl DataRelay {
         let Some(member) = self.members.get_mut(&id) else {
             return;
         };
-        member.sctp.handle_packet(now, packet);
+        if let Err(refused) = member.sctp.handle_packet(now, packet) {
+            tracing::trace!(peer = %id, %refused, "SCTP packet refused");
+            self.counters.drop(DropReason::DataSctp);
+        }
         self.drive(now, id);
         self.settle(now);
     }
@@ -353,12 +375,13 @@ impl DataRelay {
             self.opened_on_link(id, stream, params);
             return;
         }
-        let refused = if member.own.len() >= self.config.channels_per_participant {
-            Some(DropReason::DataChannelLimit)
-        } else if params.label.len() + params.protocol.len() > MAX_CHANNEL_NAME {
-            Some(DropReason::DataChannelName)
-        } else if !self.config.within_rate(&mut member.rate, now, 0) {
+        // The rate first: every open counts, refused or not.
+        let refused = if !self.config.within_rate(&mut member.rate, now, 0) {
             Some(DropReason::DataRate)
+        } else if member.own.len() >= self.config.channels_per_participant {
+            Some(DropReason::DataChannelLimit)
+        } else if written_len(&params.label) + written_len(&params.protocol) > MAX_CHANNEL_NAME {
+            Some(DropReason::DataChannelName)
         } else {
             None
         };

@@ -15,7 +15,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 use super::{
-    relayed_toward, ChannelParams, DataRelay, Member, Rate, ReceiverTotal, Relayed,
+    relayed_toward, written_len, ChannelParams, DataRelay, Member, Rate, ReceiverTotal, Relayed,
     SctpAssociation, MAX_CHANNEL_NAME,
 };
 use crate::node::cluster::notice::MAX_ROOM_BYTES;
@@ -108,7 +108,11 @@ impl DataRelay {
         if self.members.contains_key(&id) {
             return;
         }
-        let max = self.config.max_message_size;
+        // Whatever size another node relays: each message is within that node's limit for
+        // its participants, which may be above this one's, and past what its stack takes the
+        // link's association would end, every room's channels with it. One larger than a
+        // receiver here takes is dropped toward that receiver alone.
+        let max = u64::from(u32::MAX);
         let sctp = match client {
             true => SctpAssociation::client(now, max).for_link(),
             false => SctpAssociation::new(now, max, None).for_link(),
@@ -281,7 +285,7 @@ impl DataRelay {
         // Bounded as a participant's open is on its own node: the label (the link's protocol
         // names the owner and the room in place of the owner's), a room a cluster can name,
         // and the open counted as a message of its owner's.
-        if params.label.len() > MAX_CHANNEL_NAME || room.len() > MAX_ROOM_BYTES {
+        if written_len(&params.label) > MAX_CHANNEL_NAME || room.len() > MAX_ROOM_BYTES {
             member.sctp.close_channel(stream);
             self.counters.drop(DropReason::DataChannelName);
             return;

@@ -33,9 +33,13 @@ struct Nodes {
 
 impl Nodes {
     fn new() -> Self {
+        Self::with(DataChannelConfig::default(), DataChannelConfig::default())
+    }
+
+    /// Node A and node B with their data channel settings.
+    fn with(a: DataChannelConfig, b: DataChannelConfig) -> Self {
         let now = Instant::now();
-        let mut a = DataRelay::new(DataChannelConfig::default());
-        let mut b = DataRelay::new(DataChannelConfig::default());
+        let (mut a, mut b) = (DataRelay::new(a), DataRelay::new(b));
         a.join(now, A1, ("room", ParticipantId(11)), None);
         b.join(now, B1, ("room", ParticipantId(21)), None);
         b.join(now, B2, ("room", ParticipantId(22)), None);
@@ -244,6 +248,31 @@ fn channels_cross_once_per_node_both_ways_and_close_with_their_link() {
         );
     }
     assert_eq!(nodes.a.counters().dropped(DropReason::DataLinkChannel), 0);
+}
+
+/// Nodes may differ in the largest message their participants send: one within A's limit
+/// and past B's crosses the link, which stays up, to B's participants.
+#[test]
+fn a_message_past_the_other_node_s_own_limit_crosses_and_the_link_stays() {
+    let limit = |max_message_size| DataChannelConfig {
+        max_message_size,
+        ..DataChannelConfig::default()
+    };
+    let mut nodes = Nodes::with(limit(64 * 1024), limit(16 * 1024));
+    open_from_client(nodes.client(A1), 0, &chat());
+    nodes.pump();
+    let toward = nodes.opened(B1)[0].0;
+    let _ = nodes.opened(B2);
+    nodes.pump();
+    let large = vec![7; 32 * 1024];
+    for message in [&large[..], b"after"] {
+        let mut s = nodes.client(A1).association.stream(0).unwrap();
+        s.write_with_ppi(message, Ppid::Binary).unwrap();
+        nodes.pump();
+    }
+    let read = client_reads(nodes.client(B1), toward);
+    let sizes: Vec<usize> = read.iter().map(|(_, m)| m.len()).collect();
+    assert_eq!(sizes, [32 * 1024, 5]);
 }
 
 #[test]

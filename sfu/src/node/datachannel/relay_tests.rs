@@ -141,14 +141,15 @@ fn empty_messages_are_relayed_as_empty_with_their_type() {
     );
 }
 
-/// A channel whose name is longer than the relay takes, or opened past the participant's
-/// message rate (an open counts as a message), is closed as it opens, counted by reason; the
-/// ones within both stay.
+/// A channel whose name is longer than the relay takes (as JSON writes it: a control
+/// character takes six bytes), or opened past the participant's message rate (every open
+/// counts as a message, refused or not), is closed as it opens, counted by reason; the ones
+/// within both stay.
 #[test]
 fn long_names_and_opens_past_the_rate_are_closed_as_they_open() {
     let now = Instant::now();
     let config = DataChannelConfig {
-        messages_per_second: 3,
+        messages_per_second: 6,
         ..DataChannelConfig::default()
     };
     let mut relay = DataRelay::new(config);
@@ -165,10 +166,15 @@ fn long_names_and_opens_past_the_rate_are_closed_as_they_open() {
         protocol: "p".repeat(protocol),
         ..chat()
     };
+    let escaped = ChannelParams {
+        label: "\u{1}".repeat(200),
+        ..chat()
+    };
     let opens = [
         named(1000, 24),
         named(1000, 25),
         named(MAX_CHANNEL_NAME + 1, 0),
+        escaped,
         named(4, 0),
         named(4, 0),
         named(4, 0),
@@ -180,11 +186,11 @@ fn long_names_and_opens_past_the_rate_are_closed_as_they_open() {
     let kept: Vec<u16> = relay.channels_of(id).iter().map(|c| c.stream).collect();
     assert_eq!(
         kept,
-        [0, 6, 8],
+        [0, 8, 10],
         "the first within the name, then two within the rate"
     );
     let counters = relay.counters();
-    assert_eq!(counters.dropped(DropReason::DataChannelName), 2);
+    assert_eq!(counters.dropped(DropReason::DataChannelName), 3);
     assert_eq!(counters.dropped(DropReason::DataRate), 1);
 }
 

@@ -26,6 +26,7 @@ use sctp_proto::{
 use smallvec::SmallVec;
 
 use super::dcep::{ChannelParams, Dcep, DcepError, Reliability};
+use super::screen::{screen, ChunkBudget, SctpRefusal};
 #[cfg(doc)]
 use crate::node::dtls::MTU;
 
@@ -44,7 +45,7 @@ const LAST_STREAM: u16 = 65_534;
 /// Free stream ids a channel's open tries before it gives up: the stack refuses one whose
 /// reset it has not finished (it no longer lists it, but waits for the peer's answer).
 const STREAM_TRIES: usize = 4;
-/// Streams of the peer's parity the stack may hold at once. A browser opens one per channel
+/// Streams the peer may make the stack hold at once. A browser opens one per channel
 /// (a participant has at most a few dozen; a relay link, one per channel it relays); the
 /// stack makes one for DATA on any stream id (about 300 bytes each, never freed unless
 /// reset), so a peer past this has its association ended.
@@ -158,9 +159,13 @@ pub struct SctpAssociation {
     /// The largest message the peer takes (its `a=max-message-size`).
     remote_max_message_size: u32,
     next_stream: u16,
-    /// Streams of the peer's parity the stack may hold ([`MAX_PEER_STREAMS`]); `None` on a
-    /// relay link, whose streams are not counted at all.
+    /// Streams the peer may make the stack hold ([`MAX_PEER_STREAMS`]); `None` on a relay
+    /// link, whose streams are not counted at all.
     max_peer_streams: Option<usize>,
+    /// Whether this end takes the peer's INIT (the server's, until it has its association).
+    takes_init: bool,
+    /// The DATA chunks taken this second.
+    budget: ChunkBudget,
     events: VecDeque<SctpEvent>,
     /// Packets polled from the stack, one SCTP packet each.
     transmit: VecDeque<Bytes>,
@@ -186,7 +191,9 @@ impl SctpAssociation {
         let mut server = ServerConfig::default();
         server.transport = transport;
         let endpoint = Endpoint::new(endpoint_config(), Some(Arc::new(server)));
-        Self::over(now, endpoint, None, remote_max_message_size)
+        let mut server = Self::over(now, endpoint, None, remote_max_message_size);
+        server.takes_init = true;
+        server
     }
 
     /// An association that starts itself (its INIT is its first packet), as the client end:
@@ -215,11 +222,20 @@ impl SctpAssociation {
             remote_max_message_size: remote_max_message_size.map_or(u32::MAX, clamp),
             next_stream: 1,
             max_peer_streams: Some(MAX_PEER_STREAMS),
+            takes_init: false,
+            budget: ChunkBudget::new(now, u32::MAX),
             events: VecDeque::new(),
             transmit: VecDeque::new(),
             inbound: BytesMut::new(),
             now,
         }
+    }
+
+    /// The same association taking at most `per_second` DATA chunks a second (see
+    /// [`chunks_per_second`](super::screen::chunks_per_second)); without it, any number.
+    pub fn with_chunk_rate(mut self, per_second: u32) -> Self {
+        self.budget = ChunkBudget::new(self.now, per_second);
+        self
     }
 
     /// The same association as a relay link's end: its peer is another node of the cluster,
@@ -234,30 +250,37 @@ impl SctpAssociation {
         self.established
     }
 
-    /// An SCTP packet from the peer (a DTLS record's application data).
-    pub fn handle_packet(&mut self, now: Instant, packet: &[u8]) {
+    /// An SCTP packet from the peer (a DTLS record's application data); refused, why (see
+    /// [`screen`](super::screen)).
+    pub fn handle_packet(&mut self, now: Instant, packet: &[u8]) -> Result<(), SctpRefusal> {
         self.now = now;
+        // One association per DTLS association: a second INIT restarts nothing here.
+        let takes_init = self.takes_init && self.association.is_none();
+        screen(packet, takes_init, &mut self.budget, now)?;
         // Takes the buffer back when nothing shares it any more, else makes a new one.
         self.inbound.reserve(packet.len());
         self.inbound.extend_from_slice(packet);
         let data = self.inbound.split().freeze();
-        match self.endpoint.handle(now, PEER, None, None, data) {
-            // One association per DTLS association: a second INIT restarts nothing here.
+        let taken = match self.endpoint.handle(now, PEER, None, None, data) {
             Some((handle, DatagramEvent::NewAssociation(association)))
                 if self.association.is_none() =>
             {
                 self.association = Some((handle, association));
+                true
             }
             Some((handle, DatagramEvent::AssociationEvent(event))) => {
-                if let Some((ours, association)) = self.association.as_mut() {
-                    if *ours == handle {
+                match self.association.as_mut() {
+                    Some((ours, association)) if *ours == handle => {
                         association.handle_event(event);
+                        true
                     }
+                    _ => false,
                 }
             }
-            _ => {}
-        }
+            _ => false,
+        };
         self.process();
+        taken.then_some(()).ok_or(SctpRefusal::Unread)
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due.
@@ -416,9 +439,12 @@ impl SctpAssociation {
                     let Some(max) = self.max_peer_streams else {
                         continue;
                     };
+                    // The peer's are every stream but the channels the node opened: the
+                    // stack makes one for DATA on an id of either parity.
                     let ours = self.next_stream % 2;
+                    let opened = self.channels.keys().filter(|&&id| id % 2 == ours).count();
                     let ids = association.stream_ids();
-                    if ids.iter().filter(|&&id| id % 2 != ours).count() > max {
+                    if ids.len().saturating_sub(opened) > max {
                         // Its loss comes next from the stack, as any other's.
                         let _ = association.close();
                         self.events.push_back(SctpEvent::TooManyStreams);

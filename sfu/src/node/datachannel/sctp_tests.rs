@@ -31,7 +31,8 @@ pub(in crate::node::datachannel) trait NodeEnd {
 
 impl NodeEnd for SctpAssociation {
     fn receive(&mut self, now: Instant, packet: &[u8]) {
-        self.handle_packet(now, packet);
+        // What the client's stack sends is taken: the tests that drive it check its effect.
+        let _ = self.handle_packet(now, packet);
     }
 
     fn transmit(&mut self) -> Option<Bytes> {
@@ -275,9 +276,9 @@ fn a_peer_past_its_streams_has_its_association_ended() {
     node.max_peer_streams = Some(8);
     let mut client = client();
     exchange(now, &mut client, &mut node);
-    send_on_streams(now, &mut client, &mut node, 0..8);
+    send_on_streams(now, &mut client, &mut node, (0..8).map(|s| 2 * s));
     assert!(node.is_established(), "eight streams fit");
-    send_on_streams(now, &mut client, &mut node, 8..9);
+    send_on_streams(now, &mut client, &mut node, [16]);
     let events = events(&mut node);
     assert!(
         events.ends_with(&[SctpEvent::TooManyStreams, SctpEvent::Lost]),
@@ -297,26 +298,68 @@ fn a_link_s_peer_may_send_on_more_streams_than_a_participant() {
     exchange(now, &mut client, &mut node);
     let past = u16::try_from(MAX_PEER_STREAMS + 1).unwrap();
     for first in (0..past).step_by(512) {
-        send_on_streams(now, &mut client, &mut node, first..(first + 512).min(past));
+        let streams = first..(first + 512).min(past);
+        send_on_streams(now, &mut client, &mut node, streams.map(|s| 2 * s));
     }
     assert!(node.is_established());
     assert!(!events(&mut node).contains(&SctpEvent::TooManyStreams));
 }
 
-/// One message on each of the client's streams `streams` (ids twice those: the client's
-/// parity), DATA no DCEP opened, as out-of-band channels send it.
+/// One message on each of `streams`, DATA no DCEP opened, as out-of-band channels send it.
 fn send_on_streams(
     now: Instant,
     client: &mut Client,
     node: &mut SctpAssociation,
-    streams: std::ops::Range<u16>,
+    streams: impl IntoIterator<Item = u16>,
 ) {
     for stream in streams {
         let mut s = client
             .association
-            .open_stream(2 * stream, Ppid::String)
+            .open_stream(stream, Ppid::String)
             .unwrap();
         s.write_with_ppi(b"x", Ppid::String).unwrap();
     }
     exchange(now, client, node);
+}
+
+/// The stack makes a stream for DATA on an id of either parity: the peer's on the node's
+/// (odd) ids count against its bound as on its own.
+#[test]
+fn streams_on_the_node_s_parity_count_against_the_peer_s_bound() {
+    let now = Instant::now();
+    let mut node = SctpAssociation::new(now, 256 * 1024, None);
+    node.max_peer_streams = Some(8);
+    let mut client = client();
+    exchange(now, &mut client, &mut node);
+    send_on_streams(now, &mut client, &mut node, (0..9).map(|s| 2 * s + 1));
+    let events = events(&mut node);
+    assert!(events.contains(&SctpEvent::TooManyStreams), "{events:?}");
+}
+
+/// The client's first packet, its INIT.
+fn init_of(now: Instant, client: &mut Client) -> Bytes {
+    let transmit = client.association.poll_transmit(now).expect("an INIT");
+    let Payload::RawEncode(mut packets) = transmit.payload else {
+        panic!("a packet");
+    };
+    packets.remove(0)
+}
+
+/// An INIT to an end that has its association is refused before the stack sees it: the
+/// client's end (a relay link's edge) takes none, and the stack would panic on one; the
+/// server's end has its association and keeps it.
+#[test]
+fn an_init_to_an_end_with_its_association_is_refused() {
+    let now = Instant::now();
+    let mut edge = SctpAssociation::client(now, 256 * 1024);
+    let init = init_of(now, &mut client());
+    assert_eq!(edge.handle_packet(now, &init), Err(SctpRefusal::Init));
+    let mut node = SctpAssociation::new(now, 256 * 1024, None);
+    let mut first = client();
+    exchange(now, &mut first, &mut node);
+    assert!(node.is_established());
+    let again = init_of(now, &mut client());
+    assert_eq!(node.handle_packet(now, &again), Err(SctpRefusal::Init));
+    assert!(node.is_established());
+    assert_eq!(node.handle_packet(now, &[0; 20]), Err(SctpRefusal::Unread));
 }

@@ -96,6 +96,11 @@ pub enum DropReason {
     /// An SCTP packet on a relay link (an RTCP APP packet `STDC`) whose framing does not
     /// read: its padding longer than its data.
     DataLinkMalformed,
+    /// An SCTP packet the association did not take (see
+    /// [`SctpRefusal`](crate::node::datachannel::screen::SctpRefusal)): a DATA chunk with no
+    /// user data or a fragment but the last under 256 bytes, DATA past its chunks a second, an
+    /// INIT to an association that has one, or a packet the stack does not read.
+    DataSctp,
     /// A packet for a TCP connection whose send queue was full: its peer reads slower than
     /// it is sent.
     TcpQueueFull,
@@ -106,7 +111,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub(super) const ALL: [DropReason; 36] = [
+    pub(super) const ALL: [DropReason; 37] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -140,6 +145,7 @@ impl DropReason {
         Self::DataUnknownPpid,
         Self::DataLinkChannel,
         Self::DataLinkMalformed,
+        Self::DataSctp,
         Self::TcpQueueFull,
         Self::TcpClosed,
         Self::MalformedRtcp,
@@ -180,6 +186,7 @@ impl DropReason {
             Self::DataUnknownPpid => "data_unknown_ppid",
             Self::DataLinkChannel => "data_link_channel",
             Self::DataLinkMalformed => "data_link_malformed",
+            Self::DataSctp => "data_sctp",
             Self::TcpQueueFull => "tcp_queue_full",
             Self::TcpClosed => "tcp_closed",
             Self::MalformedRtcp => "malformed_rtcp",
