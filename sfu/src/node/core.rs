@@ -332,7 +332,10 @@ impl NodeCore {
         let silent: Vec<PeerId> = self
             .peers
             .iter()
-            .filter(|(_, p)| now.saturating_duration_since(p.last_seen) > self.peer_timeout)
+            .filter(|(_, p)| {
+                now.saturating_duration_since(p.last_seen) > self.peer_timeout
+                    || p.connect_by.is_some_and(|by| now > by)
+            })
             .map(|(&id, _)| id)
             .collect();
         for id in silent {

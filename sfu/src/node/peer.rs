@@ -175,8 +175,13 @@ pub struct Peer {
     /// a subscription that replaced it (the room's next publisher) has none until allocation
     /// runs for it.
     pub allocated: Option<(DownTrackId, Layer)>,
-    /// The last valid binding request: ICE consent (RFC 7675) keeps it fresh.
+    /// The last valid binding request from its address: ICE consent (RFC 7675) keeps it
+    /// fresh on the pair in use, not on others.
     pub last_seen: Instant,
+    /// Until when it may take to have its keys, `None` once it has them (or needs none): a
+    /// session that answers ICE but never finishes its handshake holds a handshake's place
+    /// only this long.
+    pub connect_by: Option<Instant>,
     /// How a publishing or conference session is known in its room.
     pub identity: Option<Identity>,
     /// Whether it publishes, watches or takes part in a conference, with what that needs.

@@ -345,3 +345,52 @@ fn a_packet_the_engine_refuses_is_counted_once() {
     }
     assert!(!text.contains("reason=\"engine\""), "no catch-all reason");
 }
+
+/// Binding requests keep a session only on the pair in use: one that answers ICE every
+/// second but never has its keys is removed once the session timeout has passed since it
+/// was made; a connected one whose only checks come from an address other than the one it
+/// nominated last is removed once it has been silent there as long.
+#[test]
+fn only_a_connected_session_s_own_address_keeps_it() {
+    let mut h = Harness::new(NodeCore::new(
+        RouterConfig::default(),
+        Duration::from_secs(3),
+    ));
+    let ice = h.next_credentials();
+    let waiting = h
+        .core
+        .add_viewer(
+            h.now,
+            Join::new("room", ice.clone()),
+            av1_viewer(0x10, None, Layer::MAX),
+        )
+        .expect("room for a viewer");
+    let moved = h.viewer("room", av1_viewer(0x11, None, Layer::MAX), addr(9301));
+    let moved_ice = credentials(2);
+    // Nominated elsewhere (a spoofed source, say), then checks from the old address only.
+    h.send(addr(9302), &binding_request(&moved_ice, true));
+    assert_eq!(
+        h.core.peer(moved).and_then(|p| p.addr),
+        Some(addr(9302).into())
+    );
+    let start = h.now;
+    let mut gone = [None, None];
+    for _ in 0..50 {
+        h.now += Duration::from_millis(100);
+        h.send(addr(9300), &binding_request(&ice, true));
+        h.send(addr(9301), &binding_request(&moved_ice, false));
+        h.core.handle_timeout(h.now);
+        for (at, id) in gone.iter_mut().zip([waiting, moved]) {
+            if at.is_none() && h.core.peer(id).is_none() {
+                *at = Some(h.now - start);
+            }
+        }
+    }
+    for at in gone {
+        let at = at.expect("removed");
+        assert!(
+            at > Duration::from_secs(3) && at <= Duration::from_millis(4100),
+            "at {at:?}"
+        );
+    }
+}

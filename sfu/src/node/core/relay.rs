@@ -649,7 +649,7 @@ impl NodeCore {
         };
         // The relayed publisher goes by its name on its own node: that is no clash.
         let id = self.add_named_publisher(now, join, publisher, Names::Here)?;
-        self.connected_without_keys();
+        self.connected_without_keys(id);
         Ok(id)
     }
 

@@ -113,6 +113,7 @@ impl NodeCore {
             estimate_bps: None,
             allocated: None,
             last_seen: now,
+            connect_by: Some(now + self.peer_timeout),
             identity,
             role,
         };
@@ -244,7 +245,10 @@ impl NodeCore {
 
     /// A session just added that is connected without keys of its own (a relay-in: its
     /// link has them).
-    pub(super) fn connected_without_keys(&mut self) {
+    pub(super) fn connected_without_keys(&mut self, id: PeerId) {
+        if let Some(peer) = self.peers.get_mut(&id) {
+            peer.connect_by = None;
+        }
         self.connecting -= 1;
         self.admission.connected();
     }
@@ -258,6 +262,7 @@ impl NodeCore {
         if peer.srtp.replace(srtp).is_some() {
             return;
         }
+        peer.connect_by = None;
         self.connecting -= 1;
         self.admission.connected();
         if let (Role::Viewer(_), true) = (&peer.role, self.rooms.contains_key(&peer.room)) {

@@ -130,7 +130,11 @@ impl NodeCore {
         let Some(peer) = self.peers.get_mut(&id) else {
             return;
         };
-        peer.last_seen = now;
+        // Consent is the pair's in use (RFC 7675): checks on another pair (or from an
+        // address only named once) do not keep the session.
+        if peer.addr.is_none_or(|addr| addr == from) || nominated {
+            peer.last_seen = now;
+        }
         // Latch the first address that proves it knows our password, and move to the one the
         // browser nominates.
         if peer.addr.is_none() || (nominated && peer.addr != Some(from)) {
