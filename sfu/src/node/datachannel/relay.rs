@@ -339,6 +339,10 @@ impl DataRelay {
                     tracing::debug!(peer = %id, stream, "data channel message of an unknown PPID");
                     self.counters.drop(DropReason::DataUnknownPpid);
                 }
+                SctpEvent::DcepIgnored { stream } => {
+                    tracing::debug!(peer = %id, stream, "DCEP message ignored");
+                    self.counters.drop(DropReason::DataDcep);
+                }
                 SctpEvent::Closed { stream } => self.closed(id, stream),
                 SctpEvent::TooManyStreams => {
                     tracing::debug!(peer = %id, "data channel association past its streams");

@@ -129,6 +129,12 @@ pub enum SctpEvent {
         /// Its stream.
         stream: u16,
     },
+    /// A DCEP message left unanswered: an open on a stream in use, an ack for nothing, one
+    /// that does not read, or an open whose ack could not be written.
+    DcepIgnored {
+        /// Its stream.
+        stream: u16,
+    },
     /// The peer closed a channel (reset its stream).
     Closed {
         /// Its stream.
@@ -548,9 +554,12 @@ fn on_dcep(
                     let _ = Dcep::Ack.write(&mut ack);
                     stream.write_with_ppi(&ack, Ppid::Dcep)
                 });
-            if acked.is_ok() {
-                channels.insert(id, Channel::Open);
-                events.push_back(SctpEvent::Opened { stream: id, params });
+            match acked {
+                Ok(_) => {
+                    channels.insert(id, Channel::Open);
+                    events.push_back(SctpEvent::Opened { stream: id, params });
+                }
+                Err(_) => events.push_back(SctpEvent::DcepIgnored { stream: id }),
             }
         }
         (Ok(Dcep::Ack), Some(Channel::Opening)) => {
@@ -558,7 +567,7 @@ fn on_dcep(
             events.push_back(SctpEvent::Acked { stream: id });
         }
         // An open on a stream in use, an ack for nothing, or not DCEP: the stream is left as is.
-        _ => tracing::debug!(stream = id, "DCEP message ignored"),
+        _ => events.push_back(SctpEvent::DcepIgnored { stream: id }),
     }
 }
 

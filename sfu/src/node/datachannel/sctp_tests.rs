@@ -363,3 +363,35 @@ fn an_init_to_an_end_with_its_association_is_refused() {
     assert!(node.is_established());
     assert_eq!(node.handle_packet(now, &[0; 20]), Err(SctpRefusal::Unread));
 }
+
+/// DCEP the association does not act on is told, so the relay counts it: an open on a stream
+/// in use, an ack for nothing, bytes that are not DCEP.
+#[test]
+fn dcep_left_unanswered_is_told() {
+    let now = Instant::now();
+    let mut node = SctpAssociation::new(now, 256 * 1024, None);
+    let mut client = client();
+    exchange(now, &mut client, &mut node);
+    open_from_client(&mut client, 0, &chat());
+    exchange(now, &mut client, &mut node);
+    let _ = events(&mut node);
+    let mut open = Vec::new();
+    Dcep::Open(chat()).write(&mut open).unwrap();
+    // Again on its open stream, an ack (0x02) on a new one, a message type DCEP has not.
+    for (stream, bytes) in [(0, open), (2, vec![0x02]), (4, vec![0x7F])] {
+        let mut s = match client.association.stream(stream) {
+            Ok(s) => s,
+            Err(_) => client.association.open_stream(stream, Ppid::Dcep).unwrap(),
+        };
+        s.write_with_ppi(&bytes, Ppid::Dcep).unwrap();
+    }
+    exchange(now, &mut client, &mut node);
+    let ignored: Vec<u16> = events(&mut node)
+        .into_iter()
+        .filter_map(|e| match e {
+            SctpEvent::DcepIgnored { stream } => Some(stream),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ignored, [0, 2, 4]);
+}

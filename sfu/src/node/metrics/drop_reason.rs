@@ -101,6 +101,9 @@ pub enum DropReason {
     /// user data or a fragment but the last under 256 bytes, DATA past its chunks a second, an
     /// INIT to an association that has one, or a packet the stack does not read.
     DataSctp,
+    /// A DCEP message the association left unanswered: an open on a stream in use, an ack
+    /// for nothing, one that does not read, or an open whose ack could not be written.
+    DataDcep,
     /// A packet for a TCP connection whose send queue was full: its peer reads slower than
     /// it is sent.
     TcpQueueFull,
@@ -111,7 +114,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub(super) const ALL: [DropReason; 37] = [
+    pub(super) const ALL: [DropReason; 38] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -146,6 +149,7 @@ impl DropReason {
         Self::DataLinkChannel,
         Self::DataLinkMalformed,
         Self::DataSctp,
+        Self::DataDcep,
         Self::TcpQueueFull,
         Self::TcpClosed,
         Self::MalformedRtcp,
@@ -187,6 +191,7 @@ impl DropReason {
             Self::DataLinkChannel => "data_link_channel",
             Self::DataLinkMalformed => "data_link_malformed",
             Self::DataSctp => "data_sctp",
+            Self::DataDcep => "data_dcep",
             Self::TcpQueueFull => "tcp_queue_full",
             Self::TcpClosed => "tcp_closed",
             Self::MalformedRtcp => "malformed_rtcp",
