@@ -147,6 +147,12 @@ fn sha256(der: &[u8]) -> [u8; 32] {
 
 /// The peer's SDP `a=fingerprint` as (hash algorithm, hex value), as the 32 bytes of its
 /// SHA-256 hash (RFC 8122 §5: hex pairs joined by colons, in either case).
+/// Whether an offer's `a=fingerprint` is one the handshake can check (the hash the node
+/// takes, written in full): refused with the offer rather than at the first record.
+pub fn check_fingerprint(algorithm: &str, value: &str) -> Result<(), DtlsError> {
+    expected_fingerprint((algorithm, value)).map(|_| ())
+}
+
 fn expected_fingerprint((algorithm, value): (&str, &str)) -> Result<[u8; 32], DtlsError> {
     if !algorithm.eq_ignore_ascii_case(FINGERPRINT_ALGORITHM) {
         return Err(DtlsError::UnsupportedFingerprint(algorithm.to_owned()));

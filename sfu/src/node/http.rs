@@ -170,6 +170,7 @@ impl IntoResponse for SignalError {
         let status = match &self {
             SignalError::BadOffer(_)
             | SignalError::BadBody(_)
+            | SignalError::BadFingerprint(_)
             | SignalError::BadRoom(_)
             | SignalError::OfferTooLarge { .. } => StatusCode::BAD_REQUEST,
             SignalError::Unauthorized(_) => StatusCode::UNAUTHORIZED,

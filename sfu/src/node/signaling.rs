@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use super::auth::{Auth, AuthError, Grant};
 use super::cluster::relay_http::RelayService;
 use super::core::{CoreError, Resource, RoomRelays};
+use super::dtls::check_fingerprint;
 use super::ice_servers::{IceServer, IceServerConfig};
 use super::limits::{LimitError, Limits, RoomNameError};
 use super::media_loop::{LoopGone, MediaLoopHandle, Worker};
@@ -60,6 +61,9 @@ pub enum SignalError {
     /// The request's body or query is not what the route takes; says what is (400).
     #[error("bad request: {0}")]
     BadBody(&'static str),
+    /// The offer's `a=fingerprint` is not one the DTLS handshake can check (400).
+    #[error("bad a=fingerprint: {0}")]
+    BadFingerprint(String),
     /// The room name breaks the node's rules (400).
     #[error("bad room name: {0}")]
     BadRoom(#[from] RoomNameError),
@@ -558,6 +562,10 @@ impl Signaling {
     /// Parses an offer of at most `max_len` bytes and `limit` m-sections.
     fn offer_within(text: &str, max_len: usize, limit: usize) -> Result<Offer, SignalError> {
         let offer = sdp::parse_offer_within(text, max_len)?;
+        let fingerprint = &offer.fingerprint;
+        if let Err(refused) = check_fingerprint(&fingerprint.algorithm, &fingerprint.value) {
+            return Err(SignalError::BadFingerprint(refused.to_string()));
+        }
         if offer.media.len() > limit {
             return Err(SignalError::OfferTooLarge {
                 what: "m-sections",

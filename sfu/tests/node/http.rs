@@ -150,6 +150,13 @@ fn bad_input_is_refused_with_its_reason_and_the_node_keeps_serving() {
         (missing.status, missing.body.trim()),
         (400, "bad offer: no ice-ufrag")
     );
+    // A fingerprint the handshake could not check: refused with the offer, not at the
+    // first DTLS record.
+    for (from, to) in [("sha-256 9C:5E", "sha-1 9C:5E"), (":C8:55", ":C8")] {
+        let refused = node.request("POST", "/whip/demo", &[SDP], &AV1_OFFER.replace(from, to));
+        assert_eq!(refused.status, 400, "{}", refused.body);
+        assert!(refused.body.contains("a=fingerprint"), "{}", refused.body);
+    }
     let text = ("Content-Type", "text/plain");
     assert_eq!(
         node.request("POST", "/whip/demo", &[text], AV1_OFFER)
