@@ -19,18 +19,20 @@ use stun::message::{Message, BINDING_SUCCESS};
 
 use crate::fixtures::{addr, core, harness, l3t3, DD_IN, DD_OUT};
 
+/// A viewer of `room` with `ice`, its checks and handshake to come.
+fn unconnected_viewer(h: &mut Harness, ice: &sfu::node::peer::IceCredentials) -> PeerId {
+    let viewer = av1_viewer(0x10, None, Layer::MAX);
+    let join = Join::new("room", ice.clone());
+    h.core
+        .add_viewer(h.now, join, viewer)
+        .expect("room for a viewer")
+}
+
 #[test]
 fn binding_requests_are_answered_and_latch_the_nominated_address() {
     let mut h = harness();
     let ice = credentials(1);
-    let id = h
-        .core
-        .add_viewer(
-            h.now,
-            Join::new("room", ice.clone()),
-            av1_viewer(0x10, None, Layer::MAX),
-        )
-        .expect("room for a viewer");
+    let id = unconnected_viewer(&mut h, &ice);
     h.send(addr(4000), &binding_request(&ice, false));
     h.send(addr(4001), &binding_request(&ice, true));
     for port in [4000, 4001] {
@@ -357,14 +359,7 @@ fn only_a_connected_session_s_own_address_keeps_it() {
         Duration::from_secs(3),
     ));
     let ice = h.next_credentials();
-    let waiting = h
-        .core
-        .add_viewer(
-            h.now,
-            Join::new("room", ice.clone()),
-            av1_viewer(0x10, None, Layer::MAX),
-        )
-        .expect("room for a viewer");
+    let waiting = unconnected_viewer(&mut h, &ice);
     let moved = h.viewer("room", av1_viewer(0x11, None, Layer::MAX), addr(9301));
     let moved_ice = credentials(2);
     // Nominated elsewhere (a spoofed source, say), then checks from the old address only.
