@@ -2,17 +2,23 @@
 //! the stack would take in but must not be given: it keeps every DATA chunk until its message
 //! is whole, and each one it adds is a walk (and a sort) of those it holds, while its window
 //! counts only user data. So a DATA chunk with no user data (which RFC 9260 section 6.2 says
-//! to abort on) or a fragment other than the last that is far smaller than any sender cuts
-//! one would cost the node per chunk held and nothing against the window; and DATA beyond a
-//! rate well above what the node's data limits let through is refused too. An INIT to an end
+//! to abort on) or a fragment other than the last that is smaller than any sender cuts one
+//! would cost the node per chunk held and next to nothing against the window; and DATA
+//! beyond a rate well above what the node's data limits let through is refused too. (Fragments
+//! of 10 bytes, which a browser may send, still cost the stack more per chunk held than
+//! their bytes say: the rate and the window bound it, the stack's queues would have to
+//! change to end it.) An INIT to an end
 //! that has its association (or to a client's end, which takes none: the stack would panic)
 //! is refused as well: the node restarts no association.
 
 use std::time::{Duration, Instant};
 
-/// A fragment other than a message's last carries at least this much user data: senders cut
-/// messages at about a packet's worth (900 bytes for the node's own, some 1,100 for browsers).
-pub const MIN_FRAGMENT: usize = 256;
+/// A fragment other than a message's last carries at least this much user data. Senders
+/// mostly cut messages at a packet's worth (900 bytes for the node's own), but a browser's
+/// stack fills what is left of a packet with a fragment of as little as 10 bytes, first or
+/// middle (after a retransmission, say), and would resend a refused one for ever: this is its
+/// floor, not more.
+pub const MIN_FRAGMENT: usize = 10;
 /// The user data of a DATA chunk that a sender's rate is reckoned in (the node's own cut).
 const RECKONED_CHUNK: u64 = 900;
 
