@@ -31,6 +31,9 @@ const SEND_WINDOW: usize = 64 * 1024;
 /// (`backlog_bytes`) of one channel: a participant that reads nothing holds this much, not a
 /// backlog for every channel of every other participant.
 pub const RECEIVER_BACKLOGS: usize = 8;
+/// Channel backlogs another node's link may hold toward it in all: it carries every channel
+/// of the rooms it relays, so more than a participant, but a stalled node holds no more.
+pub const LINK_BACKLOGS: usize = 64;
 /// The longest label and protocol of a channel, together and as JSON writes them
 /// ([`written_len`]), that the relay takes: both are copied to every other participant and
 /// into each one's event stream (DCEP allows 64 KiB of each, which alone would fill an event
@@ -657,12 +660,11 @@ fn flush(
             }
         }
     }
-    // Another node's association carries many rooms' channels: its own backlogs bound it.
-    let receiver = if link {
-        usize::MAX
-    } else {
-        backlog * RECEIVER_BACKLOGS
-    };
+    // Another node's association carries many rooms' channels: more backlogs in all.
+    let receiver = backlog.saturating_mul(match link {
+        true => LINK_BACKLOGS,
+        false => RECEIVER_BACKLOGS,
+    });
     let over = |b: &Backlog| b.queued() > backlog || b.receiver_total() > receiver;
     if !over(&relayed.backlog) {
         return true;

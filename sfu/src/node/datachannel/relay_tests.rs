@@ -3,6 +3,7 @@
 //! opened (a channel negotiated out of band), and empty messages (which that client's stack
 //! writes as no chunk at all).
 
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -244,4 +245,47 @@ fn a_receiver_that_reads_nothing_holds_a_bounded_backlog_over_all_channels() {
     // with it (its later messages have no channel toward it).
     assert_eq!(counters.dropped(DropReason::DataBacklog), 4);
     assert_eq!(relay.members[&PeerId(2)].relayed.len(), 12);
+}
+
+/// Another node's link that takes nothing (its association never comes up) holds at most
+/// `LINK_BACKLOGS` channel backlogs in all, whatever the channels of its rooms: past them its
+/// reliable channels close toward it, counted.
+#[test]
+fn a_link_that_takes_nothing_holds_a_bounded_backlog_over_all_channels() {
+    let now = Instant::now();
+    let config = DataChannelConfig {
+        backlog_bytes: 4096,
+        ..DataChannelConfig::default()
+    };
+    let mut relay = DataRelay::new(config);
+    for i in 1..=2 {
+        relay.join(now, PeerId(i), ("room", ParticipantId(i as u64)), None);
+    }
+    let link = PeerId(100);
+    relay.join_node(now, link, false);
+    relay.node_rooms(link, BTreeSet::from(["room".to_owned()]));
+    let mut clients = [client(), client()];
+    pump(now, &mut relay, &mut clients);
+    // Forty channels each, four messages of 900 bytes on each: some 300 KB toward the link.
+    for client in &mut clients {
+        for stream in 0..40u16 {
+            open_from_client(client, 2 * stream, &chat());
+        }
+    }
+    pump(now, &mut relay, &mut clients);
+    for sender in 0..2 {
+        for stream in 0..40u16 {
+            let mut s = clients[sender].association.stream(2 * stream).unwrap();
+            for _ in 0..4 {
+                s.write_with_ppi(&[7; 900], Ppid::Binary).unwrap();
+            }
+            pump(now, &mut relay, &mut clients);
+        }
+    }
+    let waiting = relay.members[&link].waiting.get();
+    assert!(
+        waiting <= LINK_BACKLOGS * 4096,
+        "{waiting} bytes wait toward the link"
+    );
+    assert!(relay.counters().dropped(DropReason::DataBacklog) > 0);
 }
