@@ -502,6 +502,8 @@ impl DataRelay {
                 return;
             }
             let Some(relayed) = receiver.relayed.get_mut(&(id, stream)) else {
+                // Its copy of the channel closed past its backlog: this goes as those did.
+                relay.counters.drop(DropReason::DataBacklog);
                 return;
             };
             // The same bytes for every receiver: a reference count, no copy.

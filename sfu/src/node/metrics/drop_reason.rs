@@ -65,7 +65,7 @@ pub enum DropReason {
     /// channel section.
     DataChannel,
     /// Data channel messages a receiver's reliable relayed channel held past its backlog: the
-    /// channel toward it closed, these messages with it.
+    /// channel toward it closed, these messages with it (and those sent on the channel after).
     DataBacklog,
     /// A lossy data channel's oldest messages, dropped toward a receiver to stay within its
     /// backlog.
