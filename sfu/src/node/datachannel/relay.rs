@@ -17,7 +17,6 @@ use bytes::Bytes;
 
 use super::backlog::{Backlog, ReceiverTotal};
 use super::dcep::{ChannelParams, Reliability};
-use super::screen::chunks_per_second;
 use super::sctp::{MessageKind, SctpAssociation, SctpEvent};
 use super::DataChannelConfig;
 use crate::node::metrics::{DropReason, NodeCounters};
@@ -189,12 +188,7 @@ impl DataRelay {
             .channels_in(room, false, &waiting)
             .into_iter()
             .collect();
-        let chunks = chunks_per_second(
-            self.config.messages_per_second,
-            self.config.bytes_per_second,
-        );
-        let sctp = SctpAssociation::new(now, self.config.max_message_size, remote_max)
-            .with_chunk_rate(chunks);
+        let sctp = SctpAssociation::new(now, self.config.max_message_size, remote_max);
         let rate = Rate {
             since: now,
             messages: 0,

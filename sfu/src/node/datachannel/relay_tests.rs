@@ -195,12 +195,8 @@ fn long_names_and_opens_past_the_rate_are_closed_as_they_open() {
     assert_eq!(counters.dropped(DropReason::DataRate), 1);
 }
 
-/// A participant that reads nothing (its association never comes up) holds at most
-/// `RECEIVER_BACKLOGS` channel backlogs in all, however many channels send toward it: lossy
-/// channels drop their oldest past it, reliable ones close toward it; each counted.
-#[test]
-fn a_receiver_that_reads_nothing_holds_a_bounded_backlog_over_all_channels() {
-    let now = Instant::now();
+/// A relay of 4 KB backlogs with participants 1 and 2 in `room`.
+fn two_with_small_backlogs(now: Instant) -> DataRelay {
     let config = DataChannelConfig {
         backlog_bytes: 4096,
         ..DataChannelConfig::default()
@@ -209,6 +205,16 @@ fn a_receiver_that_reads_nothing_holds_a_bounded_backlog_over_all_channels() {
     for i in 1..=2 {
         relay.join(now, PeerId(i), ("room", ParticipantId(i as u64)), None);
     }
+    relay
+}
+
+/// A participant that reads nothing (its association never comes up) holds at most
+/// `RECEIVER_BACKLOGS` channel backlogs in all, however many channels send toward it: lossy
+/// channels drop their oldest past it, reliable ones close toward it; each counted.
+#[test]
+fn a_receiver_that_reads_nothing_holds_a_bounded_backlog_over_all_channels() {
+    let now = Instant::now();
+    let mut relay = two_with_small_backlogs(now);
     // Only the sender answers; the receiver's association never starts.
     let mut clients = [client()];
     pump(now, &mut relay, &mut clients);
@@ -253,14 +259,7 @@ fn a_receiver_that_reads_nothing_holds_a_bounded_backlog_over_all_channels() {
 #[test]
 fn a_link_that_takes_nothing_holds_a_bounded_backlog_over_all_channels() {
     let now = Instant::now();
-    let config = DataChannelConfig {
-        backlog_bytes: 4096,
-        ..DataChannelConfig::default()
-    };
-    let mut relay = DataRelay::new(config);
-    for i in 1..=2 {
-        relay.join(now, PeerId(i), ("room", ParticipantId(i as u64)), None);
-    }
+    let mut relay = two_with_small_backlogs(now);
     let link = PeerId(100);
     relay.join_node(now, link, false);
     relay.node_rooms(link, BTreeSet::from(["room".to_owned()]));

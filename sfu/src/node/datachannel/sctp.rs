@@ -26,7 +26,7 @@ use sctp_proto::{
 use smallvec::SmallVec;
 
 use super::dcep::{ChannelParams, Dcep, DcepError, Reliability};
-use super::screen::{screen, ChunkBudget, SctpRefusal};
+use super::screen::{screen, SctpRefusal};
 #[cfg(doc)]
 use crate::node::dtls::MTU;
 
@@ -170,8 +170,6 @@ pub struct SctpAssociation {
     max_peer_streams: Option<usize>,
     /// Whether this end takes the peer's INIT (the server's, until it has its association).
     takes_init: bool,
-    /// The DATA chunks taken this second.
-    budget: ChunkBudget,
     events: VecDeque<SctpEvent>,
     /// Packets polled from the stack, one SCTP packet each.
     transmit: VecDeque<Bytes>,
@@ -229,19 +227,11 @@ impl SctpAssociation {
             next_stream: 1,
             max_peer_streams: Some(MAX_PEER_STREAMS),
             takes_init: false,
-            budget: ChunkBudget::new(now, u32::MAX),
             events: VecDeque::new(),
             transmit: VecDeque::new(),
             inbound: BytesMut::new(),
             now,
         }
-    }
-
-    /// The same association taking at most `per_second` DATA chunks a second (see
-    /// [`chunks_per_second`](super::screen::chunks_per_second)); without it, any number.
-    pub fn with_chunk_rate(mut self, per_second: u32) -> Self {
-        self.budget = ChunkBudget::new(self.now, per_second);
-        self
     }
 
     /// The same association as a relay link's end: its peer is another node of the cluster,
@@ -262,7 +252,7 @@ impl SctpAssociation {
         self.now = now;
         // One association per DTLS association: a second INIT restarts nothing here.
         let takes_init = self.takes_init && self.association.is_none();
-        screen(packet, takes_init, &mut self.budget, now)?;
+        screen(packet, takes_init)?;
         // Takes the buffer back when nothing shares it any more, else makes a new one.
         self.inbound.reserve(packet.len());
         self.inbound.extend_from_slice(packet);

@@ -98,8 +98,7 @@ pub enum DropReason {
     DataLinkMalformed,
     /// An SCTP packet the association did not take (see
     /// [`SctpRefusal`](crate::node::datachannel::screen::SctpRefusal)): a DATA chunk with no
-    /// user data or a fragment but the last under 10 bytes, DATA past its chunks a second, an
-    /// INIT to an association that has one, or a packet the stack does not read.
+    /// user data, an INIT to an association that has one, or a packet the stack does not read.
     DataSctp,
     /// A DCEP message the association left unanswered: an open on a stream in use, an ack
     /// for nothing, one that does not read, or an open whose ack could not be written.
