@@ -42,10 +42,12 @@ mod directory_entry;
 mod relay_link;
 mod room_notice;
 mod room_part;
+mod trickle_fragment;
 pub use directory_entry::directory_entry;
 pub use relay_link::{relay_link, RELAY_NOW_MS, RELAY_SECRET};
 pub use room_notice::room_notice;
 pub use room_part::room_part;
+pub use trickle_fragment::trickle_fragment;
 
 /// `capture`: the bytes as a capture file; every record down to its UDP payload, and every
 /// RTP payload through each video codec's descriptor parser.

@@ -123,6 +123,10 @@ pub enum CoreError {
     /// fingerprint, the sections already there): why.
     #[error("the offer does not match the session: {0}")]
     OfferMismatch(String),
+    /// A trickle fragment named ICE credentials other than the offer's: an ICE restart, which
+    /// the node does not do (the session keeps its own).
+    #[error("an ICE restart, which the node does not do")]
+    IceRestart,
     /// A relay refused at one of its limits, or for an SSRC another relay on its link has.
     #[error(transparent)]
     RelayRefused(#[from] RelayRefusal),

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{
-    ConnectInfo, DefaultBodyLimit, Extension, FromRequest, FromRequestParts, Path, Query, Request,
-    State,
+    ConnectInfo, DefaultBodyLimit, Extension, FromRequest, FromRequestParts, MatchedPath, Path,
+    Query, Request, State,
 };
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::{Method, StatusCode};
@@ -75,11 +75,12 @@ pub fn routes(
         )
         .route("/rooms/{room}/{id}/events", get(rooms::events));
     let participant_bytes = max_body_bytes.max(sdp::MAX_PARTICIPANT_SDP_LEN);
-    let mut app = bodies_within(sessions, max_body_bytes, body_timeout).merge(bodies_within(
-        rooms,
-        participant_bytes,
-        body_timeout,
-    ));
+    let mut app = bodies_within(sessions, max_body_bytes, body_timeout)
+        .merge(bodies_within(rooms, participant_bytes, body_timeout))
+        .route_layer(middleware::from_fn_with_state(
+            signaling.clone(),
+            authorize_first,
+        ));
     if let Some(door) = door {
         app = app
             .route("/cluster/nodes", get(cluster_http::nodes))
@@ -121,6 +122,44 @@ async fn read_body(request: Request, next: Next, limit: usize, timeout: Duration
         )
             .into_response(),
     }
+}
+
+/// Authorizes a request that carries a body (`POST`, `PATCH`) from its path and headers before
+/// the body is read: a caller without a credential for the room holds no buffer of up to the
+/// route's limit for as long as its body takes. Only the grant the route needs at least is
+/// checked here (publishing on `/whip`, watching elsewhere); the handler checks the rest (the
+/// resource's owner, a participant's grant to publish).
+async fn authorize_first(
+    State(signaling): State<Arc<Signaling>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !matches!(*request.method(), Method::POST | Method::PATCH) {
+        return next.run(request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    let room = Path::<std::collections::HashMap<String, String>>::from_request_parts(
+        &mut parts, &signaling,
+    )
+    .await
+    .ok()
+    .and_then(|Path(mut params)| params.remove("room"));
+    let publishes = parts
+        .extensions
+        .get::<MatchedPath>()
+        .is_some_and(|path| path.as_str().starts_with("/whip/"));
+    if let Some(room) = room {
+        let grant = if publishes {
+            Grant::Publish
+        } else {
+            Grant::Subscribe
+        };
+        if let Err(refused) = signaling.authorize(caller(&parts.headers, client), &room, grant) {
+            return refused.into_response();
+        }
+    }
+    next.run(Request::from_parts(parts, body)).await
 }
 
 /// Answers to a CORS preflight: what a page may send.
@@ -171,6 +210,7 @@ impl IntoResponse for SignalError {
             SignalError::BadOffer(_)
             | SignalError::BadBody(_)
             | SignalError::BadFingerprint(_)
+            | SignalError::BadFragment(_)
             | SignalError::BadRoom(_)
             | SignalError::OfferTooLarge { .. } => StatusCode::BAD_REQUEST,
             SignalError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
@@ -179,7 +219,9 @@ impl IntoResponse for SignalError {
             SignalError::NotFound | SignalError::Missing(_) => StatusCode::NOT_FOUND,
             SignalError::Conflict | SignalError::NameTaken => StatusCode::CONFLICT,
             SignalError::Stale(_) => StatusCode::PRECONDITION_FAILED,
-            SignalError::OfferMismatch(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            SignalError::OfferMismatch(_) | SignalError::IceRestart => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             SignalError::Limit(limit) => {
                 StatusCode::from_u16(limit.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
             }
@@ -429,26 +471,40 @@ pub(super) async fn end(
 }
 
 /// Trickle ICE (`application/trickle-ice-sdpfrag`): an ICE-lite node learns the browser's
-/// addresses from its binding requests, so the fragment is accepted and needs nothing more.
+/// addresses from its binding requests, so a fragment is taken and needs nothing more, unless
+/// it asks for an ICE restart (422, and the session goes on).
 async fn patch_publisher(
     State(signaling): State<Arc<Signaling>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path((room, id)): ResourcePath,
     headers: HeaderMap,
+    body: Bytes,
 ) -> Result<StatusCode, SignalError> {
     let resource = (Kind::Publisher, room.as_str(), id.as_str());
-    signaling.check(resource, caller(&headers, client)).await?;
-    trickle(&headers)
+    trickle(
+        &signaling,
+        resource,
+        caller(&headers, client),
+        (&headers, &body),
+    )
+    .await
 }
 
-fn trickle(headers: &HeaderMap) -> Result<StatusCode, SignalError> {
-    if content_type_is(headers, "application/trickle-ice-sdpfrag") {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(SignalError::BadBody(
+pub(super) async fn trickle(
+    signaling: &Signaling,
+    resource: (Kind, &str, &str),
+    caller: Caller<'_>,
+    (headers, body): (&HeaderMap, &Bytes),
+) -> Result<StatusCode, SignalError> {
+    if !content_type_is(headers, "application/trickle-ice-sdpfrag") {
+        return Err(SignalError::BadBody(
             "PATCH takes application/trickle-ice-sdpfrag (or, on a viewer, application/json)",
-        ))
+        ));
     }
+    let fragment =
+        std::str::from_utf8(body).map_err(|_| SignalError::BadBody("the fragment is not UTF-8"))?;
+    signaling.trickle(resource, caller, fragment).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `{"spatial":S,"temporal":T}` changes the viewer's layer; a trickle fragment is accepted.
@@ -462,8 +518,7 @@ async fn patch_viewer(
     let caller = caller(&headers, client);
     if !content_type_is(&headers, "application/json") {
         let resource = (Kind::Viewer, room.as_str(), id.as_str());
-        signaling.check(resource, caller).await?;
-        return trickle(&headers);
+        return trickle(&signaling, resource, caller, (&headers, &body)).await;
     }
     let choice: LayerChoice = serde_json::from_slice(&body)
         .map_err(|_| SignalError::BadBody("expected {\"spatial\":S,\"temporal\":T}"))?;

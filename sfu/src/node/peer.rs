@@ -108,6 +108,9 @@ pub struct Join {
     pub owner: Option<Owner>,
     /// The HTTP client's address, counted against the per-client limit.
     pub client: Option<IpAddr>,
+    /// The client's ICE credentials from its offer: a trickle fragment naming others asks
+    /// for an ICE restart. None: the session came without an offer (a relay, tests).
+    pub remote_ice: Option<RemoteIce>,
     /// The name a publishing or conference session goes by in its room.
     pub name: Option<String>,
     /// The public id it goes by, unless another session on this node has it: a relay-in's
@@ -125,10 +128,22 @@ impl Join {
             fingerprint: None,
             owner: None,
             client: None,
+            remote_ice: None,
             name: None,
             public: None,
         }
     }
+}
+
+/// The client's own ICE credentials (`a=ice-ufrag`, `a=ice-pwd` of its offer). An ICE-lite
+/// agent sends no checks, so it needs them only to tell an ICE restart from a trickled
+/// candidate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteIce {
+    /// The client's username fragment.
+    pub ufrag: String,
+    /// The client's password.
+    pub pwd: String,
 }
 
 /// The node's ICE credentials for a session, as its answer gives them: the browser's binding
@@ -159,6 +174,8 @@ pub struct Peer {
     pub owner: Option<Owner>,
     /// The HTTP client's address that created it, whose count it is part of.
     pub client: Option<IpAddr>,
+    /// The client's ICE credentials from its offer, if it made one.
+    pub remote_ice: Option<RemoteIce>,
     /// Where the browser nominated (or, before nomination, first proved it knows our
     /// password from): all our packets to it go there.
     pub addr: Option<Remote>,

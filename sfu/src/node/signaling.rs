@@ -18,10 +18,10 @@ use super::dtls::check_fingerprint;
 use super::ice_servers::{IceServer, IceServerConfig};
 use super::limits::{LimitError, Limits, RoomNameError};
 use super::media_loop::{LoopGone, MediaLoopHandle, Worker};
-use super::peer::{IceCredentials, Join, Kind, Owner, PeerId};
+use super::peer::{IceCredentials, Join, Kind, Owner, PeerId, RemoteIce};
 use super::sdp::{
-    self, AnswerMedia, AnswerParams, Offer, PublishedMedia, RoomCodec, SdpError, SendSource,
-    ViewedMedia,
+    self, AnswerMedia, AnswerParams, FragmentIce, Offer, PublishedMedia, RoomCodec, SdpError,
+    SendSource, ViewedMedia,
 };
 use super::shard::{mark_ufrag, worker_for_room, WorkerId};
 use super::socket::{receive_overflows, SocketBuffers};
@@ -58,6 +58,16 @@ pub enum SignalError {
     /// The offer is not SDP the node can read or serve (400).
     #[error("bad offer: {0}")]
     BadOffer(#[from] SdpError),
+    /// A trickle `PATCH`'s fragment is not one the node can read (400).
+    #[error("bad trickle fragment: {0}")]
+    BadFragment(SdpError),
+    /// A trickle `PATCH` asks for an ICE restart, which the node does not do (422); the
+    /// session goes on with its credentials (RFC 9725 section 4.3.2).
+    #[error(
+        "the fragment's ICE credentials are not the offer's: this node does no ICE restart; \
+         the session goes on with its own (to reconnect, end it and start another)"
+    )]
+    IceRestart,
     /// The request's body or query is not what the route takes; says what is (400).
     #[error("bad request: {0}")]
     BadBody(&'static str),
@@ -141,6 +151,7 @@ impl From<CoreError> for SignalError {
             }
             CoreError::Stale { .. } => Self::Stale(e.to_string()),
             CoreError::OfferMismatch(reason) => Self::OfferMismatch(reason),
+            CoreError::IceRestart => Self::IceRestart,
             CoreError::Limit(limit) => Self::Limit(limit),
         }
     }
@@ -372,17 +383,30 @@ impl Signaling {
         Ok((id, answer, refused(id, &plan.sections)))
     }
 
-    /// Checks that a resource is the caller's (a trickle PATCH): the session must exist as
-    /// that kind in that room, and the caller must hold the credential that created it.
-    pub async fn check(
+    /// A trickle `PATCH`'s fragment (RFC 8840) for a resource that must be the caller's: the
+    /// session exists as that kind in that room, and the caller holds the credential that
+    /// created it. Taken when it names the session's own ICE credentials or none (an ICE-lite
+    /// node learns addresses from binding requests, so its candidates need nothing more);
+    /// others ask for an ICE restart, refused.
+    pub async fn trickle(
         &self,
         resource: (Kind, &str, &str),
         caller: Caller<'_>,
+        fragment: &str,
     ) -> Result<(), SignalError> {
-        self.on_session(resource, caller, |_, _, _| Ok(())).await
+        let ice = sdp::read_fragment(fragment).map_err(SignalError::BadFragment)?;
+        let (ufrag, pwd) = (ice.ufrag.map(str::to_owned), ice.pwd.map(str::to_owned));
+        self.on_session(resource, caller, move |worker, id, _| {
+            let ice = FragmentIce {
+                ufrag: ufrag.as_deref(),
+                pwd: pwd.as_deref(),
+            };
+            worker.core.trickle(id, &ice)
+        })
+        .await
     }
 
-    /// Ends the session of a resource (`DELETE`), under the same rules as [`check`](Self::check).
+    /// Ends the session of a resource (`DELETE`), under the same rules as [`trickle`](Self::trickle).
     pub async fn end(
         &self,
         resource: (Kind, &str, &str),
@@ -398,7 +422,7 @@ impl Signaling {
     }
 
     /// A viewer's new layer choice (`PATCH` with JSON), under the same rules as
-    /// [`check`](Self::check).
+    /// [`trickle`](Self::trickle).
     pub async fn set_layer(
         &self,
         (room, id): (&str, &str),
@@ -613,6 +637,10 @@ impl Signaling {
             fingerprint: Some(offer.fingerprint.clone()),
             owner: self.owner(caller),
             client: caller.client,
+            remote_ice: Some(RemoteIce {
+                ufrag: offer.ice_ufrag.clone(),
+                pwd: offer.ice_pwd.clone(),
+            }),
             ..Join::new(room, ice)
         }
     }

@@ -10,9 +10,9 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::cluster_redis::{
-    clustered_as, metric, open, still_served, wait_for, CAPACITY, PUBLISHER, VIEWER,
+    clustered_as, metric, still_served, wait_for, CAPACITY, PUBLISHER, VIEWER,
 };
-use crate::http_node::{Node, SDP};
+use crate::http_node::{open, Node, SDP};
 use crate::redis::Redis;
 
 const LEASE: Duration = Duration::from_secs(3);

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::cluster_rooms::{join, same_room};
-use crate::http_node::{self, node_with_config, wait_for_metric, Node, SDP};
+use crate::http_node::{self, node_with_config, open, wait_for_metric, Node, SDP};
 use crate::redis::Redis;
 
 pub const PUBLISHER: &str = include_str!("../../src/node/sdp/fixtures/publisher_av1.sdp");
@@ -52,13 +52,6 @@ pub fn metric(node: &Node, series: &str) -> Option<u64> {
 
 pub fn wait_for(node: &Node, series: &str, value: u64) {
     wait_for_metric(&node.http, series, value);
-}
-
-/// A session opened on `node`: its resource.
-pub fn open(node: &Node, path: &str, offer: &str) -> String {
-    let reply = node.request("POST", path, &[SDP], offer);
-    assert_eq!(reply.status, 201, "{path}: {}", reply.body);
-    reply.header("location").expect("a resource").to_owned()
 }
 
 /// The sessions made by [`open`] still answer on `node`: a viewer's state and layer choice,

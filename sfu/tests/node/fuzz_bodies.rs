@@ -16,7 +16,7 @@ type Seeds = Vec<(&'static str, Vec<u8>)>;
 /// A target's name, its body and the seeds it starts from.
 type Target = (&'static str, fn(&[u8]), fn() -> Seeds);
 
-const TARGETS: [Target; 13] = [
+const TARGETS: [Target; 14] = [
     ("sdp_offer", fuzz::sdp_offer, sdp_offer_seeds),
     ("stun_binding", fuzz::stun_binding, stun_binding_seeds),
     ("auth_header", fuzz::auth_header, auth_header_seeds),
@@ -38,7 +38,31 @@ const TARGETS: [Target; 13] = [
         fuzz::directory_entry,
         directory_entry_seeds,
     ),
+    (
+        "trickle_fragment",
+        fuzz::trickle_fragment,
+        trickle_fragment_seeds,
+    ),
 ];
+
+/// A client's trickle fragment: a browser's with a candidate; an ICE restart's new
+/// credentials alone; one that ends the candidates.
+fn trickle_fragment_seeds() -> Seeds {
+    vec![
+        (
+            "browser",
+            b"a=ice-options:trickle ice2\r\nm=audio 9 RTP/AVP 0\r\na=mid:0\r\n\
+              a=ice-ufrag:EsAw\r\na=ice-pwd:P2uYro0UCOQ4zxjKXaWCBui1\r\n\
+              a=candidate:1 1 udp 2122260223 192.0.2.1 61764 typ host\r\n"
+                .to_vec(),
+        ),
+        (
+            "restart",
+            b"a=ice-ufrag:N3wU\na=ice-pwd:aNewPasswordOf24Chars0000\n".to_vec(),
+        ),
+        ("end", b"a=end-of-candidates\r\n".to_vec()),
+    ]
+}
 
 /// A node's directory entry of a room: two publishers; none; one with a field the reader
 /// does not know of.

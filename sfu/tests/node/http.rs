@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use http_node::{node_with_config, Node, SDP};
+use http_node::{node_with_config, open, Node, SDP};
 
 const AV1_OFFER: &str = include_str!("../../src/node/sdp/fixtures/publisher_av1.sdp");
 const VIEWER_OFFER: &str = include_str!("../../src/node/sdp/fixtures/viewer_recvonly.sdp");
@@ -641,4 +641,80 @@ fn an_offer_with_more_tracks_than_allowed_is_refused() {
         metrics.body.contains("strata_publishers 0"),
         "nothing published"
     );
+}
+
+/// A trickle fragment with the offer's ICE credentials (or none) is taken; one with others
+/// asks for an ICE restart, which the node does not do: 422 (RFC 9725 section 4.3.2), and
+/// the session goes on. Alike on a WHIP, a WHEP and a conference resource.
+#[test]
+fn an_ice_restart_is_refused_and_the_session_goes_on() {
+    let node = Node::start(&[]);
+    let trickle = ("Content-Type", "application/trickle-ice-sdpfrag");
+    let own = "a=ice-ufrag:Wz3v\r\na=ice-pwd:0Yb2ZC1nK7dEJtX6wqVwXbKh\r\nm=audio 9 RTP/AVP 0\r\n\
+               a=mid:0\r\na=candidate:1 1 udp 2122260223 192.0.2.1 61764 typ host\r\n";
+    let restart = own
+        .replace("Wz3v", "N3wU")
+        .replace("0Yb2ZC1nK7dEJtX6wqVwXbKh", "aNewPasswordOf24Chars0000");
+    let whip = open(&node, "/whip/demo", AV1_OFFER);
+    let whep = open(&node, "/whep/demo", VIEWER_OFFER);
+    let participant = open(&node, "/rooms/call?name=ada", AV1_OFFER);
+    for resource in [&whip, &whep, &participant] {
+        assert_eq!(node.request("PATCH", resource, &[trickle], own).status, 204);
+        let refused = node.request("PATCH", resource, &[trickle], &restart);
+        assert_eq!(refused.status, 422, "{resource}: {}", refused.body);
+        assert!(refused.body.contains("no ICE restart"), "{}", refused.body);
+        let pwd_only = "a=ice-pwd:aNewPasswordOf24Chars0000\r\n";
+        assert_eq!(
+            node.request("PATCH", resource, &[trickle], pwd_only).status,
+            422
+        );
+        let bad = node.request("PATCH", resource, &[trickle], "a=ice-ufrag:\r\n");
+        assert_eq!(bad.status, 400, "{}", bad.body);
+        assert!(bad.body.contains("bad trickle fragment"), "{}", bad.body);
+        let bare = "a=end-of-candidates\r\n";
+        assert_eq!(
+            node.request("PATCH", resource, &[trickle], bare).status,
+            204,
+            "the session goes on"
+        );
+    }
+    for resource in [&whip, &whep, &participant] {
+        assert_eq!(node.request("DELETE", resource, &[], "").status, 200);
+    }
+}
+
+/// A request without a credential for its room is refused from its head: the node does not
+/// wait for (and hold) a body of up to its limit first. Each route that takes a body; the
+/// body here never comes, and the node would wait a minute for it.
+#[test]
+fn a_body_is_not_read_before_its_request_is_authorized() {
+    let node = node_with_config(
+        "tokens = [\"letmein\"]\nhttp_body_timeout_ms = 60000\n",
+        &[],
+    );
+    for (method, path) in [
+        ("POST", "/whip/demo"),
+        ("POST", "/whep/demo"),
+        ("POST", "/whep/demo/ada"),
+        ("POST", "/rooms/call?name=ada"),
+        ("PATCH", "/rooms/call/1"),
+        ("PATCH", "/whip/demo/1"),
+    ] {
+        let mut stream = TcpStream::connect(&node.http).expect("connects");
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/sdp\r\n\
+             Content-Length: 60000\r\nAuthorization: Bearer guess\r\n\r\nv=0\r\n"
+        );
+        stream.write_all(head.as_bytes()).expect("sent");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("a timeout");
+        let mut reply = [0; 64];
+        let read = stream.read(&mut reply).unwrap_or(0);
+        let reply = String::from_utf8_lossy(&reply[..read]);
+        assert!(
+            reply.starts_with("HTTP/1.1 401"),
+            "{method} {path}: {reply:?}"
+        );
+    }
 }

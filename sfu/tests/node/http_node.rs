@@ -156,3 +156,10 @@ pub fn wait_for_metric(http: &str, series: &str, value: u64) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A session opened on `node`: its resource.
+pub fn open(node: &Node, path: &str, offer: &str) -> String {
+    let reply = node.request("POST", path, &[SDP], offer);
+    assert_eq!(reply.status, 201, "{path}: {}", reply.body);
+    reply.header("location").expect("a resource").to_owned()
+}

@@ -12,6 +12,7 @@ use crate::engine::TransportId;
 use crate::node::limits::LimitError;
 use crate::node::peer::{Join, Kind, Owner, Peer, PeerId, Publisher, Role, Viewer};
 use crate::node::remote::Remote;
+use crate::node::sdp::FragmentIce;
 use crate::node::session_events::SessionEvent;
 use crate::node::srtp::SrtpContext;
 
@@ -106,6 +107,7 @@ impl NodeCore {
             fingerprint: join.fingerprint,
             owner: join.owner,
             client: join.client,
+            remote_ice: join.remote_ice,
             addr: None,
             srtp: None,
             dtls: None,
@@ -184,6 +186,16 @@ impl NodeCore {
         match peer.owner {
             Some(owner) if resource.owner != Some(owner) => Err(CoreError::NotOwner),
             _ => Ok(resource.id),
+        }
+    }
+
+    /// Whether a trickle fragment of session `id` names its own ICE credentials (or none):
+    /// others ask for an ICE restart, and the session goes on with its own.
+    pub fn trickle(&self, id: PeerId, fragment: &FragmentIce<'_>) -> Result<(), CoreError> {
+        let peer = self.peers.get(&id).ok_or(CoreError::UnknownPeer)?;
+        match &peer.remote_ice {
+            Some(own) if fragment.restarts(&own.ufrag, &own.pwd) => Err(CoreError::IceRestart),
+            _ => Ok(()),
         }
     }
 

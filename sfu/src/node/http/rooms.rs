@@ -63,7 +63,7 @@ pub(super) async fn join(
 
 /// `PATCH /rooms/{room}/{id}`: an offer (`application/sdp`, `If-Match` optional) is answered
 /// with 200, the answer and its `ETag`; a choice (`application/json`,
-/// `{"track":N,"spatial":S,"temporal":T,"paused":B}`) is 204; a trickle fragment is 204.
+/// `{"track":N,"spatial":S,"temporal":T,"paused":B}`) is 204; a trickle fragment is 204 (422 when it asks for an ICE restart).
 pub(super) async fn patch(
     State(signaling): State<Arc<Signaling>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
@@ -107,10 +107,9 @@ pub(super) async fn patch(
         signaling.choose(resource, track, choice, caller).await?;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    signaling
-        .check((Kind::Participant, &room, &id), caller)
-        .await?;
-    trickle(&headers).map(IntoResponse::into_response)
+    let resource = (Kind::Participant, room.as_str(), id.as_str());
+    let trickled = trickle(&signaling, resource, caller, (&headers, &body)).await?;
+    Ok(trickled.into_response())
 }
 
 /// `GET /rooms/{room}/{id}/events`: the participant's events, `text/event-stream`.

@@ -5,11 +5,13 @@
 //! - [`negotiate`]: what to accept from a publisher's or a viewer's offer.
 //! - [`participant`]: a participant's offer, and what a renegotiation's must keep.
 //! - [`answer`]: the answer written from a plan.
+//! - [`fragment`]: a trickle ICE fragment's credentials.
 //! - [`mod@format`] and [`h264_profile`]: which codec formats are forwarded and which a viewer
 //!   decodes.
 
 pub mod answer;
 pub mod format;
+pub mod fragment;
 pub mod h264_profile;
 pub mod negotiate;
 pub mod offer;
@@ -19,6 +21,7 @@ pub mod participant;
 mod tests;
 
 pub use answer::{build_answer, AnswerMedia, AnswerParams, SendSource};
+pub use fragment::{read_fragment, FragmentIce};
 pub use negotiate::{
     negotiate_publisher, negotiate_viewer, refusals, Demux, InactiveMedia, PublishedMedia,
     PublisherPlan, RoomCodec, Section, ViewedMedia, ViewerPlan,
