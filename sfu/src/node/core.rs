@@ -25,6 +25,7 @@ mod dtls;
 #[cfg(test)]
 mod dtls_tests;
 mod followed;
+mod moves;
 mod relay;
 mod relay_data;
 mod relay_pulls;
@@ -48,6 +49,7 @@ use self::room::Room;
 use super::admission::Admission;
 use super::datachannel::relay::DataRelay;
 use super::dtls::{DtlsConfig, DATAGRAM_LIMIT};
+use super::ice::TransactionBytes;
 use super::limits::{LimitError, Limits};
 use super::metrics::{DropReason, NodeCounters, Snapshot};
 use super::peer::{Peer, PeerId, Role};
@@ -150,6 +152,8 @@ pub struct NodeCore {
     /// Filled only by binding requests that proved the session's password, so no sender
     /// picks its keys: an unkeyed hash is safe here.
     by_addr: IdMap<Remote, PeerId>,
+    /// The node's checks of addresses connected sessions were nominated at, by transaction.
+    checks: HashMap<TransactionBytes, PeerId>,
     /// Each session's engine transport: outputs name the transport they go out on.
     by_transport: IdMap<TransportId, PeerId>,
     /// The node-wide places its sessions hold, shared with the node's other cores.
@@ -202,6 +206,7 @@ impl NodeCore {
             rooms: HashMap::new(),
             by_ufrag: HashMap::new(),
             by_addr: IdMap::default(),
+            checks: HashMap::new(),
             by_transport: IdMap::default(),
             admission: Arc::default(),
             steering: None,
@@ -308,6 +313,7 @@ impl NodeCore {
             + self.rooms.len()
             + self.by_ufrag.len()
             + self.by_addr.len()
+            + self.checks.len()
             + self.by_transport.len()
             + self.admission.entries()
             + self.connecting

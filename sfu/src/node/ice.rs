@@ -2,13 +2,20 @@
 //! connectivity itself; it answers the browser's STUN binding requests (RFC 5389) and takes
 //! the address the browser nominates with USE-CANDIDATE.
 //!
+//! It sends one kind of request of its own: a check of an address a connected session is
+//! nominated at, which moves only once the client answers there ([`check_request`],
+//! [`CheckResponse`]): a request's source address can be forged by whoever holds the
+//! session's credentials, and a response reaches only the address it was sent to.
+//!
 //! STUN is parsed with the `stun` crate. It allocates per message, which is fine: binding
 //! requests arrive a few times per second per peer, never per media packet.
 
 use std::net::SocketAddr;
 
 use stun::agent::TransactionId;
-use stun::attributes::{ATTR_USERNAME, ATTR_USE_CANDIDATE};
+use stun::attributes::{
+    AttrType, ATTR_ICE_CONTROLLED, ATTR_PRIORITY, ATTR_USERNAME, ATTR_USE_CANDIDATE,
+};
 use stun::fingerprint::FINGERPRINT;
 use stun::integrity::MessageIntegrity;
 use stun::message::{Message, Setter, BINDING_REQUEST, BINDING_SUCCESS, MESSAGE_HEADER_SIZE};
@@ -25,6 +32,10 @@ pub enum IceError {
     /// (RFC 8445 §2.5).
     #[error("STUN message is not a binding request")]
     NotBindingRequest,
+    /// A STUN message other than a binding success response where one of the node's checks
+    /// is answered.
+    #[error("STUN message is not a binding success response")]
+    NotBindingSuccess,
     /// The request's USERNAME is missing or is not `ours:theirs` (RFC 8445 §7.2.2).
     #[error("binding request without a USERNAME of the form local:remote")]
     BadUsername,
@@ -55,20 +66,7 @@ impl BindingRequest {
     /// Reads a STUN datagram as a binding request and its USERNAME; the integrity is checked
     /// later, with the password of the session the ufrag names.
     pub fn parse(datagram: &[u8]) -> Result<Self, IceError> {
-        if !stun::message::is_message(datagram) {
-            return Err(IceError::NotStun);
-        }
-        let mut message = Message::new();
-        message.raw = datagram.to_vec();
-        message.decode().map_err(|_| IceError::NotStun)?;
-        // The header's length covers the whole datagram: bytes past it would be read by
-        // nobody, and a length cut back to MESSAGE-INTEGRITY would pass off a message whose
-        // FINGERPRINT was dropped as signed.
-        if usize::try_from(message.length).ok()
-            != Some(datagram.len().saturating_sub(MESSAGE_HEADER_SIZE))
-        {
-            return Err(IceError::NotStun);
-        }
+        let message = decode_whole(datagram)?;
         if message.typ != BINDING_REQUEST {
             return Err(IceError::NotBindingRequest);
         }
@@ -108,6 +106,110 @@ impl BindingRequest {
         ];
         response.build(&setters).map_err(|_| IceError::Encode)?;
         Ok(response.raw)
+    }
+}
+
+/// A STUN message whose header's length covers the whole datagram: bytes past it would be read
+/// by nobody, and a length cut back to MESSAGE-INTEGRITY would pass off a message whose
+/// FINGERPRINT was dropped as signed.
+fn decode_whole(datagram: &[u8]) -> Result<Message, IceError> {
+    if !stun::message::is_message(datagram) {
+        return Err(IceError::NotStun);
+    }
+    let mut message = Message::new();
+    message.raw = datagram.to_vec();
+    message.decode().map_err(|_| IceError::NotStun)?;
+    if usize::try_from(message.length).ok()
+        != Some(datagram.len().saturating_sub(MESSAGE_HEADER_SIZE))
+    {
+        return Err(IceError::NotStun);
+    }
+    Ok(message)
+}
+
+/// Whether a STUN datagram is a binding success response (RFC 8489 section 5: its type's
+/// class and method bits), as an answer to one of the node's checks is.
+pub fn is_binding_success(datagram: &[u8]) -> bool {
+    datagram.get(..2) == Some(&[0x01, 0x01])
+}
+
+/// A STUN transaction id (RFC 8489 section 5).
+pub type TransactionBytes = [u8; 12];
+
+/// The PRIORITY the node's checks carry (RFC 8445 section 7.1.1): a host candidate's, as the
+/// node has one.
+const CHECK_PRIORITY: u32 = (126 << 24) | (65535 << 8) | 255;
+
+/// A binding request from the node to a client's address, as a full agent checks a pair
+/// (RFC 8445 section 7.2.2): USERNAME `theirs:ours`, ICE-CONTROLLED (an ICE-lite agent's role),
+/// PRIORITY, signed with the client's password. Sent only to prove an address a connected
+/// session is nominated at.
+pub fn check_request(
+    username: &str,
+    remote_pwd: &str,
+    transaction: TransactionBytes,
+    tie_breaker: u64,
+) -> Result<Vec<u8>, IceError> {
+    let setters: [Box<dyn Setter>; 7] = [
+        Box::new(BINDING_REQUEST),
+        Box::new(TransactionId(transaction)),
+        Box::new(TextAttribute::new(ATTR_USERNAME, username.to_owned())),
+        Box::new(RawAttribute(
+            ATTR_ICE_CONTROLLED,
+            tie_breaker.to_be_bytes().to_vec(),
+        )),
+        Box::new(RawAttribute(
+            ATTR_PRIORITY,
+            CHECK_PRIORITY.to_be_bytes().to_vec(),
+        )),
+        Box::new(MessageIntegrity::new_short_term_integrity(
+            remote_pwd.to_owned(),
+        )),
+        Box::new(FINGERPRINT),
+    ];
+    let mut m = Message::new();
+    m.build(&setters).map_err(|_| IceError::Encode)?;
+    Ok(m.raw)
+}
+
+/// A binding success response, as a client answers one of the node's checks: its transaction
+/// id read, its integrity checked later with the password of the session whose check it names.
+#[derive(Debug)]
+pub struct CheckResponse {
+    message: Message,
+    /// The transaction it answers.
+    pub transaction: TransactionBytes,
+}
+
+impl CheckResponse {
+    /// Reads a STUN datagram as a binding success response.
+    pub fn parse(datagram: &[u8]) -> Result<Self, IceError> {
+        let message = decode_whole(datagram)?;
+        if message.typ != BINDING_SUCCESS {
+            return Err(IceError::NotBindingSuccess);
+        }
+        Ok(Self {
+            transaction: message.transaction_id.0,
+            message,
+        })
+    }
+
+    /// Checks MESSAGE-INTEGRITY with the client's password: a response signed with another
+    /// is not its client's.
+    pub fn verify(mut self, remote_pwd: &str) -> Result<(), IceError> {
+        MessageIntegrity::new_short_term_integrity(remote_pwd.to_owned())
+            .check(&mut self.message)
+            .map_err(|_| IceError::BadIntegrity)
+    }
+}
+
+/// An attribute written as its bytes.
+struct RawAttribute(AttrType, Vec<u8>);
+
+impl Setter for RawAttribute {
+    fn add_to(&self, m: &mut Message) -> Result<(), stun::Error> {
+        m.add(self.0, &self.1);
+        Ok(())
     }
 }
 

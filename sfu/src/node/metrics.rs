@@ -65,6 +65,10 @@ pub struct NodeCounters {
     /// Sessions whose selected address moved to a configured TURN server's (relayed, as
     /// seen from the node).
     pub sessions_relayed: u64,
+    /// The node's checks of addresses connected sessions were nominated at, sent.
+    pub ice_checks_sent: u64,
+    /// Those answered by the session's client there: the session moved.
+    pub ice_checks_answered: u64,
     /// UDP bytes received from a configured TURN server's address.
     pub relayed_bytes_in: u64,
     /// UDP bytes sent (SRTP and SRTCP) to a configured TURN server's address.
@@ -133,6 +137,8 @@ impl NodeCounters {
         self.data_link_messages_out += other.data_link_messages_out;
         self.data_link_channels_closed += other.data_link_channels_closed;
         self.sessions_relayed += other.sessions_relayed;
+        self.ice_checks_sent += other.ice_checks_sent;
+        self.ice_checks_answered += other.ice_checks_answered;
         self.relayed_bytes_in += other.relayed_bytes_in;
         self.relayed_bytes_out += other.relayed_bytes_out;
         for (sum, n) in self.dropped.0.iter_mut().zip(other.dropped.0) {
@@ -405,6 +411,14 @@ fn relayed(out: &mut String, n: &NodeCounters) {
         ("{direction=\"out\"}", n.relayed_bytes_out),
     ];
     family(out, Family { name, help, kind }, samples);
+    let (name, kind) = ("ice_checks_total", "counter");
+    let help = "The node's checks of addresses connected sessions were nominated at: sent, \
+                and answered there (the session moved).";
+    let samples = [
+        ("{outcome=\"sent\"}", n.ice_checks_sent),
+        ("{outcome=\"answered\"}", n.ice_checks_answered),
+    ];
+    family(out, Family { name, help, kind }, samples);
 }
 
 fn axes(layer: Option<LayerView>) -> [Option<u8>; 2] {
@@ -653,6 +667,8 @@ mod tests {
         node.segmented_datagrams = 30;
         node.segmentation_refused = 1;
         node.sessions_relayed = 2;
+        node.ice_checks_sent = 3;
+        node.ice_checks_answered = 1;
         node.relayed_bytes_in = 300;
         node.relayed_bytes_out = 400;
         let snapshot = Snapshot {
@@ -678,6 +694,8 @@ mod tests {
         assert_eq!(value(&text, "strata_rembs_sent_total"), Some(6));
         assert_eq!(value(&text, "strata_probe_clusters_total"), Some(7));
         assert_eq!(value(&text, "strata_sessions_relayed_total"), Some(2));
+        let checks = "strata_ice_checks_total{outcome=\"sent\"}";
+        assert_eq!(value(&text, checks), Some(3));
         let relayed =
             |direction| format!("strata_relayed_bytes_total{{direction=\"{direction}\"}}");
         assert_eq!(value(&text, &relayed("in")), Some(300));

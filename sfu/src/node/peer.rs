@@ -10,6 +10,7 @@ use rtp_ext::codec::{Codec, MediaKind};
 use selector::{Layer, LayerLimits};
 
 use super::dtls::DtlsAssociation;
+use super::ice::TransactionBytes;
 use super::participant::{Identity, Participant, ParticipantId};
 use super::remote::Remote;
 use super::sdp::{format, Fingerprint, RoomCodec};
@@ -135,6 +136,16 @@ impl Join {
     }
 }
 
+/// A move a connected session waits for: the address it was nominated at, and the
+/// transaction of the node's check there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Move {
+    /// The address nominated.
+    pub to: Remote,
+    /// The check's transaction id: only the address it was sent to learns it.
+    pub transaction: TransactionBytes,
+}
+
 /// The client's own ICE credentials (`a=ice-ufrag`, `a=ice-pwd` of its offer). An ICE-lite
 /// agent sends no checks, so it needs them only to tell an ICE restart from a trickled
 /// candidate.
@@ -179,6 +190,9 @@ pub struct Peer {
     /// Where the browser nominated (or, before nomination, first proved it knows our
     /// password from): all our packets to it go there.
     pub addr: Option<Remote>,
+    /// The address it was nominated at since it connected, and the node's check there: it
+    /// moves there once its client answers.
+    pub moving: Option<Move>,
     /// Its SRTP context, once its handshake yielded keys: `None` until then, and no media passes.
     pub srtp: Option<Box<dyn SrtpContext>>,
     /// Its DTLS association, from its first DTLS record (boxed: a handshake holds buffers).

@@ -154,7 +154,9 @@ mod tests {
         use crate::engine::RouterConfig;
         use crate::node::core::{NodeCore, MAX_DATAGRAM};
         use crate::node::srtp::{session, SrtpContext, SrtpProfile, MAX_OVERHEAD};
-        use crate::node::testing::{av1_room, binding_request, credentials, keys, DD_EXT};
+        use crate::node::testing::{
+            answer_check, av1_room, binding_request, credentials, keys, DD_EXT,
+        };
 
         let publisher: SocketAddr = "10.0.0.1:5000".parse().expect("an address");
         let relay: SocketAddr = "192.0.2.1:49160".parse().expect("an address");
@@ -170,11 +172,20 @@ mod tests {
         let moved = SocketAddr::new(relay.ip(), 49161);
         let request = binding_request(&credentials(1), true);
         core.handle_datagram(now, moved, &request);
+        // The node's check of the new port, answered there: the session moves.
+        let is_binding_request = |d: &[u8]| d.get(..2) == Some(&[0, 1]);
+        let mut out = vec![0; MAX_DATAGRAM];
+        let mut check = None;
+        while let Some((to, len)) = core.poll_datagram(&mut out) {
+            if to == Remote::Udp(moved) && is_binding_request(&out[..len]) {
+                check = Some(out[..len].to_vec());
+            }
+        }
+        let answer = answer_check(&check.expect("a check"), &credentials(1));
+        core.handle_datagram(now, moved, &answer);
         assert_eq!(core.counters().sessions_relayed, 1, "counted once");
-        assert_eq!(
-            core.counters().relayed_bytes_in,
-            from_relay + request.len() as u64
-        );
+        let through_relay = (request.len() + answer.len()) as u64;
+        assert_eq!(core.counters().relayed_bytes_in, from_relay + through_relay);
 
         let config = GeneratorConfig {
             ssrc: 0xA1,
@@ -183,7 +194,6 @@ mod tests {
         let generator = StreamGenerator::new(ScalabilityMode::L3T3, config);
         let structure = generator.structure().clone();
         let mut browser = session(&keys(SrtpProfile::AeadAes128Gcm, 0).mirrored()).expect("keys");
-        let mut out = vec![0; MAX_DATAGRAM];
         while core.poll_datagram(&mut out).is_some() {}
         let before = (core.counters().bytes_out, core.counters().relayed_bytes_out);
         let (mut sent_to_relay, mut sent_elsewhere) = (0, 0);
@@ -211,7 +221,7 @@ mod tests {
         assert_eq!(counters.relayed_bytes_out - before.1, sent_to_relay);
         assert_eq!(
             counters.relayed_bytes_in,
-            from_relay + request.len() as u64,
+            from_relay + through_relay,
             "the publisher's packets are not the relay's"
         );
     }

@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 use super::batch::{receive_each, RecvBatch};
 
-use super::ice::BindingRequest;
+use super::ice::{is_binding_success, BindingRequest};
 use crate::capture::{classify, PayloadKind};
 use crate::engine::id_map::IdMap;
 
@@ -83,13 +83,17 @@ impl Steering {
     }
 
     /// The worker a datagram from `from` is for, if any says so: the owner of its address,
-    /// or the mark in a binding request's ufrag.
+    /// the mark in a binding request's ufrag, or the mark in the transaction of the check a
+    /// response answers.
     pub fn owner(&self, from: SocketAddr, datagram: &[u8]) -> Option<WorkerId> {
         if let Some(&worker) = self.owners.read().get(&from) {
             return Some(worker);
         }
         if classify(datagram) != PayloadKind::Stun {
             return None;
+        }
+        if is_binding_success(datagram) {
+            return datagram.get(8).map(|&mark| usize::from(mark));
         }
         let request = BindingRequest::parse(datagram).ok()?;
         worker_of_ufrag(&request.local_ufrag)
@@ -221,6 +225,14 @@ mod tests {
         assert_eq!(steering.owner(addr(1000), &request), Some(5));
         // Media from an address no worker bound: no one's (the reader counts it).
         assert_eq!(steering.owner(addr(1000), &[0x80, 96, 0, 1]), None);
+        // The answer to a worker's check: the worker its transaction names.
+        let mut answer = stun::message::Message::new();
+        let setters: [Box<dyn stun::message::Setter>; 2] = [
+            Box::new(stun::message::BINDING_SUCCESS),
+            Box::new(stun::agent::TransactionId([7; 12])),
+        ];
+        answer.build(&setters).expect("a response");
+        assert_eq!(steering.owner(addr(1001), &answer.raw), Some(7));
         steering.bind(addr(1000), 2);
         assert_eq!(steering.owner(addr(1000), &[0x80, 96, 0, 1]), Some(2));
         assert_eq!(

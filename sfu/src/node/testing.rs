@@ -13,7 +13,8 @@ use selector::Layer;
 
 use super::core::{NodeCore, MAX_DATAGRAM};
 use super::peer::{
-    IceCredentials, Join, PeerId, PublishedTrack, Publisher, Viewer, ViewerCodec, ViewerMedia,
+    IceCredentials, Join, PeerId, PublishedTrack, Publisher, RemoteIce, Viewer, ViewerCodec,
+    ViewerMedia,
 };
 use super::remote::Remote;
 use super::sdp::{
@@ -44,6 +45,33 @@ pub fn binding_request(ice: &IceCredentials, nominate: bool) -> Vec<u8> {
     super::ice::binding_request(&username, &ice.local_pwd, nominate).expect("a valid request")
 }
 
+/// The browser's own ICE credentials beside the node's `ice`: what its offer named, and what
+/// the node's checks of an address it moves to are signed with.
+pub fn browser_ice(ice: &IceCredentials) -> RemoteIce {
+    RemoteIce {
+        ufrag: "browser".into(),
+        pwd: format!("browser-{}", ice.local_pwd),
+    }
+}
+
+/// A join to `room` as signaling makes one from an offer: the node's credentials `ice`, and
+/// the browser's ([`browser_ice`]).
+pub fn join(room: &str, ice: IceCredentials) -> Join {
+    Join {
+        remote_ice: Some(browser_ice(&ice)),
+        ..Join::new(room, ice)
+    }
+}
+
+/// The browser's answer to the node's `check` of an address session `ice` was nominated at:
+/// the check's transaction, signed with the browser's password.
+pub fn answer_check(check: &[u8], ice: &IceCredentials) -> Vec<u8> {
+    let request = super::ice::BindingRequest::parse(check).expect("a binding request");
+    let node = SocketAddr::from(([192, 0, 2, 9], 3478));
+    let password = browser_ice(ice).pwd;
+    request.answer(&password, node).expect("signed")
+}
+
 /// A join to `room` whose offer named the certificate `fingerprint` (`"sha-256 AB:CD:..."`):
 /// the session's first DTLS record starts a handshake in the core.
 pub fn join_with_fingerprint(room: &str, ice: IceCredentials, fingerprint: &str) -> Join {
@@ -53,7 +81,7 @@ pub fn join_with_fingerprint(room: &str, ice: IceCredentials, fingerprint: &str)
             algorithm: algorithm.to_owned(),
             value: value.to_owned(),
         }),
-        ..Join::new(room, ice)
+        ..join(room, ice)
     }
 }
 
@@ -80,6 +108,10 @@ pub fn join_participant(
     let join = Join {
         name: Some(name.to_owned()),
         fingerprint: Some(offer.fingerprint.clone()),
+        remote_ice: Some(RemoteIce {
+            ufrag: offer.ice_ufrag.clone(),
+            pwd: offer.ice_pwd.clone(),
+        }),
         ..Join::new(room, ice)
     };
     let negotiated = core
@@ -196,7 +228,7 @@ pub fn av1_room(
 ) {
     for (n, &at) in addrs.iter().enumerate() {
         let ice = credentials(n as u32);
-        let join = Join::new("room", ice.clone());
+        let join = join("room", ice.clone());
         let id = if n == 0 {
             let publisher = publisher([av1_track(ssrc, DD_EXT)]);
             core.add_publisher(now, join, publisher)
@@ -270,7 +302,7 @@ impl Harness {
         add: impl FnOnce(&mut NodeCore, Instant, Join) -> PeerId,
     ) -> PeerId {
         let ice = self.next_credentials();
-        let id = add(&mut self.core, self.now, Join::new(room, ice.clone()));
+        let id = add(&mut self.core, self.now, join(room, ice.clone()));
         self.connect(id, &ice, at);
         id
     }

@@ -31,6 +31,7 @@ mod http;
 mod http_node;
 mod https;
 mod ice_servers;
+mod moves;
 mod participants;
 mod relay;
 mod relay_data;

@@ -14,7 +14,9 @@ use sfu::node::metrics::DropReason;
 use sfu::node::peer::{Join, Kind, Owner, PeerId};
 use sfu::node::shard::Steering;
 use sfu::node::srtp::Unprotected;
-use sfu::node::testing::{av1_track, av1_viewer, binding_request, credentials, publisher, Harness};
+use sfu::node::testing::{
+    answer_check, av1_track, av1_viewer, binding_request, credentials, publisher, Harness,
+};
 use stun::message::{Message, BINDING_SUCCESS};
 
 use crate::fixtures::{addr, core, harness, l3t3, DD_IN, DD_OUT};
@@ -362,8 +364,11 @@ fn only_a_connected_session_s_own_address_keeps_it() {
     let waiting = unconnected_viewer(&mut h, &ice);
     let moved = h.viewer("room", av1_viewer(0x11, None, Layer::MAX), addr(9301));
     let moved_ice = credentials(2);
-    // Nominated elsewhere (a spoofed source, say), then checks from the old address only.
+    // Nominated elsewhere and moved there (its client answered the node's check), then
+    // checks from the old address only.
     h.send(addr(9302), &binding_request(&moved_ice, true));
+    let check = h.sent[&addr(9302).into()].last().cloned().expect("a check");
+    h.send(addr(9302), &answer_check(&check, &moved_ice));
     assert_eq!(
         h.core.peer(moved).and_then(|p| p.addr),
         Some(addr(9302).into())

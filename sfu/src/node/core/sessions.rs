@@ -109,6 +109,7 @@ impl NodeCore {
             client: join.client,
             remote_ice: join.remote_ice,
             addr: None,
+            moving: None,
             srtp: None,
             dtls: None,
             dtls_timer: None,
@@ -203,6 +204,9 @@ impl NodeCore {
     pub fn remove_peer(&mut self, id: PeerId) -> Result<(), CoreError> {
         let peer = self.peers.remove(&id).ok_or(CoreError::UnknownPeer)?;
         self.by_ufrag.remove(&peer.ice.local_ufrag);
+        if let Some(moving) = peer.moving {
+            self.checks.remove(&moving.transaction);
+        }
         self.forget_dtls_timer(id, peer.dtls_timer);
         if let Some(addr) = peer.addr {
             self.by_addr.remove(&addr);

@@ -12,7 +12,7 @@ use crate::capture::{classify, PayloadKind};
 use crate::engine::prefetch::prefetch;
 use crate::engine::{ReceiveError, Transmit, TransportId};
 use crate::node::batch::Sent;
-use crate::node::ice::{BindingRequest, IceError};
+use crate::node::ice::{is_binding_success, BindingRequest, IceError};
 use crate::node::metrics::DropReason;
 use crate::node::peer::{PeerId, Role};
 use crate::node::remote::Remote;
@@ -112,6 +112,10 @@ impl NodeCore {
     }
 
     fn handle_stun(&mut self, now: Instant, from: Remote, data: &[u8]) {
+        if is_binding_success(data) {
+            self.handle_check_response(now, from, data);
+            return;
+        }
         let answered = BindingRequest::parse(data).and_then(|request| {
             let id = *self
                 .by_ufrag
@@ -138,23 +142,7 @@ impl NodeCore {
         // Latch the first address that proves it knows our password, and move to the one the
         // browser nominates.
         if peer.addr.is_none() || (nominated && peer.addr != Some(from)) {
-            // Counted as relayed once it moves to a TURN server's address from elsewhere.
-            let was_relayed = peer.addr.is_some_and(|a| self.relays.contains(a));
-            if !was_relayed && self.relays.contains(from) {
-                self.counters.sessions_relayed += 1;
-            }
-            if let Some(old) = peer.addr.replace(from) {
-                self.by_addr.remove(&old);
-                self.unbind(old);
-            }
-            self.bind(from);
-            if let Some(other) = self.by_addr.insert(from, id).filter(|&o| o != id) {
-                // Another session had that address (a client that reconnected from the same
-                // port): it is not reachable there any more.
-                if let Some(peer) = self.peers.get_mut(&other) {
-                    peer.addr = None;
-                }
-            }
+            self.nominated(id, from);
         }
     }
 
