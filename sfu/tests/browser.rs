@@ -107,6 +107,36 @@ fn loss_is_repaired() {
     scenario(&["unreadable_dd", "out_of_window", "send_failed"], loss);
 }
 
+/// An ICE restart of a viewer and of a publisher, as the demo page makes one (a trickle `PATCH`
+/// with new credentials, RFC 9725 section 4.3.2): each selects a pair under its new
+/// credentials, which only the node's answers to checks under the node's new ones make, and
+/// the viewer goes on decoding over the same DTLS association.
+#[test]
+#[ignore = "needs chromium in a private network namespace: run .ci/browser-test"]
+fn an_ice_restart_keeps_the_session() {
+    scenario(&[], |page| {
+        let vp8 = json!({ "room": "restart", "codec": "VP8", "scalabilityMode": "L1T1" });
+        let publisher = strata::publish(page, vp8);
+        strata::wait_publishing(page, &publisher);
+        let viewer = strata::watch(page, json!({ "room": "restart" }));
+        assert_decoding(page, &viewer, "the viewer", RAMP_UP);
+        for id in [&viewer, &publisher] {
+            let restarted = page.eval_json(&format!("strata.restartIce({id:?})"));
+            let ufrag = restarted["local"].clone();
+            assert!(ufrag.is_string(), "restarted: {restarted}");
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while strata::selected_local(page, id, "usernameFragment") != ufrag {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "session {id} selects no pair under its new credentials {ufrag}"
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+        assert_decoding(page, &viewer, "the viewer after both restarts", RAMP_UP);
+    });
+}
+
 /// AV1 L3T3_KEY: every spatial layer, the base temporal layer's rate, switching both ways, a
 /// viewer that does not negotiate the Dependency Descriptor, and audio.
 fn av1_svc(page: &Page) {

@@ -49,7 +49,6 @@ use self::room::Room;
 use super::admission::Admission;
 use super::datachannel::relay::DataRelay;
 use super::dtls::{DtlsConfig, DATAGRAM_LIMIT};
-use super::ice::TransactionBytes;
 use super::limits::{LimitError, Limits};
 use super::metrics::{DropReason, NodeCounters, Snapshot};
 use super::peer::{Peer, PeerId, Role};
@@ -125,9 +124,10 @@ pub enum CoreError {
     /// fingerprint, the sections already there): why.
     #[error("the offer does not match the session: {0}")]
     OfferMismatch(String),
-    /// A trickle fragment named ICE credentials other than the offer's: an ICE restart, which
-    /// the node does not do (the session keeps its own).
-    #[error("an ICE restart, which the node does not do")]
+    /// A conference participant's trickle fragment named ICE credentials other than its
+    /// offer's: an ICE restart, which a participant makes with a new offer (refused: the
+    /// session keeps its own).
+    #[error("an ICE restart of a participant")]
     IceRestart,
     /// A relay refused at one of its limits, or for an SSRC another relay on its link has.
     #[error(transparent)]
@@ -152,8 +152,8 @@ pub struct NodeCore {
     /// Filled only by binding requests that proved the session's password, so no sender
     /// picks its keys: an unkeyed hash is safe here.
     by_addr: IdMap<Remote, PeerId>,
-    /// The node's checks of addresses connected sessions were nominated at, by transaction.
-    checks: HashMap<TransactionBytes, PeerId>,
+    /// The sessions whose checks wait at an address they were nominated at (`moves.rs`).
+    moving_to: IdMap<Remote, PeerId>,
     /// Each session's engine transport: outputs name the transport they go out on.
     by_transport: IdMap<TransportId, PeerId>,
     /// The node-wide places its sessions hold, shared with the node's other cores.
@@ -206,7 +206,7 @@ impl NodeCore {
             rooms: HashMap::new(),
             by_ufrag: HashMap::new(),
             by_addr: IdMap::default(),
-            checks: HashMap::new(),
+            moving_to: IdMap::default(),
             by_transport: IdMap::default(),
             admission: Arc::default(),
             steering: None,
@@ -313,7 +313,7 @@ impl NodeCore {
             + self.rooms.len()
             + self.by_ufrag.len()
             + self.by_addr.len()
-            + self.checks.len()
+            + self.moving_to.len()
             + self.by_transport.len()
             + self.admission.entries()
             + self.connecting

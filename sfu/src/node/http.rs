@@ -471,15 +471,15 @@ pub(super) async fn end(
 }
 
 /// Trickle ICE (`application/trickle-ice-sdpfrag`): an ICE-lite node learns the browser's
-/// addresses from its binding requests, so a fragment is taken and needs nothing more, unless
-/// it asks for an ICE restart (422, and the session goes on).
+/// addresses from its binding requests, so a fragment is taken (204) and needs nothing more,
+/// unless it restarts ICE: then 200 with the node's new credentials.
 async fn patch_publisher(
     State(signaling): State<Arc<Signaling>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path((room, id)): ResourcePath,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<StatusCode, SignalError> {
+) -> Result<Response, SignalError> {
     let resource = (Kind::Publisher, room.as_str(), id.as_str());
     trickle(
         &signaling,
@@ -495,7 +495,7 @@ pub(super) async fn trickle(
     resource: (Kind, &str, &str),
     caller: Caller<'_>,
     (headers, body): (&HeaderMap, &Bytes),
-) -> Result<StatusCode, SignalError> {
+) -> Result<Response, SignalError> {
     if !content_type_is(headers, "application/trickle-ice-sdpfrag") {
         return Err(SignalError::BadBody(
             "PATCH takes application/trickle-ice-sdpfrag (or, on a viewer, application/json)",
@@ -503,8 +503,13 @@ pub(super) async fn trickle(
     }
     let fragment =
         std::str::from_utf8(body).map_err(|_| SignalError::BadBody("the fragment is not UTF-8"))?;
-    signaling.trickle(resource, caller, fragment).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(match signaling.trickle(resource, caller, fragment).await? {
+        None => StatusCode::NO_CONTENT.into_response(),
+        Some(answer) => {
+            let content_type = [(header::CONTENT_TYPE, "application/trickle-ice-sdpfrag")];
+            (StatusCode::OK, content_type, answer).into_response()
+        }
+    })
 }
 
 /// `{"spatial":S,"temporal":T}` changes the viewer's layer; a trickle fragment is accepted.
@@ -514,7 +519,7 @@ async fn patch_viewer(
     Path((room, id)): ResourcePath,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<StatusCode, SignalError> {
+) -> Result<Response, SignalError> {
     let caller = caller(&headers, client);
     if !content_type_is(&headers, "application/json") {
         let resource = (Kind::Viewer, room.as_str(), id.as_str());
@@ -526,7 +531,7 @@ async fn patch_viewer(
     signaling
         .set_layer(resource, caller, choice.layer())
         .await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// The viewer's estimate and, per subscription, its layers, as JSON.

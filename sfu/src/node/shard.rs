@@ -74,6 +74,11 @@ impl Steering {
         self.owners.write().insert(addr, worker);
     }
 
+    /// `worker` takes what comes from `addr` unless another worker is bound there.
+    pub fn bind_if_free(&self, addr: SocketAddr, worker: WorkerId) {
+        self.owners.write().entry(addr).or_insert(worker);
+    }
+
     /// `worker`'s session left `addr`; a binding another worker made since stays.
     pub fn unbind(&self, addr: SocketAddr, worker: WorkerId) {
         let mut owners = self.owners.write();

@@ -61,11 +61,11 @@ pub enum SignalError {
     /// A trickle `PATCH`'s fragment is not one the node can read (400).
     #[error("bad trickle fragment: {0}")]
     BadFragment(SdpError),
-    /// A trickle `PATCH` asks for an ICE restart, which the node does not do (422); the
-    /// session goes on with its credentials (RFC 9725 section 4.3.2).
+    /// A participant's trickle `PATCH` asks for an ICE restart (422), which a participant makes
+    /// with a new offer; the session goes on with its credentials (RFC 9725 section 4.3.2).
     #[error(
-        "the fragment's ICE credentials are not the offer's: this node does no ICE restart; \
-         the session goes on with its own (to reconnect, end it and start another)"
+        "the fragment's ICE credentials are not the offer's: a participant restarts ICE with \
+         a new offer, not a fragment; the session goes on with its own"
     )]
     IceRestart,
     /// The request's body or query is not what the route takes; says what is (400).
@@ -385,25 +385,28 @@ impl Signaling {
 
     /// A trickle `PATCH`'s fragment (RFC 8840) for a resource that must be the caller's: the
     /// session exists as that kind in that room, and the caller holds the credential that
-    /// created it. Taken when it names the session's own ICE credentials or none (an ICE-lite
-    /// node learns addresses from binding requests, so its candidates need nothing more);
-    /// others ask for an ICE restart, refused.
+    /// created it. A fragment that names the session's ICE credentials (or none) needs nothing
+    /// more: an ICE-lite node learns addresses from binding requests. One that names others
+    /// restarts ICE on a WHIP or WHEP session (RFC 9725 section 4.3.2): what it returns is then
+    /// the fragment that answers it, with the node's new credentials.
     pub async fn trickle(
         &self,
         resource: (Kind, &str, &str),
         caller: Caller<'_>,
         fragment: &str,
-    ) -> Result<(), SignalError> {
+    ) -> Result<Option<String>, SignalError> {
         let ice = sdp::read_fragment(fragment).map_err(SignalError::BadFragment)?;
         let (ufrag, pwd) = (ice.ufrag.map(str::to_owned), ice.pwd.map(str::to_owned));
-        self.on_session(resource, caller, move |worker, id, _| {
+        let local = self.local_ice(resource.1);
+        let restarted = self.on_session(resource, caller, move |worker, id, _| {
             let ice = FragmentIce {
                 ufrag: ufrag.as_deref(),
                 pwd: pwd.as_deref(),
             };
-            worker.core.trickle(id, &ice)
-        })
-        .await
+            worker.core.trickle(id, &ice, local)
+        });
+        let restarted = restarted.await?;
+        Ok(restarted.map(|local| sdp::restart_answer(&local.local_ufrag, &local.local_pwd)))
     }
 
     /// Ends the session of a resource (`DELETE`), under the same rules as [`trickle`](Self::trickle).
@@ -621,18 +624,23 @@ impl Signaling {
         caller.authorization.map(|a| Owner::of(a.trim()))
     }
 
-    /// Our ICE credentials for a new session, and what else the core keeps of it.
-    fn join(&self, room: &str, offer: &Offer, caller: Caller<'_>) -> Join {
+    /// Fresh ICE credentials of ours for a session of `room`: a new session's, or a restart's.
+    fn local_ice(&self, room: &str) -> IceCredentials {
         let (mut local_ufrag, local_pwd) = sdp::random_ice_credentials();
         // Marked with the room's worker, so a worker that reads the session's first binding
         // request before ICE bound its address knows whose it is.
         if self.loops.len() > 1 {
             local_ufrag = mark_ufrag(self.worker(room), &local_ufrag);
         }
-        let ice = IceCredentials {
+        IceCredentials {
             local_ufrag,
             local_pwd,
-        };
+        }
+    }
+
+    /// Our ICE credentials for a new session, and what else the core keeps of it.
+    fn join(&self, room: &str, offer: &Offer, caller: Caller<'_>) -> Join {
+        let ice = self.local_ice(room);
         Join {
             fingerprint: Some(offer.fingerprint.clone()),
             owner: self.owner(caller),

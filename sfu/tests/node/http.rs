@@ -644,10 +644,11 @@ fn an_offer_with_more_tracks_than_allowed_is_refused() {
 }
 
 /// A trickle fragment with the offer's ICE credentials (or none) is taken; one with others
-/// asks for an ICE restart, which the node does not do: 422 (RFC 9725 section 4.3.2), and
-/// the session goes on. Alike on a WHIP, a WHEP and a conference resource.
+/// restarts ICE on a WHIP or WHEP session (RFC 9725 section 4.3.2): 200 with the node's new
+/// credentials, after which the new ones are the session's own. A participant restarts with an
+/// offer: its fragment is 422, and the session goes on.
 #[test]
-fn an_ice_restart_is_refused_and_the_session_goes_on() {
+fn an_ice_restart_is_answered_with_new_credentials() {
     let node = Node::start(&[]);
     let trickle = ("Content-Type", "application/trickle-ice-sdpfrag");
     let own = "a=ice-ufrag:Wz3v\r\na=ice-pwd:0Yb2ZC1nK7dEJtX6wqVwXbKh\r\nm=audio 9 RTP/AVP 0\r\n\
@@ -655,32 +656,59 @@ fn an_ice_restart_is_refused_and_the_session_goes_on() {
     let restart = own
         .replace("Wz3v", "N3wU")
         .replace("0Yb2ZC1nK7dEJtX6wqVwXbKh", "aNewPasswordOf24Chars0000");
-    let whip = open(&node, "/whip/demo", AV1_OFFER);
-    let whep = open(&node, "/whep/demo", VIEWER_OFFER);
-    let participant = open(&node, "/rooms/call?name=ada", AV1_OFFER);
-    for resource in [&whip, &whep, &participant] {
-        assert_eq!(node.request("PATCH", resource, &[trickle], own).status, 204);
-        let refused = node.request("PATCH", resource, &[trickle], &restart);
-        assert_eq!(refused.status, 422, "{resource}: {}", refused.body);
-        assert!(refused.body.contains("no ICE restart"), "{}", refused.body);
-        let pwd_only = "a=ice-pwd:aNewPasswordOf24Chars0000\r\n";
+    for (path, offer) in [("/whip/demo", AV1_OFFER), ("/whep/demo", VIEWER_OFFER)] {
+        let created = node.request("POST", path, &[SDP], offer);
+        let resource = created.header("location").expect("a resource").to_owned();
+        let old_ufrag = attribute(&created.body, "ice-ufrag");
         assert_eq!(
-            node.request("PATCH", resource, &[trickle], pwd_only).status,
-            422
+            node.request("PATCH", &resource, &[trickle], own).status,
+            204
         );
-        let bad = node.request("PATCH", resource, &[trickle], "a=ice-ufrag:\r\n");
+        let restarted = node.request("PATCH", &resource, &[trickle], &restart);
+        assert_eq!(restarted.status, 200, "{resource}: {}", restarted.body);
+        assert_eq!(restarted.header("content-type"), Some(trickle.1));
+        assert!(
+            restarted.body.starts_with("a=ice-lite\r\n"),
+            "{}",
+            restarted.body
+        );
+        let new_ufrag = attribute(&restarted.body, "ice-ufrag");
+        assert_ne!(new_ufrag, old_ufrag);
+        assert!(attribute(&restarted.body, "ice-pwd").len() >= 22);
+        let again = node.request("PATCH", &resource, &[trickle], &restart);
+        assert_eq!(again.status, 204, "the new credentials are its own now");
+        let bad = node.request("PATCH", &resource, &[trickle], "a=ice-ufrag:\r\n");
         assert_eq!(bad.status, 400, "{}", bad.body);
         assert!(bad.body.contains("bad trickle fragment"), "{}", bad.body);
-        let bare = "a=end-of-candidates\r\n";
-        assert_eq!(
-            node.request("PATCH", resource, &[trickle], bare).status,
-            204,
-            "the session goes on"
-        );
+        assert_eq!(node.request("DELETE", &resource, &[], "").status, 200);
     }
-    for resource in [&whip, &whep, &participant] {
-        assert_eq!(node.request("DELETE", resource, &[], "").status, 200);
-    }
+    let participant = open(&node, "/rooms/call?name=ada", AV1_OFFER);
+    assert_eq!(
+        node.request("PATCH", &participant, &[trickle], own).status,
+        204
+    );
+    let refused = node.request("PATCH", &participant, &[trickle], &restart);
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(
+        refused.body.contains("with a new offer"),
+        "{}",
+        refused.body
+    );
+    let bare = "a=end-of-candidates\r\n";
+    assert_eq!(
+        node.request("PATCH", &participant, &[trickle], bare).status,
+        204,
+        "the session goes on"
+    );
+}
+
+/// The value of `a=<name>:` in an SDP body.
+fn attribute(sdp: &str, name: &str) -> String {
+    let prefix = format!("a={name}:");
+    sdp.lines()
+        .find_map(|line| line.trim_end().strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("{prefix} in {sdp}"))
+        .to_owned()
 }
 
 /// A request without a credential for its room is refused from its head: the node does not

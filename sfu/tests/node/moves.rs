@@ -6,6 +6,7 @@ use selector::Layer;
 use sfu::node::metrics::DropReason;
 use sfu::node::peer::PeerId;
 use sfu::node::remote::Remote;
+use sfu::node::sdp::FragmentIce;
 use sfu::node::testing::{
     answer_check, av1_track, av1_viewer, binding_request, browser_ice, credentials, join,
     publisher, Harness,
@@ -76,6 +77,12 @@ fn a_connected_session_moves_only_once_its_client_answers_there() {
         "no media to an unchecked address"
     );
     assert!(media_to(&h, addr(9401)) > 0);
+    // What comes from there meanwhile is the session's (here a viewer's RTP, which it may
+    // not send), not a stranger's.
+    h.send(addr(9402), &l3t3(0xB1, 1)[0]);
+    let counters = h.core.counters();
+    assert_eq!(counters.dropped(DropReason::UnknownSource), 0);
+    assert_eq!(counters.dropped(DropReason::NotAPublisher), 1);
 
     let answer = answer_check(&check.raw, &ice);
     // From another address, signed with another password, or for another transaction.
@@ -168,4 +175,74 @@ fn a_waiting_check_leaves_with_its_session() {
         h.core.remove_peer(id).expect("removed");
     }
     assert_eq!(h.core.table_entries(), 0);
+}
+
+/// An ICE restart (a WHIP or WHEP client's trickle fragment with new credentials): binding
+/// requests must prove the node's new credentials from then on, and a move is checked with
+/// the client's new ones; the session keeps its address and media meanwhile.
+#[test]
+fn after_an_ice_restart_checks_prove_the_new_credentials() {
+    let (mut h, [_, viewer]) = room();
+    let old = credentials(2);
+    let fragment = FragmentIce {
+        ufrag: Some("restarted"),
+        pwd: Some("the-browser-s-new-password"),
+    };
+    let new = credentials(50);
+    let restarted = h.core.trickle(viewer, &fragment, new.clone());
+    assert_eq!(restarted, Ok(Some(new.clone())));
+    assert_eq!(
+        h.core.trickle(viewer, &fragment, credentials(51)),
+        Ok(None),
+        "its own credentials now"
+    );
+    let bad_stun = |h: &Harness| h.core.counters().dropped(DropReason::BadStun);
+    h.send(addr(9401), &binding_request(&old, false));
+    assert_eq!(bad_stun(&h), 1, "the old credentials are no one's");
+    h.send(addr(9401), &binding_request(&new, false));
+    assert_eq!(bad_stun(&h), 1);
+    h.send(addr(9408), &binding_request(&new, true));
+    let check = checks(&h, addr(9408)).pop().expect("a check");
+    let username = TextAttribute::get_from_as(&check, ATTR_USERNAME).expect("USERNAME");
+    assert_eq!(username.text, "restarted:ufrag50");
+    let mut signed = check.clone();
+    MessageIntegrity::new_short_term_integrity("the-browser-s-new-password".into())
+        .check(&mut signed)
+        .expect("signed with the browser's new password");
+    h.send(
+        addr(9408),
+        &response(check.transaction_id, "the-browser-s-new-password"),
+    );
+    assert_eq!(
+        h.core.peer(viewer).and_then(|p| p.addr),
+        Some(addr(9408).into())
+    );
+}
+
+/// A check from another address that does not nominate it (a client about to move, as after
+/// an ICE restart): what comes from there is the session's, nothing goes there and no check
+/// is sent; and it does not displace a check of a nominated address that is out.
+#[test]
+fn an_address_checked_without_nomination_is_heard_not_sent_to() {
+    let (mut h, [_, viewer]) = room();
+    let ice = credentials(2);
+    h.send(addr(9409), &binding_request(&ice, false));
+    assert!(checks(&h, addr(9409)).is_empty());
+    h.send(addr(9409), &l3t3(0xB1, 1)[0]);
+    let counters = h.core.counters();
+    assert_eq!(counters.dropped(DropReason::UnknownSource), 0);
+    assert_eq!(
+        counters.dropped(DropReason::NotAPublisher),
+        1,
+        "the session's"
+    );
+    h.send(addr(9410), &binding_request(&ice, true));
+    h.send(addr(9411), &binding_request(&ice, false));
+    let check = checks(&h, addr(9410)).pop().expect("a check");
+    h.send(addr(9410), &answer_check(&check.raw, &ice));
+    assert_eq!(
+        h.core.peer(viewer).and_then(|p| p.addr),
+        Some(addr(9410).into())
+    );
+    assert_eq!(h.core.counters().ice_checks_sent, 1);
 }

@@ -10,7 +10,9 @@ use super::room::Room;
 use super::{CoreError, NodeCore};
 use crate::engine::TransportId;
 use crate::node::limits::LimitError;
-use crate::node::peer::{Join, Kind, Owner, Peer, PeerId, Publisher, Role, Viewer};
+use crate::node::peer::{
+    IceCredentials, Join, Kind, Owner, Peer, PeerId, Publisher, RemoteIce, Role, Viewer,
+};
 use crate::node::remote::Remote;
 use crate::node::sdp::FragmentIce;
 use crate::node::session_events::SessionEvent;
@@ -58,6 +60,13 @@ impl NodeCore {
     pub(super) fn bind(&self, addr: Remote) {
         if let (Some((worker, steering)), Remote::Udp(addr)) = (&self.steering, addr) {
             steering.bind(addr, *worker);
+        }
+    }
+
+    /// Steers `addr` to this worker unless another worker's session is bound there.
+    pub(super) fn bind_if_free(&self, addr: Remote) {
+        if let (Some((worker, steering)), Remote::Udp(addr)) = (&self.steering, addr) {
+            steering.bind_if_free(addr, *worker);
         }
     }
 
@@ -190,23 +199,48 @@ impl NodeCore {
         }
     }
 
-    /// Whether a trickle fragment of session `id` names its own ICE credentials (or none):
-    /// others ask for an ICE restart, and the session goes on with its own.
-    pub fn trickle(&self, id: PeerId, fragment: &FragmentIce<'_>) -> Result<(), CoreError> {
-        let peer = self.peers.get(&id).ok_or(CoreError::UnknownPeer)?;
-        match &peer.remote_ice {
-            Some(own) if fragment.restarts(&own.ufrag, &own.pwd) => Err(CoreError::IceRestart),
-            _ => Ok(()),
+    /// A trickle fragment of session `id`. One naming the session's ICE credentials (or none)
+    /// needs nothing. One naming others restarts ICE (RFC 8839 section 4.4.1.1.1) on a WHIP or
+    /// WHEP session: the client's new credentials are taken, and the node's become `local`,
+    /// which its binding requests must prove from now on. The session keeps its address, keys
+    /// and media; a move to another address is checked with the new credentials. What it
+    /// returns: the node's new credentials, when ICE restarted. A conference participant
+    /// restarts with a new offer, which the node refuses (its sections' shape is kept whole).
+    pub fn trickle(
+        &mut self,
+        id: PeerId,
+        fragment: &FragmentIce<'_>,
+        local: IceCredentials,
+    ) -> Result<Option<IceCredentials>, CoreError> {
+        let peer = self.peers.get_mut(&id).ok_or(CoreError::UnknownPeer)?;
+        let Some(own) = &peer.remote_ice else {
+            return Ok(None);
+        };
+        if !fragment.restarts(&own.ufrag, &own.pwd) {
+            return Ok(None);
         }
+        if let Role::Participant(_) = peer.role {
+            return Err(CoreError::IceRestart);
+        }
+        let remote = RemoteIce {
+            ufrag: fragment.ufrag.unwrap_or(&own.ufrag).to_owned(),
+            pwd: fragment.pwd.unwrap_or(&own.pwd).to_owned(),
+        };
+        peer.remote_ice = Some(remote);
+        let old = std::mem::replace(&mut peer.ice, local.clone());
+        self.by_ufrag.remove(&old.local_ufrag);
+        self.by_ufrag.insert(local.local_ufrag.clone(), id);
+        // A check out under the old credentials is answered under them: given up.
+        self.forget_move(id);
+        tracing::info!(peer = %id, "ICE restarted");
+        Ok(Some(local))
     }
 
     /// Ends a session (DELETE, silence, a failed handshake, shutdown): it leaves every table.
     pub fn remove_peer(&mut self, id: PeerId) -> Result<(), CoreError> {
+        self.forget_move(id);
         let peer = self.peers.remove(&id).ok_or(CoreError::UnknownPeer)?;
         self.by_ufrag.remove(&peer.ice.local_ufrag);
-        if let Some(moving) = peer.moving {
-            self.checks.remove(&moving.transaction);
-        }
         self.forget_dtls_timer(id, peer.dtls_timer);
         if let Some(addr) = peer.addr {
             self.by_addr.remove(&addr);

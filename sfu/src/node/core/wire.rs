@@ -80,7 +80,8 @@ impl NodeCore {
             self.handle_stun(now, from, data);
             return;
         }
-        let Some(&id) = self.by_addr.get(&from) else {
+        let bound = self.by_addr.get(&from).copied();
+        let Some(id) = bound.or_else(|| self.moving_to(from)) else {
             self.counters.drop(DropReason::UnknownSource);
             return;
         };
@@ -143,6 +144,8 @@ impl NodeCore {
         // browser nominates.
         if peer.addr.is_none() || (nominated && peer.addr != Some(from)) {
             self.nominated(id, from);
+        } else if peer.addr != Some(from) {
+            self.heard_from(id, from);
         }
     }
 

@@ -108,8 +108,7 @@ pub(super) async fn patch(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let resource = (Kind::Participant, room.as_str(), id.as_str());
-    let trickled = trickle(&signaling, resource, caller, (&headers, &body)).await?;
-    Ok(trickled.into_response())
+    trickle(&signaling, resource, caller, (&headers, &body)).await
 }
 
 /// `GET /rooms/{room}/{id}/events`: the participant's events, `text/event-stream`.

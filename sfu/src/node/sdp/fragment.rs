@@ -1,7 +1,8 @@
 //! A trickle ICE fragment (`application/trickle-ice-sdpfrag`, RFC 8840 section 9) as a WHIP or
 //! WHEP client sends it in a `PATCH`. The node is ICE-lite and learns a client's addresses from
 //! its binding requests, so of a fragment it reads only the ICE credentials: other than the
-//! offer's, they ask for an ICE restart (RFC 9725 section 4.3.2), which the node does not do.
+//! offer's, they ask for an ICE restart (RFC 9725 section 4.3.2), answered with a fragment of
+//! the node's new ones ([`restart_answer`]).
 
 use super::SdpError;
 
@@ -46,6 +47,12 @@ pub fn read_fragment(text: &str) -> Result<FragmentIce<'_>, SdpError> {
         }
     }
     Ok(ice)
+}
+
+/// The fragment that answers an ICE restart (RFC 9725 section 4.3.2): the node's new
+/// credentials. Its candidates are the ones its answer named, unchanged.
+pub fn restart_answer(ufrag: &str, pwd: &str) -> String {
+    format!("a=ice-lite\r\na=ice-ufrag:{ufrag}\r\na=ice-pwd:{pwd}\r\n")
 }
 
 fn set_once<'a>(
@@ -146,6 +153,14 @@ mod tests {
             let ice = read_fragment(&text).expect("reads");
             prop_assert_eq!(ice.ufrag, ufrag.as_deref());
             prop_assert_eq!(ice.pwd, pwd.as_deref());
+        }
+
+        /// A restart's answer reads back as the credentials it was written with.
+        #[test]
+        fn a_restart_s_answer_reads_back(ufrag in ice_chars(), pwd in ice_chars()) {
+            let answer = restart_answer(&ufrag, &pwd);
+            let ice = read_fragment(&answer).expect("reads");
+            prop_assert_eq!((ice.ufrag, ice.pwd), (Some(ufrag.as_str()), Some(pwd.as_str())));
         }
     }
 }

@@ -21,7 +21,7 @@ pub mod participant;
 mod tests;
 
 pub use answer::{build_answer, AnswerMedia, AnswerParams, SendSource};
-pub use fragment::{read_fragment, FragmentIce};
+pub use fragment::{read_fragment, restart_answer, FragmentIce};
 pub use negotiate::{
     negotiate_publisher, negotiate_viewer, refusals, Demux, InactiveMedia, PublishedMedia,
     PublisherPlan, RoomCodec, Section, ViewedMedia, ViewerPlan,
