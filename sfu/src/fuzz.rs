@@ -614,8 +614,9 @@ const NODE_PEER_TIMEOUT: Duration = Duration::from_secs(5);
 /// 11) and one viewer of it, both connected, fed `records`: `op % 4` 0 to 2 for a datagram from
 /// `NODE_ADDRS[op % 4]`, 3 to let `op / 4 * 50` ms pass. The publisher's offer named a
 /// certificate fingerprint, so its DTLS records reach a handshake in the core. After each
-/// record, every datagram the node sends must be a STUN answer, DTLS to the publisher, or RTP
-/// or RTCP that parses, and RTP goes to the viewer under its own SSRCs.
+/// record, every datagram the node sends must be a STUN answer (or a check of the publisher's
+/// signed with its browser's password), DTLS to the publisher, or RTP or RTCP that parses, and
+/// RTP goes to the viewer under its own SSRCs at its address.
 pub fn node_core(data: &[u8]) {
     node_core_sent(data);
 }
@@ -692,7 +693,7 @@ fn drain_node(core: &mut NodeCore, viewer: PeerId, sent: &mut NodeSent) {
         assert!(NODE_ADDRS.iter().any(|&a| to == a), "sent to {to}");
         let out = &buf[..len];
         match classify(out) {
-            PayloadKind::Stun => assert_binding_success(out),
+            PayloadKind::Stun => assert_answer_or_check(out),
             PayloadKind::Dtls => {
                 assert_eq!(to, NODE_ADDRS[0], "DTLS goes to the publisher");
                 assert!(out.len() <= MTU);
@@ -713,6 +714,23 @@ fn drain_node(core: &mut NodeCore, viewer: PeerId, sent: &mut NodeSent) {
             other => panic!("the node sent {other:?}"),
         }
     }
+}
+
+/// A STUN message the node sends in `node_core`: a binding success, or its check of an
+/// address the publisher was nominated at, signed with the publisher's browser's password
+/// (the viewer came without an offer, so it is never checked).
+fn assert_answer_or_check(datagram: &[u8]) {
+    let mut message = stun::message::Message::new();
+    message.raw = datagram.to_vec();
+    message.decode().expect("our STUN decodes");
+    if message.typ == stun::message::BINDING_SUCCESS {
+        return;
+    }
+    assert_eq!(message.typ, stun::message::BINDING_REQUEST);
+    let password = testing::browser_ice(&node_ice(0)).pwd;
+    stun::integrity::MessageIntegrity::new_short_term_integrity(password)
+        .check(&mut message)
+        .expect("a check signed with the publisher's browser's password");
 }
 
 /// `dcep`: the bytes as a DCEP message; one that reads must write back to the same message.

@@ -474,6 +474,7 @@ fn node_core_seeds() -> Seeds {
     let sender_report = record(0, &sender_report(fuzz::ENGINE_SSRCS[0]));
     let keepalive = record(0, &fuzz::node_binding_request(0, true));
     let stranger_nominated = record(2, &fuzz::node_binding_request(1, true));
+    let publisher_nominated = record(2, &fuzz::node_binding_request(0, true));
     let first = client_hello();
     let hello = record(0, &first);
     let again = record(0, &retransmitted(&first));
@@ -506,6 +507,16 @@ fn node_core_seeds() -> Seeds {
                 vec![stranger_nominated, record(2, &packets[0])],
                 media.clone(),
                 feedback,
+            ]
+            .concat()
+            .concat(),
+        ),
+        (
+            "publisher_checked_elsewhere",
+            [
+                vec![publisher_nominated.clone(), record(2, &packets[0])],
+                media.clone(),
+                vec![wait(100), publisher_nominated],
             ]
             .concat()
             .concat(),
