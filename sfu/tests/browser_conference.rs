@@ -263,6 +263,48 @@ fn participants_join_and_leave_a_conference_on_one_connection_each() {
     println!("[conference] {}", node_summary(&node));
 }
 
+/// Two participants decode each other; one restarts ICE, as the demo page's
+/// `strata.restartIce` does (its next offer with new credentials): it selects a pair under its
+/// new username fragment, which only the node's answers under new credentials of its own make,
+/// and both go on decoding each other on the same connection.
+#[test]
+#[ignore = "needs chromium in a private network namespace: run .ci/browser-test"]
+fn a_participant_restarts_ice_and_the_call_goes_on() {
+    let node = Node::start(&[]);
+    let browser = Chromium::launch();
+    let page = browser.open(&node.url("/"));
+    let vp8 = json!({ "codec": "VP8", "scalabilityMode": "L1T1" });
+    let participants = [
+        join(&page, "restart", "ada", vp8.clone()),
+        join(&page, "restart", "bob", vp8),
+    ];
+    decode_each_other(
+        &participants,
+        FIRST_FOUR,
+        "two participants decode each other",
+    );
+    let id = &participants[0].id;
+    let node_ufrag = |page: &Page| {
+        let sdp = format!("sessions.get({id:?}).pc.remoteDescription.sdp");
+        page.eval_json(&format!("iceCredentials({sdp}).ufrag"))
+    };
+    let before = node_ufrag(&page);
+    let restarted = strata::restart_ice(&page, id);
+    assert_eq!(restarted["node"], node_ufrag(&page));
+    assert_ne!(
+        restarted["node"], before,
+        "the node answers with new credentials"
+    );
+    let before = sample(&participants);
+    until(
+        &participants,
+        Duration::from_secs(10),
+        "they decode on",
+        |now| everyone_decodes_the_others(&participants, now, Some(&before)),
+    );
+    strata::assert_drops_only(&page, &["padding", "duplicate"]);
+}
+
 /// The last participant's session ends under it (the page deletes its resource behind its
 /// own back: the node forgets it, as when its node is gone): its connection fails, its page
 /// joins again under the same name on its own, and everyone decodes everyone again.

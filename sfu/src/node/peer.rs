@@ -178,6 +178,9 @@ pub struct Peer {
     pub room: String,
     /// The node's ICE credentials for it, which its binding requests must prove.
     pub ice: IceCredentials,
+    /// The node's credentials before its last ICE restart, answered too until a binding
+    /// request proves the new ones (the client checks its old pair until its new one works).
+    pub previous_ice: Option<IceCredentials>,
     /// The certificate its DTLS handshake must show (from its offer); `None`: keys come some
     /// other way (tests, the fuzz target).
     pub fingerprint: Option<Fingerprint>,

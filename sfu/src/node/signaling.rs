@@ -397,13 +397,12 @@ impl Signaling {
     ) -> Result<Option<String>, SignalError> {
         let ice = sdp::read_fragment(fragment).map_err(SignalError::BadFragment)?;
         let (ufrag, pwd) = (ice.ufrag.map(str::to_owned), ice.pwd.map(str::to_owned));
-        let local = self.local_ice(resource.1);
         let restarted = self.on_session(resource, caller, move |worker, id, _| {
             let ice = FragmentIce {
                 ufrag: ufrag.as_deref(),
                 pwd: pwd.as_deref(),
             };
-            worker.core.trickle(id, &ice, local)
+            worker.core.trickle(id, &ice)
         });
         let restarted = restarted.await?;
         Ok(restarted.map(|local| sdp::restart_answer(&local.local_ufrag, &local.local_pwd)))
@@ -624,23 +623,18 @@ impl Signaling {
         caller.authorization.map(|a| Owner::of(a.trim()))
     }
 
-    /// Fresh ICE credentials of ours for a session of `room`: a new session's, or a restart's.
-    fn local_ice(&self, room: &str) -> IceCredentials {
+    /// Our ICE credentials for a new session, and what else the core keeps of it.
+    fn join(&self, room: &str, offer: &Offer, caller: Caller<'_>) -> Join {
         let (mut local_ufrag, local_pwd) = sdp::random_ice_credentials();
         // Marked with the room's worker, so a worker that reads the session's first binding
         // request before ICE bound its address knows whose it is.
         if self.loops.len() > 1 {
             local_ufrag = mark_ufrag(self.worker(room), &local_ufrag);
         }
-        IceCredentials {
+        let ice = IceCredentials {
             local_ufrag,
             local_pwd,
-        }
-    }
-
-    /// Our ICE credentials for a new session, and what else the core keeps of it.
-    fn join(&self, room: &str, offer: &Offer, caller: Caller<'_>) -> Join {
-        let ice = self.local_ice(room);
+        };
         Join {
             fingerprint: Some(offer.fingerprint.clone()),
             owner: self.owner(caller),

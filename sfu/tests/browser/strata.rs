@@ -134,6 +134,23 @@ pub fn selected_local(page: &dyn Eval, id: &str, field: &str) -> Value {
     ))
 }
 
+/// Restarts session `id`'s ICE (`strata.restartIce`) and waits up to 10 s for it to select a
+/// pair under its new username fragment; what the page's call resolved to.
+pub fn restart_ice(page: &dyn Eval, id: &str) -> Value {
+    let restarted = page.eval_json(&format!("strata.restartIce({id:?})"));
+    let ufrag = restarted["local"].clone();
+    assert!(ufrag.is_string(), "restarted: {restarted}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while selected_local(page, id, "usernameFragment") != ufrag {
+        assert!(
+            Instant::now() < deadline,
+            "session {id} selects no pair under its new credentials {ufrag}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    restarted
+}
+
 /// Ends one session on the page.
 pub fn stop_one(page: &dyn Eval, id: &str) {
     page.eval_json(&format!("strata.stop({id:?})"));

@@ -18,7 +18,9 @@ use crate::engine::{DownTrackConfig, TrackId};
 use crate::node::participant::{
     Choice, Identity, NamedTrack, Participant, ParticipantId, ReceiveSection,
 };
-use crate::node::peer::{IceCredentials, Join, PeerId, Publisher, Role, ViewerCodec, ViewerMedia};
+use crate::node::peer::{
+    IceCredentials, Join, PeerId, Publisher, RemoteIce, Role, ViewerCodec, ViewerMedia,
+};
 use crate::node::sdp::{OfferShape, SctpOffer};
 use crate::node::session_events::{SessionEvent, Wanted};
 
@@ -42,7 +44,8 @@ pub struct Negotiated {
     pub id: PeerId,
     /// The participant's id as the room's other members see it (the session id stays private).
     pub public: ParticipantId,
-    /// The node's ICE credentials for the session: the same in every answer.
+    /// The node's ICE credentials for the session: the same in every answer until an offer
+    /// restarts ICE.
     pub ice: IceCredentials,
     /// The answer's `o=` session id and version; the version is the answer's `ETag`.
     pub origin: (u64, u64),
@@ -138,6 +141,14 @@ impl NodeCore {
             .shape
             .check_follows(&offer.shape)
             .map_err(CoreError::OfferMismatch)?;
+        // Restarted once the offer is taken, all or none as its tracks.
+        let restart = participant
+            .shape
+            .restarts_ice(&offer.shape)
+            .then(|| RemoteIce {
+                ufrag: offer.shape.ice_ufrag.clone(),
+                pwd: offer.shape.ice_pwd.clone(),
+            });
         let shape = std::mem::replace(&mut participant.shape, offer.shape);
         let sending: Vec<&str> = offer
             .publisher
@@ -191,6 +202,9 @@ impl NodeCore {
         self.take_sections(id, offer.receive);
         // A data section may come in a later offer than the first.
         self.start_data(now, id, offer.data);
+        if let Some(remote) = restart {
+            self.restart_ice(id, remote);
+        }
         let negotiated = self.answer(id).ok_or(CoreError::UnknownPeer)?;
         // This one too is asked again if the room changed while its offer was on its way.
         self.announce_tracks(now, &room, id, &new_tracks);

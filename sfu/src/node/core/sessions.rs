@@ -14,8 +14,9 @@ use crate::node::peer::{
     IceCredentials, Join, Kind, Owner, Peer, PeerId, Publisher, RemoteIce, Role, Viewer,
 };
 use crate::node::remote::Remote;
-use crate::node::sdp::FragmentIce;
+use crate::node::sdp::{random_ice_credentials, FragmentIce};
 use crate::node::session_events::SessionEvent;
+use crate::node::shard::mark_ufrag;
 use crate::node::srtp::SrtpContext;
 
 /// A session's resource URL as a request names it, with the credential it came with.
@@ -113,6 +114,7 @@ impl NodeCore {
             transport,
             room: join.room,
             ice: join.ice,
+            previous_ice: None,
             fingerprint: join.fingerprint,
             owner: join.owner,
             client: join.client,
@@ -201,18 +203,15 @@ impl NodeCore {
 
     /// A trickle fragment of session `id`. One naming the session's ICE credentials (or none)
     /// needs nothing. One naming others restarts ICE (RFC 8839 section 4.4.1.1.1) on a WHIP or
-    /// WHEP session: the client's new credentials are taken, and the node's become `local`,
-    /// which its binding requests must prove from now on. The session keeps its address, keys
-    /// and media; a move to another address is checked with the new credentials. What it
-    /// returns: the node's new credentials, when ICE restarted. A conference participant
-    /// restarts with a new offer, which the node refuses (its sections' shape is kept whole).
+    /// WHEP session: new credentials both ways, the session kept. What it returns: the node's
+    /// new credentials, when ICE restarted. A conference participant restarts with a new offer
+    /// (its fragment is refused: an offer carries the rest of the session's shape with it).
     pub fn trickle(
         &mut self,
         id: PeerId,
         fragment: &FragmentIce<'_>,
-        local: IceCredentials,
     ) -> Result<Option<IceCredentials>, CoreError> {
-        let peer = self.peers.get_mut(&id).ok_or(CoreError::UnknownPeer)?;
+        let peer = self.peers.get(&id).ok_or(CoreError::UnknownPeer)?;
         let Some(own) = &peer.remote_ice else {
             return Ok(None);
         };
@@ -226,19 +225,49 @@ impl NodeCore {
             ufrag: fragment.ufrag.unwrap_or(&own.ufrag).to_owned(),
             pwd: fragment.pwd.unwrap_or(&own.pwd).to_owned(),
         };
+        Ok(self.restart_ice(id, remote))
+    }
+
+    /// Restarts session `id`'s ICE: the client's credentials are now `remote`, and the node's
+    /// fresh ones (marked with this worker among several, as a new session's are), which its
+    /// binding requests must prove from now on. The session keeps its address, keys and media;
+    /// a move to another address is checked with the new credentials. The node's new ones.
+    pub(super) fn restart_ice(&mut self, id: PeerId, remote: RemoteIce) -> Option<IceCredentials> {
+        let (mut local_ufrag, local_pwd) = random_ice_credentials();
+        if let Some((worker, _)) = &self.steering {
+            local_ufrag = mark_ufrag(*worker, &local_ufrag);
+        }
+        let local = IceCredentials {
+            local_ufrag,
+            local_pwd,
+        };
+        let peer = self.peers.get_mut(&id)?;
         peer.remote_ice = Some(remote);
         let old = std::mem::replace(&mut peer.ice, local.clone());
-        self.by_ufrag.remove(&old.local_ufrag);
+        // The old ones stay answered until the new ones are used; older ones go.
+        if let Some(older) = peer.previous_ice.replace(old) {
+            self.by_ufrag.remove(&older.local_ufrag);
+        }
         self.by_ufrag.insert(local.local_ufrag.clone(), id);
         // A check out under the old credentials is answered under them: given up.
         self.forget_move(id);
         tracing::info!(peer = %id, "ICE restarted");
-        Ok(Some(local))
+        Some(local)
+    }
+
+    /// Session `id` proved its ICE credentials since a restart: its old ones are answered no
+    /// more.
+    pub(super) fn forget_previous_ice(&mut self, id: PeerId) {
+        let previous = self.peers.get_mut(&id).and_then(|p| p.previous_ice.take());
+        if let Some(previous) = previous {
+            self.by_ufrag.remove(&previous.local_ufrag);
+        }
     }
 
     /// Ends a session (DELETE, silence, a failed handshake, shutdown): it leaves every table.
     pub fn remove_peer(&mut self, id: PeerId) -> Result<(), CoreError> {
         self.forget_move(id);
+        self.forget_previous_ice(id);
         let peer = self.peers.remove(&id).ok_or(CoreError::UnknownPeer)?;
         self.by_ufrag.remove(&peer.ice.local_ufrag);
         self.forget_dtls_timer(id, peer.dtls_timer);

@@ -124,14 +124,23 @@ impl NodeCore {
                 .ok_or(IceError::UnknownUfrag)?;
             let peer = self.peers.get(&id).ok_or(IceError::UnknownUfrag)?;
             let nominated = request.use_candidate;
-            let response = request.answer(&peer.ice.local_pwd, from.addr())?;
-            Ok((id, nominated, response))
+            // Its current credentials, or those before its last ICE restart.
+            let current = request.local_ufrag == peer.ice.local_ufrag;
+            let ice = match &peer.previous_ice {
+                Some(previous) if !current => previous,
+                _ => &peer.ice,
+            };
+            let response = request.answer(&ice.local_pwd, from.addr())?;
+            Ok((id, nominated, current, response))
         });
-        let Ok((id, nominated, response)) = answered else {
+        let Ok((id, nominated, current, response)) = answered else {
             self.counters.drop(DropReason::BadStun);
             return;
         };
         self.handshake_out.push_back((from, response));
+        if current {
+            self.forget_previous_ice(id);
+        }
         let Some(peer) = self.peers.get_mut(&id) else {
             return;
         };

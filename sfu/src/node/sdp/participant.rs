@@ -4,8 +4,9 @@
 //! that any of the room's tracks can be matched to it, now or at a later renegotiation.
 //!
 //! A renegotiation's offer must describe the same session (RFC 8829 section 5.2.2): the same
-//! ICE credentials (the node does no ICE restart) and DTLS fingerprint, and the sections of
-//! the offer before it, in the same order with the same media, new ones after them.
+//! DTLS fingerprint, and the sections of the offer before it, in the same order with the same
+//! media, new ones after them. New ICE credentials restart ICE (the node answers with new ones
+//! of its own).
 
 use rtp_ext::codec::MediaKind;
 
@@ -132,15 +133,14 @@ impl OfferShape {
         }
     }
 
-    /// Whether `next` may follow this offer in the same session; why not, if not.
+    /// Whether `next` restarts ICE (RFC 8839 section 4.4.1.1.1: new credentials).
+    pub fn restarts_ice(&self, next: &OfferShape) -> bool {
+        next.ice_ufrag != self.ice_ufrag || next.ice_pwd != self.ice_pwd
+    }
+
+    /// Whether `next` may follow this offer in the same session (its ICE credentials may
+    /// change: [`restarts_ice`](Self::restarts_ice)); why not, if not.
     pub fn check_follows(&self, next: &OfferShape) -> Result<(), String> {
-        if next.ice_ufrag != self.ice_ufrag || next.ice_pwd != self.ice_pwd {
-            return Err(
-                "the ICE credentials changed: the node does no ICE restart; end the \
-                        session and join again"
-                    .to_owned(),
-            );
-        }
         if next.fingerprint != self.fingerprint {
             return Err("the DTLS fingerprint changed".to_owned());
         }
