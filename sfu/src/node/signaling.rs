@@ -408,7 +408,8 @@ impl Signaling {
         Ok(restarted.map(|local| sdp::restart_answer(&local.local_ufrag, &local.local_pwd)))
     }
 
-    /// Ends the session of a resource (`DELETE`), under the same rules as [`trickle`](Self::trickle).
+    /// Ends the session of a resource (`DELETE`), under the same rules as
+    /// [`trickle`](Self::trickle).
     pub async fn end(
         &self,
         resource: (Kind, &str, &str),

@@ -63,7 +63,8 @@ pub(super) async fn join(
 
 /// `PATCH /rooms/{room}/{id}`: an offer (`application/sdp`, `If-Match` optional) is answered
 /// with 200, the answer and its `ETag`; a choice (`application/json`,
-/// `{"track":N,"spatial":S,"temporal":T,"paused":B}`) is 204; a trickle fragment is 204 (422 when it asks for an ICE restart).
+/// `{"track":N,"spatial":S,"temporal":T,"paused":B}`) is 204; a trickle fragment is 204 (422
+/// when it asks for an ICE restart, which a participant makes with an offer).
 pub(super) async fn patch(
     State(signaling): State<Arc<Signaling>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,

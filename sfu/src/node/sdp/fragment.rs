@@ -138,7 +138,8 @@ mod tests {
             crlf in any::<bool>(),
         ) {
             let end = if crlf { "\r\n" } else { "\n" };
-            let mut text = format!("a=ice-options:trickle{end}m=audio 9 RTP/AVP 0{end}a=mid:0{end}");
+            let mut text = format!("a=ice-options:trickle{end}m=audio 9 RTP/AVP 0{end}");
+            text.push_str(&format!("a=mid:0{end}"));
             if let Some(ufrag) = &ufrag {
                 text.push_str(&format!("a=ice-ufrag:{ufrag}{end}"));
             }
