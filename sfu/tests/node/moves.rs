@@ -253,3 +253,21 @@ fn an_address_checked_without_nomination_is_heard_not_sent_to() {
     );
     assert_eq!(h.core.counters().ice_checks_sent, 1);
 }
+
+/// A session that restarted ICE and ends before it used its new credentials leaves neither
+/// set behind.
+#[test]
+fn a_restarted_session_leaves_no_credentials_behind() {
+    let (mut h, [publisher, viewer]) = room();
+    let fragment = FragmentIce {
+        ufrag: Some("restarted"),
+        pwd: Some("the-browser-s-new-password"),
+    };
+    let restarted = h.core.trickle(viewer, &fragment).expect("a viewer's");
+    assert!(restarted.is_some());
+    h.send(addr(9412), &binding_request(&credentials(2), false));
+    for id in [viewer, publisher] {
+        h.core.remove_peer(id).expect("removed");
+    }
+    assert_eq!(h.core.table_entries(), 0);
+}
