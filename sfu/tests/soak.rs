@@ -32,7 +32,8 @@ use strata::{num, poll_until, size, stats, EVERY_SECOND};
 const VIEWER_OFFER: &str = include_str!("../src/node/sdp/fixtures/viewer_recvonly.sdp");
 /// Flood sessions never connect: they are gone this long after they came.
 const SETTINGS: &str = "peer_timeout_ms = 3000\n[limits]\nsessions = 5000\n\
-    sessions_per_room = 5000\nsessions_per_client = 5000\nhandshakes = 5000\n";
+    sessions_per_room = 5000\nsessions_per_client = 5000\nhandshakes = 5000\n\
+    handshakes_per_client = 5000\njoins_per_client_per_second = 0\n";
 const FLOOD: Duration = Duration::from_secs(30);
 
 #[test]

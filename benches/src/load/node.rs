@@ -156,13 +156,15 @@ fn settings_toml(gso: bool, viewers: usize) -> String {
 }
 
 /// The limits a run needs raised: every viewer comes from one address (127.0.0.1), which the
-/// node holds to 100 sessions and 20 ICE-TCP connections by default; a room holds 1000 and
-/// the node 2000; a room's conference participants (the data mode's) 50, or as many as the
-/// run has.
+/// node holds to 100 sessions, 20 handshakes, 20 new sessions a second, 200 HTTP connections
+/// and 20 ICE-TCP connections by default; a room holds 1000 and the node 2000; a room's
+/// conference participants (the data mode's) 50, or as many as the run has.
 fn limits_toml(viewers: usize) -> String {
     let sessions = viewers + SPARE_SESSIONS;
     format!(
         "[limits]\nsessions_per_client = {sessions}\ntcp_connections_per_client = {sessions}\n\
+         handshakes_per_client = {sessions}\nhttp_connections_per_client = {sessions}\n\
+         joins_per_client_per_second = 0\n\
          sessions_per_room = {}\nsessions = {}\nparticipants_per_room = {}\n",
         sessions.max(1000),
         sessions.max(2000),
@@ -324,6 +326,9 @@ mod tests {
         let config = sfu::node::config::NodeConfig::from_toml(&limits_toml(3000)).expect("TOML");
         assert_eq!(config.limits.sessions_per_client, 3016);
         assert_eq!(config.limits.tcp_connections_per_client, 3016);
+        assert_eq!(config.limits.handshakes_per_client, 3016);
+        assert_eq!(config.limits.http_connections_per_client, 3016);
+        assert_eq!(config.limits.joins_per_client_per_second, 0);
         assert_eq!(config.limits.sessions_per_room, 3016);
         assert_eq!(config.limits.sessions, 3016);
         let config = sfu::node::config::NodeConfig::from_toml(&limits_toml(50)).expect("TOML");

@@ -155,11 +155,29 @@ async fn authorize_first(
         } else {
             Grant::Subscribe
         };
-        if let Err(refused) = signaling.authorize(caller(&parts.headers, client), &room, grant) {
+        let caller = caller(&parts.headers, client);
+        if let Err(refused) = signaling.authorize(caller, &room, grant) {
             return refused.into_response();
+        }
+        if opens_session(&parts) {
+            if let Err(refused) = signaling.take_join(caller) {
+                return refused.into_response();
+            }
         }
     }
     next.run(Request::from_parts(parts, body)).await
+}
+
+/// Whether the request opens a session: a `POST` of an offer to a room.
+fn opens_session(parts: &axum::http::request::Parts) -> bool {
+    const OPENING: [&str; 4] = [
+        "/whip/{room}",
+        "/whep/{room}",
+        "/whep/{room}/{id}",
+        "/rooms/{room}",
+    ];
+    let path = parts.extensions.get::<MatchedPath>();
+    parts.method == Method::POST && path.is_some_and(|p| OPENING.contains(&p.as_str()))
 }
 
 /// Answers to a CORS preflight: what a page may send.

@@ -16,11 +16,18 @@ pub struct Limits {
     /// Conference participants in one room: each receives every other's tracks, so a room's
     /// cost grows with the square of this.
     pub participants_per_room: usize,
-    /// Sessions created from one client address (HTTP peer) and still alive.
+    /// Sessions created from one client (an IPv4 address, an IPv6 /64: see
+    /// [`ClientKey`](super::client_key::ClientKey)) and still alive.
     pub sessions_per_client: usize,
     /// Sessions whose ICE and DTLS have not completed yet: what a flood of offers that never
     /// connect costs is bounded by this.
     pub handshakes: usize,
+    /// Of [`handshakes`](Self::handshakes), what one client may hold: a few clients cannot
+    /// take every place and keep everyone else from connecting.
+    pub handshakes_per_client: usize,
+    /// Sessions one client may open per second (a second's worth at once); past it 429,
+    /// checked before the offer is read. 0: no limit.
+    pub joins_per_client_per_second: u32,
     /// m-sections in one offer.
     pub sections_per_offer: usize,
     /// m-sections in one conference participant's offer: two for each other participant's
@@ -34,8 +41,11 @@ pub struct Limits {
     /// HTTP connections open at once; past it new connections wait in the listen backlog
     /// until one closes.
     pub http_connections: usize,
-    /// ICE-TCP connections open from one client address (the node as a whole holds as many
-    /// as it holds `sessions`).
+    /// HTTP connections open from one client (not counted for a trusted proxy's): one client
+    /// cannot hold every connection and keep everyone else's signaling waiting.
+    pub http_connections_per_client: usize,
+    /// ICE-TCP connections open from one client (the node as a whole holds as many as it
+    /// holds `sessions`).
     pub tcp_connections_per_client: usize,
     /// Offers a conference participant may send per second after its first (renegotiations;
     /// as many may come at once); past it 429. 0: no limit.
@@ -56,11 +66,19 @@ impl Default for Limits {
             participants_per_room: 50,
             sessions_per_client: 100,
             handshakes: 200,
+            // A handshake takes a round trip or a few: even a network of many users behind one
+            // address, all joining the same minute, holds a handful at once.
+            handshakes_per_client: 20,
+            // A page that opens many players at once fits in a second's worth.
+            joins_per_client_per_second: 20,
             sections_per_offer: 16,
             sections_per_participant_offer: 128,
             tracks_per_offer: 6,
             room_name_bytes: 64,
             http_connections: 1000,
+            // A browser holds a few per origin, plus a participant's event stream: a network
+            // of a hundred users behind one address fits.
+            http_connections_per_client: 200,
             // A browser opens one or two per session it starts over TCP: a client with
             // several tabs fits, a client holding hundreds open does not.
             tcp_connections_per_client: 20,
@@ -91,6 +109,12 @@ pub enum LimitError {
     /// connect is held to this.
     #[error("{0} sessions are connecting already; try again shortly")]
     Handshakes(usize),
+    /// The client holds [`Limits::handshakes_per_client`] sessions not connected yet.
+    #[error("this client has {0} sessions connecting already; try again shortly")]
+    ClientHandshakes(usize),
+    /// The client opened [`Limits::joins_per_client_per_second`] sessions this second.
+    #[error("this client opens more than {0} sessions a second; try again shortly")]
+    ClientRate(u32),
     /// The room has [`Limits::participants_per_room`] publishing sessions.
     #[error("the room has its maximum of {0} participants")]
     ParticipantsFull(usize),
@@ -100,7 +124,7 @@ impl LimitError {
     /// 429 when the client itself holds too much, 503 when the node or room is full.
     pub fn status(self) -> u16 {
         match self {
-            Self::ClientFull(_) => 429,
+            Self::ClientFull(_) | Self::ClientHandshakes(_) | Self::ClientRate(_) => 429,
             Self::NodeFull(_)
             | Self::RoomFull(_)
             | Self::Handshakes(_)
@@ -112,7 +136,9 @@ impl LimitError {
     /// last longer.
     pub fn retry_after(self) -> u32 {
         match self {
-            Self::Handshakes(_) => 2,
+            Self::Handshakes(_) | Self::ClientHandshakes(_) => 2,
+            // A token comes back within a second at any rate.
+            Self::ClientRate(_) => 1,
             Self::ClientFull(_) => 10,
             Self::NodeFull(_) | Self::RoomFull(_) | Self::ParticipantsFull(_) => 30,
         }
@@ -126,16 +152,20 @@ impl LimitError {
             Self::ClientFull(_) => "client_full",
             Self::Handshakes(_) => "handshakes",
             Self::ParticipantsFull(_) => "participants_full",
+            Self::ClientHandshakes(_) => "client_handshakes",
+            Self::ClientRate(_) => "client_rate",
         }
     }
 
     /// Every [`label`](Self::label), in [`index`](Self::index) order: the counters' array.
-    pub const LABELS: [&'static str; 5] = [
+    pub const LABELS: [&'static str; 7] = [
         "node_full",
         "room_full",
         "client_full",
         "handshakes",
         "participants_full",
+        "client_handshakes",
+        "client_rate",
     ];
 
     /// The refusal's slot in an array of counters, one per kind.
@@ -146,6 +176,8 @@ impl LimitError {
             Self::ClientFull(_) => 2,
             Self::Handshakes(_) => 3,
             Self::ParticipantsFull(_) => 4,
+            Self::ClientHandshakes(_) => 5,
+            Self::ClientRate(_) => 6,
         }
     }
 }
@@ -209,7 +241,15 @@ mod tests {
 
     #[test]
     fn a_client_over_its_share_is_told_429_and_a_full_node_503() {
-        assert_eq!(LimitError::ClientFull(1).status(), 429);
+        for over in [
+            LimitError::ClientFull(1),
+            LimitError::ClientHandshakes(1),
+            LimitError::ClientRate(1),
+        ] {
+            assert_eq!(over.status(), 429);
+            assert!(over.retry_after() > 0);
+            assert_eq!(LimitError::LABELS[over.index()], over.label());
+        }
         for full in [
             LimitError::NodeFull(1),
             LimitError::RoomFull(1),

@@ -1,5 +1,6 @@
 //! The HTTP side's connections: at most a fixed number open at once (the rest wait in the
-//! kernel's backlog, so the node never runs out of file descriptors), a request head that
+//! kernel's backlog, so the node never runs out of file descriptors) and a share of them per
+//! client (past it a connection is closed as it comes), a request head that
 //! must arrive in time (a slow-header client is dropped), and keep-alive connections closed
 //! once idle; HTTPS with HTTP/2 beside HTTP/1.1 when configured. The routes themselves are in
 //! [`http`](super::http).
@@ -8,7 +9,7 @@ use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -24,6 +25,7 @@ use tokio::time::{Instant, Sleep};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
+use super::client_key::{ClientPlace, PerClient};
 use super::forwarded;
 use super::tls::ALPN_H2;
 
@@ -32,6 +34,9 @@ use super::tls::ALPN_H2;
 pub struct HttpLimits {
     /// Open at once; the next connection is accepted when one closes.
     pub connections: usize,
+    /// Open at once from one client (a trusted proxy's are not counted): one more is closed
+    /// as it comes, so one client cannot hold every connection.
+    pub per_client: usize,
     /// From the connection's start (or a request's first byte) to its complete head.
     pub header_timeout: Duration,
     /// A keep-alive connection with nothing read or written for this long is closed.
@@ -87,6 +92,45 @@ pub struct HttpSettings {
     pub tls: Option<TlsAcceptor>,
     /// Proxies whose `X-Forwarded-For` names the client (see [`forwarded`]).
     pub trusted_proxies: Arc<[IpAddr]>,
+    /// The connections each client holds, and those refused.
+    pub clients: Arc<HttpClients>,
+}
+
+/// A connection refused: its client holds its share already.
+#[derive(Debug)]
+struct ShareHeld;
+
+/// The HTTP connections each client holds, shared with `/metrics`.
+#[derive(Debug, Default)]
+pub struct HttpClients {
+    open: Arc<PerClient>,
+    refused: AtomicU64,
+}
+
+impl HttpClients {
+    /// Connections closed as they came, their client holding its share.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// A place for a connection from `remote`: always one for a trusted proxy, whose
+    /// connections carry many clients' requests.
+    fn admit(
+        &self,
+        remote: IpAddr,
+        settings: &HttpSettings,
+    ) -> Result<Option<ClientPlace>, ShareHeld> {
+        if settings.trusted_proxies.contains(&remote) {
+            return Ok(None);
+        }
+        match self.open.take(remote, settings.limits.per_client) {
+            Some(place) => Ok(Some(place)),
+            None => {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                Err(ShareHeld)
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for HttpSettings {
@@ -95,6 +139,7 @@ impl std::fmt::Debug for HttpSettings {
             .field("limits", &self.limits)
             .field("tls", &self.tls.is_some())
             .field("trusted_proxies", &self.trusted_proxies)
+            .field("clients", &self.clients)
             .finish()
     }
 }
@@ -132,12 +177,17 @@ pub async fn serve(
                 }
             },
         };
+        let Ok(client) = settings.clients.admit(remote.ip(), &settings) else {
+            tracing::debug!(%remote, "http connection refused: its client holds its share");
+            continue;
+        };
         let connection = Connection {
             remote,
             app: app.clone(),
             settings: settings.clone(),
             stop: stopped.clone(),
             _permit: permit,
+            _client: client,
         };
         connections.spawn(connection.run(stream));
     }
@@ -153,6 +203,7 @@ struct Connection {
     settings: HttpSettings,
     stop: watch::Receiver<bool>,
     _permit: OwnedSemaphorePermit,
+    _client: Option<ClientPlace>,
 }
 
 impl Connection {

@@ -90,7 +90,13 @@ impl Default for Dropped {
 impl NodeCounters {
     /// Counts a new session refused at `limit`.
     pub fn refuse(&mut self, limit: LimitError) {
-        self.refused[limit.index()] += 1;
+        self.refuse_many(limit, 1);
+    }
+
+    /// Counts `n` new sessions refused at `limit` (those signaling refused before a worker
+    /// saw them).
+    pub fn refuse_many(&mut self, limit: LimitError, n: u64) {
+        self.refused[limit.index()] += n;
     }
 
     /// New sessions refused at `limit` so far.
@@ -202,6 +208,9 @@ pub struct Snapshot {
     pub sessions_by_transport: [usize; 2],
     /// The ICE-TCP listener's connections, when the node listens.
     pub tcp: Option<TcpView>,
+    /// HTTP connections closed as they came, their client holding its share (with a
+    /// listener).
+    pub http_connections_refused: Option<u64>,
 }
 
 /// The media socket as the kernel sees it.
@@ -475,6 +484,9 @@ impl Snapshot {
             *sum += n;
         }
         self.tcp = self.tcp.or(other.tcp);
+        self.http_connections_refused = self
+            .http_connections_refused
+            .or(other.http_connections_refused);
     }
 
     /// The Prometheus text exposition format (version 0.0.4) of everything here.
@@ -640,6 +652,11 @@ impl Snapshot {
         );
         if let Some(socket) = &self.socket {
             socket_series(&mut out, socket);
+        }
+        if let Some(refused) = self.http_connections_refused {
+            let help = "HTTP connections closed as they came, their client holding \
+                        http_connections_per_client.";
+            counter(&mut out, "http_connections_refused_total", help, refused);
         }
         self.transport_series(&mut out);
         viewers(&mut out, &self.viewer_stats);

@@ -40,6 +40,7 @@
 pub mod admission;
 pub mod auth;
 pub mod batch;
+pub mod client_key;
 pub mod cluster;
 pub mod config;
 pub mod core;

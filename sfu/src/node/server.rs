@@ -24,7 +24,7 @@ use super::core::NodeCore;
 use super::descriptors;
 use super::dtls::{DtlsCertificate, DtlsConfig};
 use super::http;
-use super::listener::{self, HttpLimits, HttpSettings};
+use super::listener::{self, HttpClients, HttpLimits, HttpSettings};
 use super::media_loop::{MediaLoop, TcpPart};
 use super::relays::RelayHosts;
 use super::shard;
@@ -220,6 +220,7 @@ pub async fn serve_with(
         .split_once(' ')
         .map_or(fingerprint.as_str(), |(_, hex)| hex)
         .to_owned();
+    let http_clients = Arc::new(HttpClients::default());
     let signaling = SignalingConfig {
         fingerprint,
         candidate,
@@ -227,6 +228,7 @@ pub async fn serve_with(
         limits: config.limits,
         socket: Some(buffers),
         tcp: tcp_candidate.map(|_| tcp_stats),
+        http_clients: Some(http_clients.clone()),
         tcp_candidate,
         ice_servers: config.ice_servers.clone(),
     };
@@ -286,12 +288,14 @@ pub async fn serve_with(
     let settings = HttpSettings {
         limits: HttpLimits {
             connections: http_connections,
+            per_client: config.limits.http_connections_per_client,
             header_timeout: Duration::from_millis(config.http_header_timeout_ms),
             idle_timeout: Duration::from_millis(config.http_idle_timeout_ms),
             streams: config.http2_max_streams,
         },
         tls,
         trusted_proxies: config.trusted_proxies.clone().into(),
+        clients: http_clients,
     };
     let http = listener::serve(listener, app, settings, shutdown);
     tokio::select! {

@@ -12,11 +12,13 @@ use selector::Layer;
 use tokio::sync::Notify;
 
 use super::auth::{Auth, AuthError, Grant};
+use super::client_key::ClientKey;
 use super::cluster::relay_http::RelayService;
 use super::core::{CoreError, Resource, RoomRelays};
 use super::dtls::check_fingerprint;
 use super::ice_servers::{IceServer, IceServerConfig};
 use super::limits::{LimitError, Limits, RoomNameError};
+use super::listener::HttpClients;
 use super::media_loop::{LoopGone, MediaLoopHandle, Worker};
 use super::peer::{IceCredentials, Join, Kind, Owner, PeerId, RemoteIce};
 use super::sdp::{
@@ -29,16 +31,16 @@ use super::socket::{receive_overflows, SocketBuffers};
 mod conference;
 mod followed;
 mod offer_memo;
-mod offer_rate;
 mod publisher;
+mod rate;
 mod watch;
 
 use super::stats::ViewerStats;
 use super::tcp::TcpStats;
 pub use conference::{participant_answer, participant_offer, Answered};
 use offer_memo::OfferMemo;
-use offer_rate::OfferRate;
 use publisher::publisher_of;
+use rate::Rate;
 pub use watch::{watch, WatchRequest, Watched};
 
 impl Kind {
@@ -185,6 +187,8 @@ pub struct SignalingConfig {
     pub socket: Option<SocketBuffers>,
     /// The ICE-TCP listener's counters, for `/metrics` (none without one).
     pub tcp: Option<Arc<TcpStats>>,
+    /// The HTTP listener's connections per client, for `/metrics` (none without one).
+    pub http_clients: Option<Arc<HttpClients>>,
     /// STUN and TURN servers handed to clients with each answer and room state.
     pub ice_servers: Vec<IceServerConfig>,
 }
@@ -199,11 +203,15 @@ pub struct Signaling {
     auth: Auth,
     config: SignalingConfig,
     /// How often each participant may offer again.
-    offer_rate: OfferRate,
+    offer_rate: Rate<PeerId>,
     /// Each participant's last offer as read, so the same offer again is not read again.
     offer_memo: OfferMemo,
     /// Offers refused for coming too often.
     offers_refused: AtomicU64,
+    /// How often each client may open a session.
+    join_rate: Rate<ClientKey>,
+    /// Sessions refused for a client opening them too often.
+    joins_refused: AtomicU64,
     /// The media relay between nodes, on a clustered node with a secret: a viewer of a room
     /// homed elsewhere has its publisher relayed here first. Weak: the HTTP routes own it.
     relay: OnceLock<Weak<RelayService>>,
@@ -219,10 +227,13 @@ impl Signaling {
         Self {
             loops,
             auth,
-            offer_rate: OfferRate::new(config.limits.offers_per_second),
+            offer_rate: Rate::new(config.limits.offers_per_second),
+            join_rate: Rate::new(config.limits.joins_per_client_per_second),
+            joins_refused: AtomicU64::new(0),
             offer_memo: OfferMemo::default(),
             config,
             offers_refused: AtomicU64::new(0),
+
             relay: OnceLock::new(),
             sessions_changed: Arc::new(Notify::new()),
         }
@@ -281,6 +292,22 @@ impl Signaling {
         Ok(self
             .auth
             .authorize(caller.authorization, room, grant, now)?)
+    }
+
+    /// A request that would open a session spends one of its client's tokens (before its
+    /// offer is read: reading it is most of what a refused join costs), or is refused.
+    pub fn take_join(&self, caller: Caller<'_>) -> Result<(), SignalError> {
+        let Some(client) = caller.client.map(ClientKey::from) else {
+            return Ok(());
+        };
+        let now = Instant::now();
+        let per_second = self.config.limits.joins_per_client_per_second;
+        if self.join_rate.check(client, now).is_err() {
+            self.joins_refused.fetch_add(1, Ordering::Relaxed);
+            return Err(LimitError::ClientRate(per_second).into());
+        }
+        self.join_rate.spend(client, now);
+        Ok(())
     }
 
     /// Checks the caller may read `/metrics`: anyone on an open node, else only the bearer of
@@ -483,6 +510,9 @@ impl Signaling {
         }
         let mut total = total.ok_or(SignalError::ShuttingDown)?;
         total.offers_refused = self.offers_refused.load(Ordering::Relaxed);
+        let per_second = self.config.limits.joins_per_client_per_second;
+        let joins_refused = self.joins_refused.load(Ordering::Relaxed);
+        (total.node).refuse_many(LimitError::ClientRate(per_second), joins_refused);
         if let Some(socket) = self.config.socket {
             total.socket = Some(SocketView {
                 receive_buffer: socket.receive,
@@ -491,6 +521,7 @@ impl Signaling {
             });
         }
         total.tcp = self.config.tcp.as_ref().map(|tcp| tcp.view());
+        total.http_connections_refused = self.config.http_clients.as_ref().map(|c| c.refused());
         Ok(total)
     }
 
@@ -716,6 +747,7 @@ mod tests {
             limits: Limits::default(),
             socket: None,
             tcp: None,
+            http_clients: None,
             ice_servers: Vec::new(),
         };
         let signaling = Signaling::new(vec![handle], Auth::open(), config);

@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use http_node::{node_with_config, open, Node, SDP};
+use http_node::{connect_from, node_with_config, open, request_over, Node, SDP};
 
 const AV1_OFFER: &str = include_str!("../../src/node/sdp/fixtures/publisher_av1.sdp");
 const VIEWER_OFFER: &str = include_str!("../../src/node/sdp/fixtures/viewer_recvonly.sdp");
@@ -554,23 +554,35 @@ fn a_session_that_never_connects_is_reaped_and_its_resource_gone() {
 
 #[test]
 fn a_slowloris_of_500_connections_does_not_hold_the_node() {
-    let node = node_with_config("http_header_timeout_ms = 2000\n", &[]);
+    // A head timeout that none of the stalled connections reaches within the test, so that
+    // the count below is exact.
+    let node = node_with_config("http_header_timeout_ms = 30000\n", &[]);
+    // One client's: it holds its share (200 by default), the rest are closed as they come.
     let stalled: Vec<TcpStream> = (0..500)
         .map(|_| {
             let mut stream = TcpStream::connect(&node.http).expect("connects");
-            stream
-                .write_all(b"GET /metrics HTTP/1.1\r\nHo")
-                .expect("sent");
+            // Closed already, past the share: the write may find it so.
+            let _ = stream.write_all(b"GET /metrics HTTP/1.1\r\nHo");
             stream
         })
         .collect();
+    // Another client is served meanwhile.
+    let other = |method, path, headers: &[(&str, &str)], body| {
+        let stream = connect_from(&node.http, [127, 0, 0, 2]);
+        request_over(stream, &node.http, method, path, headers, body)
+    };
     for _ in 0..5 {
-        let metrics = node.request("GET", "/metrics", &[], "");
+        let metrics = other("GET", "/metrics", &[], "");
         assert_eq!(metrics.status, 200);
+        assert!(
+            metrics
+                .body
+                .contains("strata_http_connections_refused_total 300"),
+            "the slowloris' connections past its share closed"
+        );
     }
     assert_eq!(
-        node.request("POST", "/whep/demo", &[SDP], VIEWER_OFFER)
-            .status,
+        other("POST", "/whep/demo", &[SDP], VIEWER_OFFER).status,
         201
     );
     drop(stalled);

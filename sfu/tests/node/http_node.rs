@@ -70,7 +70,37 @@ pub fn request_to(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Reply {
-    let mut stream = TcpStream::connect(http).expect("connects");
+    request_over(
+        TcpStream::connect(http).expect("connects"),
+        http,
+        method,
+        path,
+        headers,
+        body,
+    )
+}
+
+/// A connection to the server at `http` from another loopback address (`127.x.y.z`): another
+/// client, as the node counts them.
+pub fn connect_from(http: &str, source: [u8; 4]) -> TcpStream {
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+    let from = std::net::SocketAddr::from((source, 0));
+    socket.bind(&from.into()).expect("a loopback address");
+    let to: std::net::SocketAddr = http.parse().expect("an address");
+    socket.connect(&to.into()).expect("connects");
+    socket.into()
+}
+
+/// One HTTP/1.1 request over `stream`, a connection to the server at `http`.
+pub fn request_over(
+    mut stream: TcpStream,
+    http: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Reply {
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()

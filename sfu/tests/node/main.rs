@@ -14,6 +14,7 @@ mod coturn;
 )]
 mod redis;
 
+mod client_limits;
 mod cluster_failures;
 mod cluster_http;
 mod cluster_properties;

@@ -325,11 +325,13 @@ impl NodeCore {
     /// A session just added that is connected without keys of its own (a relay-in: its
     /// link has them).
     pub(super) fn connected_without_keys(&mut self, id: PeerId) {
+        let mut client = None;
         if let Some(peer) = self.peers.get_mut(&id) {
             peer.connect_by = None;
+            client = peer.client;
         }
         self.connecting -= 1;
-        self.admission.connected();
+        self.admission.connected(client);
     }
 
     /// The SRTP context the session's DTLS handshake produced: the session is connected, and
@@ -343,7 +345,7 @@ impl NodeCore {
         }
         peer.connect_by = None;
         self.connecting -= 1;
-        self.admission.connected();
+        self.admission.connected(peer.client);
         if let (Role::Viewer(_), true) = (&peer.role, self.rooms.contains_key(&peer.room)) {
             let room = peer.room.clone();
             self.serve_viewer(&room, id);

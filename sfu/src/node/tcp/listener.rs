@@ -1,19 +1,18 @@
 //! The ICE-TCP listener: it accepts connections within the node's limits (connections on the
 //! node, per client address) and starts each one's task.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use tokio::net::TcpListener;
 
 use super::connection::Connection;
 use super::links::Links;
 use super::stats::{Refusal, TcpStats};
 use super::Workers;
+use crate::node::client_key::{ClientPlace, PerClient};
 use crate::node::remote::Remote;
 
 /// The limits on ICE-TCP connections.
@@ -40,7 +39,7 @@ pub async fn listen(
     stats: Arc<TcpStats>,
     limits: TcpLimits,
 ) {
-    let clients = Arc::new(Clients::default());
+    let clients = Clients::default();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -78,54 +77,44 @@ pub async fn listen(
     }
 }
 
-/// Connections open per client address.
+/// Connections open per client.
 #[derive(Debug, Default)]
 struct Clients {
-    open: Mutex<HashMap<IpAddr, usize>>,
+    open: Arc<PerClient>,
 }
 
 /// A connection's place in the counts, given back when it is dropped.
 struct Place {
-    clients: Arc<Clients>,
     stats: Arc<TcpStats>,
-    ip: IpAddr,
+    _client: ClientPlace,
 }
 
 impl Clients {
     /// A place for a connection from `ip`, or the limit that refuses it.
     fn admit(
-        self: &Arc<Self>,
+        &self,
         stats: &Arc<TcpStats>,
         limits: &TcpLimits,
         ip: IpAddr,
     ) -> Result<Place, Refusal> {
-        let mut open = self.open.lock();
         if stats.open.load(Ordering::Relaxed) >= limits.connections {
             return Err(Refusal::NodeFull);
         }
-        if open.get(&ip).is_some_and(|&n| n >= limits.per_client) || limits.per_client == 0 {
-            return Err(Refusal::ClientFull);
-        }
-        *open.entry(ip).or_default() += 1;
+        let client = self
+            .open
+            .take(ip, limits.per_client)
+            .ok_or(Refusal::ClientFull)?;
         stats.open.fetch_add(1, Ordering::Relaxed);
         stats.accepted.fetch_add(1, Ordering::Relaxed);
         Ok(Place {
-            clients: self.clone(),
             stats: stats.clone(),
-            ip,
+            _client: client,
         })
     }
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let mut open = self.clients.open.lock();
-        if let Some(n) = open.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.ip);
-            }
-        }
         self.stats.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -136,7 +125,7 @@ mod tests {
 
     #[test]
     fn connections_are_held_per_client_and_on_the_node_and_given_back() {
-        let (clients, stats) = (Arc::new(Clients::default()), Arc::new(TcpStats::default()));
+        let (clients, stats) = (Clients::default(), Arc::new(TcpStats::default()));
         let limits = TcpLimits {
             connections: 3,
             per_client: 2,
@@ -157,8 +146,26 @@ mod tests {
         drop(third);
         assert_eq!(stats.view().open, 2);
         assert!(
-            clients.open.lock().get(&ip(3)).is_none(),
+            clients.open.held(ip(3)) == 0 && clients.open.clients() == 2,
             "no client kept at none"
         );
+    }
+
+    #[test]
+    fn an_ipv6_host_is_held_to_one_client_s_connections() {
+        let (clients, stats) = (Clients::default(), Arc::new(TcpStats::default()));
+        let limits = TcpLimits {
+            connections: 10,
+            per_client: 2,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+        };
+        let host = |last: u16| IpAddr::from([0x2001, 0xdb8, 7, 7, 0, 0, 0, last]);
+        let _first = clients.admit(&stats, &limits, host(1)).expect("room");
+        let _second = clients.admit(&stats, &limits, host(2)).expect("room");
+        assert!(matches!(
+            clients.admit(&stats, &limits, host(3)),
+            Err(Refusal::ClientFull)
+        ));
     }
 }

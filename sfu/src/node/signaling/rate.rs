@@ -1,21 +1,21 @@
-//! How often a participant may offer again: a token bucket per session, checked before the
-//! offer is read (reading a large room's offer is most of what it costs). A session gets a
-//! bucket only once the core has taken an offer of its, so made-up resource URLs cost nothing
-//! here; buckets that have refilled are forgotten, so the table holds only sessions that
-//! offered in the last few seconds.
+//! How often something may be done, by whom: a token bucket per key, checked before the work
+//! it guards. A participant's offers again (keyed by its session, which gets a bucket only once
+//! the core has taken an offer of its, so made-up resource URLs cost nothing here), and the
+//! sessions a client opens (keyed by its [`ClientKey`](crate::node::client_key::ClientKey)).
+//! Buckets that have refilled are forgotten, so the table holds only the keys that spent in
+//! the last second.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::node::peer::PeerId;
-
-/// Offers per session per second, sustained; as many may come at once.
+/// Tokens per key per second, sustained; a second's worth may be spent at once.
 #[derive(Debug)]
-pub struct OfferRate {
+pub struct Rate<K> {
     per_second: u32,
-    buckets: Mutex<HashMap<PeerId, Bucket>>,
+    buckets: Mutex<HashMap<K, Bucket>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -24,14 +24,14 @@ struct Bucket {
     at: Instant,
 }
 
-/// An offer refused: the session offered its share; the next token comes after this.
+/// Refused: the key spent its share; the next token comes after this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TooFast {
     pub retry_after: Duration,
 }
 
-impl OfferRate {
-    /// `per_second` offers a second per session; 0 turns the limit off.
+impl<K: Hash + Eq + Copy> Rate<K> {
+    /// `per_second` tokens a second per key; 0 turns the limit off.
     pub fn new(per_second: u32) -> Self {
         Self {
             per_second,
@@ -39,10 +39,10 @@ impl OfferRate {
         }
     }
 
-    /// Whether `session` may offer at `now`: refused while its bucket is empty.
-    pub fn check(&self, session: PeerId, now: Instant) -> Result<(), TooFast> {
+    /// Whether `key` may spend at `now`: refused while its bucket is empty.
+    pub fn check(&self, key: K, now: Instant) -> Result<(), TooFast> {
         let buckets = self.buckets.lock();
-        let Some(bucket) = buckets.get(&session) else {
+        let Some(bucket) = buckets.get(&key) else {
             return Ok(());
         };
         let tokens = self.refilled(*bucket, now);
@@ -55,19 +55,18 @@ impl OfferRate {
         })
     }
 
-    /// An offer of `session` was taken at `now`: it spends a token. Forgets the buckets that
-    /// are full again.
-    pub fn spend(&self, session: PeerId, now: Instant) {
+    /// `key` spends a token at `now`. Forgets the buckets that are full again.
+    pub fn spend(&self, key: K, now: Instant) {
         if self.per_second == 0 {
             return;
         }
         let mut buckets = self.buckets.lock();
         let full = f64::from(self.per_second);
         let tokens = buckets
-            .get(&session)
+            .get(&key)
             .map_or(full, |bucket| self.refilled(*bucket, now));
         buckets.insert(
-            session,
+            key,
             Bucket {
                 tokens: tokens - 1.0,
                 at: now,
@@ -76,7 +75,7 @@ impl OfferRate {
         buckets.retain(|_, bucket| self.refilled(*bucket, now) < full);
     }
 
-    /// Sessions with a bucket that is not full.
+    /// Keys with a bucket that is not full.
     #[cfg(test)]
     fn tracked(&self) -> usize {
         self.buckets.lock().len()
@@ -92,6 +91,9 @@ impl OfferRate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::peer::PeerId;
+
+    type OfferRate = Rate<PeerId>;
 
     #[test]
     fn a_session_offers_its_burst_then_one_per_share_of_a_second() {
