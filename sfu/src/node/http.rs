@@ -24,7 +24,7 @@ use super::cluster::Member;
 use super::ice_servers::IceServer;
 use super::peer::{Kind, PeerId};
 use super::sdp;
-use super::signaling::{Caller, SignalError, Signaling};
+use super::signaling::{Caller, JoinTaken, SignalError, Signaling};
 use selector::Layer;
 
 mod rooms;
@@ -168,16 +168,11 @@ async fn authorize_first(
     next.run(Request::from_parts(parts, body)).await
 }
 
-/// Whether the request opens a session: a `POST` of an offer to a room.
+/// Whether the request opens a session (a `POST` of an offer to a room) whose client's
+/// token was not taken yet (by the cluster's door).
 fn opens_session(parts: &axum::http::request::Parts) -> bool {
-    const OPENING: [&str; 4] = [
-        "/whip/{room}",
-        "/whep/{room}",
-        "/whep/{room}/{id}",
-        "/rooms/{room}",
-    ];
-    let path = parts.extensions.get::<MatchedPath>();
-    parts.method == Method::POST && path.is_some_and(|p| OPENING.contains(&p.as_str()))
+    let opens = cluster_http::session_room(&parts.method, parts.uri.path()).is_some();
+    opens && parts.extensions.get::<JoinTaken>().is_none()
 }
 
 /// Answers to a CORS preflight: what a page may send.

@@ -159,6 +159,11 @@ impl From<CoreError> for SignalError {
     }
 }
 
+/// A request extension: the request's client spent its token for the session it opens
+/// already (at the cluster's door), so it is not asked for another.
+#[derive(Debug, Clone, Copy)]
+pub struct JoinTaken;
+
 /// Who is asking: the request's credential and the address it came from.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Caller<'a> {

@@ -205,6 +205,29 @@ fn a_request_is_authorized_before_it_is_placed() {
     assert_eq!(moved.header("location"), Some(b.url("/whip/room").as_str()));
 }
 
+/// A client's sessions a second are counted at the door, before the store is asked where the
+/// session goes, and once: the node that takes it does not count it again.
+#[test]
+fn a_client_past_its_rate_is_refused_before_it_is_placed_and_counted_once() {
+    let store = MemoryStore::new();
+    let one_a_second = |config: &mut NodeConfig| config.limits.joins_per_client_per_second = 1;
+    let a = InProcess::start_tuned(&store, 0, &[], one_a_second);
+    let b = InProcess::start_tuned(&store, 10, &[], one_a_second);
+    a.wait_until_attached(1);
+    b.wait_until_attached(0);
+    let here = b.post("/whep/room", VIEWER);
+    assert_eq!(here.status, 201, "one token, spent once: {}", here.body);
+    let moved = a.post("/whep/room", VIEWER);
+    assert_eq!(moved.status, 307, "{}", moved.body);
+    let refused = a.post("/whep/room", VIEWER);
+    assert_eq!(refused.status, 429, "not placed: {}", refused.body);
+    assert_eq!(refused.header("location"), None);
+    assert_eq!(
+        a.metric("strata_sessions_refused_total{reason=\"client_rate\"}"),
+        Some(1)
+    );
+}
+
 /// `GET /cluster/nodes` lists the nodes that take sessions, the one asked first: a full one
 /// leaves the list, as it would send a client on.
 #[test]

@@ -24,7 +24,7 @@ use super::store::Registration;
 use crate::node::auth::Grant;
 use crate::node::http::caller;
 use crate::node::metrics::{by_reason, counter, gauge, gauge_by};
-use crate::node::signaling::Signaling;
+use crate::node::signaling::{JoinTaken, Signaling};
 
 /// What the placement layer needs: the member, signaling (to authorize), and the
 /// `Retry-After` of its `503`.
@@ -39,7 +39,7 @@ pub struct Door {
 }
 
 /// The middleware: places the requests that open a session, passes the others on.
-pub async fn place(State(door): State<Door>, request: Request, next: Next) -> Response {
+pub async fn place(State(door): State<Door>, mut request: Request, next: Next) -> Response {
     let Some((room, grant)) = session_room(request.method(), request.uri().path()) else {
         return next.run(request).await;
     };
@@ -48,8 +48,14 @@ pub async fn place(State(door): State<Door>, request: Request, next: Next) -> Re
         if let Err(refused) = door.signaling.authorize(caller, room, grant) {
             return refused.into_response();
         }
+        // Placing may ask the store: a client past its rate is refused before.
+        if let Err(refused) = door.signaling.take_join(caller) {
+            return refused.into_response();
+        }
     }
-    match door.member.place(room).await {
+    let room = room.to_owned();
+    request.extensions_mut().insert(JoinTaken);
+    match door.member.place(&room).await {
         Placement::Here => next.run(request).await,
         Placement::Redirect(url) => {
             let target = request.uri().path_and_query().map_or("/", |p| p.as_str());
