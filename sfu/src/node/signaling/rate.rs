@@ -2,8 +2,9 @@
 //! it guards. A participant's offers again (keyed by its session, which gets a bucket only once
 //! the core has taken an offer of its, so made-up resource URLs cost nothing here), and the
 //! sessions a client opens (keyed by its [`ClientKey`](crate::node::client_key::ClientKey)).
-//! Buckets that have refilled are forgotten, so the table holds only the keys that spent in
-//! the last second.
+//! Buckets that have refilled are forgotten each time the table has doubled since it was last
+//! swept, so it holds about the keys that spent in the last second (at most twice as many, and
+//! a sweep costs what the spends since the last one did).
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -15,8 +16,18 @@ use parking_lot::Mutex;
 #[derive(Debug)]
 pub struct Rate<K> {
     per_second: u32,
-    buckets: Mutex<HashMap<K, Bucket>>,
+    buckets: Mutex<Buckets<K>>,
 }
+
+#[derive(Debug)]
+struct Buckets<K> {
+    by_key: HashMap<K, Bucket>,
+    /// The table's size at which full buckets are swept out next.
+    sweep_at: usize,
+}
+
+/// The smallest table swept: below it a sweep would cost more than it keeps.
+const SWEEP_FLOOR: usize = 64;
 
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
@@ -35,14 +46,17 @@ impl<K: Hash + Eq + Copy> Rate<K> {
     pub fn new(per_second: u32) -> Self {
         Self {
             per_second,
-            buckets: Mutex::new(HashMap::new()),
+            buckets: Mutex::new(Buckets {
+                by_key: HashMap::new(),
+                sweep_at: SWEEP_FLOOR,
+            }),
         }
     }
 
     /// Whether `key` may spend at `now`: refused while its bucket is empty.
     pub fn check(&self, key: K, now: Instant) -> Result<(), TooFast> {
         let buckets = self.buckets.lock();
-        let Some(bucket) = buckets.get(&key) else {
+        let Some(bucket) = buckets.by_key.get(&key) else {
             return Ok(());
         };
         let tokens = self.refilled(*bucket, now);
@@ -55,30 +69,30 @@ impl<K: Hash + Eq + Copy> Rate<K> {
         })
     }
 
-    /// `key` spends a token at `now`. Forgets the buckets that are full again.
+    /// `key` spends a token at `now`. Forgets the buckets that are full again once the table
+    /// has doubled.
     pub fn spend(&self, key: K, now: Instant) {
         if self.per_second == 0 {
             return;
         }
         let mut buckets = self.buckets.lock();
         let full = f64::from(self.per_second);
-        let tokens = buckets
-            .get(&key)
-            .map_or(full, |bucket| self.refilled(*bucket, now));
-        buckets.insert(
-            key,
-            Bucket {
-                tokens: tokens - 1.0,
-                at: now,
-            },
-        );
-        buckets.retain(|_, bucket| self.refilled(*bucket, now) < full);
+        let tokens = (buckets.by_key.get(&key)).map_or(full, |bucket| self.refilled(*bucket, now));
+        let spent = Bucket {
+            tokens: tokens - 1.0,
+            at: now,
+        };
+        buckets.by_key.insert(key, spent);
+        if buckets.by_key.len() >= buckets.sweep_at {
+            (buckets.by_key).retain(|_, bucket| self.refilled(*bucket, now) < full);
+            buckets.sweep_at = (2 * buckets.by_key.len()).max(SWEEP_FLOOR);
+        }
     }
 
     /// Keys with a bucket that is not full.
     #[cfg(test)]
     fn tracked(&self) -> usize {
-        self.buckets.lock().len()
+        self.buckets.lock().by_key.len()
     }
 
     fn refilled(&self, bucket: Bucket, now: Instant) -> f64 {
@@ -118,14 +132,29 @@ mod tests {
     }
 
     #[test]
-    fn refilled_buckets_are_forgotten_and_a_limit_of_zero_is_none() {
+    fn refilled_buckets_are_forgotten_once_the_table_doubled_and_a_limit_of_zero_is_none() {
         let rate = OfferRate::new(2);
         let start = Instant::now();
-        rate.spend(PeerId(1), start);
-        rate.spend(PeerId(2), start);
-        assert_eq!(rate.tracked(), 2);
-        rate.spend(PeerId(3), start + Duration::from_secs(1));
-        assert_eq!(rate.tracked(), 1, "the first two are full again");
+        let spend_from =
+            |keys: std::ops::Range<u128>, at| keys.for_each(|k| rate.spend(PeerId(k), at));
+        spend_from(0..SWEEP_FLOOR as u128 - 1, start);
+        assert_eq!(rate.tracked(), SWEEP_FLOOR - 1, "not swept below its floor");
+        let later = start + Duration::from_secs(1);
+        spend_from(1000..1001, later);
+        assert_eq!(
+            rate.tracked(),
+            1,
+            "swept at the floor: the others are full again"
+        );
+        let second_later = later + Duration::from_secs(1);
+        spend_from(1001..1002, second_later);
+        assert_eq!(
+            rate.tracked(),
+            2,
+            "a bucket full again waits for the next sweep, not swept on every spend"
+        );
+        spend_from(2000..2000 + SWEEP_FLOOR as u128 - 2, second_later);
+        assert_eq!(rate.tracked(), SWEEP_FLOOR - 1, "swept at the floor again");
         let off = OfferRate::new(0);
         for _ in 0..100 {
             off.spend(PeerId(1), start);
