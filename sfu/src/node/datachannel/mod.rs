@@ -5,13 +5,15 @@
 //!
 //! - [`dcep`]: the node's own DCEP parser and writer.
 //! - [`sctp`]: one participant's SCTP association, behind the node's own small interface;
-//!   [`screen`], what of its packets the stack is not given.
+//!   [`screen`], what of its packets the stack is not given; `held.rs`, what the stack holds
+//!   of the peer's DATA, followed so that it stays bounded.
 //! - [`relay`]: a room's channels and what each message becomes for each receiver, other
 //!   nodes' associations on the media relay's links among its members (`relay_nodes.rs`);
 //!   `backlog.rs`, what waits toward each receiver.
 
 mod backlog;
 pub mod dcep;
+mod held;
 pub mod relay;
 pub mod screen;
 pub mod sctp;

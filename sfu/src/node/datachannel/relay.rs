@@ -345,6 +345,10 @@ impl DataRelay {
                     tracing::debug!(peer = %id, "data channel association past its streams");
                     self.counters.drop(DropReason::DataStreams);
                 }
+                SctpEvent::Unfinished => {
+                    tracing::debug!(peer = %id, "data channel association left DATA unfinished");
+                    self.counters.drop(DropReason::DataUnfinished);
+                }
                 SctpEvent::Lost => {
                     let streams: Vec<u16> = self.members[&id].own.keys().copied().collect();
                     for stream in streams {

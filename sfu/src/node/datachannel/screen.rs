@@ -5,7 +5,7 @@
 //! an INIT to an end that has its association (or to a client's end, which takes none: the
 //! stack would panic on it): the node restarts no association.
 
-const DATA: u8 = 0;
+pub(super) const DATA: u8 = 0;
 const INIT: u8 = 1;
 /// A DATA chunk's header and fixed fields before its user data.
 const DATA_HEADER: usize = 16;
@@ -21,6 +21,13 @@ pub enum SctpRefusal {
     /// An INIT to an end that takes none.
     #[error("an INIT to an association that has one")]
     Init,
+    /// DATA further past what the stack has than the node takes (see [`super::held`]).
+    #[error("DATA past the TSNs the node takes ahead")]
+    Window,
+    /// The peer left more DATA unfinished or unread than any message needs: its association
+    /// is ended.
+    #[error("more DATA left unfinished than any message needs")]
+    Unfinished,
     /// A packet the stack did not read (too short, a bad checksum, for no association).
     #[error("a packet the SCTP stack did not read")]
     Unread,
@@ -28,13 +35,11 @@ pub enum SctpRefusal {
 
 /// Whether the stack may have `packet`: `takes_init`, whether this end takes an INIT now.
 pub fn screen(packet: &[u8], takes_init: bool) -> Result<(), SctpRefusal> {
-    let mut chunks = packet.get(COMMON_HEADER..).ok_or(SctpRefusal::Unread)?;
-    while let (Some(&kind), Some(length)) = (
-        chunks.first(),
-        chunks
-            .get(2..4)
-            .map(|l| usize::from(u16::from_be_bytes([l[0], l[1]]))),
-    ) {
+    if packet.len() < COMMON_HEADER {
+        return Err(SctpRefusal::Unread);
+    }
+    for (kind, _, chunk) in chunks(packet) {
+        let length = chunk.len();
         match kind {
             // Shorter than its fixed fields: the stack refuses it whole.
             DATA if length < DATA_HEADER => return Err(SctpRefusal::Unread),
@@ -42,13 +47,26 @@ pub fn screen(packet: &[u8], takes_init: bool) -> Result<(), SctpRefusal> {
             INIT if !takes_init => return Err(SctpRefusal::Init),
             _ => {}
         }
-        // Chunks are padded to four bytes; one shorter than its header ends the walk.
-        let Some(rest) = chunks.get(length.max(4).next_multiple_of(4)..) else {
-            break;
-        };
-        chunks = rest;
     }
     Ok(())
+}
+
+/// Each chunk of an SCTP packet: its type, its flags and the chunk as long as its length says
+/// (its header included, its padding not), as far as they are in the packet. Chunks are
+/// padded to four bytes; one shorter than its header ends the walk.
+pub(super) fn chunks(packet: &[u8]) -> impl Iterator<Item = (u8, u8, &[u8])> {
+    let mut rest = packet.get(COMMON_HEADER..).unwrap_or(&[]);
+    std::iter::from_fn(move || {
+        let header = rest.get(..4)?;
+        let length = usize::from(u16::from_be_bytes([header[2], header[3]]));
+        let chunk = (
+            header[0],
+            header[1],
+            rest.get(..length.max(4)).unwrap_or(rest),
+        );
+        rest = rest.get(length.max(4).next_multiple_of(4)..).unwrap_or(&[]);
+        Some(chunk)
+    })
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ use sctp_proto::{
 use smallvec::SmallVec;
 
 use super::dcep::{ChannelParams, Dcep, DcepError, Reliability};
+use super::held::Held;
 use super::screen::{screen, SctpRefusal};
 #[cfg(doc)]
 use crate::node::dtls::MTU;
@@ -143,6 +144,9 @@ pub enum SctpEvent {
     /// The peer sent on more streams than [`MAX_PEER_STREAMS`]: the association is ended (a
     /// [`SctpEvent::Lost`] follows).
     TooManyStreams,
+    /// The peer left more DATA unfinished or unread than any message needs (see
+    /// [`super::held`]): the association is ended (a [`SctpEvent::Lost`] follows).
+    Unfinished,
     /// The association ended.
     Lost,
 }
@@ -175,6 +179,8 @@ pub struct SctpAssociation {
     transmit: VecDeque<Bytes>,
     /// Where packets in are copied for the stack, which takes them as shared bytes.
     inbound: BytesMut,
+    /// What the stack holds of the peer's DATA.
+    held: Held,
     now: Instant,
 }
 
@@ -195,7 +201,8 @@ impl SctpAssociation {
         let mut server = ServerConfig::default();
         server.transport = transport;
         let endpoint = Endpoint::new(endpoint_config(), Some(Arc::new(server)));
-        let mut server = Self::over(now, endpoint, None, remote_max_message_size);
+        let held = Held::new(max_message_size, false);
+        let mut server = Self::over(now, endpoint, None, remote_max_message_size, held);
         server.takes_init = true;
         server
     }
@@ -207,7 +214,8 @@ impl SctpAssociation {
         let mut config = ClientConfig::default();
         config.transport = transport(max_message_size);
         let association = endpoint.connect(config, PEER).ok();
-        let mut client = Self::over(now, endpoint, association, None);
+        let held = Held::new(max_message_size, true);
+        let mut client = Self::over(now, endpoint, association, None, held);
         client.next_stream = 0;
         client
     }
@@ -217,6 +225,7 @@ impl SctpAssociation {
         endpoint: Endpoint,
         association: Option<(AssociationHandle, Association)>,
         remote_max_message_size: Option<u64>,
+        held: Held,
     ) -> Self {
         Self {
             endpoint,
@@ -230,6 +239,7 @@ impl SctpAssociation {
             events: VecDeque::new(),
             transmit: VecDeque::new(),
             inbound: BytesMut::new(),
+            held,
             now,
         }
     }
@@ -253,6 +263,12 @@ impl SctpAssociation {
         // One association per DTLS association: a second INIT restarts nothing here.
         let takes_init = self.takes_init && self.association.is_none();
         screen(packet, takes_init)?;
+        if let Err(refused) = self.held.check(packet) {
+            if refused == SctpRefusal::Unfinished {
+                self.end_unfinished();
+            }
+            return Err(refused);
+        }
         // Takes the buffer back when nothing shares it any more, else makes a new one.
         self.inbound.reserve(packet.len());
         self.inbound.extend_from_slice(packet);
@@ -275,8 +291,24 @@ impl SctpAssociation {
             }
             _ => false,
         };
+        if taken {
+            self.held.taken(packet);
+        }
         self.process();
         taken.then_some(()).ok_or(SctpRefusal::Unread)
+    }
+
+    /// Ends the association of a peer that left too much unfinished, once.
+    fn end_unfinished(&mut self) {
+        let Some((_, association)) = self.association.as_mut() else {
+            return;
+        };
+        if !association.is_closed() {
+            // Its loss comes next from the stack, as any other's.
+            let _ = association.close();
+            self.events.push_back(SctpEvent::Unfinished);
+            self.process();
+        }
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due.
@@ -447,7 +479,8 @@ impl SctpAssociation {
                     }
                 }
                 Event::Stream(StreamEvent::Readable { id }) => {
-                    read_stream(association, id, &mut self.channels, &mut self.events);
+                    let (channels, events) = (&mut self.channels, &mut self.events);
+                    read_stream(association, id, channels, events, &mut self.held);
                 }
                 // The peer reset the stream: a channel's end (a stream never opened is nothing).
                 Event::Stream(StreamEvent::Finished { id } | StreamEvent::Stopped { id, .. }) => {
@@ -471,6 +504,9 @@ impl SctpAssociation {
         };
         while let Some(transmit) = association.poll_transmit(self.now) {
             if let Payload::RawEncode(packets) = transmit.payload {
+                for packet in &packets {
+                    self.held.sent(packet);
+                }
                 self.transmit.extend(packets);
             }
         }
@@ -486,11 +522,13 @@ fn read_stream(
     id: u16,
     channels: &mut BTreeMap<u16, Channel>,
     events: &mut VecDeque<SctpEvent>,
+    held: &mut Held,
 ) {
     let Ok(mut stream) = association.stream(id) else {
         return;
     };
     while let Ok(Some(chunks)) = stream.read() {
+        held.read(chunks.chunks.len());
         // One buffer of the message's length, filled from its chunks in one pass.
         let mut data = BytesMut::zeroed(chunks.len());
         let Ok(len) = chunks.read(&mut data) else {

@@ -84,6 +84,10 @@ pub enum DropReason {
     /// ([`MAX_PEER_STREAMS`](crate::node::datachannel::sctp::MAX_PEER_STREAMS)): ended, its
     /// channels closed.
     DataStreams,
+    /// A participant's SCTP association whose peer left more DATA unfinished or unread than
+    /// any message needs (fragments of messages never whole, ordered messages behind a gap;
+    /// see `node/datachannel/held.rs`): ended, its channels closed.
+    DataUnfinished,
     /// Data channel messages on a stream that is not a channel the participant opened in band
     /// (one negotiated out of band, or a channel the node opened toward it): not relayed.
     DataNoChannel,
@@ -98,7 +102,9 @@ pub enum DropReason {
     DataLinkMalformed,
     /// An SCTP packet the association did not take (see
     /// [`SctpRefusal`](crate::node::datachannel::screen::SctpRefusal)): a DATA chunk with no
-    /// user data, an INIT to an association that has one, or a packet the stack does not read.
+    /// user data, an INIT to an association that has one, DATA too far past what the stack
+    /// has, any packet of a peer that left too much unfinished, or a packet the stack does not
+    /// read.
     DataSctp,
     /// A DCEP message the association left unanswered: an open on a stream in use, an ack
     /// for nothing, one that does not read, or an open whose ack could not be written.
@@ -113,7 +119,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub(super) const ALL: [DropReason; 38] = [
+    pub(super) const ALL: [DropReason; 39] = [
         Self::UnknownSource,
         Self::NotWebRtc,
         Self::BadStun,
@@ -143,6 +149,7 @@ impl DropReason {
         Self::DataChannelLimit,
         Self::DataChannelName,
         Self::DataStreams,
+        Self::DataUnfinished,
         Self::DataNoChannel,
         Self::DataUnknownPpid,
         Self::DataLinkChannel,
@@ -185,6 +192,7 @@ impl DropReason {
             Self::DataChannelLimit => "data_channel_limit",
             Self::DataChannelName => "data_channel_name",
             Self::DataStreams => "data_streams",
+            Self::DataUnfinished => "data_unfinished",
             Self::DataNoChannel => "data_no_channel",
             Self::DataUnknownPpid => "data_unknown_ppid",
             Self::DataLinkChannel => "data_link_channel",
