@@ -20,6 +20,7 @@ use sctp_proto::{
 use sfu::node::datachannel::dcep::{ChannelParams, Dcep, Reliability};
 use sfu::node::datachannel::relay::DataRelay;
 use sfu::node::datachannel::DataChannelConfig;
+use sfu::node::metrics::DropReason;
 use sfu::node::participant::ParticipantId;
 use sfu::node::peer::PeerId;
 
@@ -188,6 +189,48 @@ impl RelayRoom {
             self.relay.handle_packet(self.now, peer(0), &self.packet);
         }
         self.sender.next_ssn = self.sender.next_ssn.wrapping_add(1);
+    }
+
+    /// What a hostile sender costs: `chunks` one-byte DATA chunks, `per_packet` to a packet,
+    /// fragments of messages it never finishes. `unordered`: middle fragments of unordered
+    /// messages with every other TSN left out; else one ordered message's first fragment and
+    /// middle ones after it. Returns the packets the relay refused, and whether it ended the
+    /// sender's association.
+    pub fn send_unfinished(
+        &mut self,
+        chunks: usize,
+        per_packet: usize,
+        unordered: bool,
+    ) -> (u64, bool) {
+        let dropped = |relay: &DataRelay, reason| relay.counters().dropped(reason);
+        let refused_before = dropped(&self.relay, DropReason::DataSctp);
+        let (step, flags) = if unordered { (2, 0x04) } else { (1, 0) };
+        let ssn = self.sender.next_ssn;
+        for packet in 0..chunks.div_ceil(per_packet) {
+            self.packet.clear();
+            self.packet.extend_from_slice(&self.sender.header);
+            self.packet.extend_from_slice(&[0; 4]);
+            for i in 0..per_packet {
+                let first = !unordered && packet == 0 && i == 0;
+                let flags = if first { BEGINNING } else { flags };
+                self.packet.extend_from_slice(&[0, flags, 0, 17]);
+                self.packet
+                    .extend_from_slice(&self.sender.next_tsn.to_be_bytes());
+                self.packet.extend_from_slice(&[0, 0]);
+                self.packet.extend_from_slice(&ssn.to_be_bytes());
+                self.packet.extend_from_slice(&PPID_BINARY.to_be_bytes());
+                self.packet.extend_from_slice(&[7, 0, 0, 0]);
+                self.sender.next_tsn = self.sender.next_tsn.wrapping_add(step);
+            }
+            checksum(&mut self.packet);
+            self.relay.handle_packet(self.now, peer(0), &self.packet);
+            while self.relay.poll_packet().is_some() {}
+        }
+        let refused = dropped(&self.relay, DropReason::DataSctp) - refused_before;
+        (
+            refused,
+            dropped(&self.relay, DropReason::DataUnfinished) > 0,
+        )
     }
 
     /// Takes the relay's packets, noting the DATA each receiver was sent (the sender's SACKs

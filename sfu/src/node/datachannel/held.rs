@@ -154,6 +154,12 @@ impl Held {
         }
     }
 
+    /// Chunks walked less chunks read in whole messages.
+    #[cfg(test)]
+    pub fn unread(&self) -> i64 {
+        self.unread
+    }
+
     /// The node read a whole message of `chunks` chunks.
     pub fn read(&mut self, chunks: usize) {
         self.unread -= i64::try_from(chunks).unwrap_or(i64::MAX);
@@ -272,7 +278,7 @@ impl Held {
                 self.unread += whole.take().unwrap_or(0);
             }
         }
-        self.skip(new);
+        self.walked = new;
         if after(new, self.acked) != 0 {
             self.acked = new;
         }

@@ -162,6 +162,7 @@ fn a_forward_tsn_uncounts_what_the_stack_drops_with_it() {
         data(FIRST + 4, M | UNORDERED, 2, 0),
         data(FIRST + 6, WHOLE | UNORDERED, 2, 0),
         data(FIRST + 7, M, 3, 9),
+        data(FIRST + 9, WHOLE, 2, 5),
     ];
     give(&mut held, &past).unwrap();
     held.read(1);
@@ -172,8 +173,11 @@ fn a_forward_tsn_uncounts_what_the_stack_drops_with_it() {
     assert_eq!(held.unread, 1);
     assert_eq!(held.walked, FIRST + 7);
     assert_eq!(held.acked, FIRST + 7);
-    // Not named, an ordered message open at the walk stays counted.
+    // Not named, an ordered message open at the walk stays counted; the whole message past
+    // the new cumulative TSN is walked as it comes after it.
     give(&mut held, &[data(FIRST + 8, B, 5, 0)]).unwrap();
+    assert_eq!((held.unread, held.walked), (3, FIRST + 9));
+    held.read(1);
     held.taken(&forward(FIRST + 9, &[(2, 5)]));
     assert_eq!(held.unread, 2);
     // Named with a later sequence number, it is dropped too; an old FORWARD TSN is nothing.

@@ -614,3 +614,7 @@ fn stack(error: sctp_proto::Error) -> SctpError {
 #[cfg(test)]
 #[path = "sctp_tests.rs"]
 pub(super) mod tests;
+
+#[cfg(test)]
+#[path = "sctp_held_tests.rs"]
+mod held_tests;
