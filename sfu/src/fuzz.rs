@@ -745,9 +745,9 @@ pub fn dcep(data: &[u8]) {
 }
 
 /// `sctp_input`: the bytes as SCTP packets from a participant (each after a two-byte
-/// length), into a fresh association of the node, and again into a relay link edge's (the
-/// client end): whatever each makes of them, it answers with packets a DTLS record carries,
-/// and its timer moves forward.
+/// length, its checksum written in), into a fresh association of the node, and again into a
+/// relay link edge's (the client end): whatever each makes of them, it answers with packets a
+/// DTLS record carries, and its timer moves forward.
 pub fn sctp_input(data: &[u8]) {
     use crate::node::datachannel::sctp::SctpAssociation;
     let start = Instant::now();
@@ -771,7 +771,7 @@ fn sctp_packets(
         let (packet, next) = tail.split_at(len);
         rest = next;
         // Refused or not, the association goes on.
-        let _ = association.handle_packet(now, packet);
+        let _ = association.handle_packet(now, &checksummed(packet));
         while let Some(out) = association.poll_transmit() {
             assert!(out.len() <= MTU, "an SCTP packet fits a DTLS record");
         }
@@ -782,6 +782,18 @@ fn sctp_packets(
             association.handle_timeout(now);
         }
     }
+}
+
+/// `packet` with the SCTP checksum it would have, so that the stack reads what follows.
+fn checksummed(packet: &[u8]) -> Vec<u8> {
+    const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+    let mut packet = packet.to_vec();
+    if let Some(checksum) = packet.get_mut(8..12) {
+        checksum.fill(0);
+        let crc = CRC32C.checksum(&packet);
+        packet[8..12].copy_from_slice(&crc.to_le_bytes());
+    }
+    packet
 }
 
 /// `tcp_framing`: a peer's ICE-TCP stream (RFC 4571), the first byte picking how it is cut
