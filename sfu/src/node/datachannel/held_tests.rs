@@ -95,7 +95,10 @@ fn data_is_taken_up_to_the_window_past_what_the_stack_acknowledged() {
         Ok(()),
         "a packet within it"
     );
-    assert_eq!(give(&mut held, &[past.clone()]), Err(SctpRefusal::Window));
+    assert_eq!(
+        give(&mut held, std::slice::from_ref(&past)),
+        Err(SctpRefusal::Window)
+    );
     held.sent(&sack(FIRST));
     assert_eq!(give(&mut held, &[past]), Ok(()));
     // Old and duplicate TSNs are the stack's to drop.

@@ -21,7 +21,7 @@ pub enum SctpRefusal {
     /// An INIT to an end that takes none.
     #[error("an INIT to an association that has one")]
     Init,
-    /// DATA further past what the stack has than the node takes (see [`super::held`]).
+    /// DATA further past what the stack has than the node takes (see `held.rs`).
     #[error("DATA past the TSNs the node takes ahead")]
     Window,
     /// The peer left more DATA unfinished or unread than any message needs: its association

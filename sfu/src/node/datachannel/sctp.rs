@@ -144,8 +144,8 @@ pub enum SctpEvent {
     /// The peer sent on more streams than [`MAX_PEER_STREAMS`]: the association is ended (a
     /// [`SctpEvent::Lost`] follows).
     TooManyStreams,
-    /// The peer left more DATA unfinished or unread than any message needs (see
-    /// [`super::held`]): the association is ended (a [`SctpEvent::Lost`] follows).
+    /// The peer left more DATA unfinished or unread than any message needs (see `held.rs`):
+    /// the association is ended (a [`SctpEvent::Lost`] follows).
     Unfinished,
     /// The association ended.
     Lost,

@@ -188,7 +188,7 @@ fn messages_abandoned_on_a_lossy_path_leave_nothing_counted() {
         state ^= state << 13;
         state ^= state >> 17;
         state ^= state << 5;
-        state % 10 == 0
+        state.is_multiple_of(10)
     };
     // Messages for 20 s, then nothing for 20 s more while what was lost is abandoned.
     for round in 0..800 {
