@@ -9,10 +9,10 @@
 //! section 6.2):
 //! - it takes DATA only up to [`WINDOW`] TSNs past the stack's cumulative TSN (from the node's
 //!   own SACKs; from the peer's initial TSN before the first), so the stack holds at most that
-//!   many above it;
+//!   many above it ([`LINK_WINDOW`] from another node, on a relay link);
 //! - it walks the chunks in TSN order as they become contiguous, and counts those walked that
 //!   the node has not read as part of a whole message: past a bound (the fragments of the
-//!   largest message, at [`MIN_FRAGMENT`] bytes each on average, and [`WINDOW`] more), the
+//!   largest message, at [`MIN_FRAGMENT`] bytes each on average, and the window more), the
 //!   peer has left more unfinished than any message needs, and its association is ended.
 //!
 //! A FORWARD TSN (RFC 3758) moves the walk on as it moves the stack, and what the stack drops
@@ -28,6 +28,9 @@ use super::screen::{chunks, SctpRefusal, DATA};
 /// their headers) that is far more, but a browser bundles a few dozen messages a packet and
 /// its window rarely holds more than a few hundred packets.
 pub const WINDOW: u32 = 4096;
+/// The same on a relay link, whose peer is another node sending every channel of the rooms
+/// the link carries.
+pub const LINK_WINDOW: u32 = 1 << 16;
 /// The average user data a fragment of a message carries, at least, for the bound on what
 /// the stack holds unread: a browser's fragments fill its packets (about 1,100 bytes each but
 /// for the first and last of a message).
@@ -86,6 +89,8 @@ pub struct Held {
     /// The chunks after `walked` the stack was given, by TSN; `None` for one not yet come.
     ahead: VecDeque<Option<Data>>,
     open: Option<Open>,
+    /// TSNs past `acked` the node takes DATA for.
+    window: u32,
     /// Chunks walked less chunks read in whole messages: negative while messages past the
     /// walk (unordered ones, or ordered ones whose turn it is) are read before it gets there.
     unread: i64,
@@ -107,8 +112,16 @@ impl Held {
             ahead: VecDeque::new(),
             open: None,
             unread: 0,
+            window: WINDOW,
             bound: fragments.saturating_add(i64::from(WINDOW)),
         }
+    }
+
+    /// The same for a relay link's association: a window of [`LINK_WINDOW`].
+    pub fn for_link(mut self) -> Self {
+        self.bound += i64::from(LINK_WINDOW - self.window);
+        self.window = LINK_WINDOW;
+        self
     }
 
     /// Whether the stack may have a packet from the peer: not past the window, nor when the
@@ -118,7 +131,7 @@ impl Held {
             return Err(SctpRefusal::Unfinished);
         }
         let past = |(kind, _, chunk): (u8, u8, &[u8])| {
-            kind == DATA && tsn(chunk).is_some_and(|t| after(t, self.acked) > WINDOW)
+            kind == DATA && tsn(chunk).is_some_and(|t| after(t, self.acked) > self.window)
         };
         if self.started && chunks(packet).any(past) {
             return Err(SctpRefusal::Window);
@@ -185,7 +198,9 @@ impl Held {
             return;
         };
         let at = after(t, self.walked);
-        if at == 0 {
+        // Past the window only in the packet whose INIT started the walk (none is checked
+        // before it): at most a packet's chunks the stack holds uncounted.
+        if at == 0 || at > self.window {
             return;
         }
         let data = Data {

@@ -106,6 +106,31 @@ fn data_is_taken_up_to_the_window_past_what_the_stack_acknowledged() {
 }
 
 #[test]
+fn data_bundled_after_the_init_is_noted_only_within_the_window() {
+    let mut held = Held::new(256 * 1024, false);
+    let mut packet = init(false);
+    for chunk in [data(FIRST + (1 << 30), B, 0, 0), data(FIRST, B, 0, 0)] {
+        packet.extend_from_slice(&chunk);
+        packet.resize(packet.len().next_multiple_of(4), 0);
+    }
+    assert_eq!(held.check(&packet), Ok(()));
+    held.taken(&packet);
+    assert_eq!((held.walked, held.ahead.len(), held.unread), (FIRST, 0, 1));
+}
+
+#[test]
+fn a_relay_link_s_window_is_wider() {
+    let mut held = Held::new(256 * 1024, true).for_link();
+    let mut init_ack = init(false);
+    init_ack[12] = INIT_ACK;
+    held.taken(&init_ack);
+    let last = FIRST - 1 + LINK_WINDOW;
+    assert_eq!(give(&mut held, &[data(last, WHOLE, 0, 0)]), Ok(()));
+    let past = data(last + 1, WHOLE, 0, 0);
+    assert_eq!(give(&mut held, &[past]), Err(SctpRefusal::Window));
+}
+
+#[test]
 fn a_message_never_finished_ends_the_association_past_the_bound() {
     let mut held = started(false);
     let bound = 256 * 1024 / MIN_FRAGMENT as i64 + i64::from(WINDOW);

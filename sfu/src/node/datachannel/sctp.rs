@@ -245,9 +245,11 @@ impl SctpAssociation {
     }
 
     /// The same association as a relay link's end: its peer is another node of the cluster,
-    /// which relays every channel of the rooms the link carries, as many as stream ids go.
+    /// which relays every channel of the rooms the link carries, as many as stream ids go,
+    /// with as many TSNs outstanding as they need.
     pub fn for_link(mut self) -> Self {
         self.max_peer_streams = None;
+        self.held = self.held.for_link();
         self
     }
 
