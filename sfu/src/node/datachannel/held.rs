@@ -23,10 +23,11 @@ use std::collections::VecDeque;
 
 use super::screen::{chunks, SctpRefusal, DATA};
 
-/// TSNs past the stack's cumulative TSN the node takes DATA for. A sender has at most its
-/// congestion window outstanding: at a megabyte of one-byte messages (about 20 bytes each with
-/// their headers) that is far more, but a browser bundles a few dozen messages a packet and
-/// its window rarely holds more than a few hundred packets.
+/// TSNs past the stack's cumulative TSN the node takes DATA for. A sender has outstanding
+/// what its congestion window and the node's receive window (a megabyte of user data) allow:
+/// in one-byte messages that could be far more, but the node relays at most
+/// `messages_per_second` (1,000 by default) of a participant's messages, so 4,096 is seconds of
+/// them; a packet with DATA further out is refused, and sent again as any lost one.
 pub const WINDOW: u32 = 4096;
 /// The same on a relay link, whose peer is another node sending every channel of the rooms
 /// the link carries.
@@ -40,6 +41,9 @@ const INIT: u8 = 1;
 const INIT_ACK: u8 = 2;
 const SACK: u8 = 3;
 const FORWARD_TSN: u8 = 192;
+/// The streams of a FORWARD TSN the node looks at: a browser names the few whose ordered
+/// messages it abandoned.
+const MAX_NAMED: usize = 256;
 /// The Supported Extensions parameter of an INIT or INIT ACK (RFC 5061 section 4.2.7).
 const SUPPORTED_EXTENSIONS: u16 = 0x8008;
 /// An INIT's or INIT ACK's chunk header and fixed fields before its parameters.
@@ -94,6 +98,7 @@ pub struct Held {
     /// Chunks walked less chunks read in whole messages: negative while messages past the
     /// walk (unordered ones, or ordered ones whose turn it is) are read before it gets there.
     unread: i64,
+    /// Past this many unread, the peer has left more unfinished than any message needs.
     bound: i64,
 }
 
@@ -119,7 +124,9 @@ impl Held {
 
     /// The same for a relay link's association: a window of [`LINK_WINDOW`].
     pub fn for_link(mut self) -> Self {
-        self.bound += i64::from(LINK_WINDOW - self.window);
+        self.bound = self
+            .bound
+            .saturating_add(i64::from(LINK_WINDOW - self.window));
         self.window = LINK_WINDOW;
         self
     }
@@ -179,7 +186,8 @@ impl Held {
     }
 
     /// The peer's INIT or INIT ACK: the TSN before its first, and whether it follows FORWARD
-    /// TSN. Taken again until DATA comes (the stack's association starts from the last).
+    /// TSN. Taken again until DATA comes: a peer repeating its INIT (or INIT ACK) before the
+    /// association is up says the same again.
     fn begin(&mut self, chunk: &[u8]) {
         let Some(initial) = chunk.get(16..20) else {
             return;
@@ -250,10 +258,13 @@ impl Held {
         if skipped == 0 {
             return;
         }
+        // Those past the first MAX_NAMED the node does not look at: what the stack drops by
+        // them stays counted.
         let mut named: SmallVec<[(u16, u16); 8]> = chunk
             .get(8..)
             .unwrap_or(&[])
             .chunks_exact(4)
+            .take(MAX_NAMED)
             .map(|s| {
                 (
                     u16::from_be_bytes([s[0], s[1]]),
@@ -263,10 +274,12 @@ impl Held {
             .collect();
         named.sort_unstable();
         let dropped = |data: Data| {
+            let on_stream = named.partition_point(|&(stream, _)| stream < data.stream);
             data.is(UNORDERED)
-                || named
+                || named[on_stream..]
                     .iter()
-                    .any(|&(stream, last)| stream == data.stream && !ssn_after(data.ssn, last))
+                    .take_while(|&&(stream, _)| stream == data.stream)
+                    .any(|&(_, last)| !ssn_after(data.ssn, last))
         };
         if let Some(open) = self.open.take() {
             if dropped(open.first) {
