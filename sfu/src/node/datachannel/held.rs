@@ -17,6 +17,8 @@
 //!
 //! A FORWARD TSN (RFC 3758) moves the walk on as it moves the stack, and what the stack drops
 //! with it (unordered fragments, ordered ones of the messages it names) is no longer counted.
+//! Whatever the count, a SACK whose window is whole (the stack holds no DATA) at the walk's
+//! TSN says nothing is left unread.
 
 use smallvec::SmallVec;
 use std::collections::VecDeque;
@@ -95,6 +97,8 @@ pub struct Held {
     open: Option<Open>,
     /// TSNs past `acked` the node takes DATA for.
     window: u32,
+    /// The stack's receive window when it holds nothing, as the node's INIT or INIT ACK said.
+    whole_window: Option<u32>,
     /// Chunks walked less chunks read in whole messages: negative while messages past the
     /// walk (unordered ones, or ordered ones whose turn it is) are read before it gets there.
     unread: i64,
@@ -118,6 +122,7 @@ impl Held {
             open: None,
             unread: 0,
             window: WINDOW,
+            whole_window: None,
             bound: fragments.saturating_add(i64::from(WINDOW)),
         }
     }
@@ -162,15 +167,39 @@ impl Held {
         self.walk();
     }
 
-    /// A packet of the node's own, to the peer: its SACK says the stack's cumulative TSN.
+    /// A packet of the node's own, to the peer: its INIT or INIT ACK says the stack's whole
+    /// receive window, its SACK the stack's cumulative TSN and what is left of the window.
     pub fn sent(&mut self, packet: &[u8]) {
-        for (_, _, chunk) in chunks(packet).filter(|&(kind, ..)| kind == SACK) {
-            let Some(acked) = tsn(chunk) else { continue };
-            self.acked = acked;
-            if self.started && after(acked, self.walked) != 0 {
-                // The stack is past the walk (it cannot be, but if it were): follow it.
-                self.skip(acked);
+        for (kind, _, chunk) in chunks(packet) {
+            let window = chunk
+                .get(8..12)
+                .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+            match (kind, tsn(chunk), window) {
+                (INIT | INIT_ACK, _, Some(window)) => self.whole_window = Some(window),
+                (SACK, Some(acked), Some(window)) => self.acknowledged(acked, window),
+                _ => {}
             }
+        }
+    }
+
+    /// The stack's SACK: up to `acked` it has every TSN, and `window` left of its window.
+    fn acknowledged(&mut self, acked: u32, window: u32) {
+        self.acked = acked;
+        if !self.started {
+            return;
+        }
+        if after(acked, self.walked) != 0 {
+            // The stack is past the walk (it cannot be, but if it were): follow it.
+            self.skip(acked);
+        }
+        // The stack holds no DATA at all (each chunk it holds has user data, which its
+        // window counts) and the walk is where the stack is: nothing is left unread, whatever
+        // the count says (it counts a message the stack dropped with a FORWARD TSN after it
+        // came whole, as if read).
+        let empty = self.whole_window == Some(window);
+        if empty && acked == self.walked && self.ahead.is_empty() {
+            self.unread = 0;
+            self.open = None;
         }
     }
 

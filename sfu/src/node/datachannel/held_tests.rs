@@ -47,8 +47,14 @@ fn data(tsn: u32, flags: u8, stream: u16, ssn: u16) -> Vec<u8> {
 }
 
 fn sack(acked: u32) -> Vec<u8> {
+    sack_left(acked, 0)
+}
+
+/// A SACK with `window` left of the stack's receive window.
+fn sack_left(acked: u32, window: u32) -> Vec<u8> {
     let mut value = acked.to_be_bytes().to_vec();
-    value.extend_from_slice(&[0; 8]);
+    value.extend_from_slice(&window.to_be_bytes());
+    value.extend_from_slice(&[0; 4]);
     packet(&[chunk(SACK, 0, &value)])
 }
 
@@ -222,6 +228,33 @@ fn a_forward_tsn_is_not_followed_where_the_peer_did_not_list_it() {
     give(&mut held, &[data(FIRST, B | UNORDERED, 0, 0)]).unwrap();
     held.taken(&forward(FIRST + 100, &[]));
     assert_eq!((held.unread, held.walked), (1, FIRST));
+}
+
+#[test]
+fn a_sack_of_a_whole_window_at_the_walk_leaves_nothing_unread() {
+    const WHOLE_WINDOW: u32 = 1 << 20;
+    let mut held = started(true);
+    // The node's INIT ACK: its initiate tag, then its window.
+    let mut value = vec![0; 4];
+    value.extend_from_slice(&WHOLE_WINDOW.to_be_bytes());
+    value.extend_from_slice(&[0; 8]);
+    held.sent(&packet(&[chunk(INIT_ACK, 0, &value)]));
+    // A whole message walked and never read (the stack dropped it after it came whole), and
+    // a chunk past a gap.
+    give(
+        &mut held,
+        &[data(FIRST, WHOLE, 0, 0), data(FIRST + 2, B, 0, 1)],
+    )
+    .unwrap();
+    held.sent(&sack_left(FIRST, WHOLE_WINDOW - 1));
+    assert_eq!(held.unread, 1, "the stack holds a byte");
+    held.sent(&sack_left(FIRST, WHOLE_WINDOW));
+    assert_eq!(held.unread, 1, "a chunk is past the walk");
+    held.taken(&forward(FIRST + 2, &[(0, 1)]));
+    held.sent(&sack_left(FIRST + 2, WHOLE_WINDOW - 1));
+    assert_eq!(held.unread, 1);
+    held.sent(&sack_left(FIRST + 2, WHOLE_WINDOW));
+    assert_eq!((held.unread, held.open.is_none()), (0, true));
 }
 
 #[test]

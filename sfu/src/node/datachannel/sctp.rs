@@ -497,23 +497,26 @@ impl SctpAssociation {
 
     fn gather_transmits(&mut self) {
         while let Some(transmit) = self.endpoint.poll_transmit() {
-            if let Payload::RawEncode(packets) = transmit.payload {
-                self.transmit.extend(packets);
-            }
+            queue(transmit.payload, &mut self.held, &mut self.transmit);
         }
         let Some((_, association)) = self.association.as_mut() else {
             return;
         };
         while let Some(transmit) = association.poll_transmit(self.now) {
-            if let Payload::RawEncode(packets) = transmit.payload {
-                for packet in &packets {
-                    self.held.sent(packet);
-                }
-                self.transmit.extend(packets);
-            }
+            queue(transmit.payload, &mut self.held, &mut self.transmit);
         }
         // Sending may have finished resets or changed the stack's state.
         self.process();
+    }
+}
+
+/// Queues the stack's packets for the peer, each seen by `held` on its way.
+fn queue(payload: Payload, held: &mut Held, transmit: &mut VecDeque<Bytes>) {
+    if let Payload::RawEncode(packets) = payload {
+        for packet in &packets {
+            held.sent(packet);
+        }
+        transmit.extend(packets);
     }
 }
 
