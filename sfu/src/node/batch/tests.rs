@@ -407,3 +407,42 @@ proptest! {
         prop_assert_eq!(got, expected);
     }
 }
+
+/// A batch the call did not fill empties the socket: its readiness is cleared with it (no
+/// call to find it empty follows), and the next datagram raises it again. A full batch
+/// leaves it raised: more may wait.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_batch_short_of_full_clears_the_socket_s_readiness() {
+    use futures_util::FutureExt;
+
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let to = socket.local_addr().expect("bound");
+    let sender = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let send = |count: usize| {
+        for n in 0..count {
+            sender.send_to(&[n as u8], to).expect("sent");
+        }
+    };
+    let mut batch = RecvBatch::new(2048);
+    let ready = |socket: &tokio::net::UdpSocket| socket.readable().now_or_never().is_some();
+    let readable = || async {
+        let wait = tokio::time::timeout(Duration::from_secs(5), socket.readable());
+        wait.await.expect("readable in time").expect("readable");
+    };
+
+    send(BATCH_LEN + 8);
+    readable().await;
+    assert_eq!(socket.receive(&mut batch).expect("a full batch"), BATCH_LEN);
+    assert!(ready(&socket), "a full batch leaves the socket ready");
+    assert_eq!(socket.receive(&mut batch).expect("the rest"), 8);
+    assert!(!ready(&socket), "the rest emptied it");
+
+    send(3);
+    readable().await;
+    assert_eq!(socket.receive(&mut batch).expect("three"), 3);
+    assert_eq!(batch.datagram(2).map(|(d, _)| d.to_vec()), Some(vec![2]));
+    assert!(!ready(&socket));
+}
