@@ -183,8 +183,6 @@ pub struct RecvBatch {
     buffers: Vec<Vec<u8>>,
     lens: Vec<usize>,
     from: Vec<SocketAddr>,
-    /// Whether the last call took fewer datagrams than it asked for: nothing was left.
-    emptied: bool,
 }
 
 impl RecvBatch {
@@ -194,7 +192,6 @@ impl RecvBatch {
             buffers: vec![vec![0; datagram_capacity]; BATCH_LEN],
             lens: Vec::with_capacity(BATCH_LEN),
             from: Vec::with_capacity(BATCH_LEN),
-            emptied: false,
         }
     }
 
@@ -218,7 +215,6 @@ impl RecvBatch {
     fn clear(&mut self) {
         self.lens.clear();
         self.from.clear();
-        self.emptied = false;
     }
 
     fn push(&mut self, len: usize, from: SocketAddr) {
@@ -295,25 +291,12 @@ impl SendBatch for std::net::UdpSocket {
 
 #[cfg(target_os = "linux")]
 impl ReceiveBatch for tokio::net::UdpSocket {
-    /// Through the runtime, so an empty socket clears its read readiness. A batch the call
-    /// did not fill says the socket was emptied too, so its readiness is cleared then as
-    /// well: otherwise every wake-up would end with one more call (and one more turn of the
-    /// loop) only to find it empty, about four calls in ten under load. A datagram that comes
-    /// after the call raises readiness again: the runtime clears only the readiness it saw
-    /// before it.
     fn receive(&self, batch: &mut RecvBatch) -> io::Result<usize> {
         use std::os::fd::AsRawFd;
-        let received = self.try_io(tokio::io::Interest::READABLE, || {
-            let received = mmsg::receive(self.as_raw_fd(), batch)?;
-            match batch.emptied {
-                true => Err(io::ErrorKind::WouldBlock.into()),
-                false => Ok(received),
-            }
-        });
-        match received {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock && !batch.is_empty() => Ok(batch.len()),
-            received => received,
-        }
+        // Through the runtime, so an empty socket clears its read readiness.
+        self.try_io(tokio::io::Interest::READABLE, || {
+            mmsg::receive(self.as_raw_fd(), batch)
+        })
     }
 }
 
@@ -538,7 +521,6 @@ mod mmsg {
         if received < 0 {
             return Err(io::Error::last_os_error());
         }
-        batch.emptied = (received as usize) < count;
         for (header, name) in headers.iter().zip(&names).take(received as usize) {
             // A datagram longer than its buffer arrives cut to it, as `recv_from` cuts it.
             if let Some(from) = socket_addr(name) {
