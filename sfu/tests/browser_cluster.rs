@@ -307,7 +307,7 @@ fn a_conference_of_four_on_two_nodes_decodes_chats_and_agrees_on_the_room() {
     let tone = steady_tone();
     let speaking = [format!(
         "--use-file-for-fake-audio-capture={}",
-        tone.display()
+        tone.0.display()
     )];
     let (browser_1, browser_2) = (
         cluster.browser_with(&host_1, Some(1), &speaking),
@@ -385,7 +385,7 @@ fn a_relayed_tile_pauses_and_resumes(four: &[Participant<'_>]) -> Duration {
 
 /// A WAV file of a steady 440 Hz tone at a quarter of full scale (about -12 dBov, well above
 /// the speaking threshold), 48 kHz mono, two seconds (the fake device loops it).
-fn steady_tone() -> std::path::PathBuf {
+fn steady_tone() -> ToneFile {
     const RATE: u32 = 48_000;
     let samples: Vec<i16> = (0..RATE * 2)
         .map(|n| {
@@ -412,7 +412,16 @@ fn steady_tone() -> std::path::PathBuf {
     }
     let path = std::env::temp_dir().join(format!("strata-tone-{}.wav", std::process::id()));
     std::fs::write(&path, wav).expect("the tone written");
-    path
+    ToneFile(path)
+}
+
+/// The tone's file, removed when the test is done with it.
+struct ToneFile(std::path::PathBuf);
+
+impl Drop for ToneFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// A greeting each participant writes on its chat channel reaches the other three, whichever

@@ -39,9 +39,7 @@ const FLOOD: Duration = Duration::from_secs(30);
 #[test]
 #[ignore = "needs chromium in a private network namespace: run .ci/browser-test"]
 fn a_flood_in_one_room_does_not_disturb_another() {
-    let settings = std::env::temp_dir().join(format!("strata-soak-{}.toml", std::process::id()));
-    std::fs::write(&settings, SETTINGS).expect("a settings file");
-    let node = Node::start(&["--config", &settings.to_string_lossy()]);
+    let node = Node::start_on("127.0.0.1", Some(SETTINGS), &[]);
     let browser = Chromium::launch();
     let page = browser.open(&node.url("/"));
     let publisher = strata::publish(

@@ -103,6 +103,9 @@ impl Chromium {
         if let Some(home) = home {
             command.env("HOME", home);
         }
+        // Its temporary files (the singleton socket's directory, the sound server's) inside
+        // the profile, which drop removes: a killed browser leaves them behind otherwise.
+        command.env("TMPDIR", &profile);
         let mut child = command
             .arg("-c")
             .arg(r#"exec "$0" "$@" 3<&0 4>&1 </dev/null >/dev/null"#)

@@ -93,6 +93,8 @@ impl Firefox {
             .arg(&profile)
             .arg("about:blank")
             .env("MOZ_HEADLESS", "1")
+            // Its temporary files inside the profile, which drop removes, as for Chromium.
+            .env("TMPDIR", &profile)
             .stdin(Stdio::null())
             .stdout(crate::chromium::debug_output())
             .stderr(crate::chromium::debug_output())

@@ -2,6 +2,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -12,12 +13,17 @@ pub struct Node {
     pub http: String,
     /// Held open so that what the node prints later finds its reader.
     _stdout: BufReader<ChildStdout>,
+    /// The settings file [`node_with_config`] wrote, removed with the node.
+    config_file: Option<PathBuf>,
 }
 
 impl Drop for Node {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(path) = &self.config_file {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -53,6 +59,7 @@ impl Node {
             child,
             http,
             _stdout: stdout,
+            config_file: None,
         }
     }
 
@@ -160,10 +167,12 @@ pub fn node_with_config(toml: &str, extra: &[&str]) -> Node {
         FILES.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::write(&path, toml).expect("a temporary file");
-    let path = path.to_string_lossy().into_owned();
-    let mut args = vec!["--config", path.as_str()];
+    let text = path.to_string_lossy().into_owned();
+    let mut args = vec!["--config", text.as_str()];
     args.extend_from_slice(extra);
-    Node::start(&args)
+    let mut node = Node::start(&args);
+    node.config_file = Some(path);
+    node
 }
 
 /// One series' value in the `/metrics` of the server at `http`.
