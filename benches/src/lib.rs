@@ -75,6 +75,13 @@ impl Case {
 
 /// Every case of the suite, in report order.
 pub fn all_cases() -> Vec<Case> {
+    let mut cases = forwarding_cases();
+    cases.extend(node_cases());
+    cases
+}
+
+/// The cases of the wire formats, selection and the engine.
+pub fn forwarding_cases() -> Vec<Case> {
     let mut cases = dd::cases();
     cases.extend(rtp::cases());
     cases.extend(codec::cases());
@@ -82,7 +89,12 @@ pub fn all_cases() -> Vec<Case> {
     cases.extend(select_descriptors::cases());
     cases.extend(engine::cases());
     cases.extend(bwe::cases());
-    cases.extend(node::cases());
+    cases
+}
+
+/// The cases of the node: SRTP, its core's paths and the data relay.
+pub fn node_cases() -> Vec<Case> {
+    let mut cases = node::cases();
     cases.extend(node_core::cases());
     cases.extend(data_relay::cases());
     cases
