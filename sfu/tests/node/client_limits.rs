@@ -4,9 +4,9 @@
 
 use std::io::Read;
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::http_node::{metric, node_with_config, Node, SDP};
+use crate::http_node::{metric, metric_from, node_with_config, Node, SDP};
 
 const VIEWER_OFFER: &str = include_str!("../../src/node/sdp/fixtures/viewer_recvonly.sdp");
 
@@ -120,16 +120,22 @@ fn a_client_holds_at_most_its_share_of_http_connections_and_a_proxy_any() {
     let mut third = TcpStream::connect(&node.http).expect("the kernel accepts");
     assert!(closed_at_once(&mut third), "the client holds its two");
     assert!(!closed_at_once(&mut held[0]), "those held are served");
-    held.pop();
-    // Given back: a request is served again, and the refusal was counted.
+    // The refusal counted, as another client reads it: this one's every connection counts.
     let series = "strata_http_connections_refused_total";
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while metric(&node.http, series) != Some(1) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{series} never became 1"
-        );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while metric_from(&node.http, [127, 0, 0, 2], series) != Some(1) {
+        assert!(Instant::now() < deadline, "{series} never became 1");
         std::thread::sleep(Duration::from_millis(20));
+    }
+    // Given back: served again once the node has seen the connection close (a connection
+    // made before that is still one too many, and closed at once).
+    held.pop();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while closed_at_once(&mut TcpStream::connect(&node.http).expect("connects")) {
+        assert!(
+            Instant::now() < deadline,
+            "the connection given back stays counted"
+        );
     }
 
     let proxied = node_with_config(

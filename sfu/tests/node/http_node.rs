@@ -178,7 +178,19 @@ pub fn node_with_config(toml: &str, extra: &[&str]) -> Node {
 /// One series' value in the `/metrics` of the server at `http`.
 pub fn metric(http: &str, series: &str) -> Option<u64> {
     let metrics = request_to(http, "GET", "/metrics", &[], "");
-    metrics.body.lines().find_map(|line| {
+    value_in(&metrics.body, series)
+}
+
+/// As [`metric`], asked from another loopback address (`127.x.y.z`): another client, with a
+/// share of the node's HTTP connections of its own.
+pub fn metric_from(http: &str, source: [u8; 4], series: &str) -> Option<u64> {
+    let stream = connect_from(http, source);
+    let metrics = request_over(stream, http, "GET", "/metrics", &[], "");
+    value_in(&metrics.body, series)
+}
+
+fn value_in(metrics: &str, series: &str) -> Option<u64> {
+    metrics.lines().find_map(|line| {
         let (name, value) = line.split_once(' ')?;
         (name == series).then(|| value.parse().ok())?
     })
