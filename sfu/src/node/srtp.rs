@@ -1,8 +1,9 @@
 //! SRTP and SRTCP protection of a peer's packets (RFC 3711, RFC 7714), in place in the caller's
 //! buffer, behind the node's own trait.
 //!
-//! The ciphers are aws-lc-rs's (AES-GCM, AES-CTR, HMAC-SHA1), which run at hardware speed and
-//! work on the caller's bytes: a packet is encrypted where the core wrote it and decrypted
+//! The ciphers run at hardware speed and work on the caller's bytes (AES-GCM is ring's, whose
+//! stitched VAES/AVX2 code seals twice as fast as aws-lc-rs's where the CPU has it; AES-CTR and
+//! HMAC-SHA1 are aws-lc-rs's): a packet is encrypted where the core wrote it and decrypted
 //! where the socket read it. Nothing is allocated per packet once a stream (an SSRC in one
 //! direction) has its rollover, index or replay entry. The node keeps its own replay windows
 //! ([`super::replay`]) and only moves them for packets that authenticated.

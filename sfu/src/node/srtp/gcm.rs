@@ -1,7 +1,7 @@
 //! The AEAD transform of SRTP and SRTCP with AES-GCM (RFC 7714), in place: the header is the
 //! associated data, the payload is encrypted where it lies, the tag follows it.
 
-use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM};
+use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_128_GCM, AES_256_GCM};
 
 use super::kdf::{self, Labels};
 use super::{Rtcp, Rtp, SrtpError, Transform, RTCP_HEADER_LEN, SRTCP_INDEX_LEN};
@@ -11,7 +11,9 @@ pub(super) const TAG_LEN: usize = 16;
 /// The session salt, and the IV (RFC 7714 §8.1).
 const SALT_LEN: usize = 12;
 
-/// One packet kind's (SRTP's or SRTCP's) session key and salt in one direction.
+/// One packet kind's (SRTP's or SRTCP's) session key and salt in one direction. The key holds
+/// its AES schedule and GHASH table inline (about 550 bytes), so asking for this struct's lines
+/// ahead of a packet brings in all the cipher reads of it.
 pub(super) struct Gcm {
     key: LessSafeKey,
     salt: [u8; SALT_LEN],
@@ -91,13 +93,14 @@ impl Transform for Gcm {
         let plain_len = buf.len() - TAG_LEN - SRTCP_INDEX_LEN;
         let (sealed, tail) = buf.split_at_mut(plain_len);
         let (tag, trailer) = tail.split_at(TAG_LEN);
+        let tag = Tag::try_from(tag).map_err(|_| SrtpError::Rejected)?;
         let mut trailer_bytes = [0u8; SRTCP_INDEX_LEN];
         trailer_bytes.copy_from_slice(trailer);
         let (header, payload) = sealed.split_at_mut(RTCP_HEADER_LEN);
         let aad = rtcp_aad(header, trailer_bytes);
         let nonce = self.nonce(packet.ssrc, u64::from(packet.index));
         self.key
-            .open_in_place_separate_tag(nonce, Aad::from(aad), tag, payload)
+            .open_in_place_separate_tag(nonce, Aad::from(aad), tag, payload, 0..)
             .map_err(|_| SrtpError::Rejected)?;
         Ok(plain_len)
     }

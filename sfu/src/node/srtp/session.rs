@@ -240,10 +240,11 @@ impl Direction {
     }
 }
 
-/// The transform of one packet kind in one direction. AES-CM's expanded AES and HMAC keys
-/// (1.7 KB) are boxed: one allocation per session, not a session sized by its largest profile.
+/// The transform of one packet kind in one direction. Both keep their expanded keys inline
+/// (AES-CM's AES and HMAC keys 1.7 KB, AES-GCM's schedule and GHASH table about 550 bytes) and
+/// are boxed: an allocation each per session, and a session whose own lines stay few.
 enum Cipher {
-    Gcm(Gcm),
+    Gcm(Box<Gcm>),
     Cm(Box<AesCm>),
 }
 
@@ -256,7 +257,7 @@ impl Cipher {
     ) -> Result<Self, SrtpError> {
         Ok(match profile {
             SrtpProfile::AeadAes128Gcm | SrtpProfile::AeadAes256Gcm => {
-                Self::Gcm(Gcm::new(master_key, master_salt, labels)?)
+                Self::Gcm(Box::new(Gcm::new(master_key, master_salt, labels)?))
             }
             SrtpProfile::Aes128CmHmacSha1_80 => {
                 Self::Cm(Box::new(AesCm::new(master_key, master_salt, labels)?))
@@ -264,18 +265,18 @@ impl Cipher {
         })
     }
 
-    /// Asks for the keys `transform` will read where they are apart from the session: AES-CM's
-    /// are boxed (AES-GCM's handle is in the session, its schedule inside the library).
+    /// Asks for the keys `transform` will read, which are boxed apart from the session.
     fn prefetch(&self) {
-        if let Self::Cm(cm) = self {
-            prefetch_lines(&**cm, size_of::<AesCm>());
+        match self {
+            Self::Gcm(gcm) => prefetch_lines(&**gcm, size_of::<Gcm>()),
+            Self::Cm(cm) => prefetch_lines(&**cm, size_of::<AesCm>()),
         }
     }
 
     /// The profile's transform: one dispatch a packet.
     fn transform(&self) -> &dyn Transform {
         match self {
-            Self::Gcm(gcm) => gcm,
+            Self::Gcm(gcm) => &**gcm,
             Self::Cm(cm) => &**cm,
         }
     }
