@@ -10,6 +10,7 @@ use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
 use super::PacketResult;
+use crate::engine::prefetch::prefetch;
 use crate::engine::rtcp::{
     PacketReports, TransportCc, TransportCcError, DELTA_UNIT, REFERENCE_TIME_UNIT,
 };
@@ -136,6 +137,15 @@ impl SendHistory {
     pub fn next_sequence(&self) -> u16 {
         // Truncation intended: the extension carries the low 16 bits.
         self.next_sequence as u16
+    }
+
+    /// Asks for what [`on_send`](Self::on_send) writes next (this head and the next slot)
+    /// ahead of it: a viewer's history is 128 KiB, out of cache by its next packet.
+    pub fn touch(&self) {
+        prefetch(self);
+        if let Some(next) = self.slots.get(slot(self.next_sequence)) {
+            prefetch(next);
+        }
     }
 
     /// Stamps the next packet sent, at `now`, of `size` bytes on the wire, probing for

@@ -86,12 +86,17 @@ impl Router {
     }
 
     /// The transport the next queued job writes for, if one is queued: a host that keeps
-    /// per-transport state of its own (SRTP) can ask for it while this packet is finished.
+    /// per-transport state of its own (SRTP) can ask for it while this packet is finished,
+    /// as the router asks for its own (the transport's pacer and send side) meanwhile.
     pub fn next_transport(&self) -> Option<TransportId> {
         let (Job::Forward { down_track, .. }
         | Job::Retransmit { down_track, .. }
         | Job::Probe { down_track, .. }) = *self.jobs.front()?;
-        self.down_tracks.get(&down_track).map(|d| d.transport())
+        let transport = self.down_tracks.get(&down_track)?.transport();
+        if let Some(on) = self.transports.get(&transport) {
+            on.touch();
+        }
+        Some(transport)
     }
 
     /// Asks for the DownTrack of the job [`AHEAD`] while this one is written: with hundreds

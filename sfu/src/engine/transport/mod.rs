@@ -34,6 +34,7 @@ use smallvec::SmallVec;
 
 use super::allocation::{Allocation, Fit, Weighed};
 use super::bwe::EstimatorConfig;
+use super::prefetch::prefetch_lines;
 use super::track::{DownTrackId, TrackConfig, TrackId};
 use publisher_estimate::PublisherEstimate;
 use twcc::TwccRecorder;
@@ -248,6 +249,15 @@ impl Transport {
     pub fn poll_remb(&mut self, now: Instant) -> Option<(TrackId, u64)> {
         let remb = self.remb.as_mut()?;
         Some((remb.track, remb.poll_remb(now)?))
+    }
+
+    /// Asks for what writing its next packet reads (this entry: its pacer; its send side)
+    /// ahead of it: with hundreds of viewers each one's state is out of cache by its turn.
+    pub fn touch(&self) {
+        prefetch_lines(self, size_of::<Self>());
+        if let Some(send) = &self.send {
+            send.touch();
+        }
     }
 
     /// The send side, toward a viewer that negotiated transport-wide CC: its estimator, its

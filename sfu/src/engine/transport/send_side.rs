@@ -8,6 +8,7 @@ use super::prober::Prober;
 use crate::engine::bwe::{
     BandwidthEstimator, EstimatorConfig, FeedbackEstimator, PacketResult, SendHistory,
 };
+use crate::engine::prefetch::prefetch;
 use crate::engine::rtcp::{TransportCc, TransportCcError};
 
 /// Feedback of a few hundred packets matches without growing the results.
@@ -46,6 +47,13 @@ impl SendSide {
     /// The estimator, for allocation to read what the path has shown.
     pub fn estimator(&self) -> &FeedbackEstimator {
         &self.estimator
+    }
+
+    /// Asks for what sending the next packet reads and writes (the history's head and next
+    /// slot, the running probe cluster) ahead of it.
+    pub fn touch(&self) {
+        self.history.touch();
+        prefetch(&self.prober);
     }
 
     /// The transport-wide sequence number the next packet sent carries.
