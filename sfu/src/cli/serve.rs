@@ -50,6 +50,10 @@ pub struct ServeArgs {
     /// datagram per message [default: true].
     #[arg(long, alias = "gso", env = "STRATA_UDP_GSO", action = clap::ArgAction::Set)]
     udp_gso: Option<bool>,
+    /// While datagrams keep coming, read the media socket at most once this often, in µs
+    /// (0: at each arrival) [default: 1000].
+    #[arg(long, env = "STRATA_UDP_READ_SPACING_US")]
+    udp_read_spacing_us: Option<u64>,
     /// While more publishers of a room speak at once, forward only this many of the loudest
     /// [default: 0, all].
     #[arg(long, env = "STRATA_LOUDEST_SPEAKERS")]
@@ -88,6 +92,9 @@ impl ServeArgs {
         config.log = self.log.unwrap_or(config.log);
         config.workers = self.workers.unwrap_or(config.workers);
         config.udp_gso = self.udp_gso.unwrap_or(config.udp_gso);
+        config.udp_read_spacing_us = self
+            .udp_read_spacing_us
+            .unwrap_or(config.udp_read_spacing_us);
         config.loudest_speakers = self.loudest_speakers.unwrap_or(config.loudest_speakers);
         config.tls_cert = self.tls_cert.or(config.tls_cert);
         config.tls_key = self.tls_key.or(config.tls_key);

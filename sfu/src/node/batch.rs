@@ -238,9 +238,20 @@ pub trait ReceiveBatch {
 pub fn receive_each(
     socket: &impl ReceiveBatch,
     batch: &mut RecvBatch,
+    each: impl FnMut(SocketAddr, &[u8]),
+) {
+    let read = socket.receive(batch);
+    each_received(read, batch, each);
+}
+
+/// Hands each datagram of `batch` to `each`, as [`receive_each`] does, after a `read` of
+/// the socket into it.
+pub fn each_received(
+    read: io::Result<usize>,
+    batch: &RecvBatch,
     mut each: impl FnMut(SocketAddr, &[u8]),
 ) {
-    match socket.receive(batch) {
+    match read {
         Ok(_) => {
             for index in 0..batch.len() {
                 if let Some((data, from)) = batch.datagram(index) {

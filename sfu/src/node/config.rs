@@ -74,6 +74,12 @@ pub struct NodeConfig {
     /// UDP segmentation offload: a run of datagrams to one destination leaves as one send
     /// where the kernel has it (Linux 4.18 and later); off, one send per datagram.
     pub udp_gso: bool,
+    /// While datagrams keep coming, the media socket is read at most once this often (µs),
+    /// off the poller in between, so that what arrived meanwhile is read, and what it makes
+    /// the node send leaves, in fuller batches; a read that finds the socket empty puts it
+    /// back on the poller, and the next datagram is read at once. 0: each arrival is read
+    /// at once (a wake-up and a turn of the media loop each).
+    pub udp_read_spacing_us: u64,
     /// While more publishers of a room speak at once than this, only the loudest are
     /// forwarded; 0 (the default): all of them.
     pub loudest_speakers: usize,
@@ -131,6 +137,7 @@ impl Default for NodeConfig {
             viewer_estimation: true,
             workers: 0,
             udp_gso: true,
+            udp_read_spacing_us: 1_000,
             loudest_speakers: 0,
             tls_cert: None,
             tls_key: None,
@@ -267,6 +274,11 @@ impl NodeConfig {
         Duration::from_millis(self.peer_timeout_ms)
     }
 
+    /// [`udp_read_spacing_us`](Self::udp_read_spacing_us) as a duration.
+    pub fn udp_read_spacing(&self) -> Duration {
+        Duration::from_micros(self.udp_read_spacing_us)
+    }
+
     /// [`dtls_timeout_ms`](Self::dtls_timeout_ms) as a duration.
     pub fn dtls_timeout(&self) -> Duration {
         Duration::from_millis(self.dtls_timeout_ms)
@@ -300,6 +312,9 @@ mod tests {
         assert!(config.udp_gso, "segmentation on unless turned off");
         let off = NodeConfig::from_toml("udp_gso = false").expect("valid");
         assert!(!off.udp_gso);
+        assert_eq!(config.udp_read_spacing(), Duration::from_millis(1));
+        let at_once = NodeConfig::from_toml("udp_read_spacing_us = 0").expect("valid");
+        assert_eq!(at_once.udp_read_spacing(), Duration::ZERO);
     }
 
     #[test]

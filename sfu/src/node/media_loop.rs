@@ -25,6 +25,7 @@ use super::metrics::{DropReason, Snapshot};
 use super::peer::PeerId;
 use super::remote::Remote;
 use super::shard::{Handoff, Shard};
+use super::spaced_reads::SpacedReads;
 use super::tcp::{Links, TcpInput};
 use crate::engine::rtcp::WallClock;
 
@@ -162,7 +163,10 @@ fn now() -> Instant {
 /// one at a time between them.
 pub struct MediaLoop {
     worker: Worker,
-    socket: Arc<UdpSocket>,
+    /// The media socket, which the loop sends on (and reads, as the only worker).
+    socket: Arc<std::net::UdpSocket>,
+    /// Least time between two reads of the socket while datagrams keep coming.
+    read_spacing: Duration,
     /// Whether the socket's runs to one destination leave segmented.
     segmentation: Arc<Segmentation>,
     requests: mpsc::Receiver<Request>,
@@ -198,9 +202,10 @@ impl std::fmt::Debug for MediaLoop {
 }
 
 impl MediaLoop {
-    /// The loop around `core`, reading and sending on `socket` (segmenting runs where the
-    /// kernel can), and the handle that sends it requests; it anchors the core's wall clock.
-    pub fn new(core: NodeCore, socket: Arc<UdpSocket>) -> (Self, MediaLoopHandle) {
+    /// The loop around `core`, reading and sending on the non-blocking `socket` (segmenting
+    /// runs where the kernel can), and the handle that sends it requests; it anchors the
+    /// core's wall clock.
+    pub fn new(core: NodeCore, socket: Arc<std::net::UdpSocket>) -> (Self, MediaLoopHandle) {
         let mut core = core;
         // Sender reports carry wall-clock NTP time (RFC 3550 section 6.4.1): the one clock read
         // the engine needs, done here and handed in as a pair with the loop's own clock.
@@ -220,6 +225,7 @@ impl MediaLoop {
             },
             segmentation: Arc::new(Segmentation::new(batch::kernel_segments(&*socket))),
             socket,
+            read_spacing: Duration::ZERO,
             requests,
             batch: Batch::new(MAX_DATAGRAM),
             reaped: 0,
@@ -262,6 +268,13 @@ impl MediaLoop {
         self
     }
 
+    /// The same loop reading its socket at most once every `spacing` while datagrams keep
+    /// coming (the node's `udp_read_spacing_us`), as the only worker; see [`SpacedReads`].
+    pub fn with_read_spacing(mut self, spacing: Duration) -> Self {
+        self.read_spacing = spacing;
+        self
+    }
+
     /// The same loop taking its sessions' ICE-TCP connections too.
     pub fn with_tcp(mut self, tcp: TcpPart) -> Self {
         self.tcp = Some(tcp);
@@ -273,12 +286,20 @@ impl MediaLoop {
         let mut inbound = RecvBatch::new(2048);
         let mut from_links = RecvBatch::new(2048);
         // One of several workers takes its datagrams from the reader, not the socket.
-        let reads = self.shard.is_none();
+        let mut reads = match self.shard {
+            Some(_) => None,
+            None => match SpacedReads::new(Arc::clone(&self.socket), self.read_spacing) {
+                Ok(reads) => Some(reads),
+                Err(e) => return tracing::error!("the media socket cannot be polled: {e}"),
+            },
+        };
         loop {
             let deadline = self.serve_timers();
+            let next_read = reads.as_ref().and_then(SpacedReads::next_read);
+            let wake = next_read.map_or(deadline, |at| at.min(deadline));
             tokio::select! {
-                readable = self.socket.readable(), if reads => match readable {
-                    Ok(()) => self.receive(&mut inbound),
+                readable = socket_readable(&reads) => match readable {
+                    Ok(()) => self.receive(&mut reads, &mut inbound),
                     Err(e) => tracing::debug!("udp receive: {e}"),
                 },
                 request = self.requests.recv() => match request {
@@ -291,7 +312,11 @@ impl MediaLoop {
                     Ok(()) => self.receive_links(&mut from_links),
                     Err(e) => tracing::debug!("relay socket receive: {e}"),
                 },
-                () = tokio::time::sleep_until(deadline.into()) => {}
+                () = tokio::time::sleep_until(wake.into()) => {
+                    if next_read.is_some_and(|at| at <= now()) {
+                        self.receive(&mut reads, &mut inbound);
+                    }
+                }
             }
             // Whatever the input made the core queue, a request's included.
             self.flush();
@@ -317,9 +342,12 @@ impl MediaLoop {
 
     /// Takes what waits on the socket, a batch at a time; what it makes the core send goes
     /// out together, after the batch.
-    fn receive(&mut self, inbound: &mut RecvBatch) {
-        let socket = Arc::clone(&self.socket);
-        batch::receive_each(&*socket, inbound, |from, data| self.on_datagram(from, data));
+    fn receive(&mut self, reads: &mut Option<SpacedReads>, inbound: &mut RecvBatch) {
+        let Some(reads) = reads else {
+            return;
+        };
+        let read = reads.read(now(), inbound);
+        batch::each_received(read, inbound, |from, data| self.on_datagram(from, data));
     }
 
     /// Takes what waits on the relay socket, as [`receive`](Self::receive) does the media
@@ -427,6 +455,14 @@ impl MediaLoop {
     }
 }
 
+/// The media socket readable; never, for one of several workers (the reader reads it).
+async fn socket_readable(reads: &Option<SpacedReads>) -> std::io::Result<()> {
+    match reads {
+        Some(reads) => reads.readable().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The next input from a TCP connection; never, without ICE-TCP.
 async fn from_tcp(tcp: &mut Option<TcpPart>) -> Option<TcpInput> {
     match tcp {
@@ -466,8 +502,9 @@ mod tests {
     /// A loop around a core whose sessions time out after three seconds, not yet running.
     async fn media_loop() -> (MediaLoop, MediaLoopHandle) {
         let core = NodeCore::new(RouterConfig::default(), Duration::from_secs(3));
-        let socket = Arc::new(UdpSocket::bind("127.0.0.1:0").await.expect("a socket"));
-        MediaLoop::new(core, socket)
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("a socket");
+        socket.set_nonblocking(true).expect("non-blocking");
+        MediaLoop::new(core, Arc::new(socket))
     }
 
     async fn viewers(handle: &MediaLoopHandle) -> usize {

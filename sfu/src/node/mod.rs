@@ -20,7 +20,8 @@
 //! - [`tcp`]: ICE over TCP: the listener, its limits, each connection's framing and queue.
 //! - [`media_loop`]: the task that owns the core, the socket and the clock.
 //! - [`memory`]: freed memory handed back to the system after sessions leave.
-//! - [`socket`]: the media socket's buffers and what the kernel dropped.
+//! - [`socket`]: the media socket's buffers and what the kernel dropped;
+//!   [`spaced_reads`]: its reads, spaced under load.
 //! - [`signaling`]: an offer to a session and an answer.
 //! - [`http`]: the WHIP/WHEP routes, CORS, `/metrics`, the demo page.
 //! - [`metrics`]: counters and the Prometheus text format.
@@ -70,6 +71,7 @@ pub mod session_events;
 pub mod shard;
 pub mod signaling;
 pub mod socket;
+pub mod spaced_reads;
 pub mod srtp;
 pub mod stats;
 pub mod tcp;

@@ -30,6 +30,7 @@ use super::relays::RelayHosts;
 use super::shard;
 use super::signaling::{Signaling, SignalingConfig};
 use super::socket::{media_socket, relay_socket};
+use super::spaced_reads::SpacedReads;
 use super::tcp::{self, Links, TcpLimits, TcpStats};
 use super::tls::{Certificates, TlsError};
 use crate::engine::RouterConfig;
@@ -174,7 +175,9 @@ pub async fn serve_with(
             core = core.with_shard(worker, admission.clone(), shard.steering.clone());
         }
         let (media_loop, handle) = MediaLoop::new(core, socket.clone());
-        let mut media_loop = media_loop.with_segmentation(segmentation.clone());
+        let mut media_loop = media_loop
+            .with_segmentation(segmentation.clone())
+            .with_read_spacing(config.udp_read_spacing());
         if let Some(shard) = shard {
             media_loop = media_loop.with_shard(shard);
         }
@@ -190,7 +193,14 @@ pub async fn serve_with(
     }
     // The queue closes with the media loops.
     drop(pulls);
-    let reader = reader.map(|reader| tokio::spawn(reader.run(socket.clone())));
+    let reader = match reader {
+        Some(reader) => {
+            let reads = SpacedReads::new(socket.clone(), config.udp_read_spacing())
+                .map_err(ServeError::Serve)?;
+            Some(tokio::spawn(reader.run(reads)))
+        }
+        None => None,
+    };
     let candidate = SocketAddr::new(config.announced_ip(), udp_addr.port());
     let tcp_stats = Arc::new(TcpStats::default());
     let tcp_candidate = match tcp {
@@ -343,7 +353,7 @@ fn connection_caps(config: &NodeConfig, ice_tcp: bool) -> (usize, usize) {
     caps
 }
 
-fn segmentation(config: &NodeConfig, socket: &UdpSocket) -> Segmentation {
+fn segmentation(config: &NodeConfig, socket: &std::net::UdpSocket) -> Segmentation {
     let kernel = batch::kernel_segments(socket);
     let on = config.udp_gso && kernel;
     match (config.udp_gso, kernel) {

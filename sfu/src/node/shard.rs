@@ -19,10 +19,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::RwLock;
-use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
-use super::batch::{receive_each, RecvBatch};
+use super::batch::{each_received, RecvBatch};
+use super::spaced_reads::SpacedReads;
 
 use super::ice::{is_binding_success, BindingRequest};
 use crate::capture::{classify, PayloadKind};
@@ -174,16 +174,22 @@ impl Reader {
         (worker, sent)
     }
 
-    /// Reads the socket a batch at a time and steers every datagram, until the workers are
-    /// gone.
-    pub async fn run(self, socket: Arc<UdpSocket>) {
+    /// Reads the socket a batch at a time, at arrivals or in spaced turns as `reads` say,
+    /// and steers every datagram, until the workers are gone.
+    pub async fn run(self, mut reads: SpacedReads) {
         let mut inbound = RecvBatch::new(2048);
         while !self.queues.iter().all(|(queue, _)| queue.is_closed()) {
-            if let Err(e) = socket.readable().await {
-                tracing::debug!("udp receive: {e}");
-                continue;
+            match reads.next_read() {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => {
+                    if let Err(e) = reads.readable().await {
+                        tracing::debug!("udp receive: {e}");
+                        continue;
+                    }
+                }
             }
-            receive_each(&*socket, &mut inbound, |from, data| {
+            let read = reads.read(tokio::time::Instant::now().into_std(), &mut inbound);
+            each_received(read, &inbound, |from, data| {
                 self.steer(from, data);
             });
         }

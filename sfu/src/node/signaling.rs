@@ -727,8 +727,6 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use tokio::net::UdpSocket;
-
     use super::*;
     use crate::engine::RouterConfig;
     use crate::node::core::NodeCore;
@@ -741,7 +739,7 @@ mod tests {
     #[tokio::test]
     async fn a_request_after_the_media_loop_stopped_is_refused_as_shutting_down() {
         let core = NodeCore::new(RouterConfig::default(), Duration::from_secs(3));
-        let socket = UdpSocket::bind("127.0.0.1:0").await.expect("a socket");
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("a socket");
         let (media, handle) = MediaLoop::new(core, Arc::new(socket));
         drop(media);
         let config = SignalingConfig {

@@ -45,7 +45,7 @@ fn granted(reported: usize) -> usize {
 
 /// The one UDP socket, non-blocking, with the buffers asked for or the most the kernel
 /// grants (said at start when that is less).
-pub fn media_socket(addr: SocketAddr) -> std::io::Result<(UdpSocket, SocketBuffers)> {
+pub fn media_socket(addr: SocketAddr) -> std::io::Result<(std::net::UdpSocket, SocketBuffers)> {
     let (socket, buffers) = large_buffered(addr)?;
     say_buffers(&buffers);
     Ok((socket, buffers))
@@ -54,10 +54,10 @@ pub fn media_socket(addr: SocketAddr) -> std::io::Result<(UdpSocket, SocketBuffe
 /// A worker's socket for the media relay's links, bound at `addr`, with the media socket's
 /// buffers: a link carries every relayed publisher's packets in bursts as large.
 pub fn relay_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
-    large_buffered(addr).map(|(socket, _)| socket)
+    large_buffered(addr).and_then(|(socket, _)| UdpSocket::from_std(socket))
 }
 
-fn large_buffered(addr: SocketAddr) -> std::io::Result<(UdpSocket, SocketBuffers)> {
+fn large_buffered(addr: SocketAddr) -> std::io::Result<(std::net::UdpSocket, SocketBuffers)> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     // Smaller buffers still work: only bursts suffer.
     let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
@@ -71,7 +71,7 @@ fn large_buffered(addr: SocketAddr) -> std::io::Result<(UdpSocket, SocketBuffers
         send: socket.send_buffer_size().unwrap_or(0),
         inode: inode(&socket),
     };
-    Ok((UdpSocket::from_std(socket.into())?, buffers))
+    Ok((socket.into(), buffers))
 }
 
 fn say_buffers(buffers: &SocketBuffers) {
