@@ -51,7 +51,7 @@ pub struct ServeArgs {
     #[arg(long, alias = "gso", env = "STRATA_UDP_GSO", action = clap::ArgAction::Set)]
     udp_gso: Option<bool>,
     /// While datagrams keep coming, read the media socket at most once this often, in µs
-    /// (0: at each arrival) [default: 1000].
+    /// (0: at each arrival; at most 20000) [default: 1000].
     #[arg(long, env = "STRATA_UDP_READ_SPACING_US")]
     udp_read_spacing_us: Option<u64>,
     /// While more publishers of a room speak at once, forward only this many of the loudest

@@ -110,6 +110,11 @@ pub struct NodeConfig {
     pub cluster: ClusterConfig,
 }
 
+/// The longest the media socket is left unread while datagrams keep coming, whatever
+/// `udp_read_spacing_us` says: longer would hold media and feedback past what a viewer's
+/// jitter buffer and estimate allow for.
+pub const MAX_READ_SPACING: Duration = Duration::from_millis(20);
+
 impl Default for NodeConfig {
     fn default() -> Self {
         let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -274,9 +279,10 @@ impl NodeConfig {
         Duration::from_millis(self.peer_timeout_ms)
     }
 
-    /// [`udp_read_spacing_us`](Self::udp_read_spacing_us) as a duration.
+    /// [`udp_read_spacing_us`](Self::udp_read_spacing_us) as a duration, at most
+    /// [`MAX_READ_SPACING`].
     pub fn udp_read_spacing(&self) -> Duration {
-        Duration::from_micros(self.udp_read_spacing_us)
+        Duration::from_micros(self.udp_read_spacing_us).min(MAX_READ_SPACING)
     }
 
     /// [`dtls_timeout_ms`](Self::dtls_timeout_ms) as a duration.
@@ -315,6 +321,8 @@ mod tests {
         assert_eq!(config.udp_read_spacing(), Duration::from_millis(1));
         let at_once = NodeConfig::from_toml("udp_read_spacing_us = 0").expect("valid");
         assert_eq!(at_once.udp_read_spacing(), Duration::ZERO);
+        let long = NodeConfig::from_toml("udp_read_spacing_us = 90000").expect("valid");
+        assert_eq!(long.udp_read_spacing(), MAX_READ_SPACING);
     }
 
     #[test]

@@ -139,11 +139,33 @@ fn uplink(rate_bps: u64) -> LinkConfig {
     }
 }
 
+/// The same link read as a node with spaced reads reads its socket (`udp_read_spacing_us`):
+/// each packet taken up to the spacing and the runtime timer's millisecond after it came,
+/// never before one that came ahead of it.
+fn read_in_spells(link: LinkConfig) -> LinkConfig {
+    LinkConfig {
+        jitter: Duration::from_millis(2),
+        reorder: false,
+        ..link
+    }
+}
+
 #[test]
 fn a_publisher_behind_a_narrow_uplink_is_brought_under_its_rate() {
-    let mut net = network(7);
+    brought_under_the_uplink(7, |link| link);
+}
+
+#[test]
+fn a_publisher_read_in_spells_behind_a_narrow_uplink_is_brought_under_its_rate() {
+    brought_under_the_uplink(11, read_in_spells);
+}
+
+/// A publisher behind a 1 Mbit/s uplink (`read` as the node reads it) is brought under the
+/// uplink's rate within 2 s, kept under it and near it, and its queue stops overflowing.
+fn brought_under_the_uplink(seed: u64, read: fn(LinkConfig) -> LinkConfig) {
+    let mut net = network(seed);
     let capacity = 1_000_000;
-    let mut publisher = Publisher::new(&mut net, uplink(capacity), false);
+    let mut publisher = Publisher::new(&mut net, read(uplink(capacity)), false);
     publisher.run(&mut net, Duration::from_secs(30), false);
 
     let first_low = publisher
@@ -188,8 +210,19 @@ fn a_publisher_behind_a_narrow_uplink_is_brought_under_its_rate() {
 
 #[test]
 fn a_publisher_on_a_wide_uplink_is_never_held_below_what_it_sends() {
-    let mut net = network(8);
-    let mut publisher = Publisher::new(&mut net, uplink(10_000_000), false);
+    never_held_below(8, |link| link);
+}
+
+#[test]
+fn a_publisher_read_in_spells_on_a_wide_uplink_is_never_held_below_what_it_sends() {
+    never_held_below(12, read_in_spells);
+}
+
+/// A publisher on a 10 Mbit/s uplink (`read` as the node reads it) gets a REMB a second,
+/// none under what it wants to send.
+fn never_held_below(seed: u64, read: fn(LinkConfig) -> LinkConfig) {
+    let mut net = network(seed);
+    let mut publisher = Publisher::new(&mut net, read(uplink(10_000_000)), false);
     publisher.run(&mut net, Duration::from_secs(20), false);
     assert!(publisher.rembs.len() >= 18, "{:?}", publisher.rembs);
     assert!(
