@@ -150,14 +150,14 @@ fn read_in_spells(link: LinkConfig) -> LinkConfig {
     }
 }
 
-#[test]
-fn a_publisher_behind_a_narrow_uplink_is_brought_under_its_rate() {
-    brought_under_the_uplink(7, |link| link);
-}
+/// Each packet read as it comes, and read in spells.
+const READINGS: [(u64, fn(LinkConfig) -> LinkConfig); 2] = [(7, |link| link), (11, read_in_spells)];
 
 #[test]
-fn a_publisher_read_in_spells_behind_a_narrow_uplink_is_brought_under_its_rate() {
-    brought_under_the_uplink(11, read_in_spells);
+fn a_publisher_behind_a_narrow_uplink_is_brought_under_its_rate() {
+    for (seed, read) in READINGS {
+        brought_under_the_uplink(seed, read);
+    }
 }
 
 /// A publisher behind a 1 Mbit/s uplink (`read` as the node reads it) is brought under the
@@ -210,12 +210,9 @@ fn brought_under_the_uplink(seed: u64, read: fn(LinkConfig) -> LinkConfig) {
 
 #[test]
 fn a_publisher_on_a_wide_uplink_is_never_held_below_what_it_sends() {
-    never_held_below(8, |link| link);
-}
-
-#[test]
-fn a_publisher_read_in_spells_on_a_wide_uplink_is_never_held_below_what_it_sends() {
-    never_held_below(12, read_in_spells);
+    for (seed, read) in READINGS {
+        never_held_below(seed + 1, read);
+    }
 }
 
 /// A publisher on a 10 Mbit/s uplink (`read` as the node reads it) gets a REMB a second,
