@@ -150,8 +150,11 @@ fn read_in_spells(link: LinkConfig) -> LinkConfig {
     }
 }
 
-/// Each packet read as it comes, and read in spells.
-const READINGS: [(u64, fn(LinkConfig) -> LinkConfig); 2] = [(7, |link| link), (11, read_in_spells)];
+/// How the node reads a link: the link as it reads it.
+type Reading = fn(LinkConfig) -> LinkConfig;
+
+/// Each packet read as it comes, and read in spells (with the simulation's seed for each).
+const READINGS: [(u64, Reading); 2] = [(7, |link| link), (11, read_in_spells)];
 
 #[test]
 fn a_publisher_behind_a_narrow_uplink_is_brought_under_its_rate() {
@@ -162,7 +165,7 @@ fn a_publisher_behind_a_narrow_uplink_is_brought_under_its_rate() {
 
 /// A publisher behind a 1 Mbit/s uplink (`read` as the node reads it) is brought under the
 /// uplink's rate within 2 s, kept under it and near it, and its queue stops overflowing.
-fn brought_under_the_uplink(seed: u64, read: fn(LinkConfig) -> LinkConfig) {
+fn brought_under_the_uplink(seed: u64, read: Reading) {
     let mut net = network(seed);
     let capacity = 1_000_000;
     let mut publisher = Publisher::new(&mut net, read(uplink(capacity)), false);
@@ -217,7 +220,7 @@ fn a_publisher_on_a_wide_uplink_is_never_held_below_what_it_sends() {
 
 /// A publisher on a 10 Mbit/s uplink (`read` as the node reads it) gets a REMB a second,
 /// none under what it wants to send.
-fn never_held_below(seed: u64, read: fn(LinkConfig) -> LinkConfig) {
+fn never_held_below(seed: u64, read: Reading) {
     let mut net = network(seed);
     let mut publisher = Publisher::new(&mut net, read(uplink(10_000_000)), false);
     publisher.run(&mut net, Duration::from_secs(20), false);
