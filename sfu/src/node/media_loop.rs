@@ -7,6 +7,10 @@
 //! Timers: after every input the loop serves whatever timer of the core is due, and it
 //! sleeps until the core's next one, so a stream of datagrams or requests never holds the
 //! periodic work (the sweep of silent sessions, keyframe requests, reports) back.
+//!
+//! Reads: the only worker reads the socket itself, through [`SpacedReads`]: at each arrival
+//! while datagrams are few, and once every `udp_read_spacing_us` while they keep coming (the
+//! loop then wakes for that read as it wakes for a timer).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
