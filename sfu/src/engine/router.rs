@@ -195,6 +195,21 @@ impl Router {
         transport: TransportId,
         packet: Bytes,
     ) -> Result<(), ReceiveError> {
+        self.handle_rtp_arrived(now, now, transport, packet)
+    }
+
+    /// One RTP packet from a publisher, taken at `now` but `arrived` at the host earlier (a
+    /// kernel's receive stamp, for a host that reads its socket some time after datagrams
+    /// come): the arrival times reported back to the publisher (transport-wide feedback, the
+    /// REMB estimate) are `arrived`, as its bandwidth estimate needs the path's timing, not
+    /// the host's reads; everything else happens at `now`. An arrival after `now` is `now`.
+    pub fn handle_rtp_arrived(
+        &mut self,
+        now: Instant,
+        arrived: Instant,
+        transport: TransportId,
+        packet: Bytes,
+    ) -> Result<(), ReceiveError> {
         self.last_input = Some(now);
         self.counters.rtp_in += 1;
         if !self.transports.contains_key(&transport) {
@@ -223,7 +238,7 @@ impl Router {
         ) else {
             return Err(ReceiveError::UnknownSsrc);
         };
-        on.handle_arrival(now, track, published.receiver.config(), &view);
+        on.handle_arrival(arrived.min(now), track, published.receiver.config(), &view);
         let at = published
             .receiver
             .receive_parsed(now, &view, packet.clone())

@@ -10,6 +10,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 pub use segments::Segmentation;
 
@@ -183,6 +184,8 @@ pub struct RecvBatch {
     buffers: Vec<Vec<u8>>,
     lens: Vec<usize>,
     from: Vec<SocketAddr>,
+    /// How long each waited in the socket before the call (see [`waited`](Self::waited)).
+    waited: Vec<Duration>,
 }
 
 impl RecvBatch {
@@ -192,6 +195,7 @@ impl RecvBatch {
             buffers: vec![vec![0; datagram_capacity]; BATCH_LEN],
             lens: Vec::with_capacity(BATCH_LEN),
             from: Vec::with_capacity(BATCH_LEN),
+            waited: Vec::with_capacity(BATCH_LEN),
         }
     }
 
@@ -212,16 +216,41 @@ impl RecvBatch {
         Some((self.buffers.get(index)?.get(..len)?, from))
     }
 
+    /// How long datagram `index` of the last call waited in the socket before the call took
+    /// it: from the kernel's receive stamp, on a socket that has them on
+    /// ([`stamp_arrivals`]); zero without one.
+    pub fn waited(&self, index: usize) -> Duration {
+        self.waited.get(index).copied().unwrap_or_default()
+    }
+
     fn clear(&mut self) {
         self.lens.clear();
         self.from.clear();
+        self.waited.clear();
     }
 
-    fn push(&mut self, len: usize, from: SocketAddr) {
+    fn push(&mut self, len: usize, from: SocketAddr, waited: Duration) {
         if self.from.len() < self.buffers.len() {
             self.lens.push(len);
             self.from.push(from);
+            self.waited.push(waited);
         }
+    }
+}
+
+/// Asks the kernel to stamp each datagram `socket` receives with the time it arrived
+/// (`SO_TIMESTAMPNS`, Linux), so that a read some time later still knows when each came
+/// ([`RecvBatch::waited`]). A socket read in spaced turns would otherwise tell the core that
+/// everything in a turn arrived at once, and the arrival times in the transport-wide
+/// feedback to a publisher (draft-holmer-rmcat-transport-wide-cc-extensions), which its
+/// bandwidth estimate reads, would be the reader's schedule, not the path's.
+pub fn stamp_arrivals(socket: &impl std::os::fd::AsRawFd) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    return mmsg::stamp_arrivals(socket.as_raw_fd());
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = socket;
+        Err(io::ErrorKind::Unsupported.into())
     }
 }
 
@@ -233,12 +262,12 @@ pub trait ReceiveBatch {
 }
 
 /// Receives what waits on `socket`, up to a batch, and hands each datagram to `each` (its
-/// sender, its bytes) in arrival order. Nothing waiting is not an error (readiness can be
-/// stale); another error is logged, and the next readiness tries again.
+/// sender, its bytes, how long it waited) in arrival order. Nothing waiting is not an error
+/// (readiness can be stale); another error is logged, and the next readiness tries again.
 pub fn receive_each(
     socket: &impl ReceiveBatch,
     batch: &mut RecvBatch,
-    each: impl FnMut(SocketAddr, &[u8]),
+    each: impl FnMut(SocketAddr, &[u8], Duration),
 ) {
     let read = socket.receive(batch);
     each_received(read, batch, each);
@@ -249,13 +278,13 @@ pub fn receive_each(
 pub fn each_received(
     read: io::Result<usize>,
     batch: &RecvBatch,
-    mut each: impl FnMut(SocketAddr, &[u8]),
+    mut each: impl FnMut(SocketAddr, &[u8], Duration),
 ) {
     match read {
         Ok(_) => {
             for index in 0..batch.len() {
                 if let Some((data, from)) = batch.datagram(index) {
-                    each(from, data);
+                    each(from, data, batch.waited(index));
                 }
             }
         }
@@ -328,7 +357,7 @@ impl ReceiveBatch for tokio::net::UdpSocket {
             .first_mut()
             .ok_or(io::ErrorKind::InvalidInput)?;
         let (len, from) = self.try_recv_from(buffer)?;
-        batch.push(len, from);
+        batch.push(len, from, Duration::ZERO);
         Ok(1)
     }
 }
@@ -343,7 +372,7 @@ impl ReceiveBatch for std::net::UdpSocket {
             .first_mut()
             .ok_or(io::ErrorKind::InvalidInput)?;
         let (len, from) = self.recv_from(buffer)?;
-        batch.push(len, from);
+        batch.push(len, from, Duration::ZERO);
         Ok(1)
     }
 }
@@ -386,7 +415,8 @@ mod mmsg {
         answered == 0
     }
 
-    /// Room for one control message holding a `u16`, aligned as the kernel reads it.
+    /// Room for one control message holding a `u16` (a segment size) or a `timespec` (an
+    /// arrival stamp), aligned as the kernel reads it.
     #[derive(Clone, Copy)]
     #[repr(C, align(8))]
     struct Control([u8; 32]);
@@ -498,7 +528,28 @@ mod mmsg {
         }
     }
 
-    /// `recvmmsg(2)` into the batch's buffers, without waiting.
+    /// Turns on `SO_TIMESTAMPNS`: each datagram then comes with the kernel's wall-clock stamp
+    /// of its arrival, as a control message.
+    pub(super) fn stamp_arrivals(fd: RawFd) -> io::Result<()> {
+        let on: libc::c_int = 1;
+        // SAFETY: `on` is alive for the call and the length says how long it is.
+        let set = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&on as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        match set {
+            0 => Ok(()),
+            _ => Err(io::Error::last_os_error()),
+        }
+    }
+
+    /// `recvmmsg(2)` into the batch's buffers, without waiting; with each datagram, how long
+    /// before the call it arrived, where the kernel stamped it.
     pub(super) fn receive(fd: RawFd, batch: &mut RecvBatch) -> io::Result<usize> {
         batch.clear();
         let count = batch.buffers.len().min(BATCH_LEN);
@@ -507,6 +558,7 @@ mod mmsg {
         let mut iovecs: [libc::iovec; BATCH_LEN] = unsafe { std::mem::zeroed() };
         let mut names: [libc::sockaddr_storage; BATCH_LEN] = unsafe { std::mem::zeroed() };
         let mut headers: [libc::mmsghdr; BATCH_LEN] = unsafe { std::mem::zeroed() };
+        let mut controls = [Control([0; 32]); BATCH_LEN];
         for (i, buffer) in batch.buffers.iter_mut().take(count).enumerate() {
             iovecs[i] = libc::iovec {
                 iov_base: buffer.as_mut_ptr() as *mut libc::c_void,
@@ -517,9 +569,12 @@ mod mmsg {
             header.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             header.msg_iov = &mut iovecs[i];
             header.msg_iovlen = 1;
+            header.msg_control = controls[i].0.as_mut_ptr().cast();
+            header.msg_controllen = size_of::<Control>() as _;
         }
-        // SAFETY: `headers[..count]` point at the batch's buffers (each `iov_len` long) and
-        // at `names`, all alive and not otherwise touched during the call.
+        // SAFETY: `headers[..count]` point at the batch's buffers (each `iov_len` long), at
+        // `names` and at `controls` (each `msg_controllen` long), all alive and not otherwise
+        // touched during the call.
         let received = unsafe {
             libc::recvmmsg(
                 fd,
@@ -532,13 +587,45 @@ mod mmsg {
         if received < 0 {
             return Err(io::Error::last_os_error());
         }
+        // The stamps are on the wall clock: read it once, after the call.
+        let read_at = std::time::SystemTime::now();
         for (header, name) in headers.iter().zip(&names).take(received as usize) {
             // A datagram longer than its buffer arrives cut to it, as `recv_from` cuts it.
             if let Some(from) = socket_addr(name) {
-                batch.push(header.msg_len as usize, from);
+                let waited = arrival_stamp(&header.msg_hdr)
+                    .and_then(|stamp| read_at.duration_since(stamp).ok())
+                    .unwrap_or_default();
+                batch.push(header.msg_len as usize, from, waited);
             }
         }
         Ok(batch.len())
+    }
+
+    /// The kernel's stamp among a received message's control messages, if it has one (a
+    /// clock stepped back since reads as no wait at all).
+    fn arrival_stamp(header: &libc::msghdr) -> Option<std::time::SystemTime> {
+        // SAFETY: the kernel wrote `msg_controllen` bytes of well-formed control messages at
+        // `msg_control` (one of `controls`, alive), and CMSG_FIRSTHDR / CMSG_NXTHDR stay
+        // within that length; the stamp is read unaligned from inside its message.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(header);
+            while !cmsg.is_null() {
+                let length = libc::CMSG_LEN(size_of::<libc::timespec>() as libc::c_uint);
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET
+                    && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+                    && (*cmsg).cmsg_len as usize >= length as usize
+                {
+                    let stamp: libc::timespec =
+                        std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                    let secs = u64::try_from(stamp.tv_sec).ok()?;
+                    let nanos = u32::try_from(stamp.tv_nsec).ok()?;
+                    let since_epoch = std::time::Duration::new(secs, nanos);
+                    return std::time::UNIX_EPOCH.checked_add(since_epoch);
+                }
+                cmsg = libc::CMSG_NXTHDR(header, cmsg);
+            }
+        }
+        None
     }
 
     /// The address the kernel wrote for a received datagram.
@@ -576,4 +663,4 @@ mod mmsg {
 
 pub mod segments;
 #[cfg(test)]
-mod tests;
+pub(in crate::node) mod tests;

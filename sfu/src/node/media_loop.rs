@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
+use super::arrival::{self, Arrivals};
 use super::batch::{self, Batch, RecvBatch, Segmentation, Sent};
 use super::core::{CoreError, NodeCore, RelayPull, MAX_DATAGRAM};
 use super::event_queue::{event_queue, Closed, EventReceiver, EventSender};
@@ -185,6 +186,8 @@ pub struct MediaLoop {
     tcp: Option<TcpPart>,
     /// Its own socket for the media relay's links, on a node that relays.
     relay: Option<Arc<UdpSocket>>,
+    /// When datagrams from the media socket arrived, as the core reports them.
+    arrivals: Arrivals,
 }
 
 /// A worker's part of ICE-TCP: what its sessions' connections hand it, and every
@@ -237,6 +240,7 @@ impl MediaLoop {
             shard: None,
             tcp: None,
             relay: None,
+            arrivals: Arrivals::default(),
         };
         (media_loop, MediaLoopHandle { requests: handle })
     }
@@ -310,7 +314,7 @@ impl MediaLoop {
                     Some(request) => request(&mut self.worker, now()),
                     None => break,
                 },
-                Some((from, data)) = handed_over(&mut self.shard) => self.take_handed_over(from, &data),
+                Some(handoff) = handed_over(&mut self.shard) => self.take_handed_over(handoff),
                 Some(input) = from_tcp(&mut self.tcp) => self.take_from_tcp(input),
                 readable = relay_readable(&self.relay) => match readable {
                     Ok(()) => self.receive_links(&mut from_links),
@@ -350,8 +354,11 @@ impl MediaLoop {
         let Some(reads) = reads else {
             return;
         };
-        let read = reads.read(now(), inbound);
-        batch::each_received(read, inbound, |from, data| self.on_datagram(from, data));
+        let read_at = now();
+        let read = reads.read(read_at, inbound);
+        batch::each_received(read, inbound, |from, data, waited| {
+            self.on_datagram(from, data, arrival::stamped(read_at, waited));
+        });
     }
 
     /// Takes what waits on the relay socket, as [`receive`](Self::receive) does the media
@@ -361,7 +368,8 @@ impl MediaLoop {
             return;
         };
         let core = &mut self.worker.core;
-        batch::receive_each(&*relay, inbound, |from, data| {
+        // Read at each arrival: the read's instant is the datagram's.
+        batch::receive_each(&*relay, inbound, |from, data, _| {
             core.handle_packet(now(), Remote::Link(from), data);
         });
     }
@@ -369,13 +377,14 @@ impl MediaLoop {
     /// A datagram the reader handed over, and up to a batch more that wait behind it: what
     /// they make the core send goes out together, as after a batch read from the socket
     /// (a loop turn and a send call per datagram cost more than the datagram itself).
-    fn take_handed_over(&mut self, from: SocketAddr, data: &[u8]) {
-        self.on_datagram(from, data);
+    fn take_handed_over(&mut self, (from, data, arrived): Handoff) {
+        self.on_datagram(from, &data, arrived);
         for _ in 1..batch::BATCH_LEN {
-            let Some(Ok((from, data))) = self.shard.as_mut().map(|s| s.inbox.try_recv()) else {
+            let Some(Ok((from, data, arrived))) = self.shard.as_mut().map(|s| s.inbox.try_recv())
+            else {
                 break;
             };
-            self.on_datagram(from, &data);
+            self.on_datagram(from, &data, arrived);
         }
     }
 
@@ -395,8 +404,11 @@ impl MediaLoop {
         }
     }
 
-    fn on_datagram(&mut self, from: SocketAddr, data: &[u8]) {
-        self.worker.core.handle_datagram(now(), from, data);
+    /// A datagram from the media socket, stamped with when it `arrived`.
+    fn on_datagram(&mut self, from: SocketAddr, data: &[u8], arrived: Instant) {
+        let arrived = self.arrivals.at(arrived);
+        let core = &mut self.worker.core;
+        core.handle_datagram_arrived(now(), arrived, from, data);
     }
 
     /// Sends everything the core has to send, a batch per call, then forgets removed

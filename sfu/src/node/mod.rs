@@ -39,6 +39,7 @@
 #![deny(missing_docs)]
 
 pub mod admission;
+pub mod arrival;
 pub mod auth;
 pub mod batch;
 pub mod client_key;

@@ -16,11 +16,13 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use parking_lot::RwLock;
 use tokio::sync::mpsc;
 
+use super::arrival;
 use super::batch::{each_received, RecvBatch};
 use super::spaced_reads::SpacedReads;
 
@@ -37,8 +39,8 @@ pub const MAX_WORKERS: usize = 256;
 /// Datagrams waiting for a worker, at most.
 pub const HANDOFF_QUEUE: usize = 4096;
 
-/// A datagram handed to the worker that owns its sender.
-pub type Handoff = (SocketAddr, Bytes);
+/// A datagram handed to the worker that owns its sender, with the instant it arrived.
+pub type Handoff = (SocketAddr, Bytes, Instant);
 
 /// The worker that serves `room`: a hash of its name, the same in every request (FNV-1a: the
 /// standard hasher is keyed at random per process).
@@ -156,9 +158,9 @@ pub fn split(workers: usize) -> (Reader, Vec<Shard>) {
 }
 
 impl Reader {
-    /// Hands a datagram to its worker, or counts it lost there when that worker's queue is
-    /// full; says which worker, and whether it went.
-    pub fn steer(&self, from: SocketAddr, datagram: &[u8]) -> (WorkerId, bool) {
+    /// Hands a datagram that `arrived` to its worker, or counts it lost there when that
+    /// worker's queue is full; says which worker, and whether it went.
+    pub fn steer(&self, from: SocketAddr, datagram: &[u8], arrived: Instant) -> (WorkerId, bool) {
         let worker = self
             .steering
             .owner(from, datagram)
@@ -166,7 +168,7 @@ impl Reader {
             .unwrap_or(0);
         let (queue, lost) = &self.queues[worker];
         let sent = queue
-            .try_send((from, Bytes::copy_from_slice(datagram)))
+            .try_send((from, Bytes::copy_from_slice(datagram), arrived))
             .is_ok();
         if !sent {
             lost.fetch_add(1, Ordering::Relaxed);
@@ -188,9 +190,10 @@ impl Reader {
                     }
                 }
             }
-            let read = reads.read(tokio::time::Instant::now().into_std(), &mut inbound);
-            each_received(read, &inbound, |from, data| {
-                self.steer(from, data);
+            let now = tokio::time::Instant::now().into_std();
+            let read = reads.read(now, &mut inbound);
+            each_received(read, &inbound, |from, data, waited| {
+                self.steer(from, data, arrival::stamped(now, waited));
             });
         }
     }
@@ -262,14 +265,15 @@ mod tests {
     #[test]
     fn a_full_queue_loses_the_datagram_and_never_waits() {
         let (reader, mut shards) = split(2);
+        let now = Instant::now();
         reader.steering.bind(addr(7), 1);
         for _ in 0..HANDOFF_QUEUE {
-            assert_eq!(reader.steer(addr(7), b"x"), (1, true));
+            assert_eq!(reader.steer(addr(7), b"x", now), (1, true));
         }
-        assert_eq!(reader.steer(addr(7), b"x"), (1, false));
+        assert_eq!(reader.steer(addr(7), b"x", now), (1, false));
         assert_eq!(shards[1].lost.load(Ordering::Relaxed), 1);
         // No one's goes to worker 0, whose core counts it.
-        assert_eq!(reader.steer(addr(9), b"x"), (0, true));
+        assert_eq!(reader.steer(addr(9), b"x", now), (0, true));
         let queued = std::iter::from_fn(|| shards[1].inbox.try_recv().ok()).count();
         assert_eq!(queued, HANDOFF_QUEUE);
         assert_eq!(shards[0].lost.load(Ordering::Relaxed), 0);
@@ -280,7 +284,7 @@ mod tests {
 
         /// Datagrams from senders bound to three workers (and from one no worker has):
         /// each worker gets exactly its own senders' datagrams, once each, in the order they
-        /// came; the unknown sender's go to worker 0.
+        /// came and with the instants they came; the unknown sender's go to worker 0.
         #[test]
         fn every_datagram_reaches_its_worker_once_and_in_order(
             ports in proptest::collection::vec(0u16..7, 1..300)
@@ -290,15 +294,20 @@ mod tests {
             for port in 0u16..6 {
                 reader.steering.bind(addr(port), owner(port));
             }
+            let start = Instant::now();
             let mut expected = vec![Vec::new(); 3];
             for (n, &port) in ports.iter().enumerate() {
                 let datagram = (n as u32).to_be_bytes();
-                expected[owner(port)].push((addr(port), datagram.to_vec()));
-                prop_assert_eq!(reader.steer(addr(port), &datagram), (owner(port), true));
+                let arrived = start + std::time::Duration::from_micros(n as u64 * 100);
+                expected[owner(port)].push((addr(port), datagram.to_vec(), arrived));
+                prop_assert_eq!(
+                    reader.steer(addr(port), &datagram, arrived),
+                    (owner(port), true)
+                );
             }
             for (shard, expected) in shards.iter_mut().zip(&expected) {
                 let got: Vec<_> = std::iter::from_fn(|| shard.inbox.try_recv().ok())
-                    .map(|(from, data)| (from, data.to_vec()))
+                    .map(|(from, data, arrived)| (from, data.to_vec(), arrived))
                     .collect();
                 prop_assert_eq!(&got, expected);
             }

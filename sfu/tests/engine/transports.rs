@@ -489,6 +489,46 @@ fn transport_wide_feedback_names_a_bound_ssrc() {
     );
 }
 
+/// A host that reads its socket some time after packets come hands the router when each
+/// arrived: the transport-wide feedback to the publisher reports those arrivals (5 ms apart,
+/// as sent), not the instant the host took them all (which would read as no time at all).
+#[test]
+fn transport_wide_feedback_reports_when_packets_arrived_not_when_taken() {
+    use rtcp::transport_feedbacks::transport_layer_cc::TransportLayerCc;
+    use webrtc_util::Unmarshal;
+
+    const TWCC_EXT: u8 = 5;
+    let start = Instant::now();
+    let mut network = network(start);
+    let publisher = transport(&mut network);
+    let mut config = rid_config();
+    config.transport_cc = Some(TransportCc { ext_id: TWCC_EXT });
+    network
+        .with_router(|router| router.publish(publisher, config))
+        .expect("a new transport");
+    let taken = start + Duration::from_millis(100);
+    for (i, packet) in l3t3(0xF0F0, 3).iter().enumerate() {
+        let named = common::with_rid(packet, RID_EXT, b"f");
+        let seq = (100 + i as u16).to_be_bytes();
+        let sequenced = Bytes::from(common::with_rid(&named, TWCC_EXT, &seq));
+        let arrived = start + Duration::from_millis(5 * i as u64);
+        network
+            .with_router(|router| router.handle_rtp_arrived(taken, arrived, publisher, sequenced))
+            .expect("a valid packet");
+    }
+    network.run_until(start + Duration::from_millis(300));
+    let mut deltas = Vec::new();
+    for arrival in network.take_arrivals(publisher) {
+        if let Delivery::Rtcp { datagram, .. } = arrival.delivery {
+            if let Ok(feedback) = TransportLayerCc::unmarshal(&mut &datagram[..]) {
+                deltas.extend(feedback.recv_deltas.iter().skip(1).map(|d| d.delta));
+            }
+        }
+    }
+    assert!(deltas.len() >= 10, "feedback on the packets: {deltas:?}");
+    assert!(deltas.iter().all(|&d| d == 5_000), "{deltas:?}");
+}
+
 /// `next_transport` names the viewer the next `poll_transmit` writes for, so a host can
 /// fetch that viewer's state while finishing the current packet.
 #[test]

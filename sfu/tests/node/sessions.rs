@@ -19,6 +19,7 @@ use sfu::node::testing::{
 };
 use stun::message::{Message, BINDING_SUCCESS};
 
+use crate::common;
 use crate::fixtures::{addr, core, harness, l3t3, DD_IN, DD_OUT};
 
 /// A viewer of `room` with `ice`, its checks and handshake to come.
@@ -393,4 +394,42 @@ fn only_a_connected_session_s_own_address_keeps_it() {
             "at {at:?}"
         );
     }
+}
+
+/// A datagram the loop took late (its socket read in spaced turns) is reported to its
+/// publisher as arriving when the kernel stamped it: the transport-wide feedback carries the
+/// 5 ms its packets came apart, though the core took them all at one instant.
+#[test]
+fn a_publisher_hears_when_its_packets_arrived_not_when_they_were_taken() {
+    use rtcp::transport_feedbacks::transport_layer_cc::TransportLayerCc;
+    const TWCC: u8 = 5;
+    let mut h = harness();
+    let mut track = av1_track(0xA1, DD_IN);
+    track.transport_cc = Some(sfu::engine::TransportCc { ext_id: TWCC });
+    h.publisher("room", publisher([track]), addr(9500));
+    let start = h.now;
+    let taken = start + Duration::from_millis(100);
+    for (i, packet) in l3t3(0xA1, 3).iter().enumerate() {
+        let sequenced = common::with_rid(packet, TWCC, &(i as u16).to_be_bytes());
+        let arrived = start + Duration::from_millis(5 * i as u64);
+        h.core
+            .handle_datagram_arrived(taken, arrived, addr(9500), &sequenced);
+    }
+    for step in 1..=30 {
+        h.now = taken + Duration::from_millis(10 * step);
+        if h.core.poll_timeout().is_some_and(|at| at <= h.now) {
+            h.core.handle_timeout(h.now);
+        }
+    }
+    h.drain();
+    let to_publisher = h.sent.get(&addr(9500).into()).cloned().unwrap_or_default();
+    let deltas: Vec<i64> = to_publisher
+        .iter()
+        .filter_map(|d| rtcp::packet::unmarshal(&mut &d[..]).ok())
+        .flatten()
+        .filter_map(|p| p.as_any().downcast_ref::<TransportLayerCc>().cloned())
+        .flat_map(|feedback| feedback.recv_deltas.into_iter().skip(1).map(|d| d.delta))
+        .collect();
+    assert!(deltas.len() >= 10, "feedback on the packets: {deltas:?}");
+    assert!(deltas.iter().all(|&d| d == 5_000), "{deltas:?}");
 }

@@ -358,6 +358,50 @@ fn an_empty_socket_receives_nothing_and_does_not_wait() {
     assert!(batch.is_empty());
 }
 
+/// The kernel turns its receive stamps on for the first socket that asks a moment later
+/// (from a work queue); a datagram that comes before is stamped when it is read.
+#[cfg(target_os = "linux")]
+pub(in crate::node) fn after_stamps_turn_on() {
+    std::thread::sleep(Duration::from_millis(100));
+}
+
+/// With the kernel's stamps on, a read says how long each datagram waited in the socket
+/// before it: the first, sent 30 ms before the second, waited 30 ms longer. A socket without
+/// them says nothing waited.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_stamped_datagram_says_how_long_it_waited_before_the_read() {
+    let stamped = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    stamp_arrivals(&stamped).expect("the kernel stamps arrivals");
+    after_stamps_turn_on();
+    let unstamped = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let sender = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    for datagram in [b"early", b"later"] {
+        for socket in [&stamped, &unstamped] {
+            let to = socket.local_addr().expect("bound");
+            sender.send_to(datagram, to).expect("send");
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let mut batch = RecvBatch::new(2048);
+    assert_eq!(stamped.receive(&mut batch).expect("two wait"), 2);
+    let (early, later) = (batch.waited(0), batch.waited(1));
+    assert!(
+        early >= later + Duration::from_millis(30),
+        "{early:?} {later:?}"
+    );
+    assert!(
+        later >= Duration::from_millis(30),
+        "slept after it too: {later:?}"
+    );
+    assert!(early < Duration::from_secs(10), "{early:?}");
+    assert_eq!(unstamped.receive(&mut batch).expect("two wait"), 2);
+    assert_eq!(
+        (batch.waited(0), batch.waited(1)),
+        (Duration::ZERO, Duration::ZERO)
+    );
+}
+
 /// Receives until `count` datagrams came or a second passed.
 fn receive_batches(socket: &UdpSocket, count: usize) -> Vec<(Vec<u8>, SocketAddr)> {
     let mut batch = RecvBatch::new(2048);

@@ -53,9 +53,29 @@ impl NodeCore {
         self.handle_packet(now, Remote::Udp(from), data);
     }
 
+    /// One datagram from the UDP socket, taken at `now` but `arrived` earlier (the kernel's
+    /// receive stamp, when the socket is read in spaced turns): a publisher's media is
+    /// reported back to it as arriving then ([`Router::handle_rtp_arrived`]); everything else
+    /// happens at `now`.
+    ///
+    /// [`Router::handle_rtp_arrived`]: crate::engine::router::Router::handle_rtp_arrived
+    pub fn handle_datagram_arrived(
+        &mut self,
+        now: Instant,
+        arrived: Instant,
+        from: SocketAddr,
+        data: &[u8],
+    ) {
+        self.take_packet(now, arrived, Remote::Udp(from), data);
+    }
+
     /// One packet from either transport: a UDP datagram, or a frame of a TCP connection
     /// (RFC 4571 takes its length off). The same from here on, but for whose bytes they count.
     pub fn handle_packet(&mut self, now: Instant, from: Remote, data: &[u8]) {
+        self.take_packet(now, now, from, data);
+    }
+
+    fn take_packet(&mut self, now: Instant, arrived: Instant, from: Remote, data: &[u8]) {
         self.arm_sweep(now);
         match from {
             Remote::Udp(_) | Remote::Link(_) => {
@@ -88,7 +108,7 @@ impl NodeCore {
         match kind {
             PayloadKind::Dtls => self.handle_dtls(now, id, data),
             PayloadKind::Rtp => {
-                self.handle_srtp(now, id, data);
+                self.handle_srtp(now, arrived, id, data);
             }
             PayloadKind::Rtcp => {
                 self.handle_srtcp(now, id, data);
@@ -159,7 +179,13 @@ impl NodeCore {
     }
 
     /// Whether the packet authenticated.
-    pub(super) fn handle_srtp(&mut self, now: Instant, id: PeerId, data: &[u8]) -> bool {
+    pub(super) fn handle_srtp(
+        &mut self,
+        now: Instant,
+        arrived: Instant,
+        id: PeerId,
+        data: &[u8],
+    ) -> bool {
         let Some(peer) = self.peers.get_mut(&id) else {
             return false;
         };
@@ -185,7 +211,10 @@ impl NodeCore {
         let packet = Bytes::from(packet);
         // Shared with the links only when there are some: a share costs an allocation.
         let relayed = self.wants_relay(transport).then(|| packet.clone());
-        match self.router.handle_rtp(now, transport, packet) {
+        match self
+            .router
+            .handle_rtp_arrived(now, arrived, transport, packet)
+        {
             Ok(()) => {
                 if let Some(packet) = relayed {
                     self.relay_packet(transport, &packet);
