@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use proptest::prelude::*;
+use rtcp::transport_feedbacks::transport_layer_cc::TransportLayerCc;
 use rtp_ext::codec::Codec;
 use selector::{Layer, LayerLimits};
 use sfu::engine::rtcp::{Pli, Remb, RembSsrcs, RtcpFeedback};
@@ -17,6 +18,7 @@ use sfu::engine::{
     TrackConfig, TrackId, TransportCc, TransportId, REBIND_HOLD,
 };
 use sfu::sim::{Delivery, LinkConfig, Network, Refusal};
+use webrtc_util::Unmarshal;
 
 const DD_EXT: u8 = 11;
 const RID_EXT: u8 = 12;
@@ -446,16 +448,10 @@ fn announced_ssrc_pairs_bind_whole_by_rid() {
     assert_eq!(network.router().counters().unknown_ssrc, 0);
 }
 
-/// Transport-wide CC feedback to a simulcast publisher names an SSRC it sends, even when the
-/// first packet was an upper stream's and stream 0 had no SSRC yet: a sender drops feedback
-/// about an SSRC it does not send (it named 0, and the publisher's estimate sank).
-#[test]
-fn transport_wide_feedback_names_a_bound_ssrc() {
-    use rtcp::transport_feedbacks::transport_layer_cc::TransportLayerCc;
-    use webrtc_util::Unmarshal;
+const TWCC_EXT: u8 = 5;
 
-    const TWCC_EXT: u8 = 5;
-    let start = Instant::now();
+/// A simulcast publisher (rid `f` its top stream) that negotiated transport-wide CC.
+fn twcc_publisher(start: Instant) -> (Network, TransportId) {
     let mut network = network(start);
     let publisher = transport(&mut network);
     let mut config = rid_config();
@@ -463,25 +459,49 @@ fn transport_wide_feedback_names_a_bound_ssrc() {
     network
         .with_router(|router| router.publish(publisher, config))
         .expect("a new transport");
-    for (i, packet) in l3t3(0xF0F0, 3).iter().enumerate() {
-        let named = common::with_rid(packet, RID_EXT, b"f");
+    (network, publisher)
+}
+
+/// Packet `i` of an `L3T3` stream under `ssrc`, rid `f`, transport-wide sequence `100 + i`.
+fn sequenced(ssrc: u32) -> impl Iterator<Item = Bytes> {
+    l3t3(ssrc, 3).into_iter().enumerate().map(|(i, packet)| {
+        let named = common::with_rid(&packet, RID_EXT, b"f");
         let seq = (100 + i as u16).to_be_bytes();
-        let sequenced = common::with_rid(&named, TWCC_EXT, &seq);
+        Bytes::from(common::with_rid(&named, TWCC_EXT, &seq))
+    })
+}
+
+/// The transport-wide feedback the publisher got.
+fn feedbacks(network: &mut Network, publisher: TransportId) -> Vec<TransportLayerCc> {
+    network
+        .take_arrivals(publisher)
+        .into_iter()
+        .filter_map(|arrival| match arrival.delivery {
+            Delivery::Rtcp { datagram, .. } => TransportLayerCc::unmarshal(&mut &datagram[..]).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Transport-wide CC feedback to a simulcast publisher names an SSRC it sends, even when the
+/// first packet was an upper stream's and stream 0 had no SSRC yet: a sender drops feedback
+/// about an SSRC it does not send (it named 0, and the publisher's estimate sank).
+#[test]
+fn transport_wide_feedback_names_a_bound_ssrc() {
+    let start = Instant::now();
+    let (mut network, publisher) = twcc_publisher(start);
+    for (i, packet) in sequenced(0xF0F0).enumerate() {
         let at = start + Duration::from_millis(5 * i as u64);
         network
-            .send_rtp_at(at, publisher, Bytes::from(sequenced))
+            .send_rtp_at(at, publisher, packet)
             .expect("on the network");
     }
     network.run_until(start + Duration::from_millis(200));
     assert_eq!(network.take_refused(), [], "rid f binds");
-    let mut named = Vec::new();
-    for arrival in network.take_arrivals(publisher) {
-        if let Delivery::Rtcp { datagram, .. } = arrival.delivery {
-            if let Ok(feedback) = TransportLayerCc::unmarshal(&mut &datagram[..]) {
-                named.push(feedback.media_ssrc);
-            }
-        }
-    }
+    let named: Vec<u32> = feedbacks(&mut network, publisher)
+        .iter()
+        .map(|feedback| feedback.media_ssrc)
+        .collect();
     assert!(!named.is_empty(), "feedback sent");
     assert!(
         named.iter().all(|&ssrc| ssrc == 0xF0F0),
@@ -494,37 +514,20 @@ fn transport_wide_feedback_names_a_bound_ssrc() {
 /// as sent), not the instant the host took them all (which would read as no time at all).
 #[test]
 fn transport_wide_feedback_reports_when_packets_arrived_not_when_taken() {
-    use rtcp::transport_feedbacks::transport_layer_cc::TransportLayerCc;
-    use webrtc_util::Unmarshal;
-
-    const TWCC_EXT: u8 = 5;
     let start = Instant::now();
-    let mut network = network(start);
-    let publisher = transport(&mut network);
-    let mut config = rid_config();
-    config.transport_cc = Some(TransportCc { ext_id: TWCC_EXT });
-    network
-        .with_router(|router| router.publish(publisher, config))
-        .expect("a new transport");
+    let (mut network, publisher) = twcc_publisher(start);
     let taken = start + Duration::from_millis(100);
-    for (i, packet) in l3t3(0xF0F0, 3).iter().enumerate() {
-        let named = common::with_rid(packet, RID_EXT, b"f");
-        let seq = (100 + i as u16).to_be_bytes();
-        let sequenced = Bytes::from(common::with_rid(&named, TWCC_EXT, &seq));
+    for (i, packet) in sequenced(0xF0F0).enumerate() {
         let arrived = start + Duration::from_millis(5 * i as u64);
         network
-            .with_router(|router| router.handle_rtp_arrived(taken, arrived, publisher, sequenced))
+            .with_router(|router| router.handle_rtp_arrived(taken, arrived, publisher, packet))
             .expect("a valid packet");
     }
     network.run_until(start + Duration::from_millis(300));
-    let mut deltas = Vec::new();
-    for arrival in network.take_arrivals(publisher) {
-        if let Delivery::Rtcp { datagram, .. } = arrival.delivery {
-            if let Ok(feedback) = TransportLayerCc::unmarshal(&mut &datagram[..]) {
-                deltas.extend(feedback.recv_deltas.iter().skip(1).map(|d| d.delta));
-            }
-        }
-    }
+    let deltas: Vec<i64> = feedbacks(&mut network, publisher)
+        .into_iter()
+        .flat_map(|feedback| feedback.recv_deltas.into_iter().skip(1).map(|d| d.delta))
+        .collect();
     assert!(deltas.len() >= 10, "feedback on the packets: {deltas:?}");
     assert!(deltas.iter().all(|&d| d == 5_000), "{deltas:?}");
 }

@@ -58,7 +58,7 @@ impl NodeCore {
     /// reported back to it as arriving then ([`Router::handle_rtp_arrived`]); everything else
     /// happens at `now`.
     ///
-    /// [`Router::handle_rtp_arrived`]: crate::engine::router::Router::handle_rtp_arrived
+    /// [`Router::handle_rtp_arrived`]: crate::engine::Router::handle_rtp_arrived
     pub fn handle_datagram_arrived(
         &mut self,
         now: Instant,
