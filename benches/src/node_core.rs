@@ -4,6 +4,7 @@
 //! written, the payload after it, the packet protected there). Real AES-128-GCM sessions on
 //! both sides; no socket, which `node/egress_srtp` measures.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -24,9 +25,10 @@ const PASS: usize = 2_000;
 
 pub fn cases() -> Vec<Case> {
     vec![
-        node_path("node/ingress/av1_l3t3", 0),
-        node_path("node/fanout/av1_l3t3/8", 8),
-        node_path("node/fanout/av1_l3t3/100", 100),
+        node_path("node/ingress/av1_l3t3", 0, Intake::Read),
+        node_path("node/ingress/handed_over/av1_l3t3", 0, Intake::HandedOver),
+        node_path("node/fanout/av1_l3t3/8", 8, Intake::Read),
+        node_path("node/fanout/av1_l3t3/100", 100, Intake::Read),
     ]
 }
 
@@ -104,9 +106,19 @@ fn drain(core: &mut NodeCore, batch: &mut Batch) -> usize {
     polled
 }
 
+/// How a datagram reaches the core.
+#[derive(Clone, Copy)]
+enum Intake {
+    /// Lent from the socket's receive batch, as a node of one worker reads it.
+    Read,
+    /// Copied by the socket's reader and handed to the worker that owns its sender, as a node
+    /// of several workers takes it: the copy is counted in the op.
+    HandedOver,
+}
+
 /// Each op is one publisher packet through the core and everything it makes the core send:
 /// a datagram per viewer, and RTCP when the engine has some.
-fn node_path(name: &'static str, viewers: usize) -> Case {
+fn node_path(name: &'static str, viewers: usize, intake: Intake) -> Case {
     let now = Instant::now();
     let (packets, structures) = publisher_stream();
     let mut batch = Batch::new(MAX_DATAGRAM);
@@ -121,7 +133,14 @@ fn node_path(name: &'static str, viewers: usize) -> Case {
             next = 0;
             core = core_with(now, viewers);
         }
-        core.handle_datagram(now, addr(0), &packets[next]);
+        let packet = &packets[next];
+        match intake {
+            Intake::Read => core.handle_datagram(now, addr(0), packet),
+            Intake::HandedOver => {
+                let copy = Cow::Owned(packet.to_vec());
+                core.handle_datagram_arrived(now, now, addr(0), copy);
+            }
+        }
         next += 1;
         let sent = drain(&mut core, &mut batch);
         assert!(

@@ -45,7 +45,7 @@ const FANOUT: Budget = Budget {
 
 /// A publisher's packet through the node: the buffer it is decrypted in, which the engine
 /// keeps and every subscriber's payload shares, and the reference count `Bytes` shares it
-/// under.
+/// under. A datagram a reader copied to hand it over is that buffer: the same two.
 const KEPT_PACKET: u64 = 2;
 
 /// One publisher packet through the node's core to any number of viewers: nothing per
@@ -126,6 +126,7 @@ const EXPECTED: &[(&str, Budget)] = &[
     // The whole path through the core, SRTP both ways: each viewer's datagram is written,
     // protected and polled in place.
     ("node/ingress/av1_l3t3", NODE_PATH),
+    ("node/ingress/handed_over/av1_l3t3", NODE_PATH),
     ("node/fanout/av1_l3t3/8", NODE_PATH),
     ("node/fanout/av1_l3t3/100", NODE_PATH),
     ("data/relay/100B/0", data_relay(11, 10, 0)),

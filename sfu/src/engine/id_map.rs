@@ -3,7 +3,8 @@
 //! keyed hash (SipHash, std's default) costs more than the rest of the lookup. A keyed hash
 //! defends a table against keys an attacker picks to collide; every table keyed here holds
 //! keys the attacker does not pick: ids the router or the node hands out, random session ids,
-//! SSRCs announced in signaling, addresses bound only after the session's password proved them.
+//! SSRCs announced in signaling, addresses bound only after the session's password proved them,
+//! and a cluster's links (the other nodes' addresses, the SSRCs and tags an origin announces).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

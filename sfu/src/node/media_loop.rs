@@ -12,6 +12,7 @@
 //! while datagrams are few, and once every `udp_read_spacing_us` while they keep coming (the
 //! loop then wakes for that read as it wakes for a timer).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -357,7 +358,7 @@ impl MediaLoop {
         let read_at = now();
         let read = reads.read(read_at, inbound);
         batch::each_received(read, inbound, |from, data, waited| {
-            self.on_datagram(from, data, arrival::stamped(read_at, waited));
+            self.on_datagram(from, Cow::Borrowed(data), arrival::stamped(read_at, waited));
         });
     }
 
@@ -378,13 +379,13 @@ impl MediaLoop {
     /// they make the core send goes out together, as after a batch read from the socket
     /// (a loop turn and a send call per datagram cost more than the datagram itself).
     fn take_handed_over(&mut self, (from, data, arrived): Handoff) {
-        self.on_datagram(from, &data, arrived);
+        self.on_datagram(from, Cow::Owned(data), arrived);
         for _ in 1..batch::BATCH_LEN {
             let Some(Ok((from, data, arrived))) = self.shard.as_mut().map(|s| s.inbox.try_recv())
             else {
                 break;
             };
-            self.on_datagram(from, &data, arrived);
+            self.on_datagram(from, Cow::Owned(data), arrived);
         }
     }
 
@@ -405,7 +406,7 @@ impl MediaLoop {
     }
 
     /// A datagram from the media socket, stamped with when it `arrived`.
-    fn on_datagram(&mut self, from: SocketAddr, data: &[u8], arrived: Instant) {
+    fn on_datagram(&mut self, from: SocketAddr, data: Cow<'_, [u8]>, arrived: Instant) {
         let arrived = self.arrivals.at(arrived);
         let core = &mut self.worker.core;
         core.handle_datagram_arrived(now(), arrived, from, data);

@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
 use parking_lot::RwLock;
 use tokio::sync::mpsc;
 
@@ -39,8 +38,9 @@ pub const MAX_WORKERS: usize = 256;
 /// Datagrams waiting for a worker, at most.
 pub const HANDOFF_QUEUE: usize = 4096;
 
-/// A datagram handed to the worker that owns its sender, with the instant it arrived.
-pub type Handoff = (SocketAddr, Bytes, Instant);
+/// A datagram handed to the worker that owns its sender, with the instant it arrived: its one
+/// copy, which the worker's core decrypts in place and, for a publisher's packet, keeps.
+pub type Handoff = (SocketAddr, Vec<u8>, Instant);
 
 /// The worker that serves `room`: a hash of its name, the same in every request (FNV-1a: the
 /// standard hasher is keyed at random per process).
@@ -167,9 +167,7 @@ impl Reader {
             .filter(|&w| w < self.queues.len())
             .unwrap_or(0);
         let (queue, lost) = &self.queues[worker];
-        let sent = queue
-            .try_send((from, Bytes::copy_from_slice(datagram), arrived))
-            .is_ok();
+        let sent = queue.try_send((from, datagram.to_vec(), arrived)).is_ok();
         if !sent {
             lost.fetch_add(1, Ordering::Relaxed);
         }

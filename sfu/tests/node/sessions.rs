@@ -413,7 +413,7 @@ fn a_publisher_hears_when_its_packets_arrived_not_when_they_were_taken() {
         let sequenced = common::with_rid(packet, TWCC, &(i as u16).to_be_bytes());
         let arrived = start + Duration::from_millis(5 * i as u64);
         h.core
-            .handle_datagram_arrived(taken, arrived, addr(9500), &sequenced);
+            .handle_datagram_arrived(taken, arrived, addr(9500), sequenced.into());
     }
     for step in 1..=30 {
         h.now = taken + Duration::from_millis(10 * step);

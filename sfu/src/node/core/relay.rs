@@ -25,7 +25,7 @@
 //! The datagrams of links are in `relay_wire.rs`; what an edge asks for, and when, in
 //! `relay_pulls.rs`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -35,6 +35,7 @@ use super::followed::Names;
 use super::relay_pulls::Pulls;
 use super::relay_resend::ResendRing;
 use super::{CoreError, NodeCore};
+use crate::engine::id_map::IdMap;
 use crate::engine::{StreamIds, TransportId};
 use crate::node::metrics::RelayFigures;
 use crate::node::participant::ParticipantId;
@@ -234,11 +235,11 @@ pub(super) struct LinkIn {
     pub heard: Instant,
     pub next_keepalive: Instant,
     /// Each relay-in, and since when its room has had nobody to receive it.
-    pub relays: HashMap<PeerId, Option<Instant>>,
+    pub relays: IdMap<PeerId, Option<Instant>>,
     /// Whose each SSRC on the link is.
-    pub by_ssrc: HashMap<u32, PeerId>,
+    pub by_ssrc: IdMap<u32, PeerId>,
     /// Whose each tag on the link is.
-    pub by_tag: HashMap<u32, PeerId>,
+    pub by_tag: IdMap<u32, PeerId>,
     /// The relay-ins whose origin said their track set changed: their node asks again.
     pub changed: HashSet<PeerId>,
     /// The relays of a room's data alone it carries.
@@ -281,17 +282,17 @@ impl std::fmt::Debug for LinkIn {
 /// The core's links and relays, both ends.
 #[derive(Debug, Default)]
 pub(super) struct Relays {
-    pub outs: HashMap<Remote, LinkOut>,
-    pub ins: HashMap<Remote, LinkIn>,
+    pub outs: IdMap<Remote, LinkOut>,
+    pub ins: IdMap<Remote, LinkIn>,
     /// Each relay-in's link.
-    pub in_peers: HashMap<PeerId, Remote>,
+    pub in_peers: IdMap<PeerId, Remote>,
     /// Packets for links, to be protected as they are polled.
     pub queue: VecDeque<(Remote, Bytes)>,
     pub next_tick: Option<Instant>,
     pub counters: RelayCounters,
     /// Each link's SCTP association: the link's other end, and whether this end is its
     /// origin.
-    pub data_links: HashMap<PeerId, (Remote, bool)>,
+    pub data_links: IdMap<PeerId, (Remote, bool)>,
     /// What the edge asks its node to pull.
     pub pulls: Pulls,
 }
@@ -610,9 +611,9 @@ impl NodeCore {
             srtp: link.srtp,
             heard: now,
             next_keepalive: now,
-            relays: HashMap::new(),
-            by_ssrc: HashMap::new(),
-            by_tag: HashMap::new(),
+            relays: IdMap::default(),
+            by_ssrc: IdMap::default(),
+            by_tag: IdMap::default(),
             changed: HashSet::new(),
             data_rooms: Vec::new(),
             data,

@@ -2,6 +2,7 @@
 //! and SRTCP from sessions into the engine, and what the engine sends out encrypted to its
 //! session's address.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -56,7 +57,9 @@ impl NodeCore {
     /// One datagram from the UDP socket, taken at `now` but `arrived` earlier (the kernel's
     /// receive stamp, when the socket is read in spaced turns): a publisher's media is
     /// reported back to it as arriving then ([`Router::handle_rtp_arrived`]); everything else
-    /// happens at `now`.
+    /// happens at `now`. A datagram handed over `Owned` (a copy the loop made anyway, to pass
+    /// it between threads) is decrypted where it is, and a publisher's packet kept there: it
+    /// is not copied again.
     ///
     /// [`Router::handle_rtp_arrived`]: crate::engine::Router::handle_rtp_arrived
     pub fn handle_datagram_arrived(
@@ -64,7 +67,7 @@ impl NodeCore {
         now: Instant,
         arrived: Instant,
         from: SocketAddr,
-        data: &[u8],
+        data: Cow<'_, [u8]>,
     ) {
         self.take_packet(now, arrived, Remote::Udp(from), data);
     }
@@ -72,10 +75,10 @@ impl NodeCore {
     /// One packet from either transport: a UDP datagram, or a frame of a TCP connection
     /// (RFC 4571 takes its length off). The same from here on, but for whose bytes they count.
     pub fn handle_packet(&mut self, now: Instant, from: Remote, data: &[u8]) {
-        self.take_packet(now, now, from, data);
+        self.take_packet(now, now, from, Cow::Borrowed(data));
     }
 
-    fn take_packet(&mut self, now: Instant, arrived: Instant, from: Remote, data: &[u8]) {
+    fn take_packet(&mut self, now: Instant, arrived: Instant, from: Remote, data: Cow<'_, [u8]>) {
         self.arm_sweep(now);
         match from {
             Remote::Udp(_) | Remote::Link(_) => {
@@ -87,7 +90,7 @@ impl NodeCore {
         if let Remote::Link(_) = from {
             // A relay socket carries links alone: no session is ever bound there.
             match self.is_link(from) {
-                true => self.handle_from_link(now, from, data),
+                true => self.handle_from_link(now, from, &data),
                 false => self.counters.drop(DropReason::UnknownSource),
             }
             return;
@@ -95,9 +98,9 @@ impl NodeCore {
         if self.relays.contains(from) {
             self.counters.relayed_bytes_in += data.len() as u64;
         }
-        let kind = classify(data);
+        let kind = classify(&data);
         if kind == PayloadKind::Stun {
-            self.handle_stun(now, from, data);
+            self.handle_stun(now, from, &data);
             return;
         }
         let bound = self.by_addr.get(&from).copied();
@@ -106,12 +109,12 @@ impl NodeCore {
             return;
         };
         match kind {
-            PayloadKind::Dtls => self.handle_dtls(now, id, data),
+            PayloadKind::Dtls => self.handle_dtls(now, id, &data),
             PayloadKind::Rtp => {
                 self.handle_srtp(now, arrived, id, data);
             }
             PayloadKind::Rtcp => {
-                self.handle_srtcp(now, id, data);
+                self.handle_srtcp(now, id, &data);
             }
             _ => self.counters.drop(DropReason::NotWebRtc),
         }
@@ -184,7 +187,7 @@ impl NodeCore {
         now: Instant,
         arrived: Instant,
         id: PeerId,
-        data: &[u8],
+        data: Cow<'_, [u8]>,
     ) -> bool {
         let Some(peer) = self.peers.get_mut(&id) else {
             return false;
@@ -197,9 +200,9 @@ impl NodeCore {
             self.counters.drop(DropReason::NoKeys);
             return false;
         };
-        // The packet's one copy: into the buffer the engine keeps and shares with every
-        // subscriber, decrypted there.
-        let mut packet = data.to_vec();
+        // The packet's one copy (here, or the one the loop handed over): the buffer the
+        // engine keeps and shares with every subscriber, decrypted there.
+        let mut packet = data.into_owned();
         match srtp.unprotect_rtp(&mut packet) {
             Ok(len) => packet.truncate(len),
             Err(refused) => {
