@@ -239,7 +239,8 @@ trait Transform {
 }
 
 /// The RTP header's length with CSRCs and extension, or `None` when the packet is too short
-/// for it or not version 2.
+/// for it or not version 2. Two fields read (the CSRC count and the extension's length), not a
+/// walk of the extensions: the engine's parse of the decrypted packet is the header's one walk.
 pub fn rtp_header_len(packet: &[u8]) -> Option<usize> {
     if packet.len() < RTP_HEADER_LEN || packet[0] >> 6 != 2 {
         return None;
