@@ -2,7 +2,6 @@
 //! captures.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -21,9 +20,7 @@ use crate::engine::{
 };
 use crate::node::auth::{Auth, Grant};
 use crate::node::core::{NodeCore, MAX_DATAGRAM};
-use crate::node::dtls::{
-    DtlsAssociation, DtlsCertificate, DtlsConfig, DtlsError, DtlsOutput, DATAGRAM_LIMIT, MTU,
-};
+use crate::node::dtls::MTU;
 use crate::node::ice::BindingRequest;
 use crate::node::limits::Limits;
 use crate::node::peer::{IceCredentials, Join, PeerId};
@@ -39,11 +36,13 @@ use crate::node::testing;
 use crate::sim::{Delivery, LinkConfig, Network};
 
 mod directory_entry;
+mod dtls;
 mod relay_link;
 mod room_notice;
 mod room_part;
 mod trickle_fragment;
 pub use directory_entry::directory_entry;
+pub use dtls::{dtls_association, dtls_association_sent, dtls_client_flights, dtls_fixture};
 pub use relay_link::{relay_link, RELAY_NOW_MS, RELAY_SECRET};
 pub use room_notice::room_notice;
 pub use room_part::room_part;
@@ -512,62 +511,6 @@ fn unprotect(
         session.unprotect_rtcp(buf)
     } else {
         session.unprotect_rtp(buf)
-    }
-}
-
-/// The handshake timeout of `dtls_association`'s associations: a few time records pass it.
-const DTLS_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `dtls_association`'s node configuration and the fingerprint its peer is expected to have,
-/// made once: a key pair per input would be most of the fuzzer's time.
-pub fn dtls_fixture() -> &'static (DtlsConfig, String) {
-    static FIXTURE: OnceLock<(DtlsConfig, String)> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
-        let node = DtlsCertificate::generate().expect("a certificate");
-        let peer = DtlsCertificate::generate().expect("a certificate");
-        let config = DtlsConfig::new(&node, DTLS_TIMEOUT).expect("a configuration");
-        (config, peer.fingerprint())
-    })
-}
-
-/// `dtls_association`: a fresh association, the node's side of a peer's DTLS, fed `records`:
-/// even `op` a datagram from the peer, odd `op` `op / 2 * 100` ms passing. After each,
-/// everything it has is polled: datagrams fit the MTU, it never connects (nothing here holds
-/// the key of the certificate it expects), and once it has failed or closed it takes nothing
-/// more.
-pub fn dtls_association(data: &[u8]) {
-    let (config, fingerprint) = dtls_fixture();
-    let (algorithm, value) = fingerprint.split_once(' ').expect("algorithm and value");
-    let mut now = Instant::now();
-    let mut association =
-        DtlsAssociation::new(now, config, (algorithm, value)).expect("the fingerprint parses");
-    let mut buf = vec![0; DATAGRAM_LIMIT];
-    for (op, bytes) in records(data) {
-        if op % 2 == 0 {
-            let ended = association.is_ended();
-            let taken = association.handle_datagram(now, bytes);
-            if ended {
-                assert!(matches!(taken, Err(DtlsError::Ended)));
-            }
-        } else {
-            now += Duration::from_millis(u64::from(op / 2) * 100);
-            association.handle_timeout(now);
-        }
-        drain_association(&mut association, &mut buf);
-    }
-}
-
-fn drain_association(association: &mut DtlsAssociation, buf: &mut [u8]) {
-    while let Some(output) = association.poll_output(buf) {
-        match output {
-            DtlsOutput::Datagram(datagram) => assert!(datagram.len() <= MTU),
-            DtlsOutput::Closed | DtlsOutput::Failed(_) => {
-                assert!(association.poll_output(buf).is_none());
-                assert!(association.is_ended());
-                return;
-            }
-            other => panic!("an association without the peer's key reported {other:?}"),
-        }
     }
 }
 

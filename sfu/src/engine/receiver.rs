@@ -253,21 +253,23 @@ impl Receiver {
     )]
     pub fn receive(&mut self, now: Instant, bytes: Bytes) -> Result<PacketRef, ReceiveError> {
         let result = match RtpPacket::parse(&bytes) {
-            Ok(packet) => self.receive_inner(now, &packet, bytes.clone()),
+            Ok(packet) => self.receive_inner(now, now, &packet, bytes.clone()),
             Err(e) => Err(ReceiveError::Malformed(e)),
         };
         self.count(result)
     }
 
     /// [`receive`](Self::receive) of a packet the caller has parsed already (`packet` is the
-    /// view of `bytes`): the header is read once, whoever needs it.
+    /// view of `bytes`): the header is read once, whoever needs it. It `arrived` at or before
+    /// `now`: the interarrival jitter (RFC 3550 A.8) runs on arrivals, everything else on `now`.
     pub fn receive_parsed(
         &mut self,
         now: Instant,
+        arrived: Instant,
         packet: &RtpPacket<'_>,
         bytes: Bytes,
     ) -> Result<PacketRef, ReceiveError> {
-        let result = self.receive_inner(now, packet, bytes);
+        let result = self.receive_inner(now, arrived, packet, bytes);
         self.count(result)
     }
 
@@ -372,6 +374,7 @@ impl Receiver {
     fn receive_inner(
         &mut self,
         now: Instant,
+        arrived: Instant,
         packet: &RtpPacket<'_>,
         bytes: Bytes,
     ) -> Result<PacketRef, ReceiveError> {
@@ -417,7 +420,7 @@ impl Receiver {
             len: bytes.len(),
             padding_only: payload.is_empty(),
         };
-        stream.stats.on_packet(received, now);
+        stream.stats.on_packet(received, arrived);
         self.counters.padding_only += u64::from(payload.is_empty());
         if audio_level.is_some() {
             self.audio_level = audio_level;

@@ -201,8 +201,9 @@ impl Router {
     /// One RTP packet from a publisher, taken at `now` but `arrived` at the host earlier (a
     /// kernel's receive stamp, for a host that reads its socket some time after datagrams
     /// come): the arrival times reported back to the publisher (transport-wide feedback, the
-    /// REMB estimate) are `arrived`, as its bandwidth estimate needs the path's timing, not
-    /// the host's reads; everything else happens at `now`. An arrival after `now` is `now`.
+    /// REMB estimate, the interarrival jitter in receiver reports) are `arrived`, as its
+    /// bandwidth estimate needs the path's timing, not the host's reads; everything else
+    /// happens at `now`. An arrival after `now` is `now`.
     pub fn handle_rtp_arrived(
         &mut self,
         now: Instant,
@@ -238,10 +239,11 @@ impl Router {
         ) else {
             return Err(ReceiveError::UnknownSsrc);
         };
-        on.handle_arrival(arrived.min(now), track, published.receiver.config(), &view);
+        let arrived = arrived.min(now);
+        on.handle_arrival(arrived, track, published.receiver.config(), &view);
         let at = published
             .receiver
-            .receive_parsed(now, &view, packet.clone())
+            .receive_parsed(now, arrived, &view, packet.clone())
             .inspect_err(|e| {
                 self.counters.dropped_in += 1;
                 // Without the structure nothing of the stream can be selected: a keyframe brings

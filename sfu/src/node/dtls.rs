@@ -6,7 +6,11 @@
 //! out. The tests check it against an independent client stack (`test_client.rs`).
 
 mod association;
+#[cfg(feature = "fuzzing")]
+mod constant_random;
 mod early_records;
+#[cfg(any(test, feature = "fuzzing"))]
+mod stack_client;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +20,8 @@ use rtc_dtls::crypto_provider::RTCCryptoProvider;
 use sha2::{Digest, Sha256};
 
 pub use association::{DtlsAssociation, DtlsConfig, DtlsOutput, DATAGRAM_LIMIT, MTU};
+#[cfg(any(test, feature = "fuzzing"))]
+pub use stack_client::{client_flights, client_hello};
 
 use super::srtp::{SrtpKeys, SrtpProfile};
 
@@ -204,37 +210,6 @@ fn split_keying_material(profile: SrtpProfile, material: &[u8], side: Side) -> O
         remote_key: remote.0.to_vec(),
         remote_salt: remote.1.to_vec(),
     })
-}
-
-/// A ClientHello from the DTLS stack in the client role, as a peer's first datagram: for the
-/// tests and the fuzz seeds.
-#[cfg(any(test, feature = "fuzzing"))]
-pub fn client_hello(now: std::time::Instant) -> Vec<u8> {
-    use rtc_dtls::config::ConfigBuilder;
-    use rtc_dtls::endpoint::Endpoint;
-    use std::net::SocketAddr;
-
-    let provider = rtc_dtls::crypto_provider::default_provider().expect("a crypto provider");
-    let config = ConfigBuilder::default()
-        .with_crypto_provider(provider)
-        .with_insecure_skip_verify(true)
-        .build(true, None)
-        .expect("a client configuration");
-    let mut client = Endpoint::new(
-        SocketAddr::from(([127, 0, 0, 1], 1)),
-        rtc_shared::TransportProtocol::UDP,
-        None,
-    );
-    client
-        .connect(
-            now,
-            SocketAddr::from(([127, 0, 0, 1], 2)),
-            Arc::new(config),
-            None,
-        )
-        .expect("the client starts");
-    let hello = client.poll_transmit().expect("a ClientHello");
-    hello.message.to_vec()
 }
 
 #[cfg(test)]

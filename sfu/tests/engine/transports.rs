@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use rtcp::transport_feedbacks::transport_layer_cc::TransportLayerCc;
 use rtp_ext::codec::Codec;
 use selector::{Layer, LayerLimits};
-use sfu::engine::rtcp::{Pli, Remb, RembSsrcs, RtcpFeedback};
+use sfu::engine::rtcp::{parse_compound, Pli, Remb, RembSsrcs, RtcpFeedback};
 use sfu::engine::{
     DownTrackConfig, Event, ReceiveError, RouterConfig, RouterError, StreamConfig, StreamIds,
     TrackConfig, TrackId, TransportCc, TransportId, REBIND_HOLD,
@@ -565,4 +565,45 @@ fn the_next_transport_is_the_one_the_next_packet_goes_to() {
     written.sort_unstable();
     assert_eq!(written, viewers, "one packet to each viewer");
     assert!(router.poll_transmit(&mut buf).is_none());
+}
+
+/// The interarrival jitter (RFC 3550 A.8) in the receiver reports a publisher gets runs on
+/// arrivals too: packets that arrived exactly as their timestamps say (whatever instant the
+/// host took them at) report none, where taking them all at once would read as jitter.
+#[test]
+fn the_jitter_reported_to_a_publisher_runs_on_arrivals() {
+    let start = Instant::now();
+    let (mut network, publisher) = twcc_publisher(start);
+    let taken = start + Duration::from_millis(200);
+    let packets: Vec<Bytes> = sequenced(0xF0F0).collect();
+    let first = timestamp(&packets[0]);
+    for packet in packets {
+        // At 90 kHz, rounded up to the nanosecond so that it reads back as the same units.
+        let units = u64::from(timestamp(&packet).wrapping_sub(first));
+        let arrived = start + Duration::from_nanos((units * 1_000_000_000).div_ceil(90_000));
+        assert!(arrived < taken, "the stream is shorter than the wait");
+        network
+            .with_router(|router| router.handle_rtp_arrived(taken, arrived, publisher, packet))
+            .expect("a valid packet");
+    }
+    network.run_until(start + Duration::from_secs(3));
+    let mut jitters = Vec::new();
+    for arrival in network.take_arrivals(publisher) {
+        let Delivery::Rtcp { datagram, .. } = arrival.delivery else {
+            continue;
+        };
+        let _ = parse_compound(&datagram, |item| {
+            if let RtcpFeedback::ReceiverReport(report) = item {
+                let blocks = report.blocks.iter().filter(|b| b.ssrc == 0xF0F0);
+                jitters.extend(blocks.map(|block| block.jitter));
+            }
+        });
+    }
+    assert!(!jitters.is_empty(), "receiver reports on the stream");
+    assert!(jitters.iter().all(|&j| j == 0), "{jitters:?}");
+}
+
+/// An RTP packet's timestamp.
+fn timestamp(packet: &[u8]) -> u32 {
+    u32::from_be_bytes([packet[4], packet[5], packet[6], packet[7]])
 }

@@ -435,7 +435,45 @@ fn dtls_association_seeds() -> Seeds {
             "hello_then_garbage",
             [hello, record(0, &[22, 0xFE, 0xFD]), record(0, &[0xAB; 64])].concat(),
         ),
+        ("whole_handshake", whole_handshake(0)),
     ]
+}
+
+/// A client's every datagram of a whole handshake (its hellos, the second with the node's
+/// cookie, and its certificate flight), each a record of `op`.
+fn whole_handshake(op: u8) -> Vec<u8> {
+    let flights = fuzz::dtls_client_flights();
+    flights
+        .iter()
+        .flat_map(|datagram| record(op, datagram))
+        .collect()
+}
+
+/// Whether `datagram` holds a handshake message of `kind` at the head of its first record.
+fn opens_with_handshake(datagram: &[u8], kind: u8) -> bool {
+    datagram.first() == Some(&22) && datagram.get(13) == Some(&kind)
+}
+
+/// The whole-handshake seed answers the node's cookie (constant under fuzzing): the node sends
+/// its ServerHello flight, so the fuzzer starts past the cookie exchange, at the parsing of the
+/// client's certificate flight.
+#[test]
+fn the_handshake_seed_gets_past_the_cookie() {
+    const HELLO_VERIFY_REQUEST: u8 = 3;
+    const SERVER_HELLO: u8 = 2;
+    let flights = fuzz::dtls_client_flights();
+    assert!(flights.len() >= 3, "hello, hello again, certificate flight");
+    let sent = fuzz::dtls_association_sent(&whole_handshake(0));
+    assert!(
+        sent.iter()
+            .any(|d| opens_with_handshake(d, HELLO_VERIFY_REQUEST)),
+        "the cookie asked for"
+    );
+    assert!(
+        sent.iter().any(|d| opens_with_handshake(d, SERVER_HELLO)),
+        "the node's flight after the cookie: {} datagrams",
+        sent.len()
+    );
 }
 
 /// The real AV1 packets with a Dependency Descriptor, in capture order.
@@ -524,11 +562,15 @@ fn node_core_seeds() -> Seeds {
         (
             "dtls_hello_beside_media",
             [
-                media,
+                media.clone(),
                 vec![hello, wait(250), wait(250), wait(250), wait(250), again],
             ]
             .concat()
             .concat(),
+        ),
+        (
+            "dtls_handshake_beside_media",
+            [media.concat(), whole_handshake(0)].concat(),
         ),
     ]
 }
