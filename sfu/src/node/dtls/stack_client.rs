@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use rtc_dtls::config::ConfigBuilder;
+use rtc_dtls::config::{ConfigBuilder, HandshakeConfig};
 use rtc_dtls::crypto::Certificate;
 use rtc_dtls::endpoint::Endpoint;
 use rtc_dtls::extension::extension_use_srtp::SrtpProtectionProfile;
@@ -16,7 +16,7 @@ use super::{DtlsAssociation, DtlsOutput, DATAGRAM_LIMIT};
 
 /// The client's address, and the node's, as the client stack is told them.
 const CLIENT: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 1);
-const NODE: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 2);
+pub(super) const NODE: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 2);
 
 /// Turns of the exchange at most: a handshake takes four.
 const TURNS: usize = 16;
@@ -71,6 +71,11 @@ fn client(now: Instant, certificates: Vec<Certificate>) -> Endpoint {
         .with_insecure_skip_verify(true)
         .build(true, None)
         .expect("a client configuration");
+    connect(now, config)
+}
+
+/// The client stack with `config`, connecting to the node (at [`NODE`]) at `now`.
+pub(super) fn connect(now: Instant, config: HandshakeConfig) -> Endpoint {
     let mut client = Endpoint::new(CLIENT, rtc_shared::TransportProtocol::UDP, None);
     client
         .connect(now, NODE, Arc::new(config), None)

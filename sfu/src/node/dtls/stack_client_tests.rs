@@ -48,16 +48,9 @@ fn handshake(sdp_fingerprint: Option<&str>, profiles: Vec<SrtpProtectionProfile>
         })))
         .build(true, None)
         .expect("a client configuration");
-    let server_addr = SocketAddr::from(([127, 0, 0, 1], 2));
-    let mut client = Endpoint::new(
-        SocketAddr::from(([127, 0, 0, 1], 1)),
-        rtc_shared::TransportProtocol::UDP,
-        None,
-    );
+    let server_addr = stack_client::NODE;
     let now = Instant::now();
-    client
-        .connect(now, server_addr, Arc::new(client_config), None)
-        .expect("the client starts");
+    let mut client = stack_client::connect(now, client_config);
 
     let config = DtlsConfig::new(&node, HANDSHAKE_TIMEOUT).expect("configuration");
     let fingerprint = sdp_fingerprint.map_or(own_fingerprint, str::to_owned);
